@@ -1,0 +1,169 @@
+"""The privacy certificate: a versioned, machine-readable statement of what is guaranteed.
+
+A certificate embeds the canonical (flattened) spec text and its sha256, and for every release,
+training or composition in it: the protected unit and neighbouring relation, the privacy notion,
+the calibrated mechanism parameters, the guarantee as an ε(α) curve and as (ε, δ) pairs, the
+assumptions with their sources, the formulas (sympy text and LaTeX) and the numerical method
+with its error bound. ``content_hash`` is the sha256 of everything else, so any edit is detected.
+
+Versioning: ``schema_version`` is MAJOR.MINOR. A reader accepts the same MAJOR and a MINOR up to
+its own; anything else is refused with a message that names both versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+Scalar = Union[float, int, str, bool, None]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Tool(_M):
+    name: Literal["dpspec"] = "dpspec"
+    version: str
+
+
+class SpecRecord(_M):
+    """The spec the certificate was compiled from, flattened (includes inlined) and canonical."""
+
+    source_name: str
+    canonical_text: str
+    sha256: str
+
+
+class Source(_M):
+    """Where a statement comes from: a paper and a theorem/equation, or a dpspec derivation."""
+
+    paper: str
+    ref: str
+
+
+class Assumption(_M):
+    id: str
+    statement: str
+    source: Source
+
+
+class Formula(_M):
+    """A closed form the certificate relies on, as sympy text (re-evaluated by ``verify``) and LaTeX.
+
+    ``variables`` binds the free symbols; ``value`` is the formula evaluated at them (for curves,
+    ``checks`` holds (α, value) pairs evaluated at a few orders)."""
+
+    name: str
+    sympy: str
+    latex: str
+    variables: dict[str, Scalar] = Field(default_factory=dict)
+    value: Optional[float] = None
+    checks: list[tuple[float, float]] = Field(default_factory=list)
+
+
+class Protected(_M):
+    definition: str
+    unit: str
+    relation: Optional[str] = None
+    group_size: Optional[int] = None
+    description: str
+
+
+class Notion(_M):
+    name: str  # "approximate_dp", "renyi_dp", "ave_srpp", "joint_srpp", "sa_ave_srpp", "sa_joint_srpp"
+    description: str
+
+
+class MechanismRecord(_M):
+    name: str
+    description: str
+    parameters: dict[str, Scalar]
+    calibrated: bool  # True when dpspec solved for the noise; False when the spec gave it
+
+
+class DpPoint(_M):
+    epsilon: float
+    delta: float
+
+
+class GuaranteeRecord(_M):
+    """The certified guarantee. ``rdp_alphas``/``rdp_epsilons``: the ε(α) curve (upper bounds).
+    ``dp``: (ε, δ) pairs read off the curve; the first is at the spec's δ."""
+
+    target: dict[str, Scalar] = Field(default_factory=dict)
+    rdp_alphas: list[float] = Field(default_factory=list)
+    rdp_epsilons: list[float] = Field(default_factory=list)
+    dp: list[DpPoint] = Field(default_factory=list)
+    best_alpha: Optional[float] = None
+    epsilon: Optional[float] = None
+    delta: Optional[float] = None
+    alpha: Optional[float] = None
+    theorems: list[str] = Field(default_factory=list)
+
+
+class Numerics(_M):
+    method: str
+    abs_error_bound: float
+    alpha_grid: str
+    conversion: Optional[str] = None
+    calibration: Optional[str] = None
+
+
+class TargetCertificate(_M):
+    name: str
+    kind: Literal["release", "train", "compose"]
+    protected: Protected
+    notion: Notion
+    mechanism: MechanismRecord
+    guarantee: GuaranteeRecord
+    assumptions: list[Assumption] = Field(default_factory=list)
+    formulas: list[Formula] = Field(default_factory=list)
+    numerics: Numerics
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Certificate(_M):
+    schema_version: str = SCHEMA_VERSION
+    tool: Tool
+    spec: SpecRecord
+    results: list[TargetCertificate]
+    content_hash: str = ""
+
+    def payload_hash(self) -> str:
+        return content_hash(self)
+
+    def sealed(self) -> "Certificate":
+        return self.model_copy(update={"content_hash": content_hash(self)})
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+def canonical_json(obj: dict) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def content_hash(cert: Certificate) -> str:
+    payload = cert.model_dump(mode="json", exclude={"content_hash"})
+    return "sha256:" + hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def json_schema() -> dict:
+    schema = Certificate.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://dpspec.dev/schema/certificate-{SCHEMA_VERSION}.json"
+    return schema
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,6 @@
+"""Stage 3: the checker — named rules over the IR (see ``docs/rules.md``)."""
+
+from dpspec.check import rules as _rules  # noqa: F401  (registers the general rules)
+from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
+
+__all__ = ["CATALOGUE", "RuleInfo", "rule", "run_checks"]

@@ -1,0 +1,534 @@
+"""The general rules (DPS0xx front end, DPS1xx structure and composability).
+
+Mechanism-specific rules live next to their mechanisms and use ids in their own hundreds:
+DPS2xx accounting/DP-SGD, DPS4xx SWM, DPS5xx SRPP-SGD, DPS6xx relational, DPS7xx GCON.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+from pydantic import BaseModel
+
+from dpspec.check.framework import Context, diag, register_front_end, rule
+from dpspec.diagnostics import did_you_mean
+from dpspec.ir import models as ir
+from dpspec.mechanisms.registry import MECHANISMS, unit_phrase
+
+# A minimal valid spec the examples below are built from.
+_UNIT = "privacy people { unit record }\n"
+_REL = "release r {{ mechanism gaussian  sensitivity 1.0  guarantee {g} }}\n"
+
+
+def _rel(g="dp(epsilon = 1.0, delta = 1e-6)"):
+    return _UNIT + _REL.format(g=g)
+
+
+# --- front-end rules (raised by the parser and the lowering stage) --------------------------------
+
+register_front_end("DPS001", "syntax error", "parse",
+                   bad=_UNIT + "release r { mechanism gaussian sensitivity 1.0 guarantee dp(epsilon = 1.0 delta = 1e-6) }",
+                   good=_rel(),
+                   explanation="The text does not follow the grammar; the message says what was expected.")
+register_front_end("DPS002", "unterminated string", "parse",
+                   bad='scenario s { data csv("adult.data) secret race }', good='scenario s { data csv("adult.data") secret race }')
+register_front_end("DPS003", "unclosed bracket", "parse", bad=_UNIT + "release r { mechanism gaussian",
+                   good=_rel(), explanation="A `{`, `[` or `(` is never closed; the hint says where it opened.")
+register_front_end("DPS004", "missing file or include", "parse", bad='use "does-not-exist.dps"\n' + _rel(),
+                   good=_rel())
+register_front_end("DPS005", "include cycle", "parse", bad="(see tests: a.dps uses b.dps uses a.dps)",
+                   good=_rel(), explanation="`use` includes form a cycle.")
+register_front_end("DPS006", "not a text file", "parse", bad="privacy p { unit record }\x00", good=_UNIT)
+register_front_end("DPS007", "input too large or too deeply nested", "parse",
+                   bad="release r { x " + "[" * 40 + "]" * 40 + " }", good=_rel(),
+                   explanation="Front-end limits keep parsing linear-time and bounded.")
+register_front_end("DPS008", "empty spec", "lower", bad="# nothing here\n", good=_rel(),
+                   explanation="A spec must define at least one block.")
+register_front_end("DPS100", "unknown block kind", "lower", bad="relaese r { mechanism gaussian }", good=_rel())
+register_front_end("DPS101", "unknown setting", "lower",
+                   bad=_UNIT + "release r { mechanism gaussian  sensitivty 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }",
+                   good=_rel())
+register_front_end("DPS102", "missing required setting", "lower",
+                   bad=_UNIT + "release r { mechanism gaussian  sensitivity 1.0 }", good=_rel())
+register_front_end("DPS103", "setting given twice", "lower",
+                   bad=_UNIT + "release r { mechanism gaussian  sensitivity 1.0  sensitivity 2.0  "
+                               "guarantee dp(epsilon = 1, delta = 1e-6) }", good=_rel())
+register_front_end("DPS104", "wrong kind of value", "lower", bad=_rel('dp(epsilon = "one", delta = 1e-6)'), good=_rel())
+register_front_end("DPS106", "non-finite or over-long number", "lower", bad=_rel("dp(epsilon = inf, delta = 1e-6)"),
+                   good=_rel())
+register_front_end("DPS107", "name defined twice", "lower",
+                   bad=_UNIT + "privacy people { unit record }\n" + _REL.format(g="dp(epsilon = 1, delta = 1e-6)"),
+                   good=_rel())
+register_front_end("DPS111", "unknown function", "lower", bad=_rel("dpp(epsilon = 1.0, delta = 1e-6)"), good=_rel())
+register_front_end("DPS112", "unknown keyword argument", "lower", bad=_rel("dp(epsilom = 1.0, delta = 1e-6)"),
+                   good=_rel())
+register_front_end("DPS113", "missing argument", "lower", bad=_rel("dp(epsilon = 1.0)"), good=_rel())
+register_front_end("DPS114", "too many positional arguments", "lower", bad=_rel("dp(1.0, 1e-6, 3)"),
+                   good=_rel("dp(1.0, 1e-6)"))
+
+
+# --- walking the IR --------------------------------------------------------------------------------
+
+
+def walk(node) -> Iterator[BaseModel]:
+    """Every IR node under ``node`` (depth-first, including itself)."""
+    if isinstance(node, BaseModel):
+        yield node
+        for name in type(node).model_fields:
+            yield from walk(getattr(node, name))
+    elif isinstance(node, (tuple, list)):
+        for x in node:
+            yield from walk(x)
+
+
+# (class, field) → (predicate, requirement text, hint)
+_pos = (lambda x: x > 0, "must be > 0")
+_int1 = (lambda x: x >= 1, "must be at least 1")
+_RANGES: dict[tuple[type, str], tuple] = {
+    (ir.DpGuarantee, "epsilon"): (*_pos, "ε is a privacy loss; for example epsilon = 1.0"),
+    (ir.DpGuarantee, "delta"): (lambda x: 0 < x < 1, "must be in (0, 1)", "δ is a probability; typically 1e-6 or below 1/n"),
+    (ir.RdpGuarantee, "alpha"): (lambda x: x > 1, "must be > 1", "Rényi orders are > 1, e.g. alpha = 8"),
+    (ir.RdpGuarantee, "epsilon"): (*_pos, "for example epsilon = 2.0"),
+    (ir.SrppGuarantee, "alpha"): (lambda x: x > 1, "must be > 1", "Rényi orders are > 1, e.g. alpha = 4"),
+    (ir.SrppGuarantee, "epsilon"): (*_pos, "for example epsilon = 1.0"),
+    (ir.PoissonSampling, "rate"): (lambda x: 0 < x <= 1, "must be in (0, 1]", "a sampling rate such as 0.01 or 1%"),
+    (ir.PoissonSampling, "expected_batch"): (*_int1, "for example expected_batch = 256"),
+    (ir.WithoutReplacementSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
+    (ir.WithReplacementSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
+    (ir.ShuffleSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
+    (ir.NegativeSampler, "per_positive"): (*_int1, "for example per_positive = 4"),
+    (ir.FlatClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
+    (ir.PerTupleClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
+    (ir.FrequencyAdaptiveClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
+    (ir.PerLayerClipping, "C"): (lambda x: len(x) > 0 and all(c > 0 for c in x), "must be a non-empty list of norms > 0",
+                                 "for example C = [0.5, 0.5]"),
+    (ir.GaussianNoise, "sigma"): (*_pos, "a standard deviation such as sigma = 2.0"),
+    (ir.GaussianNoise, "noise_multiplier"): (*_pos, "for example noise_multiplier = 1.1"),
+    (ir.Schedule, "steps"): (*_int1, "for example steps = 1000"),
+    (ir.Schedule, "epochs"): (*_pos, "for example epochs = 3"),
+    (ir.Schedule, "learning_rate"): (*_pos, "for example learning_rate = 0.1"),
+    (ir.Schedule, "momentum"): (lambda x: 0 <= x < 1, "must be in [0, 1)", "for example momentum = 0.9"),
+    (ir.GroupUnit, "size"): (*_int1, "a group of K records, e.g. size = 8"),
+    (ir.PrivacyUnitDecl, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
+    (ir.Training, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
+    (ir.Training, "degree_cap"): (*_int1, "for example degree_cap = 5"),
+    (ir.Release, "sensitivity"): (*_pos, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
+    (ir.BoundedQuery, "sensitivity"): (*_pos, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
+    (ir.BoundedQuery, "dimension"): (*_int1, "for example dimension = 10"),
+    (ir.BoundedQuery, "bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 10"),
+    (ir.UniformSphere, "m"): (*_int1, "the number of directions, e.g. m = 200"),
+    (ir.UniformSphere, "gamma"): (lambda x: 0 < x < 1, "must be in (0, 1)", "a failure probability such as 1e-3"),
+    (ir.Secret, "quantile_bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 5"),
+    (ir.SyntheticData, "size"): (*_int1, "for example size = 10000"),
+}
+
+_FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alpha"}
+
+
+@rule("DPS105", "value out of range",
+      bad=_rel("dp(epsilon = 1.0, delta = 2)"), good=_rel(),
+      explanation="A number is outside the range where the definition or theorem makes sense "
+                  "(α > 1, 0 < δ < 1, ε > 0, rates in (0, 1], sizes ≥ 1, …).")
+def check_ranges(ctx: Context):
+    for n in walk(ctx.spec):
+        for (cls, f), (pred, req, hint) in _RANGES.items():
+            if type(n) is cls:
+                x = getattr(n, f, None)
+                if x is None:
+                    continue
+                try:
+                    ok = bool(pred(x))
+                except TypeError:
+                    ok = False
+                if not ok:
+                    shown = x if not isinstance(x, float) else f"{x:g}"
+                    yield diag("DPS105", f"{f} {req} (got {shown})", n, f, hint=hint)
+        if isinstance(n, ir.BoundedQuery):
+            for lo, hi in n.bounds:
+                if not lo < hi:
+                    yield diag("DPS105", f"bounds must satisfy lo < hi (got [{lo:g}, {hi:g}])", n, "bounds",
+                               hint="write [lo, hi] with lo < hi")
+        if isinstance(n, (ir.FiniteDirections, ir.CoordinateAxes)) and n.weights is not None:
+            w = n.weights
+            if any(x < 0 for x in w) or not math.isclose(sum(w), 1.0, rel_tol=0, abs_tol=1e-9):
+                yield diag("DPS105", f"slice weights must be ≥ 0 and sum to 1 (sum is {sum(w):.6g})", n, "weights",
+                           hint="normalise the weights")
+        if isinstance(n, ir.FiniteDirections):
+            dims = {len(d) for d in n.directions}
+            if len(dims) > 1:
+                yield diag("DPS105", "all slice directions must have the same dimension", n, "directions")
+            elif any(all(x == 0 for x in d) for d in n.directions):
+                yield diag("DPS105", "a slice direction is the zero vector", n, "directions",
+                           hint="directions are normalised to unit length; give a non-zero vector")
+            if n.weights is not None and len(n.weights) != len(n.directions):
+                yield diag("DPS105", f"{len(n.weights)} weights for {len(n.directions)} directions", n, "weights",
+                           hint="give one weight per direction")
+
+
+@rule("DPS108", "unknown reference",
+      bad=_UNIT + "release r { protect peple  mechanism gaussian  sensitivity 1.0  "
+                  "guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good=_UNIT + "release r { protect people  mechanism gaussian  sensitivity 1.0  "
+                   "guarantee dp(epsilon = 1, delta = 1e-6) }",
+      explanation="`protect` names a scenario or privacy block, and `parts` names releases/trainings; "
+                  "the name must exist (in this file or an included one).")
+def check_references(ctx: Context):
+    defs = [d.name for d in (*ctx.spec.scenarios, *ctx.spec.units)]
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        if t.protects and ctx.spec.definition(t.protects) is None and t.protects not in ctx.failed:
+            yield diag("DPS108", f"`{t.name}` protects `{t.protects}`, which is not defined", t, "protects",
+                       hint=did_you_mean(t.protects, defs, "scenario or privacy block") or
+                       "define it with `privacy NAME { unit record }` or `scenario NAME { ... }`")
+    targets = {t.name for t in (*ctx.spec.releases, *ctx.spec.trainings)}
+    for c in ctx.spec.compositions:
+        for p in c.parts:
+            if p not in targets and p not in ctx.failed:
+                yield diag("DPS108", f"composition `{c.name}` names `{p}`, which is not a release or training",
+                           c, "parts", hint=did_you_mean(p, targets, "release or training"))
+
+
+@rule("DPS109", "what is protected is ambiguous",
+      bad="privacy a { unit record }\nprivacy b { unit record }\n" + _REL.format(g="dp(epsilon = 1, delta = 1e-6)"),
+      good="privacy a { unit record }\nprivacy b { unit record }\n"
+           "release r { protect a  mechanism gaussian  sensitivity 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      explanation="Without `protect`, a release or training protects the only scenario/privacy block in scope.")
+def check_protects_resolves(ctx: Context):
+    defs = [d.name for d in (*ctx.spec.scenarios, *ctx.spec.units)]
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        if t.protects:
+            continue
+        if len(defs) == 0 and not ctx.failed:
+            yield diag("DPS109", f"`{t.name}` does not say what it protects, and no privacy unit or scenario is "
+                       "defined", t, hint="add `privacy people { unit record }` (or a scenario) to the spec")
+        elif len(defs) > 1:
+            yield diag("DPS109", f"`{t.name}` does not say what it protects, and {len(defs)} definitions are in scope",
+                       t, hint=f"add `protect {defs[0]}` (one of: {', '.join(defs)})")
+
+
+@rule("DPS110", "mechanism not available",
+      bad="scenario s { secret race in {A, B} }\nrelease r { mechanism swm  guarantee ave_srpp(alpha = 4, epsilon = 1) }",
+      good=_rel(),
+      explanation="The mechanism is known to the language but not part of this build; the message says why.")
+def check_available(ctx: Context):
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        m = MECHANISMS[t.mechanism]
+        if not m.available:
+            yield diag("DPS110", f"mechanism `{t.mechanism}` is not available: {m.unavailable_reason}", t, "mechanism",
+                       hint="available mechanisms: " + ", ".join(k for k, v in MECHANISMS.items() if v.available))
+
+
+@rule("DPS115", "mechanism used in the wrong kind of block",
+      bad=_UNIT + "release r { mechanism dpsgd  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good=_rel(),
+      explanation="Release mechanisms go in `release` blocks, training mechanisms in `train` blocks.")
+def check_block_kind(ctx: Context):
+    for t, kind in [*((r, "release") for r in ctx.spec.releases), *((t, "train") for t in ctx.spec.trainings)]:
+        m = MECHANISMS[t.mechanism]
+        if m.block != kind:
+            others = [k for k, v in MECHANISMS.items() if v.block == kind and v.available]
+            yield diag("DPS115", f"`{t.mechanism}` is a {m.block} mechanism, but `{t.name}` is a {kind} block",
+                       t, "mechanism", hint=f"use a `{m.block}` block, or one of: {', '.join(others)}")
+
+
+def _protected(ctx: Context, t):
+    d = ctx.resolve_protects(t)
+    if isinstance(d, ir.Scenario):
+        return d, ir.SecretUnit(scenario=d.name)
+    if isinstance(d, ir.PrivacyUnitDecl):
+        return d, d.unit
+    return None, None
+
+
+@rule("DPS120", "unit or relation mismatch",
+      bad="scenario s { secret race in {A, B} }\n" + _REL.format(g="dp(epsilon = 1, delta = 1e-6)"),
+      good=_rel(),
+      explanation="Each mechanism's analysis covers certain privacy units and neighbouring relations; the "
+                  "protected unit must be one of them. The message names both sides.")
+def check_unit(ctx: Context):
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        d, u = _protected(ctx, t)
+        if u is None:
+            continue
+        m = MECHANISMS[t.mechanism]
+        if u.kind not in m.units:
+            yield diag("DPS120", f"mechanism `{m.name}` covers {', '.join(m.units)} units, but `{t.name}` protects "
+                       f"{unit_phrase(u)} (`{d.name}`)", t, "mechanism",
+                       hint=_unit_hint(u, t))
+        elif u.kind in ("record", "group") and u.relation not in m.relations:
+            yield diag("DPS120", f"mechanism `{m.name}` covers relations {', '.join(m.relations)}, but `{d.name}` "
+                       f"uses {u.relation}", t, "mechanism")
+
+
+def _unit_hint(u, t) -> str:
+    cands = [k for k, v in MECHANISMS.items() if u.kind in v.units and v.block == MECHANISMS[t.mechanism].block]
+    if cands:
+        return f"for {u.kind} units use: {', '.join(cands)}"
+    return "protect a different unit"
+
+
+@rule("DPS121", "guarantee the mechanism cannot provide",
+      bad=_rel("joint_srpp(alpha = 4, epsilon = 1.0)"), good=_rel(),
+      explanation="A DP mechanism certifies DP/RDP, a Pufferfish mechanism certifies SRPP; asking one for the "
+                  "other's notion is an error, never a silent conversion.")
+def check_notion(ctx: Context):
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        m = MECHANISMS[t.mechanism]
+        g = t.guarantee
+        if g.notion not in m.notions:
+            names = {"dp": "dp(...)", "rdp": "rdp(...)", "srpp": "ave_srpp(...) / joint_srpp(...)"}
+            yield diag("DPS121", f"mechanism `{m.name}` certifies {', '.join(names[n] for n in m.notions)}, "
+                       f"not {_guarantee_name(g)}", t, "guarantee",
+                       hint="change the guarantee, or pick a mechanism that provides it")
+
+
+def _family(g) -> str:
+    """DP and RDP guarantees are both read off one RDP curve; SRPP is a different notion."""
+    return "srpp" if isinstance(g, ir.SrppGuarantee) else "dp"
+
+
+def _guarantee_name(g) -> str:
+    if isinstance(g, ir.SrppGuarantee):
+        return f"{'sa_' if g.subsampling_aware else ''}{g.flavour}_srpp"
+    return g.notion
+
+
+@rule("DPS122", "composing parts with different privacy notions or units",
+      bad="privacy a { unit record }\nprivacy b { unit edge }\n"
+          "release r1 { protect a  mechanism gaussian  sensitivity 1  noise gaussian(sigma = 4)  guarantee dp(delta = 1e-6) }\n"
+          "release r2 { protect b  mechanism gaussian  sensitivity 1  noise gaussian(sigma = 4)  guarantee dp(delta = 1e-6) }\n"
+          "compose both { parts [r1, r2]  guarantee dp(delta = 1e-6) }",
+      good="privacy a { unit record }\n"
+           "release r1 { protect a  mechanism gaussian  sensitivity 1  noise gaussian(sigma = 4)  guarantee dp(delta = 1e-6) }\n"
+           "release r2 { protect a  mechanism gaussian  sensitivity 1  noise gaussian(sigma = 4)  guarantee dp(delta = 1e-6) }\n"
+           "compose both { parts [r1, r2]  guarantee dp(delta = 1e-6) }",
+      explanation="Sequential composition adds RDP curves only for the same protected unit and relation.")
+def check_composition(ctx: Context):
+    by_name = {t.name: t for t in (*ctx.spec.releases, *ctx.spec.trainings)}
+    for c in ctx.spec.compositions:
+        parts = [by_name[p] for p in c.parts if p in by_name]
+        if not parts:
+            continue
+        units = {}
+        for p in parts:
+            d, u = _protected(ctx, p)
+            if u is not None:
+                units[p.name] = (d.name, u.model_dump(exclude={"span", "field_spans"}))
+        distinct = {(n, tuple(sorted(u.items()))) for n, u in units.values()}
+        if len(distinct) > 1:
+            desc = "; ".join(f"`{p}` protects `{n}`" for p, (n, _u) in units.items())
+            yield diag("DPS122", f"composition `{c.name}` mixes protected units: {desc}", c, "parts",
+                       hint="compose only releases/trainings that protect the same definition")
+        family = _family(c.guarantee)
+        for p in parts:
+            if _family(p.guarantee) != family:
+                yield diag("DPS122", f"composition `{c.name}` asks for {_guarantee_name(c.guarantee)}, but "
+                           f"`{p.name}` is certified under {_guarantee_name(p.guarantee)}", c, "guarantee",
+                           hint="a composition keeps the notion of its parts")
+        if len(set(c.parts)) != len(c.parts):
+            yield diag("DPS122", f"composition `{c.name}` lists a part twice", c, "parts",
+                       hint="to run a release twice, write it twice as two releases")
+
+
+@rule("DPS123", "parts that do not compose",
+      bad="scenario s { secret race in {A, B} }\n"
+          "release r1 { mechanism swm  query vector(dimension = 2, sensitivity = 1)  slices axes  noise gaussian(sigma = 4)  guarantee ave_srpp(alpha = 4) }\n"
+          "release r2 { mechanism swm  query vector(dimension = 2, sensitivity = 1)  slices axes  noise gaussian(sigma = 4)  guarantee ave_srpp(alpha = 4) }\n"
+          "compose both { parts [r1, r2]  guarantee ave_srpp(alpha = 4) }",
+      good=_rel(),
+      explanation="Static sliced Wasserstein releases (and SRPP releases in general) do not compose additively "
+                  "(Zhang & Vorobeychik §3); composing them is an error, not a sum.")
+def check_composable(ctx: Context):
+    by_name = {t.name: t for t in (*ctx.spec.releases, *ctx.spec.trainings)}
+    for c in ctx.spec.compositions:
+        for p in c.parts:
+            t = by_name.get(p)
+            if t is not None and not MECHANISMS[t.mechanism].composable:
+                yield diag("DPS123", f"`{p}` ({t.mechanism}) cannot be composed: its guarantee does not add up "
+                           "across releases", c, "parts",
+                           hint="certify it on its own, or release all statistics in one query")
+
+
+@rule("DPS124", "calibration target and noise both given, or neither",
+      bad=_UNIT + "release r { mechanism gaussian  sensitivity 1.0  noise gaussian(sigma = 2)  "
+                  "guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good=_UNIT + "release r { mechanism gaussian  sensitivity 1.0  noise gaussian(sigma = 2)  guarantee dp(delta = 1e-6) }",
+      explanation="Give a target ε in the guarantee (dpspec calibrates the noise) or give the noise "
+                  "(dpspec reports ε), not both.")
+def check_calibration_target(ctx: Context):
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        g = t.guarantee
+        has_target = g.epsilon is not None
+        if has_target and t.noise is not None:
+            yield diag("DPS124", f"`{t.name}` gives both a target epsilon and the noise", t, "noise",
+                       hint="remove `noise` to calibrate to the target, or remove epsilon to report it")
+        elif not has_target and t.noise is None:
+            yield diag("DPS124", f"`{t.name}` gives neither a target epsilon nor the noise", t, "guarantee",
+                       hint="add epsilon to the guarantee (e.g. dp(epsilon = 1, delta = 1e-6)) or give the noise")
+        if isinstance(t, ir.Release) and t.noise is not None and t.noise.noise_multiplier is not None:
+            yield diag("DPS124", "a release takes noise as a standard deviation", t, "noise",
+                       hint="write noise gaussian(sigma = ...)")
+        if isinstance(t, ir.Training) and t.noise is not None and t.noise.sigma is not None:
+            yield diag("DPS124", "training noise is given as a noise multiplier (σ / C)", t, "noise",
+                       hint="write noise_multiplier 1.1")
+
+
+@rule("DPS125", "sampling the accountant cannot certify",
+      bad=_UNIT.replace("record", "record  dataset_size 60000") + "train t { mechanism dpsgd  sampling shuffle(batch_size = 256)  "
+          "clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
+      good=_UNIT.replace("record", "record  dataset_size 60000") + "train t { mechanism dpsgd  sampling poisson(expected_batch = 256)  "
+           "clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
+      explanation="Shuffling once per epoch and accounting as Poisson over-claims privacy (a known Opacus/TF "
+                  "Privacy pitfall). Sample with `poisson(...)` (as accounted) or `without_replacement(...)`.")
+def check_sampling(ctx: Context):
+    for t in ctx.spec.trainings:
+        s = t.sampling
+        if isinstance(s, ir.ShuffleSampling):
+            yield diag("DPS125", "shuffled batches are not Poisson or fresh without-replacement batches, and no "
+                       "amplification theorem in dpspec covers them", t, "sampling",
+                       hint=f"use poisson(expected_batch = {s.batch_size}) (sampled as accounted) or "
+                            f"without_replacement(batch_size = {s.batch_size})")
+        elif isinstance(s, ir.WithReplacementSampling) and t.mechanism == "dpsgd":
+            yield diag("DPS125", "sampling with replacement is not covered by the DP-SGD accountants", t, "sampling",
+                       hint=f"use poisson(expected_batch = {s.batch_size}) or without_replacement(batch_size = "
+                            f"{s.batch_size})")
+        elif isinstance(s, ir.CoupledSampling) and t.mechanism == "dpsgd":
+            yield diag("DPS125", "coupled sampling belongs to relational_dpsgd", t, "sampling",
+                       hint="use `mechanism relational_dpsgd` with a node unit")
+
+
+def dataset_size(ctx: Context, t) -> int | None:
+    if getattr(t, "dataset_size", None):
+        return t.dataset_size
+    d = ctx.resolve_protects(t)
+    if isinstance(d, ir.PrivacyUnitDecl) and d.dataset_size:
+        return d.dataset_size
+    return None
+
+
+@rule("DPS126", "sizes that do not fit",
+      bad="privacy people { unit record  dataset_size 100 }\ntrain t { mechanism dpsgd  "
+          "sampling without_replacement(batch_size = 256)  clipping flat(C = 1)  steps 10  guarantee dp(epsilon = 8, delta = 1e-6) }",
+      good="privacy people { unit record  dataset_size 1000 }\ntrain t { mechanism dpsgd  "
+           "sampling without_replacement(batch_size = 256)  clipping flat(C = 1)  steps 10  guarantee dp(epsilon = 8, delta = 1e-6) }",
+      explanation="A batch cannot be larger than the dataset; an expected Poisson batch must give a rate ≤ 1.")
+def check_sizes(ctx: Context):
+    for t in ctx.spec.trainings:
+        n = dataset_size(ctx, t)
+        s = t.sampling
+        if n is None or s is None:
+            continue
+        b = getattr(s, "batch_size", None) or getattr(s, "expected_batch", None)
+        if b is not None and b > n:
+            yield diag("DPS126", f"batch of {b} is larger than the dataset ({n} records)", s,
+                       "batch_size" if hasattr(s, "batch_size") else "expected_batch",
+                       hint=f"use a batch of at most {n}")
+
+
+@rule("DPS127", "a size is needed and not given",
+      bad=_UNIT + "train t { mechanism dpsgd  sampling poisson(expected_batch = 256)  clipping flat(C = 1)  steps 100  "
+                  "guarantee dp(epsilon = 8, delta = 1e-6) }",
+      good=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.004)  clipping flat(C = 1)  steps 100  "
+                   "guarantee dp(epsilon = 8, delta = 1e-6) }",
+      explanation="An expected batch, a without-replacement batch or a number of epochs needs the (public) "
+                  "dataset size to become a rate or a number of steps.")
+def check_needs_size(ctx: Context):
+    for t in ctx.spec.trainings:
+        if t.mechanism != "dpsgd":
+            continue
+        n = dataset_size(ctx, t)
+        s = t.sampling
+        need = None
+        if isinstance(s, ir.PoissonSampling) and s.expected_batch is not None:
+            need = "an expected batch"
+        elif isinstance(s, ir.WithoutReplacementSampling):
+            need = "without-replacement sampling"
+        elif t.schedule.epochs is not None:
+            need = "a number of epochs"
+        if need and n is None:
+            yield diag("DPS127", f"`{t.name}` uses {need}, which needs the dataset size", t, "sampling",
+                       hint="add `dataset_size N` to the privacy block or the train block")
+
+
+@rule("DPS128", "training is missing a setting its mechanism needs",
+      bad=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.01)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
+      good=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.01)  clipping flat(C = 1)  steps 100  "
+                   "guarantee dp(epsilon = 8, delta = 1e-6) }",
+      explanation="DP-SGD needs sampling, clipping (the sensitivity) and a length (steps or epochs).")
+def check_training_settings(ctx: Context):
+    for t in ctx.spec.trainings:
+        if t.mechanism != "dpsgd":
+            continue
+        if t.sampling is None:
+            yield diag("DPS128", f"`{t.name}` does not say how batches are sampled", t,
+                       hint="add `sampling poisson(rate = 0.01)`")
+        if t.clipping is None:
+            yield diag("DPS128", f"`{t.name}` has no clipping, so its gradients have no bounded sensitivity", t,
+                       hint="add `clipping flat(C = 1.0)`")
+        elif not isinstance(t.clipping, (ir.FlatClipping, ir.PerLayerClipping)):
+            yield diag("DPS128", f"clipping `{t.clipping.rule}` is for relational learning", t, "clipping",
+                       hint="use flat(C = ...) or per_layer(C = [...])")
+        sch = t.schedule
+        if sch.steps is None and sch.epochs is None:
+            yield diag("DPS128", f"`{t.name}` does not say how long it trains", t,
+                       hint="add `steps 1000` or `epochs 3`")
+        elif sch.steps is not None and sch.epochs is not None:
+            yield diag("DPS128", f"`{t.name}` gives both steps and epochs", t, hint="keep one of them")
+
+
+@rule("DPS129", "release sensitivity unknown or inconsistent",
+      bad=_UNIT + "release r { mechanism gaussian  query mean(age)  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good=_UNIT + "release r { mechanism gaussian  query sum(age, bounds = [0, 100])  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      explanation="A Gaussian release needs the query's ℓ2 sensitivity w.r.t. the protected unit: declared with "
+                  "`sensitivity`, or derived from declared bounds of a sum/mean/count/histogram on record units.")
+def check_release_sensitivity(ctx: Context):
+    from dpspec.compiler.sensitivity import derive_sensitivity
+
+    for r in ctx.spec.releases:
+        if r.mechanism != "gaussian":
+            continue
+        d, u = _protected(ctx, r)
+        if u is None:
+            continue
+        n = d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None
+        _value, problem = derive_sensitivity(r, u, n)
+        if problem:
+            msg, field, hint = problem
+            yield diag("DPS129", msg, r.query if (field and r.query is not None and field != "sensitivity") else r,
+                       field, hint=hint)
+
+
+@rule("DPS130", "setting has no effect for this mechanism",
+      bad=_UNIT + "release r { mechanism gaussian  sensitivity 1.0  slices axes  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good=_rel(),
+      explanation="A setting the chosen mechanism ignores is a trap (the reader believes it matters); it is an error.")
+def check_unused_settings(ctx: Context):
+    fields_to_setting = {"sampling": "sampling", "clipping": "clipping", "slices": "slices", "query": "query",
+                         "sensitivity": "sensitivity", "degree_cap": "degree_cap", "model": "model"}
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        m = MECHANISMS[t.mechanism]
+        if not m.settings:
+            continue
+        for f, key in fields_to_setting.items():
+            if getattr(t, f, None) is not None and key not in m.settings:
+                yield diag("DPS130", f"`{key}` has no effect for mechanism `{m.name}`", t, f,
+                           hint=f"remove it (mechanism `{m.name}` uses: {', '.join(s for s in m.settings if s not in ('protect', 'mechanism', 'description'))})")
+
+
+@rule("DPS131", "δ is not small compared with 1/n", severity="warning",
+      bad="privacy people { unit record  dataset_size 1000 }\ntrain t { mechanism dpsgd  sampling poisson(rate = 0.01)  "
+          "clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 0.01) }",
+      good="privacy people { unit record  dataset_size 1000 }\ntrain t { mechanism dpsgd  sampling poisson(rate = 0.01)  "
+           "clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-5) }",
+      explanation="With δ ≥ 1/n a mechanism that publishes one random record satisfies the guarantee; the "
+                  "certificate is technically right but protects little.")
+def check_delta_vs_n(ctx: Context):
+    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+        g = t.guarantee
+        if not isinstance(g, ir.DpGuarantee):
+            continue
+        d = ctx.resolve_protects(t)
+        n = getattr(t, "dataset_size", None) or (d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None)
+        if n and g.delta >= 1.0 / n and 0 < g.delta < 1:
+            yield diag("DPS131", f"delta = {g.delta:g} is not below 1/n = {1 / n:.3g}", g, "delta",
+                       hint=f"use delta well below 1/n, e.g. {10 ** math.floor(math.log10(1 / n) - 1):g}")

@@ -1,0 +1,1 @@
+"""Stages 4–5: calibrate noise and emit the mechanism and certificate."""

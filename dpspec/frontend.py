@@ -1,0 +1,79 @@
+"""The front half of the pipeline as one call: text → program → IR → checked IR.
+
+This module imports no numerical library, so that ``dpspec check`` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpspec.diagnostics import Diagnostic, SpecError
+from dpspec.ir.models import SpecIR
+from dpspec.parse.fmt import fmt
+from dpspec.parse import ast
+from dpspec.parse.includes import Program, load_program
+
+
+@dataclass
+class Spec:
+    """A loaded and checked spec: the IR plus its sources and diagnostics.
+
+    ``ok`` is False when any error was found; ``ir`` is then a partial IR (the blocks that lowered).
+    """
+
+    program: Program
+    ir: SpecIR | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.ir is not None and not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return self.program.sources
+
+    def canonical_text(self) -> str:
+        """The flattened canonical text: every visible block (own + included definitions), no `use`."""
+        blocks = self.program.visible_blocks()
+        return fmt(ast.SpecFile(tuple(blocks), file=self.program.root))
+
+    def raise_for_errors(self) -> "Spec":
+        if not self.ok:
+            raise SpecError(self.errors or self.diagnostics, self.sources)
+        return self
+
+
+def analyse(program: Program) -> Spec:
+    from dpspec.check import run_checks
+    from dpspec.lower import lower_program
+
+    diags = list(program.diagnostics)
+    if not program.ok or program.root_file is None:
+        return Spec(program, None, diags)
+    spec_ir, ldiags, failed = lower_program(program)
+    diags.extend(ldiags)
+    if spec_ir is not None:
+        diags.extend(run_checks(spec_ir, failed))
+    return Spec(program, spec_ir, diags)
+
+
+def load(source: str | Path, *, name: str | None = None) -> Spec:
+    """Load and check a spec from a path, or from text if ``source`` contains a newline or a brace.
+
+    Never raises on a bad spec: inspect ``.ok`` and ``.diagnostics`` (or call ``.raise_for_errors()``).
+    """
+    if isinstance(source, Path) or ("\n" not in source and "{" not in source and source.endswith(".dps")):
+        return analyse(load_program(path=source, name=name))
+    return analyse(load_program(text=source, name=name or "<string>"))
+
+
+def loads(text: str, *, name: str = "<string>", base_dir: str | Path | None = None) -> Spec:
+    """Load and check a spec from text (``use`` paths resolve against ``base_dir``)."""
+    path = Path(base_dir) / name if base_dir is not None else None
+    return analyse(load_program(path=path, text=text, name=name))

@@ -1,0 +1,463 @@
+"""The typed intermediate representation (IR): one frozen pydantic model per concept.
+
+Invariants (as for dp_accounting's ``DpEvent`` tree):
+- A model's meaning never changes once released. New semantics get a new class (and a new
+  discriminator value), never a new reading of an old one.
+- Every node keeps where it came from: ``span`` covers the whole construct and ``field_spans``
+  maps a field name to the text of its value, so checks can point at ``alpha = 0.5`` itself.
+- The IR is plain data: it round-trips through JSON exactly (``SpecIR.model_validate_json(
+  ir.model_dump_json()) == ir``) and carries no numbers the compiler derived.
+- Unions are discriminated by a literal field (``kind``, ``scheme``, ``rule``, ``notion``,
+  ``profile``, ``source``), so a serialised IR names the concept of every node explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SourceSpan(BaseModel):
+    """A region of a spec file: 1-based line/column, end exclusive."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    span: Optional[SourceSpan] = None
+    field_spans: dict[str, SourceSpan] = Field(default_factory=dict)
+
+    def span_of(self, field: str) -> Optional[SourceSpan]:
+        return self.field_spans.get(field, self.span)
+
+
+# ---------------------------------------------------------------------------------------------
+# Privacy units and neighbouring relations
+# ---------------------------------------------------------------------------------------------
+
+Relation = Literal["add_remove", "substitution"]
+
+
+class RecordUnit(Node):
+    """One record (row, example) is protected.
+
+    ``add_remove``: datasets x ≃ x′ iff one is the other plus one record (unbounded DP).
+    ``substitution``: |x| = |x′| and they differ in one record (bounded DP).
+    """
+
+    kind: Literal["record"] = "record"
+    relation: Relation = "add_remove"
+
+
+class GroupUnit(Node):
+    """A group of up to ``size`` records (e.g. a user's K examples) is protected.
+
+    ``add_remove``: x′ = x ∪ g or x = x′ ∪ g with |g| ≤ K — pure group insertion or pure group
+    removal (Schuchardt et al. 2024, Thm 4.1). ``substitution``: up to K records replaced.
+    """
+
+    kind: Literal["group"] = "group"
+    size: int
+    relation: Relation = "add_remove"
+
+
+class NodeUnit(Node):
+    """A graph entity: a node and all its incident edges are inserted or removed (node-level DP)."""
+
+    kind: Literal["node"] = "node"
+
+
+class EdgeUnit(Node):
+    """One edge of a graph is inserted or removed; node set and features are public (edge DP)."""
+
+    kind: Literal["edge"] = "edge"
+
+
+class SecretUnit(Node):
+    """Pufferfish: the pairs (s_i, s_j) of a scenario's secret must stay indistinguishable under
+    every prior (world) of the scenario. There is no dataset-level neighbouring relation."""
+
+    kind: Literal["secret"] = "secret"
+    scenario: str
+
+
+Unit = Annotated[Union[RecordUnit, GroupUnit, NodeUnit, EdgeUnit, SecretUnit], Field(discriminator="kind")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data bindings
+# ---------------------------------------------------------------------------------------------
+
+
+class CsvData(Node):
+    """A CSV file under the data root (``$DPSPEC_DATA_DIR`` or the shared data folder)."""
+
+    source: Literal["csv"] = "csv"
+    path: str
+    schema_name: Optional[str] = None
+    separator: Optional[str] = None
+
+
+class NamedData(Node):
+    """A dataset bound by name at compile or run time (``dpspec.compile(spec, data={...})``)."""
+
+    source: Literal["named"] = "named"
+    name: str
+
+
+class GraphData(Node):
+    """A graph dataset by name (e.g. ``cora``, ``citeseer``) under the data root, or bound at run time."""
+
+    source: Literal["graph"] = "graph"
+    name: str
+
+
+class SyntheticData(Node):
+    """Data generated from a seed by a named generator (demos and tests)."""
+
+    source: Literal["synthetic"] = "synthetic"
+    generator: str
+    size: int
+    seed: int = 0
+
+
+DataBinding = Annotated[Union[CsvData, NamedData, GraphData, SyntheticData], Field(discriminator="source")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Pufferfish scenarios
+# ---------------------------------------------------------------------------------------------
+
+
+class Secret(Node):
+    """The secret: the value of ``attribute`` for the protected individual(s).
+
+    ``values`` lists the secret's values; with ``quantile_bins`` the secret is the bin of a numeric
+    column (e.g. the grade quintile), and values are ``q1`` … ``qB``.
+    """
+
+    attribute: str
+    values: tuple[str, ...] = ()
+    quantile_bins: Optional[int] = None
+
+
+class AllDistinctPairs(Node):
+    """Every ordered pair (s_i, s_j), i ≠ j, of the secret's values is discriminative."""
+
+    pairs: Literal["all_distinct"] = "all_distinct"
+
+
+class ExplicitPairs(Node):
+    """Only the listed pairs are discriminative (each pair is protected in both directions)."""
+
+    pairs: Literal["explicit"] = "explicit"
+    items: tuple[tuple[str, str], ...]
+
+
+Pairs = Annotated[Union[AllDistinctPairs, ExplicitPairs], Field(discriminator="pairs")]
+
+
+class EmpiricalWorld(Node):
+    """The prior is the empirical distribution of the bound data."""
+
+    world: Literal["empirical"] = "empirical"
+
+
+class BalancedWorld(Node):
+    """A class-balanced subsample of the data (equal counts per secret value), drawn with ``seed``."""
+
+    world: Literal["balanced"] = "balanced"
+    seed: int = 0
+
+
+class SamplerWorld(Node):
+    """A prior given by a Python callable ``module:function`` bound at compile time."""
+
+    world: Literal["sampler"] = "sampler"
+    target: str
+
+
+World = Annotated[Union[EmpiricalWorld, BalancedWorld, SamplerWorld], Field(discriminator="world")]
+
+
+class Scenario(Node):
+    """A Pufferfish scenario (S, Q, Θ): secrets, discriminative pairs and priors (worlds)."""
+
+    name: str
+    data: Optional[DataBinding] = None
+    secret: Secret
+    pairs: Pairs = Field(default_factory=AllDistinctPairs)
+    worlds: tuple[World, ...] = (EmpiricalWorld(),)
+
+
+class PrivacyUnitDecl(Node):
+    """A DP privacy unit: what is protected, under which neighbouring relation, on which data."""
+
+    name: str
+    unit: Unit
+    data: Optional[DataBinding] = None
+    dataset_size: Optional[int] = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling, clipping, slices, guarantees, schedule
+# ---------------------------------------------------------------------------------------------
+
+
+class PoissonSampling(Node):
+    """Each element joins the batch independently with probability ``rate`` (or
+    ``expected_batch / dataset_size``). The batch size is random."""
+
+    scheme: Literal["poisson"] = "poisson"
+    rate: Optional[float] = None
+    expected_batch: Optional[int] = None
+
+
+class WithoutReplacementSampling(Node):
+    """A uniformly random subset of exactly ``batch_size`` elements, fresh each step."""
+
+    scheme: Literal["without_replacement"] = "without_replacement"
+    batch_size: int
+
+
+class WithReplacementSampling(Node):
+    """``batch_size`` independent uniform draws (an element may appear several times)."""
+
+    scheme: Literal["with_replacement"] = "with_replacement"
+    batch_size: int
+
+
+class ShuffleSampling(Node):
+    """Shuffle once per epoch and cut into consecutive batches (what most data loaders do).
+    Subsampling amplification theorems for Poisson or fresh WOR batches do not apply."""
+
+    scheme: Literal["shuffle"] = "shuffle"
+    batch_size: int
+
+
+class FullBatch(Node):
+    """Every element is used at every step (no subsampling amplification)."""
+
+    scheme: Literal["full_batch"] = "full_batch"
+
+
+class NegativeSampler(Node):
+    """How negatives are drawn for each positive tuple in relational learning."""
+
+    scheme: Literal["without_replacement", "with_replacement", "in_batch", "content_dependent"]
+    per_positive: int
+
+
+class CoupledSampling(Node):
+    """Two-stage sampling for relational learning: Poisson positives, then negatives per positive."""
+
+    scheme: Literal["coupled"] = "coupled"
+    positive: PoissonSampling
+    negative: NegativeSampler
+
+
+Sampling = Annotated[
+    Union[PoissonSampling, WithoutReplacementSampling, WithReplacementSampling, ShuffleSampling, FullBatch,
+          CoupledSampling],
+    Field(discriminator="scheme"),
+]
+
+
+class FlatClipping(Node):
+    """Per-example gradients are scaled to ℓ2 norm ≤ C; the sum has add/remove sensitivity C."""
+
+    rule: Literal["flat"] = "flat"
+    C: float
+
+
+class PerLayerClipping(Node):
+    """Each layer's per-example gradient is clipped to C_l; total sensitivity √(Σ C_l²)."""
+
+    rule: Literal["per_layer"] = "per_layer"
+    C: tuple[float, ...]
+
+
+class PerTupleClipping(Node):
+    """Each tuple's (positive with its negatives) gradient is clipped to C (relational learning)."""
+
+    rule: Literal["per_tuple"] = "per_tuple"
+    C: float
+
+
+class FrequencyAdaptiveClipping(Node):
+    """FREQ-CLIP (relational DP-SGD Alg. 1): thresholds depend on node frequencies in the batch."""
+
+    rule: Literal["frequency_adaptive"] = "frequency_adaptive"
+    C: float
+
+
+Clipping = Annotated[Union[FlatClipping, PerLayerClipping, PerTupleClipping, FrequencyAdaptiveClipping],
+                     Field(discriminator="rule")]
+
+
+class FiniteDirections(Node):
+    """A finite slice profile: unit directions u_ℓ with probability weights ω_ℓ (exact reading)."""
+
+    profile: Literal["directions"] = "directions"
+    directions: tuple[tuple[float, ...], ...]
+    weights: Optional[tuple[float, ...]] = None
+
+
+class CoordinateAxes(Node):
+    """The d coordinate axes e_1..e_d with uniform (or given) weights (exact reading)."""
+
+    profile: Literal["axes"] = "axes"
+    weights: Optional[tuple[float, ...]] = None
+
+
+class UniformSphere(Node):
+    """The uniform distribution on the unit sphere, represented by m directions drawn with ``seed``.
+
+    ``reading = "finite"``: the guarantee holds for the finite profile of the m drawn directions.
+    ``reading = "monte_carlo"``: the guarantee holds for the continuous profile with probability
+    ≥ 1 − γ over the draw (PAC reading)."""
+
+    profile: Literal["sphere"] = "sphere"
+    m: int
+    seed: int = 0
+    reading: Literal["finite", "monte_carlo"] = "finite"
+    gamma: Optional[float] = None
+
+
+SliceProfile = Annotated[Union[FiniteDirections, CoordinateAxes, UniformSphere], Field(discriminator="profile")]
+
+
+class DpGuarantee(Node):
+    """(ε, δ)-differential privacy w.r.t. the unit's neighbouring relation. ``epsilon=None``:
+    report ε for the given noise instead of calibrating to a target."""
+
+    notion: Literal["dp"] = "dp"
+    epsilon: Optional[float] = None
+    delta: float
+
+
+class RdpGuarantee(Node):
+    """(α, ε)-Rényi DP (Mironov 2017): D_α(M(x) ‖ M(x′)) ≤ ε for all neighbours x ≃ x′."""
+
+    notion: Literal["rdp"] = "rdp"
+    alpha: float
+    epsilon: Optional[float] = None
+
+
+class SrppGuarantee(Node):
+    """Sliced Rényi Pufferfish privacy (Zhang & Vorobeychik): Ave- or Joint-SRPP of order α.
+
+    ``subsampling_aware``: the sa-SRPP variant, an on-average notion over the sampling randomness;
+    it is never presented as plain SRPP."""
+
+    notion: Literal["srpp"] = "srpp"
+    flavour: Literal["ave", "joint"]
+    subsampling_aware: bool = False
+    alpha: float
+    epsilon: Optional[float] = None
+
+
+Guarantee = Annotated[Union[DpGuarantee, RdpGuarantee, SrppGuarantee], Field(discriminator="notion")]
+
+
+class GaussianNoise(Node):
+    """Gaussian noise given explicitly: ``sigma`` is the standard deviation in output units
+    (release), ``noise_multiplier`` is σ/C in clipping units (training). Exactly one is set."""
+
+    sigma: Optional[float] = None
+    noise_multiplier: Optional[float] = None
+
+
+class Schedule(Node):
+    """Training length and optimiser settings. ``steps`` or ``epochs`` (epochs × n / batch)."""
+
+    steps: Optional[int] = None
+    epochs: Optional[float] = None
+    learning_rate: Optional[float] = None
+    momentum: Optional[float] = None
+
+
+class BoundedQuery(Node):
+    """A query with a declared ℓ2 sensitivity or declared per-column bounds.
+
+    ``function``: ``sum``/``mean``/``count``/``histogram`` of ``columns``, or ``vector`` for a
+    user-supplied query with a declared ``sensitivity``. ``bounds`` are per-column [lo, hi]
+    (one pair applies to all columns)."""
+
+    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm"]
+    columns: tuple[str, ...] = ()
+    bounds: tuple[tuple[float, float], ...] = ()
+    sensitivity: Optional[float] = None
+    dimension: Optional[int] = None
+    bins: Optional[int] = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Top-level items
+# ---------------------------------------------------------------------------------------------
+
+
+class Release(Node):
+    """A one-shot release of a query answer by a mechanism, protecting a scenario or unit."""
+
+    name: str
+    protects: str
+    mechanism: str
+    query: Optional[BoundedQuery] = None
+    sensitivity: Optional[float] = None
+    noise: Optional[GaussianNoise] = None
+    slices: Optional[SliceProfile] = None
+    guarantee: Guarantee
+
+
+class Training(Node):
+    """Iterative private training by a mechanism, protecting a scenario or unit."""
+
+    name: str
+    protects: str
+    mechanism: str
+    sampling: Optional[Sampling] = None
+    clipping: Optional[Clipping] = None
+    schedule: Schedule = Field(default_factory=Schedule)
+    noise: Optional[GaussianNoise] = None
+    guarantee: Guarantee
+    degree_cap: Optional[int] = None
+    dataset_size: Optional[int] = None
+    model: Optional[str] = None
+
+
+class Composition(Node):
+    """The sequential composition of named releases/trainings, certified as one guarantee."""
+
+    name: str
+    parts: tuple[str, ...]
+    guarantee: Guarantee
+
+
+class SpecIR(Node):
+    """A whole spec: definitions (scenarios, privacy units) and what to certify."""
+
+    file: str
+    scenarios: tuple[Scenario, ...] = ()
+    units: tuple[PrivacyUnitDecl, ...] = ()
+    releases: tuple[Release, ...] = ()
+    trainings: tuple[Training, ...] = ()
+    compositions: tuple[Composition, ...] = ()
+
+    def definition(self, name: str) -> Union[Scenario, PrivacyUnitDecl, None]:
+        for d in (*self.scenarios, *self.units):
+            if d.name == name:
+                return d
+        return None
+
+    def targets(self) -> tuple[Union[Release, Training, Composition], ...]:
+        """Everything that gets a certificate, in source order."""
+        items = [*self.releases, *self.trainings, *self.compositions]
+        return tuple(sorted(items, key=lambda x: (x.span.line, x.span.col) if x.span else (0, 0)))

@@ -1,0 +1,639 @@
+"""Syntax tree → IR. Names, shapes and types are checked here (every problem at once); ranges
+and cross-block semantics are the checker's job, which reads the IR's field spans.
+
+Block kinds and their settings are declared in the tables below, which also feed the language
+reference (``docs/language.md``) and the did-you-mean hints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from dpspec.diagnostics import Diagnostic, Span, did_you_mean
+from dpspec.ir import models as ir
+from dpspec.lower import values as V
+from dpspec.lower.values import FAIL, Args, Param, Reporter, Signature, sp
+from dpspec.parse import ast
+from dpspec.parse.includes import Program
+
+
+def span_model(s: Span | None) -> ir.SourceSpan | None:
+    if s is None:
+        return None
+    return ir.SourceSpan(file=s.file, line=s.line, col=s.col, end_line=s.end_line, end_col=s.end_col)
+
+
+def spans_model(d: dict[str, Span]) -> dict[str, ir.SourceSpan]:
+    return {k: span_model(v) for k, v in d.items() if v is not None}
+
+
+def build(cls, span, field_spans: dict[str, Span] | None = None, **fields):
+    return cls(span=span_model(span), field_spans=spans_model(field_spans or {}), **fields)
+
+
+def from_args(cls, v, a: Args, rename: dict[str, str] | None = None, **extra):
+    """Construct an IR node from bound call arguments (parameter names = field names)."""
+    rename = rename or {}
+    fields = {rename.get(k, k): val for k, val in a.values.items()}
+    fspans = {rename.get(k, k): s for k, s in a.spans.items()}
+    fields.update(extra)
+    return build(cls, sp(v), fspans, **fields)
+
+
+# --- call tables ---------------------------------------------------------------------------------
+
+N, I, NAME, S = V.number, V.integer, V.name, V.string
+
+
+def P(name, conv, required=False, aliases=(), positional=True):
+    return Param(name, conv, required, aliases, positional)
+
+
+GUARANTEES = {
+    "dp": Signature((P("epsilon", N), P("delta", N, True)), example="dp(epsilon = 1.0, delta = 1e-6)",
+                    doc="(ε, δ)-DP; omit epsilon to report ε for given noise"),
+    "rdp": Signature((P("alpha", N, True), P("epsilon", N)), example="rdp(alpha = 8, epsilon = 2.0)",
+                     doc="(α, ε)-Rényi DP"),
+    "ave_srpp": Signature((P("alpha", N, True), P("epsilon", N)), example="ave_srpp(alpha = 4, epsilon = 1.0)",
+                          doc="Average sliced Rényi Pufferfish privacy"),
+    "joint_srpp": Signature((P("alpha", N, True), P("epsilon", N)), example="joint_srpp(alpha = 4, epsilon = 1.0)",
+                            doc="Joint sliced Rényi Pufferfish privacy"),
+    "sa_ave_srpp": Signature((P("alpha", N, True), P("epsilon", N)), example="sa_ave_srpp(alpha = 4, epsilon = 1.0)",
+                             doc="subsampling-aware Ave-SRPP (an on-average notion)"),
+    "sa_joint_srpp": Signature((P("alpha", N, True), P("epsilon", N)),
+                               example="sa_joint_srpp(alpha = 4, epsilon = 1.0)",
+                               doc="subsampling-aware Joint-SRPP (an on-average notion)"),
+}
+
+SAMPLINGS = {
+    "poisson": Signature((P("rate", N), P("expected_batch", I, aliases=("batch",))),
+                         example="poisson(rate = 0.01)  or  poisson(expected_batch = 256)",
+                         one_of=(("rate", "expected_batch"),), doc="Poisson subsampling"),
+    "without_replacement": Signature((P("batch_size", I, True, aliases=("batch",)),),
+                                     example="without_replacement(batch_size = 256)",
+                                     doc="fixed-size batches drawn uniformly without replacement"),
+    "with_replacement": Signature((P("batch_size", I, True, aliases=("batch",)),),
+                                  example="with_replacement(batch_size = 256)", doc="i.i.d. draws"),
+    "shuffle": Signature((P("batch_size", I, True, aliases=("batch",)),), example="shuffle(batch_size = 256)",
+                         doc="shuffle once per epoch and partition (data-loader style)"),
+    "full_batch": Signature((), example="full_batch", doc="the whole dataset at every step"),
+}
+
+NEGATIVES = {
+    "without_replacement": Signature((P("per_positive", I, True),), example="without_replacement(per_positive = 4)"),
+    "with_replacement": Signature((P("per_positive", I, True),), example="with_replacement(per_positive = 4)"),
+    "in_batch": Signature((P("per_positive", I),), example="in_batch(per_positive = 4)"),
+    "content_dependent": Signature((P("per_positive", I, True),), example="content_dependent(per_positive = 4)"),
+}
+
+CLIPPINGS = {
+    "flat": Signature((P("C", N, True, aliases=("max_norm", "c")),), example="flat(C = 1.0)",
+                      doc="per-example ℓ2 clipping"),
+    "per_layer": Signature((P("C", V.numbers, True, aliases=("max_norm", "c")),), example="per_layer(C = [0.5, 0.5])",
+                           doc="per-layer ℓ2 clipping"),
+    "per_tuple": Signature((P("C", N, True, aliases=("max_norm", "c")),), example="per_tuple(C = 1.0)",
+                           doc="per-tuple clipping (relational)"),
+    "frequency_adaptive": Signature((P("C", N, True, aliases=("max_norm", "c")),),
+                                    example="frequency_adaptive(C = 1.0)", doc="FREQ-CLIP (relational)"),
+}
+
+SLICES = {
+    "directions": Signature((P("vectors", V.vectors, True), P("weights", V.numbers)),
+                            example="directions(vectors = [[1, 0], [0, 1]], weights = [0.5, 0.5])"),
+    "axes": Signature((P("weights", V.numbers),), example="axes"),
+    "sphere": Signature((P("m", I, True), P("seed", I), P("reading", lambda r, v: V.name(
+        r, v, ("finite", "monte_carlo"), "reading")), P("gamma", N)), example="sphere(m = 200, seed = 7)"),
+}
+
+NOISES = {
+    "gaussian": Signature((P("sigma", N, aliases=("std", "stddev")), P("noise_multiplier", N)),
+                          example="gaussian(sigma = 2.0)", one_of=(("sigma", "noise_multiplier"),)),
+}
+
+QUERIES = {
+    "sum": Signature((P("bounds", V.bounds),), variadic=V.label, variadic_name="columns",
+                     example="sum(age, hours_per_week, bounds = [0, 100])"),
+    "mean": Signature((P("bounds", V.bounds),), variadic=V.label, variadic_name="columns",
+                      example="mean(age, bounds = [17, 90])"),
+    "count": Signature((), example="count()"),
+    "histogram": Signature((P("bins", I),), variadic=V.label, variadic_name="columns",
+                           example="histogram(race)"),
+    "vector": Signature((P("dimension", I, True, aliases=("dim",)), P("sensitivity", N)),
+                        example="vector(dimension = 10, sensitivity = 1.0)"),
+    "logistic_regression": Signature((P("bounds", V.bounds), P("regularization", N)), variadic=V.label,
+                                     variadic_name="columns", example="logistic_regression(age, education_num)"),
+    "linear_svm": Signature((P("bounds", V.bounds), P("regularization", N)), variadic=V.label,
+                            variadic_name="columns", example="linear_svm(age, education_num)"),
+}
+
+UNITS = {
+    "record": Signature((P("relation", lambda r, v: V.name(r, v, ("add_remove", "substitution"), "relation")),),
+                        example="record  or  record(relation = substitution)"),
+    "group": Signature((P("size", I, True, aliases=("K", "k")),
+                        P("relation", lambda r, v: V.name(r, v, ("add_remove", "substitution"), "relation"))),
+                       example="group(size = 8)"),
+    "node": Signature((), example="node"),
+    "edge": Signature((), example="edge"),
+}
+
+DATA = {
+    "csv": Signature((P("path", S, True), P("schema", NAME), P("separator", S, aliases=("sep",))),
+                     example='csv("adult/adult.data", schema = adult)'),
+    "dataset": Signature((P("name", V.label, True),), example="dataset(train_rows)"),
+    "synthetic": Signature((P("generator", NAME, True), P("size", I, True), P("seed", I)),
+                           example="synthetic(generator = gaussian_blobs, size = 10000, seed = 0)"),
+    "graph": Signature((P("name", V.label, True),), example="graph(cora)"),
+}
+
+WORLDS = {
+    "empirical": Signature((), example="empirical"),
+    "balanced": Signature((P("seed", I),), example="balanced(seed = 1)"),
+    "sampler": Signature((P("target", S, True),), example='sampler("my_module:draw")'),
+}
+
+
+# --- block schemas ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    doc: str
+    example: str
+    required: bool = False
+    aliases: tuple[str, ...] = ()
+
+
+BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
+    "scenario": (
+        Setting("data", "where the data comes from", 'data csv("adult/adult.data", schema = adult)'),
+        Setting("secret", "the secret attribute and its values", "secret race in {White, Black, Other}", True),
+        Setting("pairs", "discriminative pairs: all_distinct or a list", "pairs [(White, Black)]"),
+        Setting("prior", "the prior(s)/world(s) the adversary may hold", "prior [empirical, balanced(seed = 1)]",
+                aliases=("priors", "worlds")),
+        Setting("description", "free text", 'description "..."'),
+    ),
+    "privacy": (
+        Setting("unit", "the protected unit", "unit record", True),
+        Setting("relation", "the neighbouring relation of a record or group unit", "relation substitution"),
+        Setting("data", "where the data comes from", "data dataset(train)"),
+        Setting("graph", "the graph the unit lives in (node or edge units)", "graph cora"),
+        Setting("dataset_size", "the (public) number of records", "dataset_size 60000", aliases=("size", "n")),
+        Setting("description", "free text", 'description "..."'),
+    ),
+    "release": (
+        Setting("protect", "the scenario or privacy block this release protects", "protect adult_race",
+                aliases=("protects", "for")),
+        Setting("mechanism", "the mechanism", "mechanism gaussian", True),
+        Setting("query", "what is released", "query sum(x, bounds = [0, 1])"),
+        Setting("sensitivity", "ℓ2 sensitivity of the query w.r.t. the unit", "sensitivity 1.0"),
+        Setting("noise", "noise given explicitly (instead of a target ε)", "noise gaussian(sigma = 2.0)"),
+        Setting("slices", "the slice profile (SRPP mechanisms)", "slices sphere(m = 200, seed = 7)"),
+        Setting("guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 1, delta = 1e-6)",
+                True),
+        Setting("description", "free text", 'description "..."'),
+    ),
+    "train": (
+        Setting("protect", "the scenario or privacy block this training protects", "protect mnist_records",
+                aliases=("protects", "for")),
+        Setting("mechanism", "the training mechanism", "mechanism dpsgd", True),
+        Setting("sampling", "how batches are sampled", "sampling poisson(expected_batch = 256)"),
+        Setting("clipping", "per-example gradient clipping", "clipping flat(C = 1.0)"),
+        Setting("steps", "number of noisy steps", "steps 2000"),
+        Setting("epochs", "number of epochs (steps = epochs × n / batch)", "epochs 3"),
+        Setting("learning_rate", "step size", "learning_rate 0.1", aliases=("lr",)),
+        Setting("momentum", "SGD momentum", "momentum 0.9"),
+        Setting("noise_multiplier", "σ / C given explicitly (instead of a target ε)", "noise_multiplier 1.1"),
+        Setting("noise", "noise given explicitly", "noise gaussian(noise_multiplier = 1.1)"),
+        Setting("guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 8, delta = 1e-6)",
+                True),
+        Setting("degree_cap", "maximum degree after capping (relational)", "degree_cap 5"),
+        Setting("dataset_size", "the (public) number of records", "dataset_size 60000", aliases=("n",)),
+        Setting("model", "the model to train", "model mlp"),
+        Setting("description", "free text", 'description "..."'),
+    ),
+    "compose": (
+        Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
+        Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
+        Setting("description", "free text", 'description "..."'),
+    ),
+}
+
+BLOCK_DOCS = {
+    "scenario": "a Pufferfish scenario: secrets, discriminative pairs, priors",
+    "privacy": "a DP privacy unit: record, group of K, node or edge",
+    "release": "a one-shot release of a query answer",
+    "train": "private training",
+    "compose": "sequential composition of releases/trainings",
+}
+
+MECHANISM_NAMES = ("gaussian", "dpsgd", "swm", "srpp_sgd", "relational_dpsgd", "gcon")
+
+
+def _key_lookup(kind: str) -> dict[str, Setting]:
+    out = {}
+    for s in BLOCK_SETTINGS[kind]:
+        out[s.key] = s
+        for a in s.aliases:
+            out[a] = s
+    return out
+
+
+# --- the lowerer -----------------------------------------------------------------------------------
+
+
+class Lowerer(Reporter):
+    def __init__(self, program: Program):
+        super().__init__()
+        self.program = program
+        self.failed: set[str] = set()
+
+    # entry collection: unknown keys, duplicates, required keys
+    def settings(self, b: ast.Block) -> dict[str, ast.Entry]:
+        table = _key_lookup(b.kind)
+        got: dict[str, ast.Entry] = {}
+        for e in b.entries:
+            s = table.get(e.key)
+            if s is None:
+                self.error("DPS101", f"unknown setting `{e.key}` in {b.kind} block", e.key_span,
+                           hint=did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"))
+                continue
+            if s.key in got:
+                self.error("DPS103", f"setting `{s.key}` given twice in {b.kind} `{b.name}`", e.key_span,
+                           hint="keep one of them", notes=(f"first given at line {got[s.key].key_span.line}",)
+                           if got[s.key].key_span else ())
+                continue
+            got[s.key] = e
+        for s in BLOCK_SETTINGS[b.kind]:
+            if s.required and s.key not in got:
+                self.error("DPS102", f"{b.kind} `{b.name}` has no `{s.key}`", b.name_span or b.span,
+                           hint=f"add a line such as `{s.example}`")
+        return got
+
+    def lower(self) -> ir.SpecIR | None:
+        blocks = self.program.visible_blocks()
+        if not blocks:
+            root = self.program.root
+            self.error("DPS008", "the spec defines nothing", Span.point(root, 1, 1),
+                       hint="add a block such as `release name { ... }`; see docs/language.md")
+            return None
+        seen: dict[str, ast.Block] = {}
+        out: dict[str, list] = {k: [] for k in BLOCK_SETTINGS}
+        for b in blocks:
+            if b.kind not in BLOCK_SETTINGS:
+                self.error("DPS100", f"unknown block kind `{b.kind}`", b.kind_span,
+                           hint=did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"))
+                continue
+            if b.name in seen:
+                prev = seen[b.name]
+                self.error("DPS107", f"the name `{b.name}` is defined twice", b.name_span,
+                           hint="give each block its own name",
+                           notes=(f"first defined at {prev.name_span.file}:{prev.name_span.line}",)
+                           if prev.name_span else ())
+                continue
+            seen[b.name] = b
+            node = getattr(self, f"lower_{b.kind}")(b)
+            if node is not FAIL and node is not None:
+                out[b.kind].append(node)
+            else:
+                self.failed.add(b.name)
+        # A partial IR (the blocks that lowered) still goes to the checker, so that every
+        # problem is reported at once; `failed` keeps references to broken blocks quiet.
+        return ir.SpecIR(
+            file=self.program.root,
+            scenarios=tuple(out["scenario"]),
+            units=tuple(out["privacy"]),
+            releases=tuple(out["release"]),
+            trainings=tuple(out["train"]),
+            compositions=tuple(out["compose"]),
+        )
+
+    def convert(self, got: dict[str, ast.Entry], key: str, fn: Callable, fields: dict, fspans: dict,
+                field: str | None = None):
+        e = got.get(key)
+        if e is None:
+            return None
+        x = fn(self, e.value)
+        if x is FAIL:
+            return FAIL
+        fields[field or key] = x
+        if sp(e.value):
+            fspans[field or key] = sp(e.value)
+        return x
+
+    # --- definitions ---
+
+    def lower_scenario(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        r = [
+            self.convert(got, "data", data_binding, fields, fspans),
+            self.convert(got, "secret", secret, fields, fspans),
+            self.convert(got, "pairs", pairs, fields, fspans),
+            self.convert(got, "prior", worlds, fields, fspans, field="worlds"),
+        ]
+        if FAIL in r or "secret" not in fields:
+            return FAIL
+        return build(ir.Scenario, b.span, fspans, **fields)
+
+    def lower_privacy(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        r = [
+            self.convert(got, "unit", unit, fields, fspans),
+            self.convert(got, "data", data_binding, fields, fspans),
+            self.convert(got, "dataset_size", V.integer, fields, fspans),
+        ]
+        rel = got.get("relation")
+        if rel is not None:
+            x = V.name(self, rel.value, ("add_remove", "substitution"), "relation")
+            r.append(x)
+            u = fields.get("unit")
+            if x is not FAIL and u not in (None, FAIL):
+                if isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
+                    fs = dict(u.field_spans)
+                    if sp(rel.value):
+                        fs["relation"] = span_model(sp(rel.value))
+                    fields["unit"] = u.model_copy(update={"relation": x, "field_spans": fs})
+                else:
+                    r.append(self.error("DPS104", f"a {u.kind} unit has no `relation` setting", rel.key_span,
+                                        hint="relations apply to record and group units"))
+        g = got.get("graph")
+        if g is not None:
+            x = V.label(self, g.value)
+            r.append(x)
+            if x is not FAIL:
+                if "data" in fields:
+                    r.append(self.error("DPS103", "give either `data` or `graph`, not both", g.key_span,
+                                        hint="remove one of them"))
+                else:
+                    fields["data"] = build(ir.GraphData, sp(g.value), name=x)
+                    fspans["data"] = sp(g.value)
+        if FAIL in r or "unit" not in fields:
+            return FAIL
+        return build(ir.PrivacyUnitDecl, b.span, fspans, **fields)
+
+    # --- targets ---
+
+    def _protects(self, b: ast.Block, got, fields, fspans):
+        e = got.get("protect")
+        if e is None:
+            fields["protects"] = ""  # resolved by the checker when exactly one definition exists
+            return None
+        x = V.label(self, e.value)
+        if x is not FAIL:
+            fields["protects"] = x
+            fspans["protects"] = sp(e.value)
+        return x
+
+    def _mechanism(self, got, fields, fspans):
+        e = got.get("mechanism")
+        if e is None:
+            return None
+        x = V.name(self, e.value, MECHANISM_NAMES, "mechanism")
+        if x is not FAIL:
+            fields["mechanism"] = x
+            fspans["mechanism"] = sp(e.value)
+        return x
+
+    def lower_release(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        r = [
+            self._protects(b, got, fields, fspans),
+            self._mechanism(got, fields, fspans),
+            self.convert(got, "query", query, fields, fspans),
+            self.convert(got, "sensitivity", V.number, fields, fspans),
+            self.convert(got, "noise", noise, fields, fspans),
+            self.convert(got, "slices", slices, fields, fspans),
+            self.convert(got, "guarantee", guarantee, fields, fspans),
+        ]
+        if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
+            return FAIL
+        return build(ir.Release, b.span, fspans, **fields)
+
+    def lower_train(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        sched: dict[str, Any] = {}
+        sspans: dict[str, Span] = {}
+        r = [
+            self._protects(b, got, fields, fspans),
+            self._mechanism(got, fields, fspans),
+            self.convert(got, "sampling", sampling, fields, fspans),
+            self.convert(got, "clipping", clipping, fields, fspans),
+            self.convert(got, "noise", noise, fields, fspans),
+            self.convert(got, "guarantee", guarantee, fields, fspans),
+            self.convert(got, "degree_cap", V.integer, fields, fspans),
+            self.convert(got, "dataset_size", V.integer, fields, fspans),
+            self.convert(got, "model", V.label, fields, fspans),
+            self.convert(got, "steps", V.integer, sched, sspans),
+            self.convert(got, "epochs", V.number, sched, sspans),
+            self.convert(got, "learning_rate", V.number, sched, sspans),
+            self.convert(got, "momentum", V.number, sched, sspans),
+        ]
+        nm = got.get("noise_multiplier")
+        if nm is not None:
+            x = V.number(self, nm.value)
+            r.append(x)
+            if x is not FAIL:
+                if "noise" in fields:
+                    r.append(self.error("DPS103", "give either `noise` or `noise_multiplier`, not both",
+                                        nm.key_span, hint="remove one of them"))
+                else:
+                    fields["noise"] = build(ir.GaussianNoise, sp(nm.value), {"noise_multiplier": sp(nm.value)},
+                                            noise_multiplier=x)
+                    fspans["noise"] = sp(nm.value)
+        if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
+            return FAIL
+        if sched:
+            fields["schedule"] = build(ir.Schedule, b.span, sspans, **sched)
+        return build(ir.Training, b.span, fspans, **fields)
+
+    def lower_compose(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        r = [
+            self.convert(got, "parts", V.labels, fields, fspans),
+            self.convert(got, "guarantee", guarantee, fields, fspans),
+        ]
+        if FAIL in r or "parts" not in fields or "guarantee" not in fields:
+            return FAIL
+        return build(ir.Composition, b.span, fspans, **fields)
+
+
+# --- value converters for settings -----------------------------------------------------------------
+
+
+def guarantee(r: Reporter, v):
+    x = V.dispatch(r, v, GUARANTEES, "guarantee")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    if fname == "dp":
+        return from_args(ir.DpGuarantee, v, a)
+    if fname == "rdp":
+        return from_args(ir.RdpGuarantee, v, a)
+    flavour = "ave" if "ave" in fname else "joint"
+    return from_args(ir.SrppGuarantee, v, a, flavour=flavour, subsampling_aware=fname.startswith("sa_"))
+
+
+def sampling(r: Reporter, v):
+    if isinstance(v, ast.NamedBlock):
+        if v.name != "coupled":
+            return r.error("DPS111", f"unknown sampling block `{v.name}`", v.name_span or sp(v),
+                           hint="did you mean `coupled { positive ... negative ... }`?")
+        keys = {e.key: e for e in v.entries}
+        ok = True
+        for e in v.entries:
+            if e.key not in ("positive", "negative"):
+                ok = False
+                r.error("DPS101", f"unknown setting `{e.key}` in coupled sampling", e.key_span,
+                        hint=did_you_mean(e.key, ("positive", "negative"), "setting"))
+        for k, ex in (("positive", "positive poisson(expected_batch = 256)"),
+                      ("negative", "negative without_replacement(per_positive = 4)")):
+            if k not in keys:
+                ok = False
+                r.error("DPS102", f"coupled sampling has no `{k}`", v.name_span or sp(v), hint=f"add `{ex}`")
+        if not ok:
+            return FAIL
+        pos = sampling(r, keys["positive"].value)
+        if pos is not FAIL and not isinstance(pos, ir.PoissonSampling):
+            pos = r.error("DPS104", f"coupled positives must be Poisson sampled, found `{pos.scheme}`",
+                          sp(keys["positive"].value), hint="write `positive poisson(expected_batch = 256)`")
+        neg = V.dispatch(r, keys["negative"].value, NEGATIVES, "negative sampler")
+        if FAIL in (pos, neg):
+            return FAIL
+        nname, na = neg
+        negative = from_args(ir.NegativeSampler, keys["negative"].value, na, scheme=nname,
+                             per_positive=na.get("per_positive", 1))
+        return build(ir.CoupledSampling, sp(v), {"positive": sp(keys["positive"].value),
+                                                 "negative": sp(keys["negative"].value)},
+                     positive=pos, negative=negative)
+    x = V.dispatch(r, v, SAMPLINGS, "sampling scheme")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    cls = {"poisson": ir.PoissonSampling, "without_replacement": ir.WithoutReplacementSampling,
+           "with_replacement": ir.WithReplacementSampling, "shuffle": ir.ShuffleSampling,
+           "full_batch": ir.FullBatch}[fname]
+    return from_args(cls, v, a)
+
+
+def clipping(r: Reporter, v):
+    x = V.dispatch(r, v, CLIPPINGS, "clipping rule")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    cls = {"flat": ir.FlatClipping, "per_layer": ir.PerLayerClipping, "per_tuple": ir.PerTupleClipping,
+           "frequency_adaptive": ir.FrequencyAdaptiveClipping}[fname]
+    return from_args(cls, v, a)
+
+
+def slices(r: Reporter, v):
+    x = V.dispatch(r, v, SLICES, "slice profile")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    if fname == "directions":
+        return from_args(ir.FiniteDirections, v, a, rename={"vectors": "directions"})
+    if fname == "axes":
+        return from_args(ir.CoordinateAxes, v, a)
+    return from_args(ir.UniformSphere, v, a)
+
+
+def noise(r: Reporter, v):
+    if isinstance(v, ast.Number):  # `noise 2.0` reads as a standard deviation
+        x = V.number(r, v)
+        return FAIL if x is FAIL else build(ir.GaussianNoise, sp(v), {"sigma": sp(v)}, sigma=x)
+    x = V.dispatch(r, v, NOISES, "noise distribution")
+    if x is FAIL:
+        return FAIL
+    return from_args(ir.GaussianNoise, v, x[1])
+
+
+def query(r: Reporter, v):
+    x = V.dispatch(r, v, QUERIES, "query")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    return from_args(ir.BoundedQuery, v, a, function=fname, columns=tuple(a.variadic))
+
+
+def unit(r: Reporter, v):
+    x = V.dispatch(r, v, UNITS, "privacy unit")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    cls = {"record": ir.RecordUnit, "group": ir.GroupUnit, "node": ir.NodeUnit, "edge": ir.EdgeUnit}[fname]
+    return from_args(cls, v, a)
+
+
+def data_binding(r: Reporter, v):
+    x = V.dispatch(r, v, DATA, "data source")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    if fname == "csv":
+        return from_args(ir.CsvData, v, a, rename={"schema": "schema_name"})
+    if fname == "dataset":
+        return from_args(ir.NamedData, v, a)
+    if fname == "graph":
+        return from_args(ir.GraphData, v, a)
+    return from_args(ir.SyntheticData, v, a)
+
+
+def secret(r: Reporter, v):
+    if isinstance(v, ast.Membership):
+        attr = V.label(r, v.element)
+        vals = V.labels(r, v.collection) if V.items_of(v.collection) is not None else \
+            r.error("DPS104", f"expected the secret's values as a set, found {ast.describe(v.collection)}",
+                    sp(v.collection), hint="write `secret race in {White, Black}`")
+        if FAIL in (attr, vals):
+            return FAIL
+        return build(ir.Secret, sp(v), {"attribute": sp(v.element), "values": sp(v.collection)},
+                     attribute=attr, values=vals)
+    if isinstance(v, ast.Call) and v.name == "quantile_bins":
+        sig = Signature((P("column", V.label, True), P("bins", I, True)), example="quantile_bins(G3, bins = 5)")
+        a = V.call_args(r, v, sig, "secret")
+        if a is FAIL:
+            return FAIL
+        return build(ir.Secret, sp(v), a.spans, attribute=a.values["column"], quantile_bins=a.values["bins"])
+    if isinstance(v, ast.Ident):
+        return build(ir.Secret, sp(v), {"attribute": sp(v)}, attribute=v.name)
+    return r.error("DPS104", f"expected a secret, found {ast.describe(v)}", sp(v),
+                   hint="write `secret race in {White, Black}` or `secret quantile_bins(G3, bins = 5)`")
+
+
+def pairs(r: Reporter, v):
+    if isinstance(v, ast.Ident):
+        if v.name != "all_distinct":
+            return r.error("DPS104", f"unknown pairs `{v.name}`", sp(v), hint=did_you_mean(v.name, ("all_distinct",)))
+        return build(ir.AllDistinctPairs, sp(v))
+    x = V.label_pairs(r, v)
+    return FAIL if x is FAIL else build(ir.ExplicitPairs, sp(v), items=x)
+
+
+def worlds(r: Reporter, v):
+    def one(r, w):
+        x = V.dispatch(r, w, WORLDS, "prior")
+        if x is FAIL:
+            return FAIL
+        fname, a = x
+        cls = {"empirical": ir.EmpiricalWorld, "balanced": ir.BalancedWorld, "sampler": ir.SamplerWorld}[fname]
+        return from_args(cls, w, a)
+
+    return V.sequence(r, v, one)
+
+
+def lower_program(program: Program) -> tuple[ir.SpecIR | None, list[Diagnostic], set[str]]:
+    """Returns (IR of the blocks that lowered, diagnostics, names of blocks that failed)."""
+    low = Lowerer(program)
+    spec = low.lower()
+    return spec, low.diagnostics, low.failed
