@@ -1,1 +1,46 @@
-"""dpspec."""
+"""dpspec — a declarative privacy compiler.
+
+    spec = dpspec.load("my.dps")            # parse + check (never raises on a bad spec; see spec.ok)
+    compiled = dpspec.compile(spec)         # calibrate; raises SpecError with located diagnostics
+    compiled.mechanism                      # a ready-to-run mechanism object
+    compiled.certificate.model_dump_json()  # the privacy certificate
+    dpspec.verify(compiled.certificate)     # recompute every number
+
+Heavy modules (numpy, scipy, sympy, torch) are imported only when compiling or running.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from dpspec.diagnostics import Diagnostic, SpecError
+from dpspec.frontend import Spec, load, loads
+
+__all__ = ["__version__", "Diagnostic", "SpecError", "Spec", "load", "loads", "compile", "verify", "fmt"]
+
+
+def compile(spec, *, data=None):  # noqa: A001 - the natural name for a compiler's entry point
+    """Compile a spec (a ``Spec``, a path, or spec text) into mechanisms and a certificate."""
+    from dpspec.compiler.compile import compile_spec
+
+    if isinstance(spec, str) and ("\n" in spec or "{" in spec):
+        spec = loads(spec)
+    return compile_spec(spec, data=data)
+
+
+def verify(certificate, *, raise_on_error: bool = True):
+    """Re-verify a certificate (model, dict, JSON text or path); see ``dpspec.certificate.verify``."""
+    from dpspec.certificate.verify import verify as _verify
+
+    return _verify(certificate, raise_on_error=raise_on_error)
+
+
+def fmt(source) -> str:
+    """The canonical text of a spec (path or text)."""
+    spec = load(source) if not isinstance(source, Spec) else source
+    from dpspec.parse.fmt import fmt as _fmt
+
+    root = spec.program.root_file
+    if root is None:
+        raise SpecError(spec.diagnostics, spec.sources)
+    return _fmt(root)

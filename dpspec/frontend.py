@@ -68,7 +68,7 @@ def load(source: str | Path, *, name: str | None = None) -> Spec:
 
     Never raises on a bad spec: inspect ``.ok`` and ``.diagnostics`` (or call ``.raise_for_errors()``).
     """
-    if isinstance(source, Path) or ("\n" not in source and "{" not in source and source.endswith(".dps")):
+    if isinstance(source, Path) or ("\n" not in source and "{" not in source):
         return analyse(load_program(path=source, name=name))
     return analyse(load_program(text=source, name=name or "<string>"))
 

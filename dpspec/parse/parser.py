@@ -65,7 +65,8 @@ def parse_text(text: str, file: str = "<string>") -> tuple[ast.SpecFile | None, 
     try:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedInput as e:
-        return None, [_syntax_diagnostic(e, text, file)]
+        first = _syntax_diagnostic(e, text, file)
+        return None, [first] + _more_syntax_errors(text, file, first)
     except RecursionError:
         return None, [
             Diagnostic("DPS007", "the spec is nested too deeply", Span.point(file, 1, 1),
@@ -120,6 +121,60 @@ def _precheck(text: str, file: str) -> list[Diagnostic]:
         return [Diagnostic("DPS106", "number literal is too long", Span(file, line, col, line, col + len(m.group())),
                            hint=f"write numbers with at most {MAX_NUMBER_CHARS} characters, e.g. 1e-12")]
     return []
+
+
+MAX_SYNTAX_ERRORS = 20
+
+
+def _top_level_segments(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level item: text up to and including a `}` that closes depth 0."""
+    segs, depth, start = [], 0, 0
+    in_str = in_comment = False
+    for i, ch in enumerate(text):
+        if in_comment:
+            in_comment = ch != "\n"
+            continue
+        if in_str:
+            if (ch == '"' and text[i - 1] != "\\") or ch == "\n":
+                in_str = False
+            continue
+        if ch == "#":
+            in_comment = True
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+            if depth <= 0:
+                depth = 0
+                if ch == "}":
+                    segs.append((start, i + 1))
+                    start = i + 1
+    if text[start:].strip():
+        segs.append((start, len(text)))
+    return segs
+
+
+def _more_syntax_errors(text: str, file: str, first: Diagnostic) -> list[Diagnostic]:
+    """Error recovery: parse each top-level block on its own so every broken block is reported."""
+    import lark
+
+    out: list[Diagnostic] = []
+    for start, end in _top_level_segments(text):
+        line, col = _line_col(text, start)
+        seg = "\n" * (line - 1) + " " * (col - 1) + text[start:end]
+        try:
+            _lark().parse(seg)
+        except lark.exceptions.UnexpectedInput as e:
+            d = _syntax_diagnostic(e, seg, file)
+            if d.span != first.span and all(d.span != o.span for o in out):
+                out.append(d)
+        except RecursionError:
+            continue
+        if len(out) >= MAX_SYNTAX_ERRORS:
+            break
+    return out
 
 
 def _line_col(text: str, pos: int) -> tuple[int, int]:

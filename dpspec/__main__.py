@@ -1,0 +1,3 @@
+#!/usr/bin/env python
+from dpspec.cli.main import main
+raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""A human summary of a certificate: what is protected, against what, the guarantee, the
+assumptions and the noise."""
+
+from __future__ import annotations
+
+import textwrap
+
+from dpspec.certificate.model import Certificate, TargetCertificate
+
+
+def _fmt(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def summary_line(r: TargetCertificate) -> str:
+    g = r.guarantee
+    if g.epsilon is not None and g.delta is not None:
+        head = f"(ε = {g.epsilon:.4g}, δ = {g.delta:g})"
+    elif g.epsilon is not None and g.alpha is not None:
+        head = f"ε({g.alpha:g}) = {g.epsilon:.4g}"
+    else:
+        head = r.notion.name
+    noise = r.mechanism.parameters
+    extra = ""
+    if "noise_multiplier" in noise:
+        extra = f", σ/C = {noise['noise_multiplier']:.4g}, {noise.get('steps')} steps"
+    elif "sigma" in noise:
+        extra = f", σ = {noise['sigma']:.4g}"
+    return f"{r.name:<20} {r.kind:<8} {r.notion.name:<15} {head}{extra}"
+
+
+def explain(cert: Certificate) -> str:
+    out = [
+        f"dpspec certificate (schema {cert.schema_version}, dpspec {cert.tool.version})",
+        f"spec: {cert.spec.source_name}  [{cert.spec.sha256[:23]}…]",
+        "",
+    ]
+    for r in cert.results:
+        out.extend(explain_result(r))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def explain_result(r: TargetCertificate) -> list[str]:
+    g = r.guarantee
+    p = r.protected
+    lines = [f"== {r.kind} `{r.name}` =="]
+    lines.append(f"Protects: {p.description} — definition `{p.definition}` ({p.unit} unit"
+                 + (f", {p.relation}" if p.relation else "") + ")")
+    lines.append(f"Against:  any adversary who sees the output and knows everything else; notion: "
+                 f"{r.notion.description}")
+    if g.epsilon is not None and g.delta is not None:
+        lines.append(f"Guarantee: ε = {g.epsilon:.6g} at δ = {g.delta:g}"
+                     + (f" (optimal Rényi order α = {g.best_alpha:g})" if g.best_alpha else ""))
+    elif g.epsilon is not None and g.alpha is not None:
+        lines.append(f"Guarantee: ε(α = {g.alpha:g}) = {g.epsilon:.6g}")
+    if g.target:
+        lines.append("Target:    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in g.target.items()))
+    if len(g.dp) > 1:
+        lines.append("Also:      " + "; ".join(f"ε = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp[1:]))
+    m = r.mechanism
+    lines.append(f"Mechanism: {m.name} — {m.description}"
+                 + (" (noise calibrated by dpspec)" if m.calibrated else " (noise given by the spec)"))
+    lines.append("           " + ", ".join(f"{k} = {_fmt(v)}" for k, v in m.parameters.items()))
+    lines.append("Theorems:  " + "; ".join(g.theorems))
+    lines.append("Assumptions:")
+    for a in r.assumptions:
+        lines.extend(textwrap.wrap(f"- {a.statement} [{a.source.paper}, {a.source.ref}]", width=100,
+                                   initial_indent="  ", subsequent_indent="    "))
+    n = r.numerics
+    lines.append(f"Numerics:  {n.method}; error bound {n.abs_error_bound:.2g}; α grid: {n.alpha_grid}")
+    if n.calibration:
+        lines.append(f"Calibration: {n.calibration}")
+    for w in r.warnings:
+        lines.append(f"Warning:   {w}")
+    return lines

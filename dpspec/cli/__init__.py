@@ -1,0 +1,1 @@
+"""Command-line interface: dpspec check | compile | verify | explain | fmt | rules."""

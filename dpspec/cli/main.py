@@ -1,0 +1,250 @@
+"""``dpspec`` command line.
+
+Exit codes: 0 fine; 1 invalid spec, failed verification or failed compile; 2 usage error
+(bad flags, missing file argument); 3 internal error (a bug — reported without a traceback
+unless ``DPSPEC_DEBUG=1``). No command ever prints a Python traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: exit 2 with a one-line hint, as argparse does
+        self.print_usage(sys.stderr)
+        print(f"dpspec: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="dpspec", description="A declarative privacy compiler: check specs, compile them to "
+                "mechanisms and certificates, verify and explain certificates.")
+    from dpspec import __version__
+
+    p.add_argument("--version", action="version", version=f"dpspec {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+
+    c = sub.add_parser("check", help="check specs and report every problem (no numbers computed)")
+    c.add_argument("files", nargs="+", metavar="FILE")
+    c.add_argument("--format", choices=("text", "json"), default="text")
+
+    c = sub.add_parser("compile", help="compile a spec: calibrate noise and write a certificate")
+    c.add_argument("file", metavar="FILE")
+    c.add_argument("-o", "--output", metavar="CERT.json", help="write the certificate here (default: stdout)")
+    c.add_argument("--format", choices=("text", "json"), default="text", help="format of diagnostics")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+
+    c = sub.add_parser("verify", help="recompute every number of a certificate")
+    c.add_argument("cert", metavar="CERT.json")
+    c.add_argument("--format", choices=("text", "json"), default="text")
+
+    c = sub.add_parser("explain", help="print a human summary of a certificate")
+    c.add_argument("cert", metavar="CERT.json")
+
+    c = sub.add_parser("fmt", help="print the canonical form of a spec")
+    c.add_argument("file", metavar="FILE")
+    c.add_argument("--check", action="store_true", help="exit 1 if the file is not in canonical form")
+    c.add_argument("-w", "--write", action="store_true", help="rewrite the file in canonical form")
+
+    c = sub.add_parser("rules", help="list the rule catalogue")
+    c.add_argument("rule", nargs="?", help="show one rule with its examples")
+
+    c = sub.add_parser("schema", help="print the certificate JSON Schema")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parser().parse_args(argv)
+        if not args.cmd:
+            _parser().print_help(sys.stderr)
+            return EXIT_USAGE
+        return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
+                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema}[args.cmd](args)
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dpspec: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # a bug: say so plainly, without a traceback
+        if os.environ.get("DPSPEC_DEBUG"):
+            raise
+        print(f"dpspec: internal error: {type(e).__name__}: {e}\n"
+              "  = note: this is a bug in dpspec; rerun with DPSPEC_DEBUG=1 for details and report it",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _print_diags(diags, sources, fmt: str, stream=sys.stdout) -> None:
+    from dpspec.diagnostics import render_all, to_json
+
+    if fmt == "json":
+        print(to_json(diags), file=stream)
+    elif diags:
+        print(render_all(diags, sources), file=stream)
+
+
+def cmd_check(args) -> int:
+    from dpspec.frontend import load
+
+    all_diags, sources, bad = [], {}, 0
+    for f in args.files:
+        spec = load(Path(f), name=f)
+        all_diags.extend(spec.diagnostics)
+        sources.update(spec.sources)
+        bad += not spec.ok
+    if args.format == "json":
+        _print_diags(all_diags, sources, "json")
+    else:
+        if all_diags:
+            _print_diags(all_diags, sources, "text")
+        errors = sum(d.is_error for d in all_diags)
+        warnings = sum(d.severity == "warning" for d in all_diags)
+        if bad:
+            print(f"\n{errors} error(s), {warnings} warning(s)" if all_diags else "invalid spec")
+        else:
+            print(("ok" + (f" ({warnings} warning(s))" if warnings else "")) if len(args.files) == 1 else
+                  f"ok: {len(args.files)} files" + (f" ({warnings} warning(s))" if warnings else ""))
+    return EXIT_INVALID if bad else EXIT_OK
+
+
+def cmd_compile(args) -> int:
+    from dpspec.certificate.explain import summary_line
+    from dpspec.compiler.compile import compile_spec
+    from dpspec.diagnostics import SpecError
+    from dpspec.frontend import load
+
+    spec = load(Path(args.file), name=args.file)
+    if not spec.ok:
+        _print_diags(spec.diagnostics, spec.sources, args.format, sys.stderr)
+        return EXIT_INVALID
+    try:
+        compiled = compile_spec(spec)
+    except SpecError as e:
+        _print_diags(e.diagnostics, e.sources, args.format, sys.stderr)
+        return EXIT_INVALID
+    text = compiled.certificate.to_json() + "\n"
+    warnings = [d for d in spec.diagnostics if not d.is_error]
+    if warnings and not args.quiet:
+        _print_diags(warnings, spec.sources, args.format, sys.stderr)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        if not args.quiet:
+            for r in compiled.certificate.results:
+                print(summary_line(r))
+            print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _read_cert(path: str):
+    from pydantic import ValidationError
+
+    from dpspec.certificate.model import Certificate
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"dpspec: cannot read {path}: {e}", file=sys.stderr)
+        return None
+    try:
+        return Certificate.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        print(f"{path}: error: not a dpspec certificate: {'.'.join(map(str, first['loc']))}: {first['msg']}",
+              file=sys.stderr)
+        return None
+
+
+def cmd_verify(args) -> int:
+    from dpspec.certificate.verify import verify
+
+    try:
+        text = Path(args.cert).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"dpspec: cannot read {args.cert}: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    rep = verify(text, raise_on_error=False)
+    if args.format == "json":
+        print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2))
+    elif rep.ok:
+        for c in rep.checks:
+            print(f"  ✓ {c}")
+        print(f"{args.cert}: verified")
+    else:
+        for p in rep.problems:
+            print(f"{args.cert}: error: {p}", file=sys.stderr)
+        print(f"{args.cert}: verification FAILED ({len(rep.problems)} problem(s))", file=sys.stderr)
+    return EXIT_OK if rep.ok else EXIT_INVALID
+
+
+def cmd_explain(args) -> int:
+    from dpspec.certificate.explain import explain
+
+    cert = _read_cert(args.cert)
+    if cert is None:
+        return EXIT_INVALID
+    sys.stdout.write(explain(cert))
+    return EXIT_OK
+
+
+def cmd_fmt(args) -> int:
+    from dpspec.frontend import load
+    from dpspec.parse.fmt import fmt
+    from dpspec.parse.includes import load_program
+    from dpspec.diagnostics import render_all
+
+    prog = load_program(path=Path(args.file), name=args.file)
+    if prog.root_file is None:
+        print(render_all(prog.diagnostics, prog.sources), file=sys.stderr)
+        return EXIT_INVALID
+    out = fmt(prog.root_file)
+    if args.check:
+        same = prog.sources[args.file] == out
+        print(f"{args.file}: {'canonical' if same else 'not in canonical form'}")
+        return EXIT_OK if same else EXIT_INVALID
+    if args.write:
+        Path(args.file).write_text(out, encoding="utf-8")
+        return EXIT_OK
+    sys.stdout.write(out)
+    del load
+    return EXIT_OK
+
+
+def cmd_rules(args) -> int:
+    from dpspec.check import CATALOGUE
+
+    if args.rule:
+        r = CATALOGUE.get(args.rule.upper())
+        if r is None:
+            from dpspec.diagnostics import did_you_mean
+
+            print(f"dpspec: no rule {args.rule}; {did_you_mean(args.rule.upper(), CATALOGUE, 'rule')}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"{r.id} ({r.severity}, {r.stage}): {r.title}\n\n{r.explanation}\n\nRaised by:\n{r.bad}\n\nFixed:\n{r.good}")
+        return EXIT_OK
+    for r in sorted(CATALOGUE.values(), key=lambda r: r.id):
+        print(f"{r.id}  {r.severity:<7}  {r.title}")
+    return EXIT_OK
+
+
+def cmd_schema(args) -> int:
+    from dpspec.certificate.model import json_schema_text
+
+    sys.stdout.write(json_schema_text())
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

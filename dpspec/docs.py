@@ -1,0 +1,108 @@
+"""Generate the reference docs from the code's own tables, so docs and code cannot drift.
+
+    python -m dpspec.docs      # rewrites docs/rules.md and docs/language.md
+
+The test-suite fails when the committed files differ from what this prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dpspec.check import CATALOGUE
+
+
+def _code(text: str) -> str:
+    return "```\n" + text.rstrip("\n") + "\n```"
+
+
+def rules_markdown() -> str:
+    out = ["# Rule catalogue", "",
+           "Every diagnostic dpspec prints names one of these rules. Each rule below shows a spec that raises it",
+           "and a corrected spec that does not; the test-suite runs both. `dpspec rules ID` prints one rule.", "",
+           "| id | severity | stage | title |", "|---|---|---|---|"]
+    for r in sorted(CATALOGUE.values(), key=lambda r: r.id):
+        out.append(f"| [{r.id}](#{r.id.lower()}) | {r.severity} | {r.stage} | {r.title} |")
+    out.append("")
+    for r in sorted(CATALOGUE.values(), key=lambda r: r.id):
+        out += [f"## {r.id}", "", f"**{r.title}** ({r.severity}, raised by the {r.stage} stage)", ""]
+        if r.explanation:
+            out += [r.explanation, ""]
+        out += ["Raised by:", "", _code(r.bad), "", "Fixed:", "", _code(r.good), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def language_markdown() -> str:
+    from dpspec.lower.lowering import (BLOCK_DOCS, BLOCK_SETTINGS, CLIPPINGS, DATA, GUARANTEES, NEGATIVES,
+                                       NOISES, QUERIES, SAMPLINGS, SLICES, UNITS, WORLDS)
+    from dpspec.mechanisms.registry import MECHANISMS
+
+    out = ["# The dpspec language reference", "",
+           "Generated from the compiler's own tables (`python -m dpspec.docs`). A guided tour with complete",
+           "examples is in the README; every file in `specs/` is compiled by the tests.", "",
+           "## Lexical structure", "",
+           "- A file is a sequence of `use \"other.dps\"` lines and blocks `kind name { settings }`.",
+           "- A setting is `key value`. Newlines are not significant: `unit node  graph cora` is two settings.",
+           "- Values: names (`record`, `Asian-Pac-Islander` — dashes allowed inside), numbers (`7`, `1e-6`,",
+           "  `-2.5`, `5%` = 0.05), strings (`\"adult/adult.data\"`), sets `{a, b}`, lists `[1, 2]`, tuples",
+           "  `(a, b)`, calls `dp(epsilon = 1, delta = 1e-6)` with positional and keyword arguments,",
+           "  membership `race in {White, Black}` and named sub-blocks `coupled { positive ... negative ... }`.",
+           "- Comments run from `#` to the end of the line. `nan` and `inf` are rejected.",
+           "- `use \"path.dps\"` (relative to the including file) makes that file's `scenario` and `privacy`",
+           "  blocks visible; its releases and trainings are not compiled again. Cycles are errors.",
+           "- Limits: 1 MB per file, nesting depth 32, numbers of at most 64 characters, 64 included files.", "",
+           "## Blocks", ""]
+    for kind, settings in BLOCK_SETTINGS.items():
+        out += [f"### `{kind}` — {BLOCK_DOCS[kind]}", "", "| setting | required | meaning | example |", "|---|---|---|---|"]
+        for s in settings:
+            al = f" (also: {', '.join(s.aliases)})" if s.aliases else ""
+            out.append(f"| `{s.key}`{al} | {'yes' if s.required else ''} | {s.doc} | `{s.example}` |")
+        out.append("")
+
+    def table(title, tab, intro=""):
+        lines = [f"### {title}", ""]
+        if intro:
+            lines += [intro, ""]
+        lines += ["| form | arguments | example |", "|---|---|---|"]
+        for name, sig in tab.items():
+            args = ", ".join((p.name + ("" if p.required else "?")) for p in sig.params)
+            if sig.variadic is not None:
+                args = (f"{sig.variadic_name}…, " + args) if args else f"{sig.variadic_name}…"
+            ex = sig.example.replace("|", "\\|")
+            lines.append(f"| `{name}` | {args or '—'} | `{ex}` |")
+        return lines + [""]
+
+    out += ["## Values of settings", "", "`?` marks an optional argument. A bare name is a call with no arguments.", ""]
+    out += table("`guarantee`", GUARANTEES, "Omit `epsilon` to report ε for noise given in the spec; give it to "
+                 "calibrate the noise. The `sa_` variants are on-average notions and are labelled so.")
+    out += table("`unit` (privacy blocks)", UNITS)
+    out += table("`sampling`", SAMPLINGS, "Also `coupled { positive poisson(...)  negative SAMPLER }` for relational "
+                 "learning, with negatives:")
+    out += table("negative samplers (inside `coupled`)", NEGATIVES)
+    out += table("`clipping`", CLIPPINGS)
+    out += table("`noise`", NOISES, "In `train` blocks `noise_multiplier 1.1` is a shortcut.")
+    out += table("`query`", QUERIES)
+    out += table("`slices`", SLICES)
+    out += table("`data`", DATA)
+    out += table("`prior` (one or a list)", WORLDS)
+    out += ["### `secret`", "", "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "
+            "`secret race` (values read from the data).", "",
+            "### `pairs`", "", "`pairs all_distinct` (default) or `pairs [(White, Black), (White, Other)]`.", "",
+            "## Mechanisms", "", "| mechanism | block | protects | certifies | available | source |",
+            "|---|---|---|---|---|---|"]
+    for m in MECHANISMS.values():
+        out.append(f"| `{m.name}` | {m.block} | {', '.join(m.units)} | {', '.join(m.notions)} | "
+                   f"{'yes' if m.available else 'not yet'} | {m.source} |")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write(root: Path | None = None) -> None:
+    root = root or Path(__file__).resolve().parent.parent / "docs"
+    root.mkdir(exist_ok=True)
+    (root / "rules.md").write_text(rules_markdown(), encoding="utf-8")
+    (root / "language.md").write_text(language_markdown(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write()
+    print("wrote docs/rules.md and docs/language.md")

@@ -1,0 +1,1 @@
+"""Runtime mechanism objects (numpy; torch imported lazily by the trainers) and their declarations."""

@@ -1,0 +1,145 @@
+"""The DP-SGD runtime: samples batches as accounted, clips per-example gradients, adds noise.
+
+What the certificate assumes, this object does:
+- Poisson sampling draws each example independently with probability q at every step (the
+  batch size is random, possibly 0); without-replacement sampling draws a fresh uniform subset
+  of exactly B examples at every step. Never "shuffle and call it Poisson".
+- Per-example gradients come from ``torch.func`` (vmap over grad); each is clipped to ℓ2 norm ≤ C
+  (flat) or each layer to C_l (per-layer, total C = √Σ C_l²) before summation.
+- The clipped sum gets N(0, (σC)² I) noise exactly once per step, then is divided by the
+  *expected* batch size qn (or B), a data-independent constant.
+
+torch is imported lazily: compiling a spec never imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+
+@dataclass
+class TrainingReport:
+    steps: int
+    noise_std: float
+    batch_sizes: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    skipped_nonfinite: list[int] = field(default_factory=list)
+    injected_noise_std: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DpSgd:
+    noise_multiplier: float
+    clip_norm: float
+    sampling: str  # "poisson", "without_replacement" or "full_batch"
+    sample_rate: float
+    steps: int
+    batch_size: float | None = None
+    dataset_size: int | None = None
+    learning_rate: float = 0.1
+    momentum: float = 0.0
+    per_layer_clip: tuple[float, ...] | None = None
+    name: str = "train"
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise added to the clipped gradient sum (σ·C)."""
+        return self.noise_multiplier * self.clip_norm
+
+    # --- sampling ---------------------------------------------------------------------------------
+
+    def batches(self, n: int, rng: np.random.Generator, steps: int | None = None) -> Iterator[np.ndarray]:
+        """Index arrays, one per step, drawn exactly as the accountant assumes."""
+        if self.dataset_size is not None and n != self.dataset_size:
+            raise ValueError(f"the data has {n} examples but the certificate assumes dataset_size = "
+                             f"{self.dataset_size}; recompile with the right size")
+        for _ in range(self.steps if steps is None else steps):
+            if self.sampling == "poisson":
+                yield np.flatnonzero(rng.random(n) < self.sample_rate)
+            elif self.sampling == "without_replacement":
+                yield rng.choice(n, size=int(self.batch_size), replace=False)
+            else:
+                yield np.arange(n)
+
+    def expected_batch(self, n: int) -> float:
+        if self.sampling == "without_replacement":
+            return float(self.batch_size)
+        return self.sample_rate * n
+
+    # --- one private step ---------------------------------------------------------------------------
+
+    def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int, generator=None):
+        """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor)."""
+        import torch
+        from torch.func import functional_call, grad, vmap
+
+        params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+        if not params:
+            raise ValueError("the model has no trainable parameters")
+        buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+        def loss_one(p, x, y):
+            out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
+            return loss_fn(out, y.unsqueeze(0))
+
+        summed = {k: torch.zeros_like(v) for k, v in params.items()}
+        if len(xb) > 0:
+            per_ex = vmap(grad(loss_one), in_dims=(None, 0, 0))(params, xb, yb)
+            if self.per_layer_clip is not None:
+                if len(self.per_layer_clip) != len(per_ex):
+                    raise ValueError(f"per-layer clipping gives {len(self.per_layer_clip)} norms for "
+                                     f"{len(per_ex)} parameter tensors")
+                for (k, g), c in zip(per_ex.items(), self.per_layer_clip):
+                    norms = g.flatten(1).norm(dim=1)
+                    scale = (c / (norms + 1e-12)).clamp(max=1.0)
+                    summed[k] = torch.einsum("b,b...->...", scale, g)
+            else:
+                norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(dim=1) for g in per_ex.values()))
+                scale = (self.clip_norm / (norms + 1e-12)).clamp(max=1.0)
+                for k, g in per_ex.items():
+                    summed[k] = torch.einsum("b,b...->...", scale, g)
+        denom = self.expected_batch(n)
+        out = {}
+        for k, s in summed.items():
+            noise = torch.normal(0.0, self.noise_std, size=s.shape, generator=generator, dtype=s.dtype)
+            out[k] = (s + noise) / denom
+        return out
+
+    # --- a whole run -------------------------------------------------------------------------------
+
+    def train(self, model, X, y, loss_fn: Callable | None = None, *, seed: int | None = None,
+              progress: bool = False, steps: int | None = None) -> TrainingReport:
+        """Train ``model`` in place on tensors (X, y) for the certified number of steps."""
+        import torch
+
+        if loss_fn is None:
+            loss_fn = torch.nn.functional.cross_entropy
+        n = len(X)
+        rng = np.random.default_rng(seed)
+        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=self.learning_rate,
+                              momentum=self.momentum)
+        total = self.steps if steps is None else min(steps, self.steps)
+        rep = TrainingReport(steps=total, noise_std=self.noise_std)
+        names = [k for k, p in model.named_parameters() if p.requires_grad]
+        for t, idx in enumerate(self.batches(n, rng, total)):
+            xb, yb = X[idx], y[idx]
+            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen)
+            if not all(torch.isfinite(g).all() for g in grads.values()):
+                rep.skipped_nonfinite.append(t)  # recorded, never silent: the step is dropped
+                continue
+            for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
+                p.grad = grads[k]
+            opt.step()
+            rep.batch_sizes.append(len(idx))
+            if progress and (t % max(1, total // 20) == 0 or t == total - 1):
+                print(f"  step {t + 1}/{total}", flush=True)
+        return rep
+
+
+def steps_for_epochs(epochs: float, rate: float) -> int:
+    return max(1, math.ceil(epochs / rate))
