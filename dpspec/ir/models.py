@@ -30,7 +30,9 @@ class SourceSpan(BaseModel):
 
 
 class Node(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a model's validator is built on first use, so `dpspec check` only pays for
+    # the constructs a spec actually uses.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     span: Optional[SourceSpan] = None
     field_spans: dict[str, SourceSpan] = Field(default_factory=dict)
 

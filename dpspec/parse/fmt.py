@@ -25,7 +25,7 @@ def fmt(spec: ast.SpecFile) -> str:
         if i:
             parts.append("")
         parts.extend(_block_lines(b))
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts) + "\n" if parts else ""
 
 
 def fmt_block(b: ast.Block) -> str:
