@@ -63,7 +63,7 @@ def _load(doc) -> tuple[dict | None, str | None]:
 
 
 def _version_problem(v: Any) -> str | None:
-    if not isinstance(v, str) or v.count(".") != 1:
+    if not isinstance(v, str) or v.count(".") != 1 or not all(p.isdigit() for p in v.split(".")):
         return f"unknown certificate schema version {v!r}; this dpspec reads {SCHEMA_VERSION}"
     major, minor = v.split(".")
     mine_major, mine_minor = SCHEMA_VERSION.split(".")

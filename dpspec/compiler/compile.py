@@ -357,7 +357,10 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     g = t.guarantee
     calibrated = t.noise is None
     alphas = _alpha_grid(ctx.spec)
-    kw = dict(rate=rate, steps=steps, sampling=acc_sampling, group_size=K, dataset_size=n, relation=relation)
+    acc_name = acc_sampling if acc_sampling == "poisson" else (
+        "wor_substitution" if relation == "substitution" else "wor")
+    kw = dict(rate=rate, steps=steps, sampling=acc_name, group_size=K,
+              dataset_size=n if acc_name != "poisson" else None)
 
     def curve_at(sigma, orders=alphas):
         return acc.dpsgd_rdp_curve(sigma, alphas=orders, **kw)
@@ -417,12 +420,7 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         params["momentum"] = t.schedule.momentum
     if isinstance(t.clipping, ir.PerLayerClipping):
         params["per_layer_clip_norms"] = ",".join(f"{c:g}" for c in t.clipping.C)
-    formulas = []
-    if acc_sampling == "poisson" and K == 1:
-        ints = [a for a in (2.0, 4.0, 8.0, 16.0, 32.0) if a in set(map(float, curve.alphas))]
-        formulas.append(F.formula("rdp_poisson_sgm_integer_alpha", F.POISSON_SGM_INTEGER,
-                                  {"q": rate, "sigma": sigma, "steps": steps},
-                                  checks=[(a, _rdp_at(curve.alphas, curve.rdp, a)) for a in ints]))
+    formulas = _accountant_formulas(acc_name, K, rate, sigma, steps, curve)
     if isinstance(g, ir.DpGuarantee):
         formulas.append(F.formula("rdp_to_dp", F.BALLE_CONVERSION,
                                   {"rdp": _rdp_at(curve.alphas, curve.rdp, best_alpha), "alpha": best_alpha,
@@ -453,6 +451,42 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
                  per_layer_clip=tuple(t.clipping.C) if isinstance(t.clipping, ir.PerLayerClipping) else None,
                  name=t.name)
     return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp))
+
+
+def _accountant_formulas(acc_name: str, K: int, rate: float, sigma: float, steps: int, curve) -> list:
+    """The closed forms behind the curve, with the recorded value at a few integer orders where that
+    closed form is exactly what was certified (the curve's ``sources`` say which bound won)."""
+    on_grid = {float(a): (float(v), src) for a, v, src in
+               zip(curve.alphas, curve.rdp, curve.sources or ("",) * len(curve.alphas))}
+
+    def checks(orders, want):
+        return [(a, on_grid[a][0]) for a in orders if a in on_grid and on_grid[a][1] in want]
+
+    ints = (2.0, 4.0, 8.0, 16.0, 32.0)
+    if acc_name == "poisson" and K == 1:
+        return [F.formula("rdp_poisson_sgm_integer_alpha", F.POISSON_SGM_INTEGER,
+                          {"q": rate, "sigma": sigma, "steps": steps}, checks=checks(ints, ("", "removal")))]
+    if acc_name == "poisson":
+        out = []
+        for a in (2, 3):
+            c = checks((float(a),), ("removal",))
+            if c:
+                out.append(F.formula(f"rdp_group_removal_alpha{a}", F.group_removal(a),
+                                     {"q": rate, "sigma": sigma, "steps": steps, "K": K}, value=c[0][1]))
+        return out
+    if acc_name == "wor":  # Thm F.3: Poisson SGM at rate q/N with batch sensitivity 2, i.e. σ/2
+        return [F.formula("rdp_wor_add_remove_integer_alpha", F.POISSON_SGM_INTEGER,
+                          {"q": rate, "sigma": sigma / 2, "steps": steps}, checks=checks(ints, ("", "removal")))]
+    out = []
+    wang = checks(ints, ("wang2019_thm9",))
+    if wang:
+        out.append(F.formula("rdp_wor_substitution_wang_thm9", F.WANG_THM9,
+                             {"w": rate, "sigma": sigma, "Delta": 2, "steps": steps}, checks=wang))
+    mix = checks((2.0, 3.0), ("two_mixture",))
+    if mix:
+        out.append(F.formula("rdp_wor_substitution_two_mixture", F.TWO_MIXTURE,
+                             {"w": rate, "sigma": sigma, "Delta": 2, "steps": steps}, checks=mix))
+    return out
 
 
 def _accountant_for(t: ir.Training, scheme: str, rel: str, K: int) -> tuple[str, str]:

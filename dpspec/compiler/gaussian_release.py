@@ -80,7 +80,8 @@ def mu_for_target(eps: float, delta: float) -> float:
 
 
 def sigma_for_target(eps: float, delta: float, sensitivity: float) -> float:
-    mu = mu_for_target(eps, delta)
+    # Aim below the target by the reporting error, so the certified ε (which includes it) is ≤ target.
+    mu = mu_for_target(eps - 2 * ABS_ERROR, delta)
     # σ = Δ/μ rounded up by one part in 1e12 so float rounding cannot make σ too small.
     return sensitivity / mu * (1 + 1e-12)
 
