@@ -79,7 +79,7 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
             if kind == "GaussianRelease":
                 true = float(rng.integers(0, 100, size=1000).sum())
                 noisy = mech.release(true, rng=rng)
-                print(f"  run {tname} ({name}): true answer {true:.0f}, released {noisy:.1f} (σ = {mech.sigma:.3g})")
+                print(f"  run {tname} ({name}): on generated data, true answer {true:.0f}, released {noisy:.1f} (σ = {mech.sigma:.3g})")
             elif kind == "DpSgd" and tname == "classifier":
                 _train_demo(mech, quiet)
     print()

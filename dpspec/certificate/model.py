@@ -142,7 +142,20 @@ class Certificate(_M):
         return self.model_copy(update={"content_hash": content_hash(self)})
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
+        """Indented JSON with number arrays kept on one line (the ε(α) curve stays readable)."""
+        return _compact_arrays(json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False,
+                                          allow_nan=False))
+
+
+_NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+
+
+def _compact_arrays(text: str) -> str:
+    import re
+
+    # innermost arrays whose items are all numbers: [\n  1,\n  2\n] → [1, 2]
+    pat = re.compile(r"\[\s*(" + _NUM + r"(?:,\s*" + _NUM + r")*)\s*\]")
+    return pat.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
 
 
 def canonical_json(obj: dict) -> str:
