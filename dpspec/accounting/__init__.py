@@ -42,6 +42,8 @@ from .gaussian import gaussian_rdp
 from .poisson import poisson_gaussian_rdp, poisson_gaussian_rdp_baseline
 from .rr import poisson_rr_rdp, wor_rr_rdp
 from .wor import wor_gaussian_rdp
+from .swm import swm_sigma2  # Pufferfish SWM calibration (Zhang & Vorobeychik Thms 4.5-4.8)
+from .gcon import gcon_calibration  # GCON objective perturbation (Wei et al. Thm 1, F4-F11)
 
 __all__ = [
     "DEFAULT_ALPHAS",
@@ -53,10 +55,12 @@ __all__ = [
     "dpsgd_epsilon",
     "dpsgd_rdp_curve",
     "gaussian_rdp",
+    "gcon_calibration",
     "poisson_gaussian_rdp",
     "poisson_gaussian_rdp_baseline",
     "poisson_rr_rdp",
     "rdp_to_dp",
+    "swm_sigma2",
     "wor_gaussian_rdp",
     "wor_rr_rdp",
 ]
