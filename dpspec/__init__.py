@@ -28,11 +28,11 @@ def compile(spec, *, data=None):  # noqa: A001 - the natural name for a compiler
     return compile_spec(spec, data=data)
 
 
-def verify(certificate, *, raise_on_error: bool = True):
+def verify(certificate, *, raise_on_error: bool = True, data=None):
     """Re-verify a certificate (model, dict, JSON text or path); see ``dpspec.certificate.verify``."""
     from dpspec.certificate.verify import verify as _verify
 
-    return _verify(certificate, raise_on_error=raise_on_error)
+    return _verify(certificate, raise_on_error=raise_on_error, data=data)
 
 
 def fmt(source) -> str:

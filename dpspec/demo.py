@@ -80,6 +80,17 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
                 true = float(rng.integers(0, 100, size=1000).sum())
                 noisy = mech.release(true, rng=rng)
                 print(f"  run {tname} ({name}): on generated data, true answer {true:.0f}, released {noisy:.1f} (σ = {mech.sigma:.3g})")
+            elif kind == "SwmRelease":
+                from dpspec.data.synthetic import generate
+
+                data = generate("secret_groups", 5000, seed=1)
+                if not set(mech.columns) <= set(data.columns):
+                    continue  # a release over a real dataset: compiled and certified above
+                group_a = data.select(data.column("group") == "A")
+                true = np.asarray(mech.mechanism.query(group_a.matrix(mech.columns)))
+                noisy = mech.release(group_a, rng=rng)
+                print(f"  run {tname} ({name}): group A's query {np.round(true, 3).tolist()} released as "
+                      f"{np.round(noisy, 3).tolist()} (σ = {mech.sigma:.3g})")
             elif kind == "DpSgd" and tname == "classifier":
                 _train_demo(mech, quiet)
     print()

@@ -49,8 +49,12 @@ def explain_result(r: TargetCertificate) -> list[str]:
     lines = [f"== {r.kind} `{r.name}` =="]
     lines.append(f"Protects: {p.description} — definition `{p.definition}` ({p.unit} unit"
                  + (f", {p.relation}" if p.relation else "") + ")")
-    lines.append(f"Against:  any adversary who sees the output and knows everything else; notion: "
-                 f"{r.notion.description}")
+    if p.unit == "secret":
+        lines.append("Against:  an adversary who sees the output and whose prior is one of the declared worlds; "
+                     f"notion: {r.notion.description}")
+    else:
+        lines.append(f"Against:  any adversary who sees the output and knows everything else; notion: "
+                     f"{r.notion.description}")
     if g.epsilon is not None and g.delta is not None:
         lines.append(f"Guarantee: ε = {g.epsilon:.6g} at δ = {g.delta:g}"
                      + (f" (optimal Rényi order α = {g.best_alpha:g})" if g.best_alpha else ""))
@@ -58,7 +62,12 @@ def explain_result(r: TargetCertificate) -> list[str]:
         lines.append(f"Guarantee: ε(α = {g.alpha:g}) = {g.epsilon:.6g}")
     if g.target:
         lines.append("Target:    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in g.target.items()))
-    if len(g.dp) > 1:
+    if g.reading:
+        lines.append(f"Reading:   {g.reading}")
+    if g.pairs_notion != "approximate_dp" and g.dp:
+        lines.append(f"As {g.pairs_notion}:")
+        lines.append("           " + "; ".join(f"ε′ = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp))
+    elif len(g.dp) > 1:
         lines.append("Also:      " + "; ".join(f"ε = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp[1:]))
     m = r.mechanism
     lines.append(f"Mechanism: {m.name} — {m.description}"
@@ -71,6 +80,10 @@ def explain_result(r: TargetCertificate) -> list[str]:
                                    initial_indent="  ", subsequent_indent="    "))
     n = r.numerics
     lines.append(f"Numerics:  {n.method}; error bound {n.abs_error_bound:.2g}; α grid: {n.alpha_grid}")
+    if r.sensitivity is not None:
+        sv = r.sensitivity
+        lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; Δ over {len(sv.deltas)} slices "
+                     f"(max {max(sv.deltas):.4g}) [{sv.deltas_sha256[:23]}…], estimator {sv.estimator}")
     if n.calibration:
         lines.append(f"Calibration: {n.calibration}")
     for w in r.warnings:

@@ -94,7 +94,9 @@ class DpPoint(_M):
 
 class GuaranteeRecord(_M):
     """The certified guarantee. ``rdp_alphas``/``rdp_epsilons``: the ε(α) curve (upper bounds).
-    ``dp``: (ε, δ) pairs read off the curve; the first is at the spec's δ."""
+    ``dp``: (ε, δ) pairs read off the curve; the first is at the spec's δ. ``pairs_notion`` says
+    what those pairs are: (ε, δ)-DP, or for SRPP certificates (ε′, δ)-sliced Pufferfish privacy,
+    which is *not* a DP statement."""
 
     target: dict[str, Scalar] = Field(default_factory=dict)
     rdp_alphas: list[float] = Field(default_factory=list)
@@ -105,6 +107,26 @@ class GuaranteeRecord(_M):
     delta: Optional[float] = None
     alpha: Optional[float] = None
     theorems: list[str] = Field(default_factory=list)
+    pairs_notion: str = "approximate_dp"
+    reading: Optional[str] = None  # SRPP: "exact for the finite profile" or "PAC with failure probability γ=…"
+
+
+class SensitivityRecord(_M):
+    """Data-dependent sensitivities (Pufferfish mechanisms): the per-slice Δ^u, their weights,
+    how they were estimated, and a fingerprint of the data they were computed from."""
+
+    deltas: list[float]
+    weights: list[float]
+    instance_deltas: list[list[float]] = Field(default_factory=list)  # per (world, pair) when aggregated per instance
+    deltas_sha256: str
+    estimator: str
+    aggregation: str
+    data_source: str
+    data_sha256: str
+    records: int
+    secrets: dict[str, int] = Field(default_factory=dict)  # secret value → number of records
+    worlds: list[str] = Field(default_factory=list)
+    pairs: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class Numerics(_M):
@@ -125,6 +147,7 @@ class TargetCertificate(_M):
     assumptions: list[Assumption] = Field(default_factory=list)
     formulas: list[Formula] = Field(default_factory=list)
     numerics: Numerics
+    sensitivity: Optional[SensitivityRecord] = None
     warnings: list[str] = Field(default_factory=list)
 
 

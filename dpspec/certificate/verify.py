@@ -75,22 +75,23 @@ def _version_problem(v: Any) -> str | None:
     return None
 
 
-def verify(doc, *, raise_on_error: bool = True) -> VerifyReport:
+def verify(doc, *, raise_on_error: bool = True, data: dict | None = None) -> VerifyReport:
     """Verify a certificate (model, dict, JSON text or path). Raises ``VerificationError`` on failure
-    unless ``raise_on_error=False``; the report lists every problem found."""
+    unless ``raise_on_error=False``; the report lists every problem found. ``data`` binds the
+    datasets a spec names with ``dataset(name)`` (as for ``dpspec.compile``)."""
     rep = VerifyReport()
-    data, err = _load(doc)
+    doc_data, err = _load(doc)
     if err:
         rep.fail(err)
         return _finish(rep, raise_on_error)
-    vp = _version_problem(data.get("schema_version"))
+    vp = _version_problem(doc_data.get("schema_version"))
     if vp:
         rep.fail(vp)
         return _finish(rep, raise_on_error)
     from pydantic import ValidationError
 
     try:
-        cert = Certificate.model_validate(data)
+        cert = Certificate.model_validate(doc_data)
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
@@ -105,8 +106,9 @@ def verify(doc, *, raise_on_error: bool = True) -> VerifyReport:
         rep.fail("the embedded spec text does not match its sha256")
     else:
         rep.checks.append("spec text matches its sha256")
-    _recompile(cert, rep)
+    _recompile(cert, rep, data)
     _formulas(cert, rep)
+    _swm_checks(cert, rep)
     return _finish(rep, raise_on_error)
 
 
@@ -116,7 +118,7 @@ def _finish(rep: VerifyReport, raise_on_error: bool) -> VerifyReport:
     return rep
 
 
-def _recompile(cert: Certificate, rep: VerifyReport) -> None:
+def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None = None) -> None:
     from dpspec.compiler.compile import compile_spec
     from dpspec.diagnostics import SpecError, render_all
     from dpspec.frontend import loads
@@ -126,7 +128,7 @@ def _recompile(cert: Certificate, rep: VerifyReport) -> None:
         rep.fail("the embedded spec no longer compiles:\n" + render_all(spec.diagnostics, spec.sources))
         return
     try:
-        fresh = compile_spec(spec)
+        fresh = compile_spec(spec, data=data)
     except SpecError as e:
         rep.fail("the embedded spec no longer compiles:\n" + render_all(e.diagnostics, e.sources))
         return
@@ -201,6 +203,42 @@ def _formulas(cert: Certificate, rep: VerifyReport) -> None:
                 rep.fail(f"{r.name}: formula {f.name} could not be re-evaluated: {e}")
 
 
+def _swm_checks(cert: Certificate, rep: VerifyReport) -> None:
+    """Re-evaluate the SWM guarantee from the recorded Δ with mpmath, independently of the accountant:
+    Ave (Thm 4.5 / eq. 10), Joint exact (eq. 11), and their Monte-Carlo forms (Thms 4.7/4.8)."""
+    import mpmath as mp
+
+    for r in cert.results:
+        sv = r.sensitivity
+        if sv is None or r.mechanism.name != "swm":
+            continue
+        p = r.mechanism.parameters
+        alpha, sigma2 = mp.mpf(r.guarantee.alpha), mp.mpf(p["sigma2"])
+        rows = sv.instance_deltas or [sv.deltas]
+        w = [mp.mpf(x) for x in sv.weights]
+        flavour = p["flavour"]
+        with mp.workdps(30):
+            if sigma2 == 0:
+                continue
+            c = alpha * (alpha - 1) / (2 * sigma2)
+            if flavour == "ave":
+                vals = [alpha * mp.fsum(wi * mp.mpf(d) ** 2 for wi, d in zip(w, row)) / (2 * sigma2) for row in rows]
+            else:
+                vals = [mp.log(mp.fsum(wi * mp.exp(c * mp.mpf(d) ** 2) for wi, d in zip(w, row))) / (alpha - 1)
+                        for row in rows]
+            if "gamma" in p:
+                gamma, d0 = mp.mpf(p["gamma"]), mp.mpf(p["delta0"])
+                t = mp.sqrt(mp.log(4 * len(rows) / gamma) / (2 * len(w)))
+                if flavour == "ave":
+                    vals = [v + alpha * d0 ** 2 * t / (2 * sigma2) for v in vals]
+                else:
+                    vals = [mp.log(mp.exp(v * (alpha - 1)) + mp.expm1(c * d0 ** 2) * t) / (alpha - 1) for v in vals]
+                vals = [min(v, alpha * d0 ** 2 / (2 * sigma2)) for v in vals]
+            exact = float(max(vals))
+        _bound_check(rep, r.name, f"{flavour} SRPP level from the recorded Δ (mpmath)", f"α = {float(alpha):g}",
+                     r.guarantee.epsilon, exact, 1e-9 * max(1.0, exact))
+
+
 def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
     slack = 1e-12 * max(1.0, abs(exact))
     if recorded < exact - slack:
@@ -210,4 +248,4 @@ def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
         rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} differs from the exact value {exact!r} by more "
                  f"than the stated error bound {tol_abs:g}")
     else:
-        rep.checks.append(f"{name}: {fname} at {where} re-evaluated with sympy")
+        rep.checks.append(f"{name}: {fname} at {where} re-evaluated with sympy/mpmath")

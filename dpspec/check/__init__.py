@@ -1,6 +1,7 @@
 """Stage 3: the checker — named rules over the IR (see ``docs/rules.md``)."""
 
 from dpspec.check import rules as _rules  # noqa: F401  (registers the general rules)
+from dpspec.check import rules_pufferfish as _rules_pf  # noqa: F401  (DPS4xx)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 
 __all__ = ["CATALOGUE", "RuleInfo", "rule", "run_checks"]

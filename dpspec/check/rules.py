@@ -118,7 +118,9 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.BoundedQuery, "dimension"): (*_int1, "for example dimension = 10"),
     (ir.BoundedQuery, "bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 10"),
     (ir.UniformSphere, "m"): (*_int1, "the number of directions, e.g. m = 200"),
-    (ir.UniformSphere, "gamma"): (lambda x: 0 < x < 1, "must be in (0, 1)", "a failure probability such as 1e-3"),
+    (ir.SrppGuarantee, "gamma"): (lambda x: 0 < x < 1, "must be in (0, 1)", "a failure probability such as 0.05"),
+    (ir.SamplerWorld, "samples"): (*_int1, "draws per secret, e.g. samples = 2000"),
+    (ir.BoundedQuery, "regularization"): (*_pos, "an L2 weight such as regularization = 0.01"),
     (ir.Secret, "quantile_bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 5"),
     (ir.SyntheticData, "size"): (*_int1, "for example size = 10000"),
 }
@@ -207,7 +209,7 @@ def check_protects_resolves(ctx: Context):
 
 
 @rule("DPS110", "mechanism not available",
-      bad="scenario s { secret race in {A, B} }\nrelease r { mechanism swm  guarantee ave_srpp(alpha = 4, epsilon = 1) }",
+      bad="privacy g { unit node }\ntrain t { mechanism relational_dpsgd  guarantee dp(epsilon = 1, delta = 1e-6) }",
       good=_rel(),
       explanation="The mechanism is known to the language but not part of this build; the message says why.")
 def check_available(ctx: Context):

@@ -226,6 +226,8 @@ GAUSSIAN_ASSUMPTIONS = [
 
 
 def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
+    if r.mechanism == "swm":
+        return _compile_swm(ctx, r, data)
     if r.mechanism != "gaussian":
         _fail("DPS110", f"mechanism `{r.mechanism}` cannot be compiled by this build", r, "mechanism")
     protected, d, u = _protected(ctx, r)
@@ -298,6 +300,23 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
 
     mech = GaussianRelease(sigma=sigma, sensitivity=delta_sens, name=r.name)
     return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu)
+
+
+def _compile_swm(ctx: Context, r: ir.Release, data) -> CompiledTarget:
+    from dpspec.compiler.swm_release import SwmCompileError, compile_swm
+    from dpspec.data import DataNotFoundError
+
+    sc = ctx.resolve_protects(r)
+    if not isinstance(sc, ir.Scenario):
+        _fail("DPS120", "mechanism `swm` protects a scenario's secret", r, "mechanism")
+    try:
+        record, mech = compile_swm(ctx, r, sc, data, _grid_text)
+    except SwmCompileError as e:
+        raise CompileError(e.diagnostic)
+    except DataNotFoundError as e:
+        _fail("DPS419", f"the data of scenario `{sc.name}` is not available: {e}", sc, "data",
+              hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data at compile time")
+    return CompiledTarget(r.name, "release", record, mech)
 
 
 def _deltas(g) -> list[float]:

@@ -179,14 +179,27 @@ class BalancedWorld(Node):
     seed: int = 0
 
 
+class GroupsWorld(Node):
+    """The secret selects a whole dataset: X | s is the set of all records with secret value s
+    (a point mass per secret; the query is evaluated on each group). ``prior``: the group sizes
+    (``empirical``) or ``uniform``."""
+
+    world: Literal["groups"] = "groups"
+    prior: Literal["empirical", "uniform"] = "empirical"
+
+
 class SamplerWorld(Node):
-    """A prior given by a Python callable ``module:function`` bound at compile time."""
+    """A prior given by a Python callable ``module:function`` bound at compile time:
+    ``fn(secret, n, rng)`` returns n datasets drawn from X | s. ``exhaustive``: the draws enumerate
+    the conditional law exactly; otherwise they are i.i.d. samples (a PAC reading)."""
 
     world: Literal["sampler"] = "sampler"
     target: str
+    samples: Optional[int] = None
+    exhaustive: bool = False
 
 
-World = Annotated[Union[EmpiricalWorld, BalancedWorld, SamplerWorld], Field(discriminator="world")]
+World = Annotated[Union[EmpiricalWorld, BalancedWorld, GroupsWorld, SamplerWorld], Field(discriminator="world")]
 
 
 class Scenario(Node):
@@ -324,13 +337,12 @@ class UniformSphere(Node):
 
     ``reading = "finite"``: the guarantee holds for the finite profile of the m drawn directions.
     ``reading = "monte_carlo"``: the guarantee holds for the continuous profile with probability
-    ≥ 1 − γ over the draw (PAC reading)."""
+    ≥ 1 − γ over the draw (PAC reading; γ is the guarantee's ``gamma``)."""
 
     profile: Literal["sphere"] = "sphere"
     m: int
     seed: int = 0
     reading: Literal["finite", "monte_carlo"] = "finite"
-    gamma: Optional[float] = None
 
 
 SliceProfile = Annotated[Union[FiniteDirections, CoordinateAxes, UniformSphere], Field(discriminator="profile")]
@@ -364,6 +376,7 @@ class SrppGuarantee(Node):
     subsampling_aware: bool = False
     alpha: float
     epsilon: Optional[float] = None
+    gamma: Optional[float] = None  # failure probability of a PAC reading (Monte-Carlo slices, sampled worlds)
 
 
 Guarantee = Annotated[Union[DpGuarantee, RdpGuarantee, SrppGuarantee], Field(discriminator="notion")]
@@ -389,16 +402,23 @@ class Schedule(Node):
 class BoundedQuery(Node):
     """A query with a declared ℓ2 sensitivity or declared per-column bounds.
 
-    ``function``: ``sum``/``mean``/``count``/``histogram`` of ``columns``, or ``vector`` for a
-    user-supplied query with a declared ``sensitivity``. ``bounds`` are per-column [lo, hi]
-    (one pair applies to all columns)."""
+    ``function``: ``sum``/``mean``/``count``/``histogram`` of ``columns``; ``vector`` for a
+    user-supplied query with a declared ``sensitivity``; ``logistic_regression``/``linear_svm``
+    fitted on ``columns`` to predict ``label`` (= ``positive``), with L2 ``regularization``;
+    ``callable`` for a Python function ``target`` = "module:function" of output ``dimension``.
+    ``bounds`` are per-column [lo, hi] (one pair applies to all columns)."""
 
-    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm"]
+    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm",
+                      "callable"]
     columns: tuple[str, ...] = ()
     bounds: tuple[tuple[float, float], ...] = ()
     sensitivity: Optional[float] = None
     dimension: Optional[int] = None
     bins: Optional[int] = None
+    label: Optional[str] = None
+    positive: Optional[str] = None
+    regularization: Optional[float] = None
+    target: Optional[str] = None
 
 
 # ---------------------------------------------------------------------------------------------

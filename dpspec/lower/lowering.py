@@ -55,13 +55,13 @@ GUARANTEES = {
                     doc="(ε, δ)-DP; omit epsilon to report ε for given noise"),
     "rdp": Signature((P("alpha", N, True), P("epsilon", N)), example="rdp(alpha = 8, epsilon = 2.0)",
                      doc="(α, ε)-Rényi DP"),
-    "ave_srpp": Signature((P("alpha", N, True), P("epsilon", N)), example="ave_srpp(alpha = 4, epsilon = 1.0)",
+    "ave_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)), example="ave_srpp(alpha = 4, epsilon = 1.0)",
                           doc="Average sliced Rényi Pufferfish privacy"),
-    "joint_srpp": Signature((P("alpha", N, True), P("epsilon", N)), example="joint_srpp(alpha = 4, epsilon = 1.0)",
+    "joint_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)), example="joint_srpp(alpha = 4, epsilon = 1.0)",
                             doc="Joint sliced Rényi Pufferfish privacy"),
-    "sa_ave_srpp": Signature((P("alpha", N, True), P("epsilon", N)), example="sa_ave_srpp(alpha = 4, epsilon = 1.0)",
+    "sa_ave_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)), example="sa_ave_srpp(alpha = 4, epsilon = 1.0)",
                              doc="subsampling-aware Ave-SRPP (an on-average notion)"),
-    "sa_joint_srpp": Signature((P("alpha", N, True), P("epsilon", N)),
+    "sa_joint_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)),
                                example="sa_joint_srpp(alpha = 4, epsilon = 1.0)",
                                doc="subsampling-aware Joint-SRPP (an on-average notion)"),
 }
@@ -103,7 +103,7 @@ SLICES = {
                             example="directions(vectors = [[1, 0], [0, 1]], weights = [0.5, 0.5])"),
     "axes": Signature((P("weights", V.numbers),), example="axes"),
     "sphere": Signature((P("m", I, True), P("seed", I), P("reading", lambda r, v: V.name(
-        r, v, ("finite", "monte_carlo"), "reading")), P("gamma", N)), example="sphere(m = 200, seed = 7)"),
+        r, v, ("finite", "monte_carlo"), "reading"))), example="sphere(m = 200, seed = 7)"),
 }
 
 NOISES = {
@@ -121,10 +121,18 @@ QUERIES = {
                            example="histogram(race)"),
     "vector": Signature((P("dimension", I, True, aliases=("dim",)), P("sensitivity", N)),
                         example="vector(dimension = 10, sensitivity = 1.0)"),
-    "logistic_regression": Signature((P("bounds", V.bounds), P("regularization", N)), variadic=V.label,
-                                     variadic_name="columns", example="logistic_regression(age, education_num)"),
-    "linear_svm": Signature((P("bounds", V.bounds), P("regularization", N)), variadic=V.label,
-                            variadic_name="columns", example="linear_svm(age, education_num)"),
+    "logistic_regression": Signature((P("bounds", V.bounds, True), P("label", V.label, True),
+                                      P("positive", V.label, True), P("regularization", N)), variadic=V.label,
+                                     variadic_name="columns",
+                                     example='logistic_regression(age, hours-per-week, bounds = [[17, 90], [1, 99]], '
+                                             'label = income, positive = ">50K")'),
+    "linear_svm": Signature((P("bounds", V.bounds, True), P("label", V.label, True), P("positive", V.label, True),
+                             P("regularization", N)), variadic=V.label, variadic_name="columns",
+                            example='linear_svm(age, hours-per-week, bounds = [[17, 90], [1, 99]], label = income, '
+                                    'positive = ">50K")'),
+    "callable": Signature((P("target", S, True), P("dimension", I, True, aliases=("dim",)), P("bounds", V.bounds)),
+                          variadic=V.label, variadic_name="columns",
+                          example='callable(x1, x2, target = "my_module:my_query", dimension = 3, bounds = [0, 1])'),
 }
 
 UNITS = {
@@ -149,7 +157,10 @@ DATA = {
 WORLDS = {
     "empirical": Signature((), example="empirical"),
     "balanced": Signature((P("seed", I),), example="balanced(seed = 1)"),
-    "sampler": Signature((P("target", S, True),), example='sampler("my_module:draw")'),
+    "groups": Signature((P("prior", lambda r, v: V.name(r, v, ("empirical", "uniform"), "prior")),),
+                        example="groups(prior = uniform)"),
+    "sampler": Signature((P("target", S, True), P("samples", I), P("exhaustive", V.boolean)),
+                         example='sampler("my_module:draw", samples = 2000)'),
 }
 
 
@@ -626,7 +637,8 @@ def worlds(r: Reporter, v):
         if x is FAIL:
             return FAIL
         fname, a = x
-        cls = {"empirical": ir.EmpiricalWorld, "balanced": ir.BalancedWorld, "sampler": ir.SamplerWorld}[fname]
+        cls = {"empirical": ir.EmpiricalWorld, "balanced": ir.BalancedWorld, "groups": ir.GroupsWorld,
+               "sampler": ir.SamplerWorld}[fname]
         return from_args(cls, w, a)
 
     return V.sequence(r, v, one)

@@ -58,8 +58,6 @@ MECHANISMS: dict[str, MechanismDecl] = {
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 4.5–4.8",
         composable=False,
         settings=("protect", "mechanism", "query", "slices", "guarantee", "noise", "description"),
-        available=False,
-        unavailable_reason="the SWM mechanism is not part of this build yet",
     ),
     "srpp_sgd": MechanismDecl(
         name="srpp_sgd",

@@ -16,11 +16,28 @@ def rules_raised(text):
     return spec, {d.rule for d in spec.diagnostics}
 
 
+def compile_rules(text):
+    """Rules raised while compiling (data-dependent rules)."""
+    spec = dpspec.loads(text, name="example.dps")
+    assert spec.ok, [render(d, spec.sources) for d in spec.diagnostics]
+    try:
+        dpspec.compile(spec)
+    except dpspec.SpecError as e:
+        return {d.rule for d in e.diagnostics}, e
+    return set(), None
+
+
 @pytest.mark.parametrize("rule_id", IDS)
 def test_bad_example_raises_the_rule(rule_id):
     info = CATALOGUE[rule_id]
     if info.bad.startswith("(see tests"):
         pytest.skip("covered by a dedicated test")
+    if info.stage == "compile":
+        raised, err = compile_rules(info.bad)
+        assert rule_id in raised, f"{rule_id} not raised while compiling its example; raised {raised}"
+        d = [d for d in err.diagnostics if d.rule == rule_id][0]
+        assert d.span is not None and "^" in render(d, err.sources)
+        return
     spec, raised = rules_raised(info.bad)
     assert rule_id in raised, f"{rule_id} not raised by its example; raised {raised}"
     if info.severity == "error":
@@ -32,12 +49,14 @@ def test_good_example_is_clean(rule_id):
     spec, raised = rules_raised(CATALOGUE[rule_id].good)
     assert rule_id not in raised
     assert spec.ok, [render(d, spec.sources) for d in spec.diagnostics]
+    if CATALOGUE[rule_id].stage == "compile":
+        assert rule_id not in compile_rules(CATALOGUE[rule_id].good)[0]
 
 
 @pytest.mark.parametrize("rule_id", IDS)
 def test_diagnostics_have_location_and_hint(rule_id):
     info = CATALOGUE[rule_id]
-    if info.bad.startswith("(see tests"):
+    if info.bad.startswith("(see tests") or info.stage == "compile":
         pytest.skip("covered by a dedicated test")
     spec, _ = rules_raised(info.bad)
     for d in spec.diagnostics:

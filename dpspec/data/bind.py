@@ -1,0 +1,112 @@
+"""Resolve a spec's data binding (``csv(...)``, ``synthetic(...)``, ``dataset(name)``) to a Table.
+
+``csv`` paths are relative to the data root. Known schemas (``adult``, ``heart_cleveland``,
+``student``) use loaders that handle each file's real quirks; any other CSV is read with a header
+row, the given separator, and ``?``/empty as missing (rows with a missing value are dropped and
+counted).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from dpspec.data import DataNotFoundError, data_root
+from dpspec.data import tabular
+from dpspec.data.synthetic import generate
+from dpspec.ir import models as ir
+
+SCHEMAS = ("adult", "heart_cleveland", "student")
+
+
+class DataBindingError(ValueError):
+    """The binding names a file/schema/dataset that cannot be used (message says why)."""
+
+
+def load_table(binding, bound: dict | None = None) -> tabular.Table:
+    if isinstance(binding, ir.SyntheticData):
+        return generate(binding.generator, binding.size, binding.seed)
+    if isinstance(binding, ir.NamedData):
+        bound = bound or {}
+        if binding.name not in bound:
+            raise DataBindingError(f"dataset `{binding.name}` is not bound; pass "
+                                   f"data={{'{binding.name}': ...}} to dpspec.compile")
+        return as_table(bound[binding.name], binding.name)
+    if isinstance(binding, ir.CsvData):
+        return _load_csv(binding)
+    raise DataBindingError(f"a {binding.source} binding does not hold a table")
+
+
+def as_table(obj, name: str) -> tabular.Table:
+    if isinstance(obj, tabular.Table):
+        return obj
+    if isinstance(obj, dict):
+        data, numeric = {}, set()
+        n = None
+        for k, v in obj.items():
+            a = np.asarray(v)
+            if a.ndim != 1:
+                raise DataBindingError(f"column `{k}` of dataset `{name}` must be one-dimensional")
+            n = len(a) if n is None else n
+            if len(a) != n:
+                raise DataBindingError(f"dataset `{name}`: columns have different lengths")
+            if a.dtype.kind in "fiub":
+                data[k] = a.astype(float)
+                numeric.add(k)
+            else:
+                data[k] = a.astype(object)
+        return tabular.Table(name, tuple(data), data, frozenset(numeric), n_raw=n or 0, sources=(f"bound:{name}",))
+    raise DataBindingError(f"dataset `{name}` must be a dpspec Table or a dict of columns")
+
+
+def _load_csv(b: ir.CsvData) -> tabular.Table:
+    root = data_root()
+    path = root / b.path
+    if b.schema_name == "adult":
+        split = {"adult.data": "train", "adult.test": "test"}.get(Path(b.path).name)
+        if split is None:
+            raise DataBindingError("schema adult reads adult/adult.data or adult/adult.test")
+        return tabular.load_adult(split, root=root)
+    if b.schema_name == "heart_cleveland":
+        return tabular.load_heart_cleveland(root=root)
+    if b.schema_name == "student":
+        subject = {"student-mat.csv": "mat", "student-por.csv": "por"}.get(Path(b.path).name)
+        if subject is None:
+            raise DataBindingError("schema student reads student/student-mat.csv or student/student-por.csv")
+        return tabular.load_student(subject, root=root)
+    if b.schema_name is not None:
+        raise DataBindingError(f"unknown schema `{b.schema_name}`; known: {', '.join(SCHEMAS)} (or omit it)")
+    if not path.is_file():
+        raise DataNotFoundError(f"dataset file not found: {path}")
+    sep = b.separator or ","
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh, delimiter=sep, skipinitialspace=True)
+        header = next(reader, None)
+        if not header:
+            raise DataBindingError(f"{b.path} is empty")
+        rows = [r for r in reader if r]
+    numeric = set()
+    for j, c in enumerate(header):
+        vals = [r[j] for r in rows if j < len(r) and r[j] not in ("", "?")]
+        try:
+            [float(x) for x in vals]
+            numeric.add(c)
+        except ValueError:
+            pass
+    return tabular._build(f"csv:{b.path}", tuple(header), rows, numeric, "drop", [path])
+
+
+def fingerprint(*arrays) -> str:
+    """sha256 over the bytes of the arrays actually used (numbers as float64, labels as text)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.asarray(a)
+        if a.dtype.kind in "fiub":
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+        else:
+            h.update("\x1f".join(map(str, a.ravel().tolist())).encode("utf-8"))
+        h.update(b"\x1e")
+    return "sha256:" + h.hexdigest()
