@@ -14,14 +14,25 @@ from tests.conftest import ROOT, SPECS
 SPEC_FILES = sorted(p for p in SPECS.rglob("*.dps") if "shared" not in p.parts)
 
 
+def _compile(p):
+    try:
+        return dpspec.compile(dpspec.load(p))
+    except dpspec.SpecError as e:
+        if any(d.rule == "DPS419" for d in e.diagnostics):  # real data absent on this machine
+            return None
+        raise
+
+
 @pytest.fixture(scope="module")
 def compiled_specs():
-    return {p.name: dpspec.compile(dpspec.load(p)) for p in SPEC_FILES}
+    return {p.name: _compile(p) for p in SPEC_FILES}
 
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.name)
 def test_every_example_spec_compiles_and_verifies(path, compiled_specs):
     c = compiled_specs[path.name]
+    if c is None:
+        pytest.skip("the spec reads a real dataset that is not available here (DPSPEC_DATA_DIR)")
     rep = dpspec.verify(c.certificate)
     assert rep.ok, rep.problems
     assert any("re-evaluated with sympy" in x for x in rep.checks)
@@ -49,7 +60,7 @@ def test_certificates_validate_against_the_json_schema(compiled_specs):
     import jsonschema
 
     schema = json.loads(json_schema_text())
-    for c in compiled_specs.values():
+    for c in filter(None, compiled_specs.values()):
         jsonschema.validate(json.loads(c.certificate.to_json()), schema)
 
 
