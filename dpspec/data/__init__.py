@@ -23,9 +23,12 @@ def data_root() -> Path:
     Raises DataNotFoundError with a hint when no such folder exists.
     """
     env = os.environ.get("DPSPEC_DATA_DIR")
-    candidates = [Path(env)] if env else []
+    if env:  # an explicit setting is used as given, never silently replaced
+        if Path(env).is_dir():
+            return Path(env)
+        raise DataNotFoundError(f"DPSPEC_DATA_DIR={env} is not a folder")
     repo = Path(__file__).resolve().parents[2]
-    candidates += [repo.parent / "shared" / "data", repo / "data"]
+    candidates = [repo.parent / "shared" / "data", repo / "data"]
     for c in candidates:
         if c.is_dir():
             return c
