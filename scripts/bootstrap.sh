@@ -16,7 +16,12 @@ if [ "$have" != "$want" ]; then
   echo "dpspec: installing dependencies into $VENV (once)" >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
   # torch first, pinned to a CPU build, so that later ranges are satisfied without a CUDA build.
-  "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements/torch.txt"
+  extra=()
+  if "$VENV/bin/python" -c "import socket; socket.setdefaulttimeout(3); socket.gethostbyname('download.pytorch.org')" \
+      2>/dev/null; then
+    extra=(--extra-index-url https://download.pytorch.org/whl/cpu)
+  fi
+  "$VENV/bin/python" -m pip install -q "${extra[@]}" -r "$ROOT/requirements/torch.txt"
   "$VENV/bin/python" -m pip install -q -e "$ROOT[$EXTRAS]"
   echo "$want" > "$VENV/.dpspec-stamp"
 fi
