@@ -21,7 +21,7 @@ if [ "$have" != "$want" ]; then
       2>/dev/null; then
     extra=(--extra-index-url https://download.pytorch.org/whl/cpu)
   fi
-  "$VENV/bin/python" -m pip install -q "${extra[@]}" -r "$ROOT/requirements/torch.txt"
+  "$VENV/bin/python" -m pip install -q ${extra[@]+"${extra[@]}"} -r "$ROOT/requirements/torch.txt"
   "$VENV/bin/python" -m pip install -q -e "$ROOT[$EXTRAS]"
   echo "$want" > "$VENV/.dpspec-stamp"
 fi
