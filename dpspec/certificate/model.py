@@ -57,7 +57,9 @@ class Formula(_M):
     """A closed form the certificate relies on, as sympy text (re-evaluated by ``verify``) and LaTeX.
 
     ``variables`` binds the free symbols; ``value`` is the formula evaluated at them (for curves,
-    ``checks`` holds (α, value) pairs evaluated at a few orders)."""
+    ``checks`` holds (α, value) pairs evaluated at a few orders). ``check``: ``upper_bound`` — the
+    recorded value must not be below the exact one (privacy losses); ``close`` — it must equal it to
+    a relative 1e-9 (calibrated parameters such as a noise rate)."""
 
     name: str
     sympy: str
@@ -65,6 +67,7 @@ class Formula(_M):
     variables: dict[str, Scalar] = Field(default_factory=dict)
     value: Optional[float] = None
     checks: list[tuple[float, float]] = Field(default_factory=list)
+    check: Literal["upper_bound", "close"] = "upper_bound"
 
 
 class Protected(_M):

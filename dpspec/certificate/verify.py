@@ -197,6 +197,11 @@ def _formulas(cert: Certificate, rep: VerifyReport) -> None:
                             rep.fail(f"{r.name}: δ(ε) re-evaluated = {exact:.6g} exceeds the certified δ = {target:g}")
                         else:
                             rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy ({exact:.4g} ≤ δ)")
+                    elif f.check == "close":
+                        if abs(f.value - exact) > 1e-9 * max(abs(exact), 1e-300):
+                            rep.fail(f"{r.name}: {f.name}: recorded {f.value!r}, re-evaluated {exact!r}")
+                        else:
+                            rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy")
                     else:
                         _bound_check(rep, r.name, f.name, "value", f.value, exact, tol_abs)
             except Exception as e:  # a formula that cannot be evaluated is itself a failure

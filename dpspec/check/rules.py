@@ -121,6 +121,12 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.SrppGuarantee, "gamma"): (lambda x: 0 < x < 1, "must be in (0, 1)", "a failure probability such as 0.05"),
     (ir.SamplerWorld, "samples"): (*_int1, "draws per secret, e.g. samples = 2000"),
     (ir.BoundedQuery, "regularization"): (*_pos, "an L2 weight such as regularization = 0.01"),
+    (ir.Training, "regularization"): (*_pos, "an L2 weight Λ such as regularization = 0.2"),
+    (ir.Propagation, "restart"): (lambda x: 0 < x <= 1, "must be in (0, 1]", "a restart probability such as 0.6"),
+    (ir.LossSpec, "delta"): (*_pos, "for example pseudo_huber(delta = 0.1)"),
+    (ir.EncoderSpec, "hidden"): (*_int1, "for example hidden = 64"),
+    (ir.EncoderSpec, "epochs"): (*_int1, "for example epochs = 200"),
+    (ir.SplitSpec, "per_class"): (*_int1, "labelled nodes per class, e.g. per_class = 20"),
     (ir.Secret, "quantile_bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 5"),
     (ir.SyntheticData, "size"): (*_int1, "for example size = 10000"),
 }
@@ -506,7 +512,10 @@ def check_release_sensitivity(ctx: Context):
       explanation="A setting the chosen mechanism ignores is a trap (the reader believes it matters); it is an error.")
 def check_unused_settings(ctx: Context):
     fields_to_setting = {"sampling": "sampling", "clipping": "clipping", "slices": "slices", "query": "query",
-                         "sensitivity": "sensitivity", "degree_cap": "degree_cap", "model": "model"}
+                         "sensitivity": "sensitivity", "degree_cap": "degree_cap", "model": "model",
+                         "propagation": "propagation", "loss": "loss", "regularization": "regularization",
+                         "encoder": "encoder", "pseudo_labels": "pseudo_labels", "split": "split",
+                         "inference": "inference"}
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
         m = MECHANISMS[t.mechanism]
         if not m.settings:

@@ -137,6 +137,10 @@ def cmd_compile(args) -> int:
     warnings = [d for d in spec.diagnostics if not d.is_error]
     if warnings and not args.quiet:
         _print_diags(warnings, spec.sources, args.format, sys.stderr)
+    if not args.quiet:
+        for r in compiled.certificate.results:
+            for w in r.warnings:
+                print(f"{args.file}: note: {r.name}: {w}", file=sys.stderr)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         if not args.quiet:

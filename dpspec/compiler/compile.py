@@ -363,7 +363,24 @@ def _clip_norm(c) -> float:
     return c.C
 
 
+def _compile_gcon(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+    from dpspec.compiler.gcon_train import GconCompileError, compile_gcon
+    from dpspec.data import DataNotFoundError
+
+    d = ctx.resolve_protects(t)
+    try:
+        record, mech = compile_gcon(ctx, t, d, data, _grid_text)
+    except GconCompileError as e:
+        raise CompileError(e.diagnostic)
+    except DataNotFoundError as e:
+        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
+              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
+    return CompiledTarget(t.name, "train", record, mech)
+
+
 def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+    if t.mechanism == "gcon":
+        return _compile_gcon(ctx, t, data)
     if t.mechanism != "dpsgd":
         _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism")
     from dpspec import accounting as acc

@@ -36,7 +36,8 @@ SIGMA_FOR_RDP = "sqrt(alpha*Delta**2/(2*epsilon))"
 def parse(expr: str):
     import sympy
 
-    names = ("q", "Delta", "alpha", "epsilon", "w", "K", "steps", "sigma", "z", "mu", "rdp", "delta")
+    names = ("q", "Delta", "alpha", "epsilon", "w", "K", "steps", "sigma", "z", "mu", "rdp", "delta", "c", "c1",
+             "c2", "Psi", "omega", "n1", "Lam", "csf", "ctheta", "epsL", "Dbar2", "sigma2")
     return sympy.sympify(expr, locals={n: sympy.Symbol(n) for n in names})
 
 
@@ -90,6 +91,6 @@ def group_removal(alpha: int) -> str:
 
 
 def formula(name: str, expr: str, variables: dict, *, value: float | None = None,
-            checks: list[tuple[float, float]] | None = None) -> Formula:
+            checks: list[tuple[float, float]] | None = None, check: str = "upper_bound") -> Formula:
     return Formula(name=name, sympy=expr, latex=latex(expr), variables=variables, value=value,
-                   checks=list(checks or []))
+                   checks=list(checks or []), check=check)

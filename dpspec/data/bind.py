@@ -63,22 +63,24 @@ def as_table(obj, name: str) -> tabular.Table:
 
 
 def _load_csv(b: ir.CsvData) -> tabular.Table:
+    # the binding itself is checked before the data root is looked up
+    name = Path(b.path).name
+    split = {"adult.data": "train", "adult.test": "test"}.get(name)
+    subject = {"student-mat.csv": "mat", "student-por.csv": "por"}.get(name)
+    if b.schema_name == "adult" and split is None:
+        raise DataBindingError("schema adult reads adult/adult.data or adult/adult.test")
+    if b.schema_name == "student" and subject is None:
+        raise DataBindingError("schema student reads student/student-mat.csv or student/student-por.csv")
+    if b.schema_name not in (None, *SCHEMAS):
+        raise DataBindingError(f"unknown schema `{b.schema_name}`; known: {', '.join(SCHEMAS)} (or omit it)")
     root = data_root()
     path = root / b.path
     if b.schema_name == "adult":
-        split = {"adult.data": "train", "adult.test": "test"}.get(Path(b.path).name)
-        if split is None:
-            raise DataBindingError("schema adult reads adult/adult.data or adult/adult.test")
         return tabular.load_adult(split, root=root)
     if b.schema_name == "heart_cleveland":
         return tabular.load_heart_cleveland(root=root)
     if b.schema_name == "student":
-        subject = {"student-mat.csv": "mat", "student-por.csv": "por"}.get(Path(b.path).name)
-        if subject is None:
-            raise DataBindingError("schema student reads student/student-mat.csv or student/student-por.csv")
         return tabular.load_student(subject, root=root)
-    if b.schema_name is not None:
-        raise DataBindingError(f"unknown schema `{b.schema_name}`; known: {', '.join(SCHEMAS)} (or omit it)")
     if not path.is_file():
         raise DataNotFoundError(f"dataset file not found: {path}")
     sep = b.separator or ","

@@ -439,6 +439,41 @@ class Release(Node):
     guarantee: Guarantee
 
 
+class Propagation(Node):
+    """Personalised-PageRank style feature propagation (GCON, eqs. (9)–(11)): restart probability α
+    and one or more depths m (an integer, or ``inf`` for PPR); several depths are concatenated."""
+
+    restart: float
+    steps: tuple[Union[int, Literal["inf"]], ...]
+
+
+class LossSpec(Node):
+    """A training loss: ``msml`` (multi-class squared margin), ``pseudo_huber(delta)``, or the ones
+    other mechanisms use (``cross_entropy``, ``infonce``, ``hinge``)."""
+
+    kind: Literal["msml", "pseudo_huber", "cross_entropy", "infonce", "hinge"]
+    delta: Optional[float] = None
+
+
+class EncoderSpec(Node):
+    """An edge-free feature encoder fitted on public features and training labels (GCON §IV-C1):
+    ``mlp(hidden, epochs, seed)`` with logits output, or ``none`` (raw features, row-normalised)."""
+
+    kind: Literal["mlp", "none"]
+    hidden: int = 64
+    epochs: int = 200
+    seed: int = 0
+
+
+class SplitSpec(Node):
+    """Which nodes are labelled for training: ``planetoid(per_class, seed)`` (per_class labelled nodes
+    per class, drawn with seed; edge-free)."""
+
+    kind: Literal["planetoid"] = "planetoid"
+    per_class: int = 20
+    seed: int = 0
+
+
 class Training(Node):
     """Iterative private training by a mechanism, protecting a scenario or unit."""
 
@@ -453,6 +488,13 @@ class Training(Node):
     degree_cap: Optional[int] = None
     dataset_size: Optional[int] = None
     model: Optional[str] = None
+    propagation: Optional[Propagation] = None
+    loss: Optional[LossSpec] = None
+    regularization: Optional[float] = None
+    encoder: Optional[EncoderSpec] = None
+    pseudo_labels: Optional[bool] = None
+    split: Optional[SplitSpec] = None
+    inference: Optional[Literal["private_graph", "public_graph"]] = None
 
 
 class Composition(Node):

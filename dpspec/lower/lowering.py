@@ -154,6 +154,34 @@ DATA = {
     "graph": Signature((P("name", V.label, True),), example="graph(cora)"),
 }
 
+def _depth(r: Reporter, v):
+    if isinstance(v, ast.Ident) and v.name == "inf":
+        return "inf"
+    return V.integer(r, v, "a depth such as 2, or inf")
+
+
+PROPAGATIONS = {
+    "appr": Signature((P("restart", N, True, aliases=("alpha",)), P("steps", lambda r, v: V.sequence(r, v, _depth), True)),
+                      example="appr(restart = 0.6, steps = [2, inf])"),
+}
+
+LOSSES = {
+    "msml": Signature((), example="msml"),
+    "pseudo_huber": Signature((P("delta", N, True),), example="pseudo_huber(delta = 0.1)"),
+    "cross_entropy": Signature((), example="cross_entropy"),
+    "infonce": Signature((), example="infonce"),
+    "hinge": Signature((), example="hinge"),
+}
+
+ENCODERS = {
+    "mlp": Signature((P("hidden", I), P("epochs", I), P("seed", I)), example="mlp(hidden = 64, epochs = 200, seed = 0)"),
+    "none": Signature((), example="none"),
+}
+
+SPLITS = {
+    "planetoid": Signature((P("per_class", I), P("seed", I)), example="planetoid(per_class = 20, seed = 0)"),
+}
+
 WORLDS = {
     "empirical": Signature((), example="empirical"),
     "balanced": Signature((P("seed", I),), example="balanced(seed = 1)"),
@@ -222,6 +250,13 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("degree_cap", "maximum degree after capping (relational)", "degree_cap 5"),
         Setting("dataset_size", "the (public) number of records", "dataset_size 60000", aliases=("n",)),
         Setting("model", "the model to train", "model mlp"),
+        Setting("propagation", "feature propagation (GCON)", "propagation appr(restart = 0.6, steps = [2, inf])"),
+        Setting("loss", "the training loss", "loss msml"),
+        Setting("regularization", "L2 regularisation Λ of the objective (GCON)", "regularization 0.2"),
+        Setting("encoder", "edge-free feature encoder (GCON)", "encoder mlp(hidden = 64)"),
+        Setting("pseudo_labels", "label all nodes with the edge-free encoder (GCON App. Q)", "pseudo_labels true"),
+        Setting("split", "which nodes are labelled for training", "split planetoid(per_class = 20, seed = 0)"),
+        Setting("inference", "how predictions use the graph: private_graph or public_graph", "inference private_graph"),
         Setting("description", "free text", 'description "..."'),
     ),
     "compose": (
@@ -443,6 +478,15 @@ class Lowerer(Reporter):
             self.convert(got, "degree_cap", V.integer, fields, fspans),
             self.convert(got, "dataset_size", V.integer, fields, fspans),
             self.convert(got, "model", V.label, fields, fspans),
+            self.convert(got, "propagation", lambda r, v: _call_node(r, v, PROPAGATIONS, "propagation", ir.Propagation),
+                         fields, fspans),
+            self.convert(got, "loss", loss, fields, fspans),
+            self.convert(got, "regularization", V.number, fields, fspans),
+            self.convert(got, "encoder", lambda r, v: _kind_node(r, v, ENCODERS, "encoder", ir.EncoderSpec), fields, fspans),
+            self.convert(got, "pseudo_labels", V.boolean, fields, fspans),
+            self.convert(got, "split", lambda r, v: _kind_node(r, v, SPLITS, "split", ir.SplitSpec), fields, fspans),
+            self.convert(got, "inference", lambda r, v: V.name(r, v, ("private_graph", "public_graph"), "inference mode"),
+                         fields, fspans),
             self.convert(got, "steps", V.integer, sched, sspans),
             self.convert(got, "epochs", V.number, sched, sspans),
             self.convert(got, "learning_rate", V.number, sched, sspans),
@@ -480,6 +524,24 @@ class Lowerer(Reporter):
 
 
 # --- value converters for settings -----------------------------------------------------------------
+
+
+def _call_node(r: Reporter, v, table, what, cls):
+    x = V.dispatch(r, v, table, what)
+    if x is FAIL:
+        return FAIL
+    return from_args(cls, v, x[1])
+
+
+def _kind_node(r: Reporter, v, table, what, cls):
+    x = V.dispatch(r, v, table, what)
+    if x is FAIL:
+        return FAIL
+    return from_args(cls, v, x[1], kind=x[0])
+
+
+def loss(r: Reporter, v):
+    return _kind_node(r, v, LOSSES, "loss", ir.LossSpec)
 
 
 def guarantee(r: Reporter, v):

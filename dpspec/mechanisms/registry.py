@@ -90,8 +90,8 @@ MECHANISMS: dict[str, MechanismDecl] = {
         summary="GCON: edge-DP graph convolution by objective perturbation",
         source="Wei et al., GCON, Thm 1",
         composable=False,
-        available=False,
-        unavailable_reason="GCON is not part of this build yet",
+        settings=("protect", "mechanism", "propagation", "loss", "regularization", "encoder", "pseudo_labels",
+                  "split", "inference", "guarantee", "description"),
     ),
 }
 

@@ -1,0 +1,290 @@
+"""Per-example gradients and clipping, shared by the private trainers (torch, imported lazily).
+
+* :func:`per_example_grads` — per-example gradients by ``torch.func`` (``vmap`` over ``grad`` of the
+  single-example loss, ``functional_call`` with the model's parameters and buffers): each example
+  is evaluated as a batch of one, so its gradient depends on nothing but that example.
+* :func:`clipped_grad_sum` — Σ_i clip(g_i) for flat ℓ2 clipping (g·min{1, C/‖g‖₂}) or per-layer
+  clipping (each parameter tensor e clipped to C_e), with non-finite per-example gradients dropped
+  (contribution 0, which stays inside the clip ball, so the sensitivity argument is unchanged) and
+  counted — never silently.
+
+Two implementations of the clipped sum, checked against each other in the tests:
+
+* ``method="vmap"`` — materialises the (B, d) per-example gradients (the reference).
+* ``method="ghost"`` — for ``nn.Sequential`` stacks of ``nn.Linear`` layers and element-wise
+  activations, where the per-example weight gradient is the outer product δ_i a_iᵀ of the layer's
+  output gradient and input: ‖∇W_i‖² = ‖a_i‖²‖δ_i‖² and ‖∇b_i‖² = ‖δ_i‖² give the norms without
+  materialising per-example gradients, and the clipped sum is one matrix product (s ⊙ δ)ᵀ a.
+  The per-example losses still come from ``vmap`` over the loss on batches of one, and the
+  allow-list of layers guarantees that example i's output depends only on example i.
+* ``method="auto"`` — ghost when supported, else vmap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = [
+    "trainable_parameters",
+    "per_example_grads",
+    "ghost_supported",
+    "clipped_grad_sum",
+    "ClippedSum",
+    "GHOST_ACTIVATIONS",
+]
+
+GHOST_ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Identity",
+                     "Flatten", "Hardtanh", "ReLU6", "Mish", "SELU", "CELU")
+
+
+def trainable_parameters(model) -> dict:
+    """{name: detached tensor} of the trainable parameters; ValueError naming ``model`` if none."""
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+    if not params:
+        raise ValueError("model has no trainable parameters (every parameter has requires_grad=False)")
+    return params
+
+
+def _single_loss(model, loss_fn, buffers):
+    from torch.func import functional_call
+
+    def loss_one(p, x, y):
+        out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
+        return loss_fn(out, y.unsqueeze(0))
+
+    return loss_one
+
+
+def per_example_grads(model, loss_fn: Callable, xb, yb, *, with_loss: bool = False):
+    """{name: (B, *shape)} per-example gradients of ``loss_fn(model(x_i[None]), y_i[None])``
+    via ``torch.func.vmap(grad(...))``; with ``with_loss`` also the (B,) per-example losses."""
+    from torch.func import grad, grad_and_value, vmap
+
+    params = trainable_parameters(model)
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    f = _single_loss(model, loss_fn, buffers)
+    if with_loss:
+        g, loss = vmap(grad_and_value(f), in_dims=(None, 0, 0), randomness="different")(params, xb, yb)
+        return g, loss
+    return vmap(grad(f), in_dims=(None, 0, 0), randomness="different")(params, xb, yb)
+
+
+@dataclass
+class ClippedSum:
+    """Σ_i clip(g_i) per parameter, with bookkeeping.
+
+    ``norms``: (B,) pre-clip per-example ℓ2 norms (flat) or (B, E) per block; ``nonfinite``: number of
+    examples dropped for non-finite gradients (their indices in ``nonfinite_index``); ``losses``: (B,)
+    per-example losses (nan where non-finite); ``method``: the implementation used.
+    """
+
+    sums: dict
+    batch: int
+    nonfinite: int
+    nonfinite_index: list
+    norms: object
+    losses: object
+    method: str
+    clipped_fraction: float
+
+
+def _ghost_layers(model):
+    """[(name_prefix, linear)] if the model is a supported Sequential, else None."""
+    import torch.nn as nn
+
+    if not isinstance(model, nn.Sequential):
+        return None
+    leaves = []
+
+    def walk(mod, prefix):
+        for name, child in mod.named_children():
+            full = f"{prefix}{name}"
+            if isinstance(child, nn.Sequential):
+                walk(child, full + ".")
+            else:
+                leaves.append((full, child))
+
+    walk(model, "")
+    layers = []
+    for name, mod in leaves:
+        if isinstance(mod, nn.Linear):
+            layers.append((name, mod))
+        elif type(mod).__name__ in GHOST_ACTIVATIONS and type(mod).__module__.startswith("torch.nn"):
+            if any(p.requires_grad for p in mod.parameters(recurse=False)):
+                return None
+        else:
+            return None
+    if not layers:
+        return None
+    # every trainable parameter must belong to a Linear layer
+    owned = {id(p) for _, m in layers for p in m.parameters(recurse=False)}
+    if any(p.requires_grad and id(p) not in owned for p in model.parameters()):
+        return None
+    return leaves
+
+
+def ghost_supported(model) -> bool:
+    """True iff :func:`clipped_grad_sum` can use the ghost-norm path for ``model``."""
+    return _ghost_layers(model) is not None
+
+
+class _GhostUnsupported(Exception):
+    pass
+
+
+def _blocks(model):
+    return [(k, v) for k, v in model.named_parameters() if v.requires_grad]
+
+
+def _check_clips(model, clip, per_layer_clips):
+    if (clip is None) == (per_layer_clips is None):
+        raise ValueError("give exactly one of clip and per_layer_clips")
+    if clip is not None:
+        c = float(clip)
+        if not (c > 0) or c != c or c == float("inf"):
+            raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
+        return c, None
+    blocks = _blocks(model)
+    if len(per_layer_clips) != len(blocks):
+        raise ValueError(f"per-layer clipping gives {len(per_layer_clips)} norms for {len(blocks)} parameter tensors")
+    pcs = [float(c) for c in per_layer_clips]
+    if any(not (c > 0) or c == float("inf") for c in pcs):
+        raise ValueError("per_layer_clips must be finite numbers > 0")
+    return None, pcs
+
+
+def _vmap_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
+    import torch
+
+    g, loss = per_example_grads(model, loss_fn, xb, yb, with_loss=True)
+    names = list(g.keys())
+    B = xb.shape[0]
+    sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
+    bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
+    if bool(bad.any()):
+        for k in names:
+            shape = (B,) + (1,) * (g[k].dim() - 1)
+            g[k] = torch.where(bad.reshape(shape), torch.zeros((), dtype=g[k].dtype), g[k])
+        sq = torch.where(bad[:, None], torch.zeros((), dtype=sq.dtype), sq)
+    sums = {}
+    if pcs is None:
+        norm = sq.sum(dim=1).sqrt()
+        scale = (clip / (norm + 1e-12)).clamp(max=1.0)
+        scale = torch.where(bad, torch.zeros((), dtype=scale.dtype), scale)
+        for k in names:
+            sums[k] = torch.einsum("b,b...->...", scale, g[k])
+        norms, clipped = norm, float((norm > clip).float().mean()) if B else 0.0
+    else:
+        norm = sq.sqrt()
+        c = torch.tensor(pcs, dtype=norm.dtype)
+        scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
+        scale = torch.where(bad[:, None], torch.zeros((), dtype=scale.dtype), scale)
+        for j, k in enumerate(names):
+            sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
+        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
+    idx = torch.nonzero(bad).flatten().tolist()
+    loss = torch.where(bad, torch.full((), float("nan"), dtype=loss.dtype), loss.detach())
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "vmap", clipped)
+
+
+def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
+    import torch
+    import torch.nn as nn
+    from torch.func import vmap
+
+    leaves = _ghost_layers(model)
+    acts, outs, lin_names = [], [], []
+    a = xb
+    for name, mod in leaves:
+        if isinstance(mod, nn.Linear):
+            if a.dim() != 2:
+                raise _GhostUnsupported
+            acts.append(a.detach())
+            z = torch.nn.functional.linear(a.detach() if not lin_names else a, mod.weight, mod.bias)
+            outs.append(z)
+            lin_names.append((name, mod))
+            a = z
+        else:
+            a = mod(a)
+    out = a
+    losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
+    bad = ~torch.isfinite(losses)
+    total = torch.where(bad, torch.zeros((), dtype=losses.dtype), losses).sum()
+    deltas = torch.autograd.grad(total, outs, allow_unused=True)
+    B = xb.shape[0]
+    deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(deltas, outs)]
+    # per-example squared norms per block, in named_parameters order (weight, bias per layer)
+    a_sq = [x.pow(2).sum(dim=1) for x in acts]
+    d_sq = [d.pow(2).sum(dim=1) for d in deltas]
+    cols = []
+    for (name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
+        if mod.weight.requires_grad:
+            cols.append(asq * dsq)
+        if mod.bias is not None and mod.bias.requires_grad:
+            cols.append(dsq)
+    sq = torch.stack(cols, dim=1)
+    bad = bad | ~torch.isfinite(sq).all(dim=1)
+    if bool(bad.any()):
+        acts = [torch.where(bad[:, None], torch.zeros((), dtype=x.dtype), x) for x in acts]
+        deltas = [torch.where(bad[:, None], torch.zeros((), dtype=d.dtype), d) for d in deltas]
+        sq = torch.where(bad[:, None], torch.zeros((), dtype=sq.dtype), sq)
+    sums = {}
+    if pcs is None:
+        norm = sq.sum(dim=1).sqrt()
+        s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
+        s_all = torch.where(bad, torch.zeros((), dtype=s_all.dtype), s_all)
+        for (name, mod), x, d in zip(lin_names, acts, deltas):
+            ds = d * s_all[:, None]
+            if mod.weight.requires_grad:
+                sums[f"{name}.weight"] = ds.t() @ x
+            if mod.bias is not None and mod.bias.requires_grad:
+                sums[f"{name}.bias"] = ds.sum(dim=0)
+        norms, clipped = norm, float((norm > clip).float().mean()) if B else 0.0
+    else:
+        norm = sq.sqrt()
+        c = torch.tensor(pcs, dtype=norm.dtype)
+        scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
+        scale = torch.where(bad[:, None], torch.zeros((), dtype=scale.dtype), scale)
+        col = 0
+        for (name, mod), x, d in zip(lin_names, acts, deltas):
+            if mod.weight.requires_grad:
+                sums[f"{name}.weight"] = (d * scale[:, col:col + 1]).t() @ x
+                col += 1
+            if mod.bias is not None and mod.bias.requires_grad:
+                sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
+                col += 1
+        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
+    names = [k for k, _ in _blocks(model)]
+    sums = {k: sums[k] for k in names}
+    idx = torch.nonzero(bad).flatten().tolist()
+    losses = torch.where(bad, torch.full((), float("nan"), dtype=losses.dtype), losses.detach())
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped)
+
+
+def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = None,
+                     per_layer_clips=None, method: str = "auto") -> ClippedSum:
+    """Σ_i clip(∇ℓ(x_i, y_i)) for each trainable parameter (see the module docstring).
+
+    ``clip``: flat ℓ2 clip norm C > 0, or ``per_layer_clips``: one C_e > 0 per trainable tensor in
+    ``model.named_parameters()`` order. An empty batch returns zeros. ``method``: auto | vmap | ghost.
+    """
+    import torch
+
+    params = trainable_parameters(model)
+    clip, pcs = _check_clips(model, clip, per_layer_clips)
+    if method not in ("auto", "vmap", "ghost"):
+        raise ValueError(f"method must be 'auto', 'vmap' or 'ghost', got {method!r}")
+    B = int(xb.shape[0])
+    if B == 0:
+        z = {k: torch.zeros_like(v) for k, v in params.items()}
+        return ClippedSum(z, 0, 0, [], torch.zeros(0), torch.zeros(0), "empty", 0.0)
+    if method == "ghost" and not ghost_supported(model):
+        raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
+    if method in ("auto", "ghost") and ghost_supported(model):
+        try:
+            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs)
+        except _GhostUnsupported:
+            if method == "ghost":
+                raise ValueError("method='ghost' needs 2-D inputs to every nn.Linear layer") from None
+    return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
