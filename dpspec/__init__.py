@@ -14,14 +14,22 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from dpspec.diagnostics import Diagnostic, SpecError
-from dpspec.frontend import Spec, load, loads
 
 __all__ = ["__version__", "Diagnostic", "SpecError", "Spec", "load", "loads", "compile", "verify", "fmt"]
+
+
+def __getattr__(name):  # the front end (pydantic, lark) is imported on first use
+    if name in ("Spec", "load", "loads"):
+        from dpspec import frontend
+
+        return getattr(frontend, name)
+    raise AttributeError(f"module 'dpspec' has no attribute {name!r}")
 
 
 def compile(spec, *, data=None):  # noqa: A001 - the natural name for a compiler's entry point
     """Compile a spec (a ``Spec``, a path, or spec text) into mechanisms and a certificate."""
     from dpspec.compiler.compile import compile_spec
+    from dpspec.frontend import loads
 
     if isinstance(spec, str) and ("\n" in spec or "{" in spec):
         spec = loads(spec)
@@ -37,8 +45,10 @@ def verify(certificate, *, raise_on_error: bool = True, data=None):
 
 def fmt(source) -> str:
     """The canonical text of a spec (path or text)."""
-    spec = load(source) if not isinstance(source, Spec) else source
+    from dpspec.frontend import Spec, load
     from dpspec.parse.fmt import fmt as _fmt
+
+    spec = load(source) if not isinstance(source, Spec) else source
 
     root = spec.program.root_file
     if root is None:

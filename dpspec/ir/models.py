@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class SourceSpan(BaseModel):
     """A region of a spec file: 1-based line/column, end exclusive."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     file: str
     line: int
     col: int
