@@ -94,26 +94,14 @@ def _precheck(text: str, file: str) -> list[Diagnostic]:
         return [Diagnostic("DPS006", f"unexpected control character {m.group()!r}",
                            Span.point(file, line, col), hint="a .dps file is UTF-8 text; is this a binary file?")]
     depth = 0
-    in_str = in_comment = False
-    for i, ch in enumerate(text):
-        if in_comment:
-            in_comment = ch != "\n"
-            continue
-        if in_str:
-            if ch == '"' and text[i - 1] != "\\" or ch == "\n":
-                in_str = False
-            continue
-        if ch == "#":
-            in_comment = True
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[(":
+    for i, ch in _brackets(text):
+        if ch in "{[(":
             depth += 1
             if depth > MAX_NESTING:
                 line, col = _line_col(text, i)
                 return [Diagnostic("DPS007", "the spec is nested too deeply", Span.point(file, line, col),
                                    hint=f"keep nesting below {MAX_NESTING} levels")]
-        elif ch in "}])":
+        else:
             depth = max(0, depth - 1)
     m = re.search(r"[0-9.eE+\-]{%d,}" % (MAX_NUMBER_CHARS + 1), text)
     if m and re.search(r"\d", m.group()):
@@ -129,28 +117,16 @@ MAX_SYNTAX_ERRORS = 20
 def _top_level_segments(text: str) -> list[tuple[int, int]]:
     """(start, end) of each top-level item: text up to and including a `}` that closes depth 0."""
     segs, depth, start = [], 0, 0
-    in_str = in_comment = False
-    for i, ch in enumerate(text):
-        if in_comment:
-            in_comment = ch != "\n"
-            continue
-        if in_str:
-            if (ch == '"' and text[i - 1] != "\\") or ch == "\n":
-                in_str = False
-            continue
-        if ch == "#":
-            in_comment = True
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[(":
+    for i, ch in _brackets(text):
+        if ch in "{[(":
             depth += 1
-        elif ch in "}])":
-            depth -= 1
-            if depth <= 0:
-                depth = 0
-                if ch == "}":
-                    segs.append((start, i + 1))
-                    start = i + 1
+            continue
+        depth -= 1
+        if depth <= 0:
+            depth = 0
+            if ch == "}":
+                segs.append((start, i + 1))
+                start = i + 1
     if text[start:].strip():
         segs.append((start, len(text)))
     return segs
@@ -175,6 +151,23 @@ def _more_syntax_errors(text: str, file: str, first: Diagnostic) -> list[Diagnos
         if len(out) >= MAX_SYNTAX_ERRORS:
             break
     return out
+
+
+def _brackets(text: str):
+    """(position, character) of every bracket outside strings and comments."""
+    in_str = in_comment = False
+    for i, ch in enumerate(text):
+        if in_comment:
+            in_comment = ch != "\n"
+        elif in_str:
+            if (ch == '"' and text[i - 1] != "\\") or ch == "\n":
+                in_str = False
+        elif ch == "#":
+            in_comment = True
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[()]}":
+            yield i, ch
 
 
 def _line_col(text: str, pos: int) -> tuple[int, int]:
@@ -245,22 +238,10 @@ def _describe_token(tok) -> str:
 def _unclosed_open(text: str):
     """Position and character of the innermost bracket left open at the end, ignoring strings/comments."""
     stack = []
-    in_str = in_comment = False
-    for i, ch in enumerate(text):
-        if in_comment:
-            in_comment = ch != "\n"
-            continue
-        if in_str:
-            if (ch == '"' and text[i - 1] != "\\") or ch == "\n":
-                in_str = False
-            continue
-        if ch == "#":
-            in_comment = True
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[(":
+    for i, ch in _brackets(text):
+        if ch in "{[(":
             stack.append((i, ch))
-        elif ch in "}])" and stack:
+        elif stack:
             stack.pop()
     return stack[-1] if stack else None
 
