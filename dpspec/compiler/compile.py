@@ -32,20 +32,16 @@ from dpspec.certificate.model import (
     sha256_text,
 )
 from dpspec.check.framework import Context, diag
+from dpspec.data import DataNotFoundError
 from dpspec.compiler import formulas as F
 from dpspec.compiler import gaussian_release as GR
+from dpspec.compiler.errors import CompileError, fail as _fail
 from dpspec.compiler.sensitivity import derive_sensitivity
 from dpspec.diagnostics import Diagnostic, SpecError
 from dpspec.frontend import Spec, loads
 from dpspec.ir import models as ir
 
 EXTRA_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
-
-
-class CompileError(Exception):
-    def __init__(self, diagnostic: Diagnostic):
-        self.diagnostic = diagnostic
-        super().__init__(diagnostic.message)
 
 
 @dataclass
@@ -101,6 +97,11 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
                 compiled[t.name] = _compile_composition(ctx, t, compiled)
         except CompileError as e:
             errors.append(e.diagnostic)
+        except DataNotFoundError as e:
+            d = ctx.resolve_protects(t)
+            errors.append(diag("DPS419", f"the data of `{d.name}` is not available: {e}", d, "data",
+                               hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data "
+                                    "at compile time"))
     if errors:
         raise SpecError(errors, spec.sources)
     text = spec.canonical_text()
@@ -155,10 +156,6 @@ def _target(g) -> dict:
         if v is not None:
             out[k] = v
     return out
-
-
-def _fail(rule: str, message: str, node, field: str | None = None, hint: str | None = None):
-    raise CompileError(diag(rule, message, node, field, hint=hint))
 
 
 def _round_up(x: float) -> float:
@@ -303,19 +300,9 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
 
 
 def _compile_swm(ctx: Context, r: ir.Release, data) -> CompiledTarget:
-    from dpspec.compiler.swm_release import SwmCompileError, compile_swm
-    from dpspec.data import DataNotFoundError
+    from dpspec.compiler.swm_release import compile_swm
 
-    sc = ctx.resolve_protects(r)
-    if not isinstance(sc, ir.Scenario):
-        _fail("DPS120", "mechanism `swm` protects a scenario's secret", r, "mechanism")
-    try:
-        record, mech = compile_swm(ctx, r, sc, data, _grid_text)
-    except SwmCompileError as e:
-        raise CompileError(e.diagnostic)
-    except DataNotFoundError as e:
-        _fail("DPS419", f"the data of scenario `{sc.name}` is not available: {e}", sc, "data",
-              hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data at compile time")
+    record, mech = compile_swm(ctx, r, ctx.resolve_protects(r), data)
     return CompiledTarget(r.name, "release", record, mech)
 
 
@@ -364,17 +351,9 @@ def _clip_norm(c) -> float:
 
 
 def _compile_gcon(ctx: Context, t: ir.Training, data) -> CompiledTarget:
-    from dpspec.compiler.gcon_train import GconCompileError, compile_gcon
-    from dpspec.data import DataNotFoundError
+    from dpspec.compiler.gcon_train import compile_gcon
 
-    d = ctx.resolve_protects(t)
-    try:
-        record, mech = compile_gcon(ctx, t, d, data, _grid_text)
-    except GconCompileError as e:
-        raise CompileError(e.diagnostic)
-    except DataNotFoundError as e:
-        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
-              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
+    record, mech = compile_gcon(ctx, t, ctx.resolve_protects(t), data)
     return CompiledTarget(t.name, "train", record, mech)
 
 

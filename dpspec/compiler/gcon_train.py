@@ -25,21 +25,11 @@ from dpspec.certificate.model import (
     Source,
     TargetCertificate,
 )
-from dpspec.check.framework import diag
+from dpspec.compiler.errors import fail as _fail
 from dpspec.ir import models as ir
 
 AMP_FRACTION = 0.01
 GRAD_TOL = 1e-9
-
-
-class GconCompileError(Exception):
-    def __init__(self, diagnostic):
-        self.diagnostic = diagnostic
-        super().__init__(diagnostic.message)
-
-
-def _fail(rule, message, node, field=None, hint=None, severity=None):
-    raise GconCompileError(diag(rule, message, node, field, hint=hint, severity=severity))
 
 
 def load_graph(binding, bound: dict | None = None):
@@ -76,7 +66,7 @@ def plan(t: ir.Training, ds) -> dict:
             "test_idx": test_idx, "steps": steps}
 
 
-def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound, grid_text):
+def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     from dpspec.accounting.gcon import GCON_ASSUMPTIONS, GconError, gcon_release_calibration
     from dpspec.data import DataNotFoundError
 

@@ -29,21 +29,11 @@ from dpspec.certificate.model import (
     Source,
     TargetCertificate,
 )
-from dpspec.check.framework import diag
+from dpspec.compiler.errors import fail as _fail
 from dpspec.ir import models as ir
 
 STATIC_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
 SPP_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
-
-
-class SwmCompileError(Exception):
-    def __init__(self, diagnostic):
-        self.diagnostic = diagnostic
-        super().__init__(diagnostic.message)
-
-
-def _fail(rule, message, node, field=None, hint=None):
-    raise SwmCompileError(diag(rule, message, node, field, hint=hint))
 
 
 def _import(target: str, node, field: str):
@@ -236,13 +226,15 @@ def build_profile(slices, d: int, node):
 # --- the compile step ----------------------------------------------------------------------------
 
 
-def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data, grid_text):
+def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     """→ (TargetCertificate, SWMMechanism)."""
     from dpspec import pufferfish as pf
     from dpspec.accounting import swm as S
     from dpspec.data import DataNotFoundError
     from dpspec.data.bind import DataBindingError, fingerprint, load_table
 
+    if not isinstance(sc, ir.Scenario):
+        _fail("DPS120", "mechanism `swm` protects a scenario's secret", r, "mechanism")
     g = r.guarantee
     q = r.query
     if q is None:
@@ -254,7 +246,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data, grid_text):
         try:
             table = load_table(sc.data, bound_data)
         except DataNotFoundError:
-            raise
+            raise  # reported as DPS419 by the compiler
         except (DataBindingError, ValueError) as e:
             _fail("DPS418", f"cannot load the data of scenario `{sc.name}`: {e}", sc, "data")
     if table is not None:
@@ -296,8 +288,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data, grid_text):
         eps = calib.epsilon_at(g.alpha)
         if eps > g.epsilon:
             _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", r, "guarantee")
-    record = _certificate(r, sc, g, calib, flavour, calibrated, eps, table, X, labels, values, scenario, grid_text,
-                          fingerprint)
+    record = _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint)
     from dpspec.mechanisms.swm import SwmRelease
 
     cols = tuple(q.columns) + ((q.label,) if q.label else ())
@@ -317,7 +308,7 @@ def _assumption(i: int, a) -> Assumption:
     return Assumption(id=f"swm_{i}", statement=a.statement, source=Source(paper=paper, ref=ref or src))
 
 
-def _certificate(r, sc, g, calib, flavour, calibrated, eps, table, X, labels, values, scenario, grid_text,
+def _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario,
                  fingerprint) -> TargetCertificate:
     from dpspec.accounting import swm as S
     from dpspec.compiler import formulas as F
