@@ -4,8 +4,10 @@ What the certificate assumes, this object does:
 - Poisson sampling draws each example independently with probability q at every step (the
   batch size is random, possibly 0); without-replacement sampling draws a fresh uniform subset
   of exactly B examples at every step. Never "shuffle and call it Poisson".
-- Per-example gradients come from ``torch.func`` (vmap over grad); each is clipped to ℓ2 norm ≤ C
-  (flat) or each layer to C_l (per-layer, total C = √Σ C_l²) before summation.
+- Per-example gradients come from ``torch.func`` (vmap over grad; shared utilities in
+  :mod:`dpspec.mechanisms.per_example`, with the equivalent ghost-norm path for Sequential MLPs);
+  each is clipped to ℓ2 norm ≤ C (flat) or each layer to C_l (per-layer, total C = √Σ C_l²)
+  before summation.
 - The clipped sum gets N(0, (σC)² I) noise exactly once per step, then is divided by the
   *expected* batch size qn (or B), a data-independent constant.
 
@@ -73,35 +75,27 @@ class DpSgd:
     # --- one private step ---------------------------------------------------------------------------
 
     def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int, generator=None):
-        """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor)."""
+        """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
+
+        Per-example gradients and clipping come from :mod:`dpspec.mechanisms.per_example` (torch.func
+        vmap over grad; the ghost-norm path for Sequential MLPs). If any example has a non-finite
+        gradient the returned gradients are non-finite, so that :meth:`train` skips the step and
+        records it (the behaviour of this runtime since its first version).
+        """
         import torch
-        from torch.func import functional_call, grad, vmap
 
-        params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
-        if not params:
-            raise ValueError("the model has no trainable parameters")
-        buffers = {k: v.detach() for k, v in model.named_buffers()}
+        from dpspec.mechanisms.per_example import clipped_grad_sum, trainable_parameters
 
-        def loss_one(p, x, y):
-            out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
-            return loss_fn(out, y.unsqueeze(0))
-
-        summed = {k: torch.zeros_like(v) for k, v in params.items()}
-        if len(xb) > 0:
-            per_ex = vmap(grad(loss_one), in_dims=(None, 0, 0))(params, xb, yb)
-            if self.per_layer_clip is not None:
-                if len(self.per_layer_clip) != len(per_ex):
-                    raise ValueError(f"per-layer clipping gives {len(self.per_layer_clip)} norms for "
-                                     f"{len(per_ex)} parameter tensors")
-                for (k, g), c in zip(per_ex.items(), self.per_layer_clip):
-                    norms = g.flatten(1).norm(dim=1)
-                    scale = (c / (norms + 1e-12)).clamp(max=1.0)
-                    summed[k] = torch.einsum("b,b...->...", scale, g)
-            else:
-                norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(dim=1) for g in per_ex.values()))
-                scale = (self.clip_norm / (norms + 1e-12)).clamp(max=1.0)
-                for k, g in per_ex.items():
-                    summed[k] = torch.einsum("b,b...->...", scale, g)
+        params = trainable_parameters(model)
+        if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
+            raise ValueError(f"per-layer clipping gives {len(self.per_layer_clip)} norms for "
+                             f"{len(params)} parameter tensors")
+        cs = clipped_grad_sum(model, loss_fn, xb, yb,
+                              clip=None if self.per_layer_clip is not None else self.clip_norm,
+                              per_layer_clips=self.per_layer_clip)
+        summed = cs.sums
+        if cs.nonfinite:
+            summed = {k: torch.full_like(v, float("nan")) for k, v in summed.items()}
         denom = self.expected_batch(n)
         out = {}
         for k, s in summed.items():
