@@ -57,6 +57,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("rule", nargs="?", help="show one rule with its examples")
 
     c = sub.add_parser("schema", help="print the certificate JSON Schema")
+
+    c = sub.add_parser("audit", help="empirically lower-bound ε of a certificate's mechanisms (exit 1 on a violation)")
+    c.add_argument("cert", metavar="CERT.json", help="a certificate (or a .dps spec)")
+    c.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="outputs per neighbouring input (default: per mechanism)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--confidence", type=float, default=0.95, help="of the one-sided Clopper–Pearson bound")
+    c.add_argument("--delta", type=float, default=None, help="δ at which ε is bounded (default: the certificate's)")
+    c.add_argument("--target", action="append", metavar="NAME", help="audit only this release/training (repeatable)")
+    c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return p
 
 
@@ -68,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
         return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
-                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema}[args.cmd](args)
+                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
@@ -248,6 +259,37 @@ def cmd_schema(args) -> int:
 
     sys.stdout.write(json_schema_text())
     return EXIT_OK
+
+
+def cmd_audit(args) -> int:
+    from dpspec.audit import AuditError, audit
+    from dpspec.diagnostics import SpecError
+
+    if args.trials is not None and args.trials < 40:
+        print("dpspec: error: --trials must be at least 40", file=sys.stderr)
+        return EXIT_USAGE
+    if not 0.0 < args.confidence < 1.0:
+        print("dpspec: error: --confidence must be in (0, 1)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.delta is not None and not 0.0 < args.delta < 1.0:
+        print("dpspec: error: --delta must be in (0, 1)", file=sys.stderr)
+        return EXIT_USAGE
+    if not Path(args.cert).exists():
+        print(f"dpspec: cannot read {args.cert}: no such file", file=sys.stderr)
+        return EXIT_INVALID
+    progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
+    try:
+        rep = audit(args.cert, trials=args.trials, seed=args.seed, confidence=args.confidence, delta=args.delta,
+                    targets=args.target, progress=progress)
+    except (AuditError, SpecError) as e:
+        print(f"{args.cert}: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    except ValueError as e:
+        print(f"{args.cert}: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    out = {"text": rep.to_text, "json": rep.to_json, "markdown": rep.to_markdown}[args.format]()
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    return EXIT_OK if rep.ok else EXIT_INVALID
 
 
 if __name__ == "__main__":

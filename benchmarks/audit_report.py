@@ -1,0 +1,219 @@
+"""Empirical privacy audits of every mechanism dpspec compiles: certified ε next to an audited
+lower bound, and the verdict on deliberately broken versions (the power check).
+
+For each case: compile the spec, audit the real runtime mechanism (``dpspec.audit.audit``), then
+audit each mutant of ``dpspec.audit.mutations`` against the *same* certificate. A correct mechanism
+must show ε_lower ≤ certified ε; a mutant is FLAGGED when ε_lower > certified ε. "not flagged" for a
+mutant is reported as such: it means that this audit, at this size, cannot see that bug (the
+mutant's true leakage is below the certificate or below the resolution of the sample).
+
+    .venv/bin/python benchmarks/audit_report.py            # 3–8 min on 2 cores (most of it dpsgd_records)
+    .venv/bin/python benchmarks/audit_report.py --quick    # ~1 min, smaller samples
+
+Writes benchmarks/results/audit_report.md and benchmarks/results/audit_report.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import dpspec  # noqa: E402
+from dpspec.audit import audit  # noqa: E402
+from dpspec.audit.mutations import mutants, mutate  # noqa: E402
+
+SPECS = ROOT / "specs"
+RESULTS = ROOT / "benchmarks" / "results"
+
+DPSGD_POISSON = """
+privacy people { unit record  dataset_size 20 }
+train model { protect people  mechanism dpsgd  sampling poisson(rate = 0.1)  clipping flat(C = 1.0)
+              steps 4  guarantee dp(epsilon = 2, delta = 1e-5) }
+"""
+DPSGD_FULL_BATCH = """
+privacy people { unit record  dataset_size 8 }
+train model { protect people  mechanism dpsgd  sampling full_batch  clipping flat(C = 1.0)
+              steps 3  guarantee dp(epsilon = 2, delta = 1e-5) }
+"""
+DPSGD_SUBSTITUTION = """
+privacy patients { unit record(relation = substitution)  dataset_size 20 }
+train model { protect patients  mechanism dpsgd  sampling without_replacement(batch_size = 20)
+              clipping per_layer(C = [0.6, 0.8])  steps 2  guarantee dp(epsilon = 2, delta = 1e-5) }
+"""
+GCON_SMALL = """
+privacy links { unit edge  data synthetic(generator = sbm_graph, size = 300, seed = 1) }
+train clf { mechanism gcon  propagation appr(restart = 0.6, steps = [2])  loss pseudo_huber(delta = 0.5)
+            regularization 0.2  encoder mlp(hidden = 16, epochs = 30, seed = 0)  pseudo_labels true
+            split planetoid(per_class = 5, seed = 0)  guarantee dp(epsilon = 1, delta = 1e-4) }
+"""
+SWM_SEPARATED = """
+scenario membership { data dataset(rows)  secret group in {A, B}  prior empirical }
+release value { protect membership  mechanism swm  query mean(x, bounds = [0, 10])  slices axes
+                guarantee ave_srpp(alpha = 4, epsilon = 2.0) }
+"""
+
+
+def separated_rows():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n = 400
+    return {"group": np.array(["A"] * n + ["B"] * n, dtype=object),
+            "x": np.concatenate([rng.uniform(0, 1, n), rng.uniform(9, 10, n)])}
+
+
+# (label, spec source, target, trials full, trials quick, data, options, note)
+CASES = [
+    ("Gaussian release (specs/gaussian_release.dps)", SPECS / "gaussian_release.dps", "total_hours", 400_000, 100_000,
+     None, None, "exact analytic Gaussian certificate; the audit cannot resolve δ = 1e-6 tails"),
+    ("Gaussian release, secure mode", SPECS / "gaussian_release.dps", "total_hours", 40_000, 10_000, None, None,
+     "discrete Gaussian sampler (dpspec.mechanisms.secure_noise); OS randomness, so this row varies run to run"),
+    ("DP-SGD, Poisson q = 0.1, 4 steps", DPSGD_POISSON, "model", 4000, 1500, None, None, "all steps observed"),
+    ("DP-SGD, full batch, 3 steps", DPSGD_FULL_BATCH, "model", 4000, 1500, None, None, "all steps observed"),
+    ("DP-SGD, substitution, per-layer clipping", DPSGD_SUBSTITUTION, "model", 4000, 1500, None, None,
+     "fixed-size batches (here the whole set), 2 steps"),
+    ("DP-SGD (specs/dpsgd_records.dps), first 16 of 704 steps", SPECS / "dpsgd_records.dps", "classifier", 1000, 300,
+     None, {"dpsgd": {"steps": 16}}, "q = 0.0043: the canary is in ~7 % of the audited prefixes"),
+    ("SWM Joint-SRPP, groups (specs/groups_swm.dps)", SPECS / "groups_swm.dps", "group_means", 60_000, 15_000, None,
+     None, "observation (V, ⟨Y, V⟩), V uniform on the sphere"),
+    ("SWM Ave-SRPP, per record (specs/groups_swm.dps)", SPECS / "groups_swm.dps", "record_values", 30_000, 8_000,
+     None, None, "3 axis slices audited separately"),
+    ("SWM Ave-SRPP, per record, separated groups", SWM_SEPARATED, "value", 30_000, 8_000, "separated", None,
+     "values nearly reveal the secret"),
+    ("GCON, SBM graph 300 nodes", GCON_SMALL, "clf", 1000, 300, None, None, "one edge flipped"),
+    ("GCON (specs/sbm_gcon.dps), 2000 nodes", SPECS / "sbm_gcon.dps", "node_classifier", 400, 150, None, None,
+     "one edge flipped"),
+]
+
+GAUSSIAN_POWER = (0.9, 0.75, 0.6, 0.5, 0.25)
+
+
+def _compile(src, data):
+    if isinstance(src, Path):
+        return dpspec.compile(dpspec.load(str(src)))
+    return dpspec.compile(src, data=data)
+
+
+def run(quick: bool, seed: int) -> dict:
+    rows = []
+    for label, src, target, full, small, data_key, options, note in CASES:
+        trials = small if quick else full
+        data = {"rows": separated_rows()} if data_key == "separated" else None
+        t0 = time.perf_counter()
+        c = _compile(src, data)
+        mech = c.targets[target].mechanism
+        if "secure mode" in label:
+            mech = dataclasses.replace(mech, secure=True)
+        kw = dict(targets=[target], trials=trials, seed=seed, data=data, options=options)
+        real = audit(c, mechanisms={target: mech}, **kw).results[0]
+        muts = {}
+        if "secure mode" in label:
+            cand = {"noise_scaled": dataclasses.replace(mech, sigma=mech.sigma * 0.25)}
+        else:
+            cand = mutants(c, target)
+        for kind, bad in cand.items():
+            r = audit(c, mechanisms={target: bad}, **{**kw, "seed": seed + 1}).results[0]
+            muts[kind] = r
+        row = {
+            "case": label, "target": target, "mechanism": real.mechanism, "notion": real.notion,
+            "delta": real.delta, "epsilon_certified": real.epsilon_certified, "epsilon_headline": real.epsilon_headline,
+            "epsilon_lower": real.epsilon_lower, "status": real.status, "statistic": real.statistic,
+            "trials_per_side": real.trials_selection + real.trials_evaluation, "ceiling": real.ceiling,
+            "neighbours": real.neighbours, "note": note + ("; " + real.note if real.note else ""),
+            "mutants": {k: {"epsilon_lower": m.epsilon_lower, "flagged": m.violation, "statistic": m.statistic}
+                        for k, m in muts.items()},
+            "seconds": time.perf_counter() - t0,
+        }
+        rows.append(row)
+        _print_row(row)
+    power = []
+    c = _compile(SPECS / "gaussian_release.dps", None)
+    for f in GAUSSIAN_POWER:
+        r = audit(c, mechanisms={"total_hours": mutate(c.mechanism, "noise_scaled", f)},
+                  trials=100_000 if quick else 400_000, seed=seed + 2).results[0]
+        from dpspec.compiler.gaussian_release import epsilon_of_delta
+
+        true_eps = epsilon_of_delta(99.0 / (c.mechanism.sigma * f), 1e-6)
+        power.append({"factor": f, "true_epsilon": true_eps, "epsilon_lower": r.epsilon_lower, "flagged": r.violation})
+    return {"quick": quick, "seed": seed, "python": platform.python_version(), "cases": rows, "gaussian_power": power}
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.3g}"
+
+
+def _print_row(row):
+    m = ", ".join(f"{k}: {_fmt(v['epsilon_lower'])} {'FLAGGED' if v['flagged'] else 'not flagged'}"
+                  for k, v in row["mutants"].items())
+    print(f"{row['case']:<58} certified {_fmt(row['epsilon_certified']):>6}  audited ≥ {_fmt(row['epsilon_lower']):>6}  "
+          f"{row['status']:<9} | {m}  ({row['seconds']:.0f} s)", flush=True)
+
+
+def markdown(res: dict) -> str:
+    out = ["# Empirical privacy audits", "",
+           "Generated by `benchmarks/audit_report.py`" + (" --quick" if res["quick"] else "") +
+           f" (seed {res['seed']}, Python {res['python']}). For every case the real runtime mechanism is "
+           "audited against its certificate (one-sided Clopper–Pearson, 95 %, at the certificate's δ; threshold "
+           "chosen on a separate 20 % split), then each mutant of `dpspec.audit.mutations` is audited against the "
+           "same certificate. **Verdict** on the real mechanism: `pass` iff ε_lower ≤ certified ε. A mutant is "
+           "**FLAGGED** iff its ε_lower exceeds the certified ε.", "",
+           "| case | notion | δ | certified ε | audited ε ≥ (95 %) | verdict | mutants: audited ε ≥ → verdict | trials/side |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in res["cases"]:
+        m = "<br>".join(f"{k}: {_fmt(v['epsilon_lower'])} → {'**FLAGGED**' if v['flagged'] else 'not flagged'}"
+                        for k, v in r["mutants"].items())
+        out.append(f"| {r['case']} | {r['notion']} | {r['delta']:g} | {_fmt(r['epsilon_certified'])} | "
+                   f"{_fmt(r['epsilon_lower'])} | {r['status']} | {m} | {r['trials_per_side']} |")
+    out += ["", "Notes per case:", ""]
+    for r in res["cases"]:
+        out.append(f"* **{r['case']}** — neighbours: {r['neighbours']}. {r['note']}. Statistic chosen: "
+                   f"{r['statistic']}; the largest ε_lower this sample size can show is {_fmt(r['ceiling'])}.")
+    out += ["", "## Power of the Gaussian audit (specs/gaussian_release.dps, σ scaled by a factor)", "",
+            "| σ factor | true ε of the mutant at δ = 1e-6 | audited ε ≥ | verdict (certified ε = 1) |",
+            "|---|---|---|---|"]
+    for p in res["gaussian_power"]:
+        out.append(f"| {p['factor']:g} | {p['true_epsilon']:.3g} | {_fmt(p['epsilon_lower'])} | "
+                   f"{'**FLAGGED**' if p['flagged'] else 'not flagged'} |")
+    out += ["", "## Reading the table", "",
+            "* A lower bound far below the certified ε is expected: it is what a sample of this size can prove "
+            "about the tails at δ, and the certified ε of subsampled or composed mechanisms comes from RDP "
+            "conversions that are not tight. It is not a sign that the certificate is loose by that much.",
+            "* Mutants that are *not flagged* mark the limit of the audit, not of the mechanism: e.g. the "
+            "per-record SWM on `groups_swm.dps` leaks little even with σ five times too small, because the "
+            "records of different groups overlap; the separated-groups case shows the same bug flagged. GCON "
+            "needs the noise reduced by about 1000× before one flipped edge becomes visible: the certificate's "
+            "worst case (sensitivity Ψ, Lemma 9 tails) is far from what a single edge does to Θ.",
+            "* DP-SGD on `dpsgd_records.dps` (q = 0.0043) audits the first 16 steps and compares with the "
+            "certified ε of those 16 steps; at this sampling rate the canary is rarely sampled and the audit "
+            "has little power — the small audit-friendly specs above are where the power check bites.", ""]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller samples (~1 min)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    res = run(args.quick, args.seed)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    (RESULTS / f"audit_report{suffix}.md").write_text(markdown(res), encoding="utf-8")
+    (RESULTS / f"audit_report{suffix}.json").write_text(json.dumps(res, indent=2, default=str), encoding="utf-8")
+    bad = [r["case"] for r in res["cases"] if r["status"] != "pass"]
+    print(f"\nwrote {RESULTS / f'audit_report{suffix}.md'}")
+    if bad:
+        print(f"VIOLATION on the real mechanism: {bad}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""Deliberately broken mechanisms for the power check: an audit that cannot fail is not an audit.
+
+Each mutant is a runtime object that differs from the compiled one by a bug of a kind seen in
+practice, while the certificate keeps the original numbers:
+
+* ``gaussian``: ``noise_scaled`` — σ multiplied by ``factor`` (< 1).
+* ``dpsgd``: ``noise_scaled`` — noise multiplier × ``factor``; ``no_clipping`` — per-example
+  gradients summed unclipped (the clip is skipped, the noise is still σ·C); ``rate_misreported`` —
+  the loader samples at ``factor`` × the accounted rate (Poisson; capped at 1) or batches of
+  ``factor`` × B (without replacement), as with a sampler that silently changes the sample rate
+  (Opacus #813).
+* ``swm``: ``delta_underestimated`` — σ² calibrated from the per-slice Δ × ``factor`` (< 1), the
+  effect of an estimator that under-reports the sliced Wasserstein sensitivity.
+* ``gcon``: ``noise_scaled`` — the runtime configuration calibrated for ε / ``factor`` (less
+  objective and output noise than certified).
+
+``mutants(compiled, name)`` returns {label: mechanism} with the default factors below, strong enough
+to be detectable by the default audit sizes; ``mutate(mechanism, kind, factor)`` builds one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+__all__ = ["mutate", "mutants", "DEFAULT_FACTORS", "UnclippedDpSgd"]
+
+DEFAULT_FACTORS: dict[str, dict[str, float]] = {
+    "gaussian": {"noise_scaled": 0.25},
+    "dpsgd": {"noise_scaled": 0.25, "no_clipping": 1.0, "rate_misreported": 10.0},
+    "swm": {"delta_underestimated": 0.2},
+    "gcon": {"noise_scaled": 1e-3},
+}
+
+
+def _unclipped_class():
+    from dpspec.mechanisms.dpsgd import DpSgd
+
+    @dataclasses.dataclass(frozen=True)
+    class UnclippedDpSgd(DpSgd):
+        """DP-SGD with the per-example clip skipped (the noise is still calibrated to σ·C)."""
+
+        def private_gradients(self, model, loss_fn, xb, yb, n, generator=None):
+            import torch
+
+            from dpspec.mechanisms.per_example import per_example_grads, trainable_parameters
+
+            params = trainable_parameters(model)
+            if len(xb):
+                g = per_example_grads(model, loss_fn, xb, yb)
+                summed = {k: v.sum(dim=0) for k, v in g.items()}
+            else:
+                summed = {k: torch.zeros_like(v) for k, v in params.items()}
+            denom = self.expected_batch(n)
+            return {k: (s + torch.normal(0.0, self.noise_std, size=s.shape, generator=generator, dtype=s.dtype))
+                    / denom for k, s in summed.items()}
+
+    return UnclippedDpSgd
+
+
+def __getattr__(name: str):
+    if name == "UnclippedDpSgd":
+        return _unclipped_class()
+    raise AttributeError(name)
+
+
+def _swm_scaled(mech, factor: float):
+    from dpspec.accounting.swm import swm_sigma2
+    from dpspec.mechanisms.swm import SwmRelease
+    from dpspec.pufferfish import SWMMechanism
+
+    cal = mech.mechanism.calibration
+    mc = cal.monte_carlo
+    s2 = swm_sigma2(cal.calibration_deltas * factor, cal.weights, cal.alpha, cal.epsilon, cal.flavour,
+                    monte_carlo=None if mc is None else (mc[0], mc[1] * factor))
+    bad = dataclasses.replace(cal, sigma2=s2)
+    return SwmRelease(mech.columns, SWMMechanism(mech.mechanism.query, bad), name=mech.name)
+
+
+def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
+    """A broken copy of ``mechanism`` (see the module docstring for the kinds)."""
+    from dpspec.mechanisms.dpsgd import DpSgd
+    from dpspec.mechanisms.gaussian import GaussianRelease
+    from dpspec.mechanisms.gcon import GconMechanism
+    from dpspec.mechanisms.swm import SwmRelease
+
+    def f(mech_kind: str) -> float:
+        return float(DEFAULT_FACTORS[mech_kind][kind] if factor is None else factor)
+
+    if isinstance(mechanism, GaussianRelease) and kind == "noise_scaled":
+        return dataclasses.replace(mechanism, sigma=mechanism.sigma * f("gaussian"))
+    if isinstance(mechanism, DpSgd):
+        if kind == "noise_scaled":
+            return dataclasses.replace(mechanism, noise_multiplier=mechanism.noise_multiplier * f("dpsgd"))
+        if kind == "no_clipping":
+            cls = _unclipped_class()
+            return cls(**{fld.name: getattr(mechanism, fld.name) for fld in dataclasses.fields(DpSgd)})
+        if kind == "rate_misreported":
+            k = f("dpsgd")
+            if mechanism.sampling == "poisson" and mechanism.sample_rate < 1.0:
+                return dataclasses.replace(mechanism, sample_rate=min(1.0, mechanism.sample_rate * k))
+            if mechanism.sampling == "without_replacement" and mechanism.batch_size < mechanism.dataset_size:
+                n = mechanism.dataset_size
+                return dataclasses.replace(mechanism, batch_size=float(min(n, math.ceil(mechanism.batch_size * k))))
+            raise ValueError("the trainer already uses every record at every step: no sampling rate to misreport")
+    if isinstance(mechanism, SwmRelease) and kind == "delta_underestimated":
+        return _swm_scaled(mechanism, f("swm"))
+    if isinstance(mechanism, GconMechanism) and kind == "noise_scaled":
+        k = f("gcon")
+        base = mechanism
+
+        @dataclasses.dataclass(frozen=True)
+        class _LessNoise(GconMechanism):
+            def config(self):
+                return dataclasses.replace(base.config(), epsilon=base.epsilon / k)
+
+        return _LessNoise(**{fld.name: getattr(mechanism, fld.name) for fld in dataclasses.fields(GconMechanism)})
+    raise ValueError(f"no mutation {kind!r} for {type(mechanism).__name__}")
+
+
+def mutants(compiled, name: str, factors: dict[str, float] | None = None) -> dict[str, Any]:
+    """{kind: mutated mechanism} for target ``name`` of a compiled spec (kinds that apply only)."""
+    mech = compiled.targets[name].mechanism
+    rec = next(r for r in compiled.certificate.results if r.name == name)
+    kinds = dict(DEFAULT_FACTORS.get(rec.mechanism.name, {}))
+    kinds.update(factors or {})
+    out = {}
+    for kind, fac in kinds.items():
+        try:
+            out[kind] = mutate(mech, kind, fac)
+        except ValueError:
+            continue
+    return out
