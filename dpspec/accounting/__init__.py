@@ -32,6 +32,11 @@ Curves and conversion: :data:`DEFAULT_ALPHAS`, :class:`RdpCurve`,
 :class:`DpResult`, :func:`dpsgd_rdp_curve`, :func:`compose`,
 :func:`dp_from_curve`, :func:`rdp_to_dp`.
 DP-SGD: :func:`dpsgd_epsilon`, :func:`calibrate_dpsgd_sigma`.
+SRPP-SGD: :func:`huc`, :func:`sa_huc`, :func:`hypergeometric_k2`, :func:`binomial_k2`,
+:func:`srpp_sgd_sigma2`, :func:`srpp_sgd_epsilon`, :func:`calibrate_srpp_sgd`.
+Relational DP-SGD: :func:`coupled_sampling_rdp`, :func:`coupled_sampling_rdp_standard_clipping`,
+:func:`relational_accountants`, :func:`calibrate_relational_sigma`.
+Errors: :class:`SoundnessError` (every family's unprovable configuration, with a rule id).
 """
 
 from .calibrate import calibrate_dpsgd_sigma
@@ -44,11 +49,39 @@ from .rr import poisson_rr_rdp, wor_rr_rdp
 from .wor import wor_gaussian_rdp
 from .swm import swm_sigma2  # Pufferfish SWM calibration (Zhang & Vorobeychik Thms 4.5-4.8)
 from .gcon import gcon_calibration  # GCON objective perturbation (Wei et al. Thm 1, F4-F11)
+from .errors import SoundnessError
+from .huc import (  # SRPP-SGD History-Uniform Cap accountants (Zhang & Vorobeychik Prop 5.1, Thms 5.6-5.8)
+    binomial_k2,
+    calibrate_srpp_sgd,
+    huc,
+    hypergeometric_k2,
+    sa_huc,
+    srpp_sgd_epsilon,
+    srpp_sgd_sigma2,
+)
+from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq. (3), Thm C.1)
+    calibrate_relational_sigma,
+    coupled_sampling_rdp,
+    coupled_sampling_rdp_standard_clipping,
+    relational_accountants,
+)
 
 __all__ = [
     "DEFAULT_ALPHAS",
     "DpResult",
     "RdpCurve",
+    "SoundnessError",
+    "binomial_k2",
+    "calibrate_relational_sigma",
+    "calibrate_srpp_sgd",
+    "coupled_sampling_rdp",
+    "coupled_sampling_rdp_standard_clipping",
+    "huc",
+    "hypergeometric_k2",
+    "relational_accountants",
+    "sa_huc",
+    "srpp_sgd_epsilon",
+    "srpp_sgd_sigma2",
     "calibrate_dpsgd_sigma",
     "compose",
     "dp_from_curve",

@@ -43,6 +43,9 @@ class _Objective:
         self.grid = DEFAULT_ALPHAS
         self.center = None
         self.calls = 0
+        # cleared once the window has hidden the optimal order (e.g. eps = 0 exactly from an
+        # order far from the centre): every later probe then looks at all orders
+        self.use_window = True
 
     def _f(self, eps: float) -> float:
         f = math.log(max(eps, 1e-300)) - self.log_target
@@ -56,7 +59,7 @@ class _Objective:
         return self._f(eps)
 
     def fast(self, u: float) -> float:
-        if self.center is None:
+        if self.center is None or not self.use_window:
             return self.full(u)
         n = self.grid.size
         lo, hi = max(0, self.center - _WINDOW), min(n, self.center + _WINDOW + 1)
@@ -125,6 +128,7 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
 
     # --- phase 2: shrink to hi/lo <= 1 + rtol; probes straddle the secant estimate ---
     tol = math.log1p(SIGMA_RTOL)
+    last_side, streak = None, 0   # the same end moving again and again: the secant stalls
     for _ in range(_MAX_PROBES):
         width = hi[0] - lo[0]
         if width <= tol:
@@ -132,9 +136,16 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
             f_lo = obj.full(lo[0])
             if f_lo > 0:
                 break
+            obj.use_window = False
             hi, lo = (lo[0], f_lo), _extend_down(obj, lo[0], u_min, target, d)
+            last_side, streak = None, 0
             continue
-        if width > 8 * tol and math.isfinite(lo[1]) and math.isfinite(hi[1]) and lo[1] != hi[1]:
+        # Secant on (log sigma, log eps) unless it is uninformative: eps = 0 at hi gives
+        # f(hi) ~ -690, which pins the secant to lo and shrinks the bracket by only ~tol per
+        # probe; likewise when one end has moved twice in a row.  Bisect then.
+        informative = abs(lo[1]) < 50.0 and abs(hi[1]) < 50.0 and streak < 2
+        if (width > 8 * tol and informative and math.isfinite(lo[1]) and math.isfinite(hi[1])
+                and lo[1] != hi[1]):
             u_s = lo[0] + lo[1] * width / (lo[1] - hi[1])
         else:
             u_s = lo[0] + 0.5 * width
@@ -142,13 +153,16 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
         f1 = obj.fast(u1)
         if f1 > 0:
             lo = (u1, f1)
+            streak, last_side = (streak + 1 if last_side == "lo" else 1), "lo"
             continue
         hi = (u1, f1)
+        streak, last_side = (streak + 1 if last_side == "hi" else 1), "hi"
         u2 = u1 - 0.9 * tol
         if u2 > lo[0]:
             f2 = obj.fast(u2)
             if f2 > 0:
                 lo = (u2, f2)
+                streak, last_side = 0, None   # the probes straddled the root
             else:
                 hi = (u2, f2)
     else:  # pragma: no cover - the bracket shrinks geometrically

@@ -64,6 +64,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from .errors import SoundnessError, register_rules
+
 __all__ = [
     "GconError",
     "GCON_RULES",
@@ -115,7 +117,10 @@ GCON_RULES: dict[str, str] = {
 }
 
 
-class GconError(ValueError):
+register_rules(GCON_RULES)
+
+
+class GconError(SoundnessError):
     """A GCON configuration for which Theorem 1 (Wei et al. 2024) does not apply.
 
     Attributes: ``rule`` (stable id, e.g. ``"DPS702"``), ``message``, ``hint`` (how to fix).
@@ -124,13 +129,8 @@ class GconError(ValueError):
     def __init__(self, rule: str, message: str, hint: str = "") -> None:
         if rule not in GCON_RULES:
             raise ValueError(f"unknown GCON rule id {rule!r}")
-        self.rule = rule
-        self.message = message
+        super().__init__(message, rule=rule, hint=hint or None)
         self.hint = hint
-        text = f"[{rule}] {message}"
-        if hint:
-            text += f" (hint: {hint})"
-        super().__init__(text)
 
     def to_diagnostic(self) -> dict[str, str]:
         return {"rule": self.rule, "severity": "error", "message": self.message, "hint": self.hint}

@@ -64,7 +64,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .swm import Assumption, SoundnessError, swm_epsilon, swm_sigma2
+from .errors import SoundnessError, register_rules
+from .swm import Assumption, swm_epsilon, swm_sigma2
 
 __all__ = [
     "PAPER",
@@ -118,23 +119,11 @@ SRPP_RULES: dict[str, str] = {
 }
 
 
+register_rules(SRPP_RULES)
+
+
 class SrppSoundnessError(SoundnessError):
-    """A configuration whose SRPP-SGD guarantee would not be provable.
-
-    Subclass of :class:`dpspec.accounting.swm.SoundnessError` (so ``except SoundnessError`` catches
-    both families); ``rule`` is a ``"DPS5xx"`` id from :data:`SRPP_RULES`, ``hint`` says how to fix it.
-    """
-
-    def __init__(self, message: str, *, rule: str, hint: str | None = None):
-        if rule not in SRPP_RULES:
-            raise ValueError(f"unknown SRPP soundness rule id {rule!r}")
-        self.rule = rule
-        self.hint = hint
-        self.message = message
-        text = f"[{rule}] {message}"
-        if hint:
-            text += f" (hint: {hint})"
-        ValueError.__init__(self, text)
+    """A configuration whose SRPP-SGD guarantee would not be provable (rule ids ``DPS5xx``)."""
 
 
 # ----------------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ import numpy as np
 from scipy import special
 
 from . import _validate as V
+from .errors import SoundnessError, register_rules
 from ._exact import log_bounds_from_abs, rdp_from_log_psi_m1
 from ._logmath import ULP, log_expm1, logsumexp_rows, segment_logsumexp
 from .conversion import dp_from_curve
@@ -153,23 +154,11 @@ RULES: dict[str, str] = {
 }
 
 
-class RelationalSoundnessError(ValueError):
-    """A relational DP-SGD configuration whose guarantee would not be provable.
+register_rules(RULES)
 
-    ``rule`` is a stable id from :data:`RULES` (``"DPS6xx"``); ``hint`` says how to fix it.
-    Mirrors :class:`dpspec.accounting.swm.SoundnessError`.
-    """
 
-    def __init__(self, message: str, *, rule: str, hint: str | None = None):
-        if rule not in RULES:
-            raise ValueError(f"unknown soundness rule id {rule!r}")
-        self.rule = rule
-        self.hint = hint
-        self.message = message
-        text = f"[{rule}] {message}"
-        if hint:
-            text += f" (hint: {hint})"
-        super().__init__(text)
+class RelationalSoundnessError(SoundnessError):
+    """A relational DP-SGD configuration whose guarantee would not be provable (``DPS6xx``)."""
 
 
 # ------------------------------------------------------------------------------------------------

@@ -51,6 +51,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy.special import logsumexp
 
+from .errors import SoundnessError, register_rules
+
 __all__ = [
     "PAPER",
     "FLAVOURS",
@@ -90,22 +92,7 @@ RULES: dict[str, str] = {
 }
 
 
-class SoundnessError(ValueError):
-    """A configuration whose guarantee would not be provable (an upper bound could fail).
-
-    ``rule`` is a stable id from :data:`RULES` (``"DPS4xx"``); ``hint`` says how to fix it.
-    """
-
-    def __init__(self, message: str, *, rule: str, hint: str | None = None):
-        if rule not in RULES:
-            raise ValueError(f"unknown soundness rule id {rule!r}")
-        self.rule = rule
-        self.hint = hint
-        self.message = message
-        text = f"[{rule}] {message}"
-        if hint:
-            text += f" (hint: {hint})"
-        super().__init__(text)
+register_rules(RULES)
 
 
 @dataclass(frozen=True)
