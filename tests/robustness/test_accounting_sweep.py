@@ -120,7 +120,14 @@ def test_wor_gaussian_rdp(alpha, sigma, n, frac):
     assert _ge(cap, v, 1e-12)
     assert _ge(acc.wor_gaussian_rdp(min(alpha * 1.7, 1e4), sigma, b, n), v)
     assert _ge(acc.wor_gaussian_rdp(alpha, sigma, min(n, 2 * b), n), v)
-    assert _ge(v, acc.wor_gaussian_rdp(alpha, sigma * 1.5, b, n))
+    v_more_noise = acc.wor_gaussian_rdp(alpha, sigma * 1.5, b, n)
+    cap_more_noise = acc.gaussian_rdp(alpha, sigma * 1.5, 2.0)
+    # Known looseness: at extreme orders with huge σ (e.g. α = 1e4, σ ≥ 1.2e4, w = 1/77) the
+    # two-mixture quadrature's stated error swamps its value and the bound falls back to the
+    # no-amplification cap, which can exceed the amplified bound certified at a smaller σ. Sound
+    # (an upper bound either way) but not monotone; only the fallback case is exempt.
+    if v_more_noise < cap_more_noise * (1 - 1e-12):
+        assert _ge(v, v_more_noise)
     if b < n:
         w = acc.wor_gaussian_rdp(alpha, sigma, b, n, "add_remove")
         _clean(w)
@@ -331,14 +338,15 @@ COVERED = {
 
 
 def test_sweep_covers_the_public_api():
-    """Every name in ``dpspec.accounting.__all__`` when this sweep was written is exercised above. Names
-    added later (other engineers' accountants) are reported as a warning, not a failure, until a sweep
-    for them is written."""
-    missing = COVERED - set(acc.__all__)
+    """Every name in ``dpspec.accounting.__all__`` is exercised by this sweep or by
+    ``test_sweep_srpp_relational.py``; a new public accountant without a sweep fails here."""
+    from test_sweep_srpp_relational import COVERED_HERE
+
+    covered = COVERED | COVERED_HERE
+    missing = covered - set(acc.__all__)
     assert not missing, f"the sweep covers names no longer exported: {sorted(missing)}"
-    new = sorted(set(acc.__all__) - COVERED)
-    if new:
-        warnings.warn(f"accounting functions without a robustness sweep yet: {new}", stacklevel=1)
+    new = sorted(set(acc.__all__) - covered)
+    assert not new, f"public accounting functions without a robustness sweep: {new}"
 
 
 # ------------------------------------------------------------------------------- regressions
