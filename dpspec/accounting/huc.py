@@ -65,7 +65,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import SoundnessError, register_rules
-from .swm import Assumption, swm_epsilon, swm_sigma2
+from .swm import Assumption, slice_weights, swm_epsilon, swm_sigma2
 
 __all__ = [
     "PAPER",
@@ -203,19 +203,7 @@ def _check_caps(caps, weights=None) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("caps must be finite")
     if np.any(h < 0):
         raise ValueError("caps must be ≥ 0 (they bound squared shifts)")
-    m = h.shape[1]
-    if weights is None:
-        w = np.full(m, 1.0 / m)
-    else:
-        w = np.asarray(weights, dtype=float).reshape(-1)
-        if w.shape[0] != m:
-            raise ValueError(f"weights has {w.shape[0]} entries but caps has {m} slices")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("weights must be finite and ≥ 0")
-        s = float(w.sum())
-        if not abs(s - 1.0) <= 1e-9:
-            raise ValueError(f"weights must sum to 1 (a probability measure ω), got sum {s!r}")
-        w = w / s
+    w = slice_weights(weights, h.shape[1], "caps has {m} slices")
     return h, w
 
 

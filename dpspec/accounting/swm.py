@@ -158,20 +158,23 @@ def _check_deltas_weights(deltas, weights) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("deltas must be finite (an infinite W∞ means the query output is unbounded)")
     if np.any(d < 0):
         raise ValueError("deltas must be non-negative (they are Wasserstein distances)")
-    m = d.shape[1]
+    return d, slice_weights(weights, d.shape[1], "deltas has {m} directions")
+
+
+def slice_weights(weights, m: int, what: str) -> np.ndarray:
+    """The slice profile's probability weights ω (uniform when None), validated against m slices;
+    ``what`` completes the size-mismatch message, e.g. "deltas has {m} directions"."""
     if weights is None:
-        w = np.full(m, 1.0 / m)
-    else:
-        w = np.asarray(weights, dtype=float).reshape(-1)
-        if w.shape[0] != m:
-            raise ValueError(f"weights has {w.shape[0]} entries but deltas has {m} directions")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("weights must be finite and non-negative")
-        s = w.sum()
-        if not abs(s - 1.0) <= 1e-9:
-            raise ValueError(f"weights must sum to 1 (a probability measure ω), got sum {s!r}")
-        w = w / s
-    return d, w
+        return np.full(m, 1.0 / m)
+    w = np.asarray(weights, dtype=float).reshape(-1)
+    if w.shape[0] != m:
+        raise ValueError(f"weights has {w.shape[0]} entries but " + what.format(m=m))
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite and ≥ 0")
+    s = float(w.sum())
+    if not abs(s - 1.0) <= 1e-9:
+        raise ValueError(f"weights must sum to 1 (a probability measure ω), got sum {s!r}")
+    return w / s
 
 
 def _check_monte_carlo(monte_carlo, d: np.ndarray) -> tuple[float, float] | None:
