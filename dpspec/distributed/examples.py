@@ -56,9 +56,18 @@ def _injected(comm) -> object:
     return torch.stack(comm.injected) if len({t.numel() for t in comm.injected}) == 1 else list(comm.injected)
 
 
+def _warm_up() -> None:
+    """Import what the first optimizer construction imports (torch._dynamo, ~1 s) before timing."""
+    import torch
+
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+
+
 def run_dpsgd(comm, cfg: dict | None = None) -> dict:
     """Plain DP-SGD (Poisson sampling, flat clipping) on an MLP."""
     from dpspec.mechanisms.dpsgd import DpSgd
+
+    _warm_up()
 
     c = {**DEFAULTS["dpsgd"], **(cfg or {})}
     X, y = synthetic_classification(c["n"], c["d"], c["classes"], c["seed"])
@@ -66,6 +75,8 @@ def run_dpsgd(comm, cfg: dict | None = None) -> dict:
     mech = DpSgd(noise_multiplier=c["sigma"], clip_norm=c["clip"], sampling="poisson", sample_rate=c["rate"],
                  steps=c["steps"], dataset_size=c["n"], learning_rate=c["lr"], momentum=c["momentum"])
     use = None if c.get("single") else comm
+    if use is not None:
+        use.barrier()  # start the clocks together (process start-up skew is not training time)
     t0 = time.perf_counter()
     rep = mech.train(model, X, y, seed=c["seed"], comm=use)
     secs = time.perf_counter() - t0
@@ -79,6 +90,7 @@ def run_srpp(comm, cfg: dict | None = None) -> dict:
     from dpspec.srpp import FixedPairWorlds, LrSchedule, OptimizerSpec, Sampling, SrppSgdPlan, calibrate, train_srpp_sgd
 
     c = {**DEFAULTS["srpp"], **(cfg or {})}
+    _warm_up()
     X, y = synthetic_classification(c["n"], c["d"], c["classes"], c["seed"])
     model = mlp(c["d"], c["hidden"], c["classes"], c["seed"])
     plan = SrppSgdPlan(sampling=Sampling("wor", dataset_size=c["n"], batch_size=c["batch"]),

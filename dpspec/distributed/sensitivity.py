@@ -54,7 +54,7 @@ def dask_sliced_sensitivity_report(
     support=None,
     rho: float | None = None,
     dkw_cells=None,
-    sample_chunk: int = 1 << 16,
+    sample_chunk: int = 1 << 18,
     direction_chunk: int | None = None,
     fp_margin: bool = True,
     scheduler: str | None = "threads",
