@@ -116,7 +116,14 @@ class PrivateSgdEngine:
         """Index arrays for the remaining steps, drawn as the accountant assumes."""
         s = self.plan.sampling
         n = s.dataset_size if n is None else n
+        if self.comm is not None:  # every rank must hold the same global batch (DPS806)
+            return self._checked(s.batches(n, self.rng, self.plan.steps - self.t))
         return s.batches(n, self.rng, self.plan.steps - self.t)
+
+    def _checked(self, it):
+        for idx in it:
+            self.comm.check_consensus(idx, self.t)
+            yield idx
 
     @property
     def remaining(self) -> int:
@@ -229,8 +236,6 @@ def _run(opt: PrivateSgdEngine, X, y, steps, progress, t0) -> TrainingReport:
     for i, idx in enumerate(opt.batches(n)):
         if i >= total:
             break
-        if opt.comm is not None:
-            opt.comm.check_consensus(idx, i)
         ii = opt.torch.as_tensor(idx, dtype=opt.torch.long)
         opt.step(X[ii], y[ii])
         if progress and (i % max(1, total // 10) == 0 or i == total - 1):
