@@ -1,7 +1,7 @@
 """Rules for the execution target of a training (DPS80x): where it runs, never what it guarantees.
 
-DPS805 (backend unavailable) and DPS806 (ranks drew different batches) are raised at run time by
-:mod:`dpspec.distributed.comm`; they are listed here so that the catalogue documents them.
+DPS805 (backend unavailable), DPS806 (ranks drew different batches) and DPS807 (the run is not the
+recorded target) are raised at run time by :mod:`dpspec.distributed.comm`; they are listed here so that the catalogue documents them.
 """
 
 from __future__ import annotations
@@ -89,3 +89,7 @@ register_front_end("DPS806", "the ranks drew different global batches", "run",
                    bad="(see tests/distributed/test_distributed_training.py)", good=GOOD,
                    explanation="Every rank must draw the same global batch (same seed); an all-reduced digest "
                                "checks it at every step. Otherwise the sampling is not the declared one.")
+register_front_end("DPS807", "the run does not match the recorded execution target", "run",
+                   bad="(see tests/distributed/test_execution_spec.py)", good=GOOD,
+                   explanation="Comm.check_target(certificate_result.execution) compares the process group with the "
+                               "certificate's workers and backend, so that the certificate documents the real run.")

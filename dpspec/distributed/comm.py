@@ -94,6 +94,23 @@ class Comm:
     def distributed(self) -> bool:
         return self.world_size > 1
 
+    def check_target(self, execution) -> None:
+        """Raise DPS807 unless this process group is the certificate's execution target
+        (``TargetCertificate.execution`` or the IR ``Execution``; ``None`` accepts anything).
+
+        A mismatch does not change the privacy analysis (it never depends on the target); it means
+        the run is not the one the certificate documents, which a reviewer should know."""
+        if execution is None:
+            return
+        target = getattr(execution, "target", None) or getattr(execution, "kind", None)
+        workers = 1 if target == "single" else int(execution.workers)
+        backend = None if target == "single" else execution.backend
+        if self.world_size != workers or (backend is not None and self.world_size > 1 and backend != self.backend):
+            raise DistributedSoundnessError(
+                f"the certificate records {target}(workers = {workers}, backend = {backend}) but this run has "
+                f"{self.world_size} process(es) on {self.backend}", rule="DPS807",
+                hint="launch with torchrun --nproc_per_node matching `workers`, or recompile the spec")
+
     # --- sharding -------------------------------------------------------------------------------
 
     def shard(self, idx):

@@ -69,3 +69,14 @@ def test_nccl_without_gpus_is_a_warning_with_a_hint(monkeypatch):
     monkeypatch.setattr(rules_distributed, "cuda_visible", lambda: True)
     s, r = _rules(rule_spec("distributed(workers = 4, backend = nccl)"))
     assert s.ok and "DPS803" not in r
+
+
+def test_runtime_target_check():
+    from dpspec.distributed.comm import Comm, DistributedSoundnessError
+
+    e = dpspec.compile(dpspec.load(SPEC)).certificate.results[0].execution
+    Comm(0, 2, "gloo").check_target(e)
+    Comm(1, 2, "gloo").check_target(None)
+    for bad in (Comm(0, 1, "gloo"), Comm(0, 2, "nccl"), Comm(0, 4, "gloo")):
+        with pytest.raises(DistributedSoundnessError, match="DPS807"):
+            bad.check_target(e)
