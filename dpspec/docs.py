@@ -85,6 +85,13 @@ def language_markdown() -> str:
     out += table("`slices`", SLICES)
     out += table("`data`", DATA)
     out += table("`prior` (one or a list)", WORLDS)
+    from dpspec.lower.lowering import EXECUTIONS
+
+    out += table("`execution` (train blocks)", EXECUTIONS,
+                 "Where a training runs, never what it guarantees: `backend` is `gloo` (CPU, the default) or "
+                 "`nccl` (GPUs). The certificate records the target and every other number is computed without "
+                 "it. Example: `execution distributed(workers = 2, backend = gloo)`, launched with `torchrun "
+                 "--nproc_per_node=2` (see docs/distributed.md). DP-SGD-family mechanisms only (DPS804).")
     out += ["### `secret`", "", "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "
             "`secret race` (values read from the data).", "",
             "### `pairs`", "", "`pairs all_distinct` (default) or `pairs [(White, Black), (White, Other)]`.", "",

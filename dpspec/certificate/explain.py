@@ -88,4 +88,7 @@ def explain_result(r: TargetCertificate) -> list[str]:
         lines.append(f"Calibration: {n.calibration}")
     for w in r.warnings:
         lines.append(f"Warning:   {w}")
+    if r.execution is not None and r.execution.target == "distributed":
+        e = r.execution
+        lines.append(f"Runs on:   {e.workers} workers ({e.backend}); {e.noise}; privacy analysis unchanged")
     return lines

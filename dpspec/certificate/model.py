@@ -140,6 +140,19 @@ class Numerics(_M):
     calibration: Optional[str] = None
 
 
+class ExecutionRecord(_M):
+    """Where a training is meant to run (the spec's ``execution`` setting). Recorded, never used by the
+    analysis: the compiler computes every other field with the setting removed, and the distributed
+    runtime keeps the certified mechanism (``sampling``, ``noise``; proof in docs/distributed.md)."""
+
+    target: Literal["single", "distributed"]
+    workers: int
+    backend: str
+    sampling: str
+    noise: str
+    privacy_analysis: str
+
+
 class TargetCertificate(_M):
     name: str
     kind: Literal["release", "train", "compose"]
@@ -152,6 +165,7 @@ class TargetCertificate(_M):
     numerics: Numerics
     sensitivity: Optional[SensitivityRecord] = None
     warnings: list[str] = Field(default_factory=list)
+    execution: Optional[ExecutionRecord] = None
 
 
 class Certificate(_M):

@@ -109,7 +109,25 @@ def verify(doc, *, raise_on_error: bool = True, data: dict | None = None) -> Ver
     _recompile(cert, rep, data)
     _formulas(cert, rep)
     _swm_checks(cert, rep)
+    _execution_checks(cert, rep)
     return _finish(rep, raise_on_error)
+
+
+def _execution_checks(cert: Certificate, rep: VerifyReport) -> None:
+    """The recorded execution target is well formed (the recompilation above already checked that
+    it is the spec's and that every privacy number was computed without it)."""
+    for r in cert.results:
+        e = r.execution
+        if e is None:
+            continue
+        if e.target == "distributed" and (e.workers < 1 or e.backend not in ("gloo", "nccl")):
+            rep.fail(f"{r.name}: execution target distributed(workers = {e.workers}, backend = {e.backend}) "
+                     "is not a valid target")
+        elif r.kind != "train":
+            rep.fail(f"{r.name}: an execution target is recorded on a {r.kind} result")
+        else:
+            rep.checks.append(f"{r.name}: execution target {e.target}({e.workers} × {e.backend}) recorded; "
+                              "the privacy analysis does not depend on it")
 
 
 def _finish(rep: VerifyReport, raise_on_error: bool) -> VerifyReport:

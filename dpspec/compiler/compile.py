@@ -357,7 +357,29 @@ def _compile_gcon(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     return CompiledTarget(t.name, "train", record, mech)
 
 
+EXECUTION_SAMPLING = ("every rank draws the same global batch by the declared sampling over the whole dataset "
+                      "(shared seed, digest checked at every step) and clips its contiguous shard before the "
+                      "all-reduce")
+EXECUTION_NOISE = ("N(0, σ²C² I) drawn once per step on rank 0 and added to its share before the all-reduce SUM; "
+                   "the other ranks add none")
+
+
+def _with_execution(c: CompiledTarget, e: ir.Execution) -> CompiledTarget:
+    """Record the execution target; every other field was computed without it."""
+    from dpspec.certificate.model import ExecutionRecord
+
+    dist = e.kind == "distributed"
+    rec = ExecutionRecord(target=e.kind, workers=e.workers if dist else 1, backend=e.backend if dist else "none",
+                          sampling=EXECUTION_SAMPLING if dist else "single process",
+                          noise=EXECUTION_NOISE if dist else "single process",
+                          privacy_analysis="independent of the execution target: computed with it removed")
+    c.certificate = c.certificate.model_copy(update={"execution": rec})
+    return c
+
+
 def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+    if t.execution is not None:  # where it runs never changes what it guarantees
+        return _with_execution(_compile_training(ctx, t.model_copy(update={"execution": None}), data), t.execution)
     if t.mechanism == "gcon":
         return _compile_gcon(ctx, t, data)
     if t.mechanism != "dpsgd":

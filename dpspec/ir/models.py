@@ -474,6 +474,19 @@ class SplitSpec(Node):
     seed: int = 0
 
 
+class Execution(Node):
+    """Where a training runs — never what it guarantees. ``single``: one process. ``distributed``:
+    data-parallel over ``torch.distributed`` with ``workers`` processes and the collective
+    ``backend`` (``gloo`` on CPU, ``nccl`` on GPUs). Every target runs the same mechanism: the global
+    batch is drawn by the declared sampling over the whole dataset, each example is clipped before
+    the all-reduce, and N(0, σ²C² I) is added once per step (docs/distributed.md), so the privacy
+    analysis is computed without looking at this node and the certificate only records it."""
+
+    kind: Literal["single", "distributed"]
+    workers: int = 1
+    backend: str = "gloo"
+
+
 class Training(Node):
     """Iterative private training by a mechanism, protecting a scenario or unit."""
 
@@ -495,6 +508,7 @@ class Training(Node):
     pseudo_labels: Optional[bool] = None
     split: Optional[SplitSpec] = None
     inference: Optional[Literal["private_graph", "public_graph"]] = None
+    execution: Optional[Execution] = None
 
 
 class Composition(Node):

@@ -182,6 +182,12 @@ SPLITS = {
     "planetoid": Signature((P("per_class", I), P("seed", I)), example="planetoid(per_class = 20, seed = 0)"),
 }
 
+EXECUTIONS = {
+    "single": Signature((), example="single"),
+    "distributed": Signature((P("workers", I, True), P("backend", V.label)),
+                             example="distributed(workers = 2, backend = gloo)"),
+}
+
 WORLDS = {
     "empirical": Signature((), example="empirical"),
     "balanced": Signature((P("seed", I),), example="balanced(seed = 1)"),
@@ -258,6 +264,8 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("split", "which nodes are labelled for training", "split planetoid(per_class = 20, seed = 0)"),
         Setting("inference", "how predictions use the graph: private_graph or public_graph", "inference private_graph"),
         Setting("description", "free text", 'description "..."'),
+        Setting("execution", "where it runs (not what it guarantees): single or distributed(workers, backend)",
+                "execution distributed(workers = 2, backend = gloo)"),
     ),
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
@@ -492,6 +500,7 @@ class Lowerer(Reporter):
             self.convert(got, "learning_rate", V.number, sched, sspans),
             self.convert(got, "momentum", V.number, sched, sspans),
         ]
+        r.append(self.convert(got, "execution", execution, fields, fspans))
         nm = got.get("noise_multiplier")
         if nm is not None:
             x = V.number(self, nm.value)
@@ -538,6 +547,10 @@ def _kind_node(r: Reporter, v, table, what, cls):
     if x is FAIL:
         return FAIL
     return from_args(cls, v, x[1], kind=x[0])
+
+
+def execution(r: Reporter, v):
+    return _kind_node(r, v, EXECUTIONS, "execution target", ir.Execution)
 
 
 def loss(r: Reporter, v):

@@ -74,7 +74,7 @@ class DpSgd:
 
     # --- one private step ---------------------------------------------------------------------------
 
-    def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int, generator=None):
+    def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int, generator=None, comm=None):
         """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
 
         Per-example gradients and clipping come from :mod:`dpspec.mechanisms.per_example` (torch.func
@@ -97,6 +97,13 @@ class DpSgd:
         if cs.nonfinite:
             summed = {k: torch.full_like(v, float("nan")) for k, v in summed.items()}
         denom = self.expected_batch(n)
+        if comm is not None:
+            # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
+            # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
+            std = self.noise_std
+            reduced = comm.noisy_sum(summed, lambda i, s: torch.normal(0.0, std, size=s.shape, generator=generator,
+                                                                       dtype=s.dtype))
+            return {k: v / denom for k, v in reduced.items()}
         out = {}
         for k, s in summed.items():
             noise = torch.normal(0.0, self.noise_std, size=s.shape, generator=generator, dtype=s.dtype)
@@ -106,8 +113,11 @@ class DpSgd:
     # --- a whole run -------------------------------------------------------------------------------
 
     def train(self, model, X, y, loss_fn: Callable | None = None, *, seed: int | None = None,
-              progress: bool = False, steps: int | None = None) -> TrainingReport:
-        """Train ``model`` in place on tensors (X, y) for the certified number of steps."""
+              progress: bool = False, steps: int | None = None, comm=None) -> TrainingReport:
+        """Train ``model`` in place on tensors (X, y) for the certified number of steps.
+
+        ``comm`` (a :class:`dpspec.distributed.Comm`): run data-parallel — every rank draws the same
+        global batch, clips its shard, and the noise is added once per step (docs/distributed.md)."""
         import torch
 
         if loss_fn is None:
@@ -120,9 +130,16 @@ class DpSgd:
         total = self.steps if steps is None else min(steps, self.steps)
         rep = TrainingReport(steps=total, noise_std=self.noise_std)
         names = [k for k, p in model.named_parameters() if p.requires_grad]
+        if comm is not None:
+            comm.broadcast_parameters(model)
         for t, idx in enumerate(self.batches(n, rng, total)):
-            xb, yb = X[idx], y[idx]
-            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen)
+            if comm is not None:
+                comm.check_consensus(idx, t)
+                local = comm.shard(idx)
+                xb, yb = X[local], y[local]
+            else:
+                xb, yb = X[idx], y[idx]
+            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm)
             if not all(torch.isfinite(g).all() for g in grads.values()):
                 rep.skipped_nonfinite.append(t)  # recorded, never silent: the step is dropped
                 continue

@@ -118,7 +118,7 @@ class TrainResult:
 class RelationalTrainer:
     """Alg. 3 on a degree-capped private graph."""
 
-    def __init__(self, graph: RelationalGraph, encoder, cfg: TrainConfig, use_ghost: bool = True):
+    def __init__(self, graph: RelationalGraph, encoder, cfg: TrainConfig, use_ghost: bool = True, comm=None):
         if cfg.degree_cap < 1:
             raise RelationalSoundnessError("degree_cap must be >= 1", rule="DPS607")
         if max_degree(graph.edges, graph.num_nodes) > cfg.degree_cap:
@@ -148,6 +148,12 @@ class RelationalTrainer:
         gc = GhostClipper(encoder.module)
         self.ghost = gc if (use_ghost and gc.supports) else None
         self.result = TrainResult()
+        # dpspec.distributed.Comm: the capped graph and each step's tuples are global (same seed on
+        # every rank); a rank clips its contiguous shard of the tuples, the noise is added once (rank 0)
+        self.comm = comm
+        self.shards: list = []  # with comm: (step, global positive rows of this rank's tuples)
+        if comm is not None:
+            comm.broadcast_parameters(list(self.params.values()))
 
     def sample(self) -> TupleBatch:
         pos = self.sampler()
@@ -157,15 +163,27 @@ class RelationalTrainer:
         cfg = self.cfg
         batch = self.sample() if batch is None else batch
         b_exp = self.rate * self.graph.num_edges
+        comm, gsize = self.comm, batch.size
+        if comm is not None:
+            comm.check_consensus(np.concatenate([batch.pos.ravel(), batch.neg.ravel()]), self.result.steps)
         params = {k: v.detach() for k, v in self.params.items()}
         shapes = [(k, v.shape, v.numel()) for k, v in params.items()]
         if cfg.private:
             P = sum(num for _, _, num in shapes)
+            t_global = None
+            if comm is not None and batch.size:
+                # thresholds on the GLOBAL batch (FREQ-CLIP depends on all tuples), then shard
+                t_global = tuple_thresholds(batch, cfg.clipping, cfg.clip, cfg.degree_cap, cfg.k_neg)
+                lo, hi = comm.bounds(batch.size)
+                t_global = t_global[lo:hi]
+                batch = TupleBatch(batch.pos[lo:hi], batch.neg[lo:hi], batch.side[lo:hi])
+                self.shards.append((self.result.steps, batch.pos.copy()))
             if batch.size == 0:
                 total = torch.zeros(P)
                 loss_val = float("nan")
             else:
-                t = tuple_thresholds(batch, cfg.clipping, cfg.clip, cfg.degree_cap, cfg.k_neg)
+                t = (tuple_thresholds(batch, cfg.clipping, cfg.clip, cfg.degree_cap, cfg.k_neg)
+                     if t_global is None else t_global)
 
                 def factors(norms):
                     return torch.as_tensor(clip_factors(norms.detach().numpy(), t),
@@ -184,8 +202,17 @@ class RelationalTrainer:
                                                 cfg.margin, cfg.chunk)
                     total = (g * factors(g.norm(dim=1))[:, None]).sum(0)
                 loss_val = float(losses.mean())
-            noise = torch.randn(total.shape) * (cfg.sigma * cfg.clip)
-            upd = (total + noise) / b_exp
+            if comm is not None:
+                sc = cfg.sigma * cfg.clip
+                lsum = torch.tensor([0.0 if batch.size == 0 else loss_val * batch.size, float(batch.size)],
+                                    dtype=total.dtype)
+                (total,) = comm.noisy_sum([total], lambda i, v: torch.randn(v.shape) * sc)
+                comm.all_reduce_sum(lsum)  # reporting only
+                loss_val = float(lsum[0] / lsum[1]) if gsize else float("nan")
+                upd = total / b_exp
+            else:
+                noise = torch.randn(total.shape) * (cfg.sigma * cfg.clip)
+                upd = (total + noise) / b_exp
         else:
             if batch.size == 0:
                 return float("nan")
@@ -200,7 +227,7 @@ class RelationalTrainer:
             off += num
         self.opt.step()
         self.result.losses.append(loss_val)
-        self.result.batch_sizes.append(batch.size)
+        self.result.batch_sizes.append(gsize if comm is not None else batch.size)
         self.result.steps += 1
         return loss_val
 

@@ -67,10 +67,12 @@ class PrivateSgdEngine:
     """
 
     def __init__(self, model, plan: SrppSgdPlan, noise_std, loss_fn: Callable | None = None, *,
-                 seed: int | None = None, method: str = "auto"):
+                 seed: int | None = None, method: str = "auto", comm=None):
         import torch
 
         from dpspec.mechanisms.per_example import trainable_parameters
+
+        self.comm = comm  # dpspec.distributed.Comm: step() clips this rank's shard, noise once on rank 0
 
         self.torch = torch
         self.model = model
@@ -114,7 +116,14 @@ class PrivateSgdEngine:
         """Index arrays for the remaining steps, drawn as the accountant assumes."""
         s = self.plan.sampling
         n = s.dataset_size if n is None else n
+        if self.comm is not None:  # every rank must hold the same global batch (DPS806)
+            return self._checked(s.batches(n, self.rng, self.plan.steps - self.t))
         return s.batches(n, self.rng, self.plan.steps - self.t)
+
+    def _checked(self, it):
+        for idx in it:
+            self.comm.check_consensus(idx, self.t)
+            yield idx
 
     @property
     def remaining(self) -> int:
@@ -150,6 +159,10 @@ class PrivateSgdEngine:
             self.report.batch_sizes.append(0)
             self.t += 1
             return None
+        comm = self.comm
+        if comm is not None:  # (xb, yb) is the global batch; clip this rank's contiguous shard
+            lo, hi = comm.bounds(B)
+            xb, yb = xb[lo:hi], yb[lo:hi]
         cs = clipped_grad_sum(self.model, self.loss_fn, xb, yb, clip=self.plan.clip,
                               per_layer_clips=self.plan.per_layer_clips, method=self.method)
         self.report.method = cs.method
@@ -158,7 +171,12 @@ class PrivateSgdEngine:
         denom = float(B) if s.normalizer == 0.0 else s.normalizer
         std = self.noise_std[t]
         grads = []
-        for j, (k, p) in enumerate(zip(self.names, self.tensors)):
+        if comm is not None:
+            def noise(j, v):
+                sd = float(std[j]) if np.ndim(std) else float(std)
+                return sd * torch.randn(v.shape, generator=self.gen, dtype=v.dtype)
+            grads = comm.noisy_sum([cs.sums[k] / denom for k in self.names], noise)
+        for j, (k, p) in enumerate(zip(self.names, self.tensors) if comm is None else ()):
             sd = float(std[j]) if np.ndim(std) else float(std)
             noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
             grads.append(cs.sums[k] / denom + sd * noise)
@@ -188,21 +206,25 @@ class SrppSgdOptimizer(PrivateSgdEngine):
     """SRPP-SGD step by step in your own loop; the noise comes from the calibration (DPS508 checks)."""
 
     def __init__(self, model, plan: SrppSgdPlan, calibration: SRPPSGDCalibration, loss_fn: Callable | None = None,
-                 *, seed: int | None = None, method: str = "auto"):
+                 *, seed: int | None = None, method: str = "auto", comm=None):
         if calibration.sampling and calibration.sampling != plan.sampling.describe():
             raise SrppSoundnessError("the calibration was computed for a different sampling scheme", rule="DPS508",
                                      hint="calibrate the plan you train with")
         self.calibration = calibration
-        super().__init__(model, plan, plan.gradient_noise_std(calibration), loss_fn, seed=seed, method=method)
+        super().__init__(model, plan, plan.gradient_noise_std(calibration), loss_fn, seed=seed, method=method,
+                         comm=comm)
 
 
 def train_srpp_sgd(model, X, y, plan: SrppSgdPlan, calibration: SRPPSGDCalibration, loss_fn: Callable | None = None,
                    *, seed: int | None = None, method: str = "auto", steps: int | None = None,
-                   progress: bool = False) -> TrainingReport:
-    """Train ``model`` in place on tensors (X, y) for the certified number of steps (or fewer)."""
+                   progress: bool = False, comm=None) -> TrainingReport:
+    """Train ``model`` in place on tensors (X, y) for the certified number of steps (or fewer).
+    ``comm``: data-parallel over a :class:`dpspec.distributed.Comm` (docs/distributed.md)."""
     import time
 
-    opt = SrppSgdOptimizer(model, plan, calibration, loss_fn, seed=seed, method=method)
+    if comm is not None:
+        comm.broadcast_parameters(model)
+    opt = SrppSgdOptimizer(model, plan, calibration, loss_fn, seed=seed, method=method, comm=comm)
     return _run(opt, X, y, steps, progress, time.perf_counter())
 
 
