@@ -515,7 +515,8 @@ def check_unused_settings(ctx: Context):
                          "sensitivity": "sensitivity", "degree_cap": "degree_cap", "model": "model",
                          "propagation": "propagation", "loss": "loss", "regularization": "regularization",
                          "encoder": "encoder", "pseudo_labels": "pseudo_labels", "split": "split",
-                         "inference": "inference"}
+                         "inference": "inference", "discrepancy": "discrepancy", "lr_schedule": "lr_schedule",
+                         "noise_units": "noise_units", "accountant": "accountant"}
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
         m = MECHANISMS[t.mechanism]
         if not m.settings:

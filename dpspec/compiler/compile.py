@@ -377,11 +377,21 @@ def _with_execution(c: CompiledTarget, e: ir.Execution) -> CompiledTarget:
     return c
 
 
+def _compile_srpp(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+    from dpspec.compiler.srpp_train import compile_srpp, srpp_dataset_size
+
+    protected, d, _u = _protected(ctx, t)
+    record, mech = compile_srpp(ctx, t, protected, srpp_dataset_size(ctx, t, d, data))
+    return CompiledTarget(t.name, "train", record, mech)
+
+
 def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if t.execution is not None:  # where it runs never changes what it guarantees
         return _with_execution(_compile_training(ctx, t.model_copy(update={"execution": None}), data), t.execution)
     if t.mechanism == "gcon":
         return _compile_gcon(ctx, t, data)
+    if t.mechanism == "srpp_sgd":
+        return _compile_srpp(ctx, t, data)
     if t.mechanism != "dpsgd":
         _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism")
     from dpspec import accounting as acc
@@ -578,6 +588,10 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     if len(parts) != len(c.parts):
         missing = [p for p in c.parts if p not in done]
         _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts")
+    if all(p.certificate.mechanism.name == "srpp_sgd" for p in parts):
+        from dpspec.compiler.srpp_train import compose_srpp
+
+        return CompiledTarget(c.name, "compose", compose_srpp(c, parts), None)
     g = c.guarantee
     first = parts[0].certificate
     alphas = parts[0].rdp_alphas

@@ -487,6 +487,30 @@ class Execution(Node):
     backend: str = "gloo"
 
 
+class DiscrepancySpec(Node):
+    """How many records the secret can change between coupled worlds (SRPP-SGD, Zhang & Vorobeychik
+    App. D): ``localized(d_max)``, ``label_flip(differing)``, ``iid(tv, tail_delta)`` or
+    ``monte_carlo(flip, draws, gamma, tail_delta, seed)``."""
+
+    kind: Literal["localized", "label_flip", "iid", "monte_carlo"]
+    d_max: Optional[int] = None
+    differing: Optional[int] = None
+    tv: Optional[float] = None
+    tail_delta: Optional[float] = None
+    flip: Optional[float] = None
+    draws: int = 2000
+    gamma: float = 0.05
+    seed: int = 0
+
+
+class LrScheduleSpec(Node):
+    """Step sizes: ``constant`` or ``cosine(warmup, final)`` (warm-up fraction, final rate)."""
+
+    kind: Literal["constant", "cosine"]
+    warmup: float = 0.0
+    final: float = 0.0
+
+
 class Training(Node):
     """Iterative private training by a mechanism, protecting a scenario or unit."""
 
@@ -509,6 +533,10 @@ class Training(Node):
     split: Optional[SplitSpec] = None
     inference: Optional[Literal["private_graph", "public_graph"]] = None
     execution: Optional[Execution] = None
+    discrepancy: Optional[DiscrepancySpec] = None
+    lr_schedule: Optional[LrScheduleSpec] = None
+    noise_units: Optional[Literal["gradient", "parameter"]] = None
+    accountant: Optional[Literal["huc", "sa_huc", "amplified"]] = None
 
 
 class Composition(Node):

@@ -188,6 +188,25 @@ EXECUTIONS = {
                              example="distributed(workers = 2, backend = gloo)"),
 }
 
+DISCREPANCIES = {
+    "localized": Signature((P("d_max", I, True),), example="localized(d_max = 20)",
+                           doc="the secret changes at most d_max records (SRPP-SGD, App. D.4)"),
+    "label_flip": Signature((P("differing", I, True, aliases=("delta",)),), example="label_flip(differing = 20)",
+                            doc="two fixed datasets, one per secret, differing in exactly Δ records (App. W.3)"),
+    "iid": Signature((P("tv", N, True), P("tail_delta", N)), example="iid(tv = 0.01, tail_delta = 1e-7)",
+                     doc="i.i.d. records whose per-record conditionals differ by total variation τ (App. D.3)"),
+    "monte_carlo": Signature((P("flip", N, True), P("draws", I), P("gamma", N), P("tail_delta", N), P("seed", I)),
+                             example="monte_carlo(flip = 0.01, draws = 2000, gamma = 0.05)",
+                             doc="simulated couplings with record-wise mismatch probability `flip`; finite-sample "
+                                 "caps of App. D.2 (Lemma D.1/D.2)"),
+}
+
+LR_SCHEDULES = {
+    "constant": Signature((), example="constant"),
+    "cosine": Signature((P("warmup", N), P("final", N)), example="cosine(warmup = 0.05, final = 0.0)",
+                        doc="linear warm-up over a fraction of the steps, then cosine decay"),
+}
+
 WORLDS = {
     "empirical": Signature((), example="empirical"),
     "balanced": Signature((P("seed", I),), example="balanced(seed = 1)"),
@@ -266,6 +285,11 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("description", "free text", 'description "..."'),
         Setting("execution", "where it runs (not what it guarantees): single or distributed(workers, backend)",
                 "execution distributed(workers = 2, backend = gloo)"),
+        Setting("discrepancy", "how many records the secret can change (SRPP-SGD)", "discrepancy label_flip(differing = 20)"),
+        Setting("lr_schedule", "learning-rate schedule (SRPP-SGD)", "lr_schedule cosine(warmup = 0.05)"),
+        Setting("noise_units", "where the certified σ lives: gradient or parameter (SRPP-SGD)", "noise_units gradient"),
+        Setting("accountant", "SRPP-SGD accountant: huc, sa_huc or amplified (default from the guarantee)",
+                "accountant huc"),
     ),
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
@@ -501,6 +525,16 @@ class Lowerer(Reporter):
             self.convert(got, "momentum", V.number, sched, sspans),
         ]
         r.append(self.convert(got, "execution", execution, fields, fspans))
+        r += [
+            self.convert(got, "discrepancy", lambda r, v: _kind_node(r, v, DISCREPANCIES, "discrepancy model",
+                                                                     ir.DiscrepancySpec), fields, fspans),
+            self.convert(got, "lr_schedule", lambda r, v: _kind_node(r, v, LR_SCHEDULES, "learning-rate schedule",
+                                                                     ir.LrScheduleSpec), fields, fspans),
+            self.convert(got, "noise_units", lambda r, v: V.name(r, v, ("gradient", "parameter"), "noise units"),
+                         fields, fspans),
+            self.convert(got, "accountant", lambda r, v: V.name(r, v, ("huc", "sa_huc", "amplified"), "accountant"),
+                         fields, fspans),
+        ]
         nm = got.get("noise_multiplier")
         if nm is not None:
             x = V.number(self, nm.value)

@@ -67,8 +67,9 @@ MECHANISMS: dict[str, MechanismDecl] = {
         notions=("srpp",),
         summary="SRPP-SGD with the History-Uniform Cap accountants",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
-        available=False,
-        unavailable_reason="SRPP-SGD is not part of this build yet",
+        settings=("protect", "mechanism", "sampling", "clipping", "steps", "epochs", "learning_rate", "momentum",
+                  "lr_schedule", "noise_units", "accountant", "discrepancy", "dataset_size", "guarantee",
+                  "model", "execution", "description"),
     ),
     "relational_dpsgd": MechanismDecl(
         name="relational_dpsgd",
