@@ -13,6 +13,8 @@ practice, while the certificate keeps the original numbers:
   effect of an estimator that under-reports the sliced Wasserstein sensitivity.
 * ``gcon``: ``noise_scaled`` — the runtime configuration calibrated for ε / ``factor`` (less
   objective and output noise than certified).
+* ``srpp_sgd``: ``noise_scaled`` — σ × ``factor`` in the calibration the optimizer reads (what the
+  paper's 1/η noise-unit slip does to a parameter-units run with step size η = ``factor``).
 
 ``mutants(compiled, name)`` returns {label: mechanism} with the default factors below, strong enough
 to be detectable by the default audit sizes; ``mutate(mechanism, kind, factor)`` builds one.
@@ -31,6 +33,7 @@ DEFAULT_FACTORS: dict[str, dict[str, float]] = {
     "dpsgd": {"noise_scaled": 0.25, "no_clipping": 1.0, "rate_misreported": 10.0},
     "swm": {"delta_underestimated": 0.2},
     "gcon": {"noise_scaled": 1e-3},
+    "srpp_sgd": {"noise_scaled": 0.25},
 }
 
 
@@ -104,6 +107,11 @@ def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
                 n = mechanism.dataset_size
                 return dataclasses.replace(mechanism, batch_size=float(min(n, math.ceil(mechanism.batch_size * k))))
             raise ValueError("the trainer already uses every record at every step: no sampling rate to misreport")
+    from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+
+    if isinstance(mechanism, SrppSgdMechanism) and kind == "noise_scaled":
+        cal = mechanism.calibration
+        return dataclasses.replace(mechanism, calibration=dataclasses.replace(cal, sigma2=cal.sigma2 * f("srpp_sgd") ** 2))
     if isinstance(mechanism, SwmRelease) and kind == "delta_underestimated":
         return _swm_scaled(mechanism, f("swm"))
     if isinstance(mechanism, GconMechanism) and kind == "noise_scaled":

@@ -225,7 +225,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
         guarantee=guarantee, assumptions=asm, formulas=formulas, numerics=numerics, warnings=warnings)
     from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
 
-    return record, SrppSgdMechanism(name=t.name, plan=plan, calibration=cal)
+    return record, SrppSgdMechanism(name=t.name, plan=plan, calibration=cal, discrepancy=model)
 
 
 def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:

@@ -19,6 +19,7 @@ class SrppSgdMechanism:
     name: str
     plan: Any          # dpspec.srpp.SrppSgdPlan
     calibration: Any   # dpspec.accounting.huc.SRPPSGDCalibration
+    discrepancy: Any = None  # dpspec.srpp.DiscrepancyModel the caps were computed from
 
     @property
     def steps(self) -> int:
