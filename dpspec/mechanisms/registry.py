@@ -79,8 +79,8 @@ MECHANISMS: dict[str, MechanismDecl] = {
         notions=("dp", "rdp"),
         summary="relational DP-SGD with entity-level privacy and coupled sampling",
         source="Huang et al., Differentially Private Relational Learning with Entity-level Privacy Guarantees",
-        available=False,
-        unavailable_reason="relational DP-SGD is not part of this build yet",
+        settings=("protect", "mechanism", "sampling", "degree_cap", "clipping", "loss", "encoder", "split", "steps",
+                  "epochs", "learning_rate", "noise", "guarantee", "execution", "description"),
     ),
     "gcon": MechanismDecl(
         name="gcon",
