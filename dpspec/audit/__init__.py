@@ -27,7 +27,7 @@ from .api import AuditError, AuditReport, audit, load_subject
 from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, Claim, register_auditor, run_target
 from .stats import cp_lower, cp_upper, epsilon_from_rates, epsilon_lower_bound, max_certifiable_epsilon
 
-from . import dpsgd, gaussian, gcon, srpp, swm  # noqa: E402,F401  (register the built-in auditors; torch stays lazy)
+from . import dpsgd, gaussian, gcon, relational, srpp, swm  # noqa: E402,F401  (register the built-in auditors; torch stays lazy)
 
 __all__ = [
     "audit", "AuditReport", "AuditResult", "AuditError", "load_subject",

@@ -13,6 +13,9 @@ practice, while the certificate keeps the original numbers:
   effect of an estimator that under-reports the sliced Wasserstein sensitivity.
 * ``gcon``: ``noise_scaled`` — the runtime configuration calibrated for ε / ``factor`` (less
   objective and output noise than certified).
+* ``relational_dpsgd``: ``noise_scaled`` — σ × ``factor``; ``no_clipping`` — per-tuple gradients
+  summed unclipped (the noise is still σ·C). The unsound FREQ-CLIP claim (Prop 4.1) is refused by the
+  compiler (DPS601) and its counterexample is tested against the sensitivity functions directly.
 * ``srpp_sgd``: ``noise_scaled`` — σ × ``factor`` in the calibration the optimizer reads (what the
   paper's 1/η noise-unit slip does to a parameter-units run with step size η = ``factor``).
 
@@ -34,6 +37,7 @@ DEFAULT_FACTORS: dict[str, dict[str, float]] = {
     "swm": {"delta_underestimated": 0.2},
     "gcon": {"noise_scaled": 1e-3},
     "srpp_sgd": {"noise_scaled": 0.25},
+    "relational_dpsgd": {"noise_scaled": 0.25, "no_clipping": 1.0},
 }
 
 
@@ -107,7 +111,14 @@ def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
                 n = mechanism.dataset_size
                 return dataclasses.replace(mechanism, batch_size=float(min(n, math.ceil(mechanism.batch_size * k))))
             raise ValueError("the trainer already uses every record at every step: no sampling rate to misreport")
+    from dpspec.mechanisms.relational import RelationalMechanism
     from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+
+    if isinstance(mechanism, RelationalMechanism):
+        if kind == "noise_scaled":
+            return dataclasses.replace(mechanism, sigma=mechanism.sigma * f("relational_dpsgd"))
+        if kind == "no_clipping":  # every tuple keeps its full gradient (thresholds of +inf)
+            return dataclasses.replace(mechanism, clipping="none")
 
     if isinstance(mechanism, SrppSgdMechanism) and kind == "noise_scaled":
         cal = mechanism.calibration
