@@ -174,13 +174,19 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         conversion="Balle et al. 2020 Thm 21",
         calibration=("Illinois search on σ against every valid accountant (relative tolerance 2e-3), the verified "
                      "upper end is used" if calibrated else "σ given; ε reported"))
+    from dpspec.compiler import formulas as F
+
+    a_best = float(res.dp.best_alpha)
+    formulas = [F.formula("naive_cap", "T*alpha*sens**2/(2*sigma**2)",
+                          {"T": steps, "alpha": a_best, "sens": sens, "sigma": sigma},
+                          value=steps * a_best * sens * sens / (2 * sigma * sigma), check="close")]
     record = TargetCertificate(
         name=t.name, kind="train", protected=protected,
         notion=_notion(g),
         mechanism=MechanismRecord(name="relational_dpsgd", description=(
             "coupled sampling (Poisson positives over capped edges, NEG-SAMPLE-WOR negatives), per-tuple clipping, "
             "Gaussian noise once per step"), parameters=params, calibrated=calibrated),
-        guarantee=guarantee, assumptions=asm, numerics=numerics, warnings=warnings)
+        guarantee=guarantee, assumptions=asm, formulas=formulas, numerics=numerics, warnings=warnings)
     from dpspec.mechanisms.relational import RelationalMechanism
 
     mech = RelationalMechanism(name=t.name, graph=full, split=split, train_graph=tr, sigma=sigma, clip=C,
