@@ -98,7 +98,7 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
                 print(f"  run {tname} ({name}): GCON trained on the generated graph in {time.perf_counter() - t0:.1f} s; "
                       f"test accuracy {run.test_accuracy():.3f} ({run.inference} inference)")
             elif kind == "DpSgd" and tname == "classifier":
-                _train_demo(mech, quiet)
+                _train_demo(mech, quiet, name)
             elif kind == "SrppSgdMechanism" and name.endswith("digits_srpp.dps"):
                 _train_srpp_digits(tname, mech)
             elif kind == "RelationalMechanism" and mech.encoder.kind == "mlp":
@@ -146,7 +146,7 @@ def _train_srpp_digits(tname: str, mech) -> None:
           f"test accuracy {acc:.3f}")
 
 
-def _train_demo(mech, quiet: bool) -> None:
+def _train_demo(mech, quiet: bool, name: str = "") -> None:
     """A few hundred private steps of logistic regression on generated data, vs the same steps non-private."""
     import numpy as np
 
@@ -169,7 +169,7 @@ def _train_demo(mech, quiet: bool) -> None:
     dt = time.perf_counter() - t0
     with torch.no_grad():
         acc = (model(Xt).argmax(1) == yt).float().mean().item()
-    print(f"  run classifier: {steps} private steps (of {mech.steps} certified) in {dt:.1f} s, "
+    print(f"  run classifier ({name}): {steps} private steps (of {mech.steps} certified) in {dt:.1f} s, "
           f"mean batch {np.mean(rep.batch_sizes):.0f}, noise std {mech.noise_std:.3g}; training accuracy {acc:.3f}")
 
 
