@@ -54,11 +54,16 @@ def prepare_graph(t: ir.Training, unit_decl, bound):
     from dpspec.compiler.gcon_train import load_graph
     from dpspec.relational import cap_degrees, from_graph_dataset, node_disjoint_split
 
-    ds = load_graph(unit_decl.data, bound)
     enc = t.encoder or ir.EncoderSpec(kind="mlp")
     missing = enc.missing_text if enc.kind == "minilm" else "error"
-    g = from_graph_dataset(ds, missing_text=missing) if enc.kind == "minilm" or ds.features is None \
-        else _features_only(ds)
+    b = unit_decl.data
+    if isinstance(b, ir.NamedData) and bound and isinstance(bound.get(b.name), dict):
+        g = _from_arrays(b.name, bound[b.name], missing)     # dpspec.compile(spec, data={name: {...}})
+        ds = g
+    else:
+        ds = load_graph(b, bound)
+        g = from_graph_dataset(ds, missing_text=missing) if enc.kind == "minilm" or ds.features is None \
+            else _features_only(ds)
     if enc.kind == "minilm" and g.texts is None:
         from dpspec.accounting.relational import RelationalSoundnessError
 
@@ -69,6 +74,25 @@ def prepare_graph(t: ir.Training, unit_decl, bound):
     tr = split.train
     capped = tr.with_edges(cap_degrees(tr.edges, tr.num_nodes, t.degree_cap, sp.seed))
     return g, split, capped
+
+
+def _from_arrays(name: str, d: dict, missing: str):
+    """A graph given as arrays: ``edges`` (E, 2) node indices, ``features`` (n, f) and/or ``texts``
+    (n strings), optional ``num_nodes``. Self-loops, duplicate and dangling edges are DPS608 errors,
+    never silently dropped (the node and edge counts enter the accountant)."""
+    from dpspec.relational import RelationalGraph
+
+    import numpy as np
+
+    if "edges" not in d:
+        raise ValueError(f"graph `{name}` needs `edges` (an (E, 2) array of node indices)")
+    edges = np.asarray(d["edges"])
+    n = d.get("num_nodes")
+    if n is None:
+        sizes = [len(d[k]) for k in ("features", "texts") if d.get(k) is not None]
+        n = sizes[0] if sizes else int(edges.max()) + 1
+    return RelationalGraph.build(int(n), edges, d.get("features"), d.get("texts"), d.get("labels"), name,
+                                 missing_text=missing)
 
 
 def _features_only(ds):
@@ -166,6 +190,10 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     if p_over > 0:
         warnings.append(f"NEG-SAMPLE-WOR overflow probability {p_over:.3g} over the run is paid from δ "
                         f"(accounted at δ − p = {delta_acc:.6g})")
+    iso = int(full.report.get("isolated_nodes", 0)) if hasattr(full, "report") else 0
+    if iso:
+        warnings.append(f"{iso} isolated node(s) are kept: they count in n and can be drawn as negatives, never as "
+                        "positives")
     warnings.append("hyper-parameters chosen by looking at the private graph are not covered by this certificate")
     numerics = Numerics(
         method="pointwise minimum of the valid accountants' RDP curves (exact sums / quadrature with stated error)",
