@@ -33,8 +33,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from dpspec.accounting.swm import SoundnessError, dkw_radius
-from dpspec.pufferfish.profiles import check_directions
-from dpspec.pufferfish.sensitivity import SensitivityReport, _order, _validate_samples, check_pairs
+from dpspec.pufferfish.sensitivity import SensitivityReport, _order, validated_inputs
 from dpspec.pufferfish.wasserstein import w_inf_dkw_upper_sorted_rows, w_inf_sorted_rows
 
 __all__ = ["dask_sliced_sensitivity_report", "dask_slice_sensitivities"]
@@ -68,18 +67,8 @@ def dask_sliced_sensitivity_report(
     import dask
     import dask.array as da
 
-    U = check_directions(directions)
+    U, samples, pairs = validated_inputs(directions, samples, pairs, estimator, support, rho)
     m, d = U.shape
-    samples = _validate_samples(samples, d)
-    pairs = check_pairs(pairs)
-    if estimator not in ("plugin", "dkw"):
-        raise ValueError(f"estimator must be 'plugin' or 'dkw', got {estimator!r}")
-    if estimator == "dkw":
-        if support is None:
-            raise SoundnessError("the DKW estimator needs declared support bounds of the query output",
-                                 rule="DPS402", hint="declare bounds on the query (e.g. mean(col, lo, hi))")
-        if rho is None or not (0.0 < float(rho) < 1.0):
-            raise ValueError(f"rho (per-band failure probability) must lie in (0, 1), got {rho!r}")
     worlds: dict = {}
     for (w, s) in samples:
         worlds.setdefault(w, []).append(s)

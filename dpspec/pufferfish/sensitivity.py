@@ -118,6 +118,22 @@ def _project_sorted(Z, U: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def validated_inputs(directions, samples, pairs, estimator: str, support, rho):
+    """(U, samples, pairs) checked for the sensitivity estimators (in memory and on Dask)."""
+    U = check_directions(directions)
+    samples = _validate_samples(samples, U.shape[1])
+    pairs = check_pairs(pairs)
+    if estimator not in ("plugin", "dkw"):
+        raise ValueError(f"estimator must be 'plugin' or 'dkw', got {estimator!r}")
+    if estimator == "dkw":
+        if support is None:
+            raise SoundnessError("the DKW estimator needs declared support bounds of the query output",
+                                 rule="DPS402", hint="declare bounds on the query (e.g. mean(col, lo, hi))")
+        if rho is None or not (0.0 < float(rho) < 1.0):
+            raise ValueError(f"rho (per-band failure probability) must lie in (0, 1), got {rho!r}")
+    return U, samples, pairs
+
+
 def sliced_sensitivity_report(
     samples: Mapping[tuple[Hashable, Hashable], Any],
     pairs: Sequence[tuple],
@@ -147,18 +163,8 @@ def sliced_sensitivity_report(
     summation order, so for any BLAS kernel), and rounds the result up, so the reported Δ^u is an
     upper bound on the exact-arithmetic value whatever the chunking (≈1e-14 relative for d = 100).
     """
-    U = check_directions(directions)
+    U, samples, pairs = validated_inputs(directions, samples, pairs, estimator, support, rho)
     m, d = U.shape
-    samples = _validate_samples(samples, d)
-    pairs = check_pairs(pairs)
-    if estimator not in ("plugin", "dkw"):
-        raise ValueError(f"estimator must be 'plugin' or 'dkw', got {estimator!r}")
-    if estimator == "dkw":
-        if support is None:
-            raise SoundnessError("the DKW estimator needs declared support bounds of the query output",
-                                 rule="DPS402", hint="declare bounds on the query (e.g. mean(col, lo, hi))")
-        if rho is None or not (0.0 < float(rho) < 1.0):
-            raise ValueError(f"rho (per-band failure probability) must lie in (0, 1), got {rho!r}")
 
     worlds: dict = {}
     for (w, s) in samples:
