@@ -63,13 +63,14 @@ def language_markdown() -> str:
         lines = [f"### {title}", ""]
         if intro:
             lines += [intro, ""]
-        lines += ["| form | arguments | example |", "|---|---|---|"]
+        lines += ["| form | arguments | meaning | example |", "|---|---|---|---|"]
         for name, sig in tab.items():
             args = ", ".join((p.name + ("" if p.required else "?")) for p in sig.params)
             if sig.variadic is not None:
                 args = (f"{sig.variadic_name}…, " + args) if args else f"{sig.variadic_name}…"
             ex = sig.example.replace("|", "\\|")
-            lines.append(f"| `{name}` | {args or '—'} | `{ex}` |")
+            doc = (getattr(sig, "doc", "") or "").replace("|", "\\|")
+            lines.append(f"| `{name}` | {args or '—'} | {doc} | `{ex}` |")
         return lines + [""]
 
     out += ["## Values of settings", "", "`?` marks an optional argument. A bare name is a call with no arguments.", ""]
@@ -92,6 +93,20 @@ def language_markdown() -> str:
                  "`nccl` (GPUs). The certificate records the target and every other number is computed without "
                  "it. Example: `execution distributed(workers = 2, backend = gloo)`, launched with `torchrun "
                  "--nproc_per_node=2` (see docs/distributed.md). DP-SGD-family mechanisms only (DPS804).")
+    from dpspec.lower.lowering import (DISCREPANCIES, ENCODERS, LOSSES, LR_SCHEDULES, PROPAGATIONS,
+                                       SPLITS)
+
+    out += table("`discrepancy` (srpp_sgd)", DISCREPANCIES,
+                 "How many records the secret can change between the coupled worlds (Zhang & Vorobeychik App. D); "
+                 "with `noise_units gradient|parameter` and `accountant huc|sa_huc|amplified` (default: `sa_huc` "
+                 "for `sa_…` guarantees, else `huc`).")
+    out += table("`lr_schedule` (srpp_sgd)", LR_SCHEDULES)
+    out += table("`encoder`", ENCODERS, "GCON's edge-free encoder, or relational DP-SGD's node encoder.")
+    out += table("`split`", SPLITS)
+    out += table("`loss`", LOSSES)
+    out += table("`propagation` (gcon)", PROPAGATIONS)
+    out += ["### `degree_cap` (relational_dpsgd)", "", "`degree_cap 5`: every node keeps at most K edges "
+            "before training (removing a node then changes at most K capped edges).", ""]
     out += ["### `secret`", "", "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "
             "`secret race` (values read from the data).", "",
             "### `pairs`", "", "`pairs all_distinct` (default) or `pairs [(White, Black), (White, Other)]`.", "",
