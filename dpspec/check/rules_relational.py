@@ -120,14 +120,6 @@ def check_freq_paper(ctx: Context):
                        "per_tuple(C = 1.0)")
 
 
-@rule("DPS607", "a degree cap below 1", bad=spec(cap="degree_cap 0\n  "), good=GOOD,
-      explanation="Degree capping at K ≥ 1 is what bounds how many positive tuples one node can be in.")
-def check_degree_cap(ctx: Context):
-    for t in _rel(ctx):
-        if t.degree_cap is not None and t.degree_cap < 1:
-            yield diag("DPS607", f"degree_cap must be ≥ 1, got {t.degree_cap}", t, "degree_cap", hint="for example 5")
-
-
 register_front_end("DPS606", "negatives do not fit: k_neg × batch exceeds the nodes", "compile",
                    bad=spec(negative="without_replacement(per_positive = 40)", positive="poisson(expected_batch = 200)"),
                    good=GOOD, explanation="NEG-SAMPLE-WOR draws k_neg·|B+| distinct nodes; with more than n it cannot "

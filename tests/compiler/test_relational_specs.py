@@ -65,7 +65,7 @@ def test_standard_clipping_has_sensitivity_k_plus_2():
     (spec(negative="in_batch()"), "DPS603"),
     (spec(negative="content_dependent(per_positive = 4)"), "DPS604"),
     (spec(clip="frequency_adaptive(C = 1.0, bound = paper)"), "DPS601"),
-    (spec(cap="degree_cap 0\n  "), "DPS607"),
+    (spec(cap="degree_cap 0\n  "), "DPS105"),                     # a range error: K ≥ 1
     (spec(cap=""), "DPS611"),
     (spec(positive="without_replacement(batch_size = 32)"), "DPS104"),  # positives must be Poisson
     (spec(clip="flat(C = 1.0)"), "DPS611"),
