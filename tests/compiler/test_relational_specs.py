@@ -148,3 +148,24 @@ def test_duplicate_edges_are_errors():
     with pytest.raises(dpspec.SpecError) as e:
         dpspec.compile(ARRAYS.format(), data={"g": g})
     assert "DPS608" in {d.rule for d in e.value.diagnostics}
+
+
+def test_injected_noise_has_the_certified_scale():
+    """An empty Poisson batch still adds the noise (Alg. 3): with plain SGD at step size 1 the parameter change
+    is −N(0, σ²C²)/b, b the expected batch — measured over every parameter of the encoder."""
+    import numpy as np
+
+    from dpspec.relational.samplers import TupleBatch
+
+    torch.set_num_threads(1)
+    c = dpspec.compile(_noise(spec(), nm=1.3))
+    p = c.certificate.results[0].mechanism.parameters
+    tr = c.mechanism.trainer(seed=0)
+    tr.opt = torch.optim.SGD(list(tr.params.values()), lr=1.0)
+    before = torch.cat([v.detach().flatten().clone() for v in tr.params.values()])
+    empty = TupleBatch(np.zeros((0, 2), np.int64), np.zeros((0, 4), np.int64), np.zeros((0, 4), np.int64))
+    tr.step(empty)
+    after = torch.cat([v.detach().flatten() for v in tr.params.values()])
+    d = (after - before).numpy()
+    want = p["noise_std"] / p["expected_batch"]
+    assert np.std(d) == pytest.approx(want, rel=5 / np.sqrt(2 * d.size))
