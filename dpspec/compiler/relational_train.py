@@ -135,7 +135,8 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             sigma = calibrate_relational_sigma(g.epsilon, delta_acc, config, steps)
             calibrated = True
         else:
-            sigma = float(t.noise.noise_multiplier)
+            nz = t.noise   # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
+            sigma = float(nz.noise_multiplier) if nz.noise_multiplier is not None else float(nz.sigma) / float(t.clipping.C)
             calibrated = False
         res = relational_accountants(config, sigma, steps, delta_acc, SEARCH_ALPHAS)
         sens = node_sensitivity(mode, K, k, negatives)

@@ -149,7 +149,8 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
             else:
                 raise SrppSoundnessError("a noise multiplier (σ/C on the clipped sum) needs gradient noise units and "
                                          "a constant batch normaliser", rule="DPS508",
-                                         hint="give `noise gaussian(sigma = …)` in the declared noise units")
+                                         hint="give a target `epsilon` in the guarantee (dpspec calibrates σ), "
+                                              "or use `noise_units gradient`")
             h, w, _glob, _cap = srpp.plan_caps(plan, model, accountant)
             eps = srpp_sgd_epsilon(sigma * sigma, h, g.alpha, g.flavour, w)
             cal = srpp.calibrate(plan, model, alpha=g.alpha, epsilon=eps, flavour=g.flavour, accountant=accountant)
