@@ -1250,7 +1250,7 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
             if u2 > math.log(1e5):
                 raise ValueError(f"target epsilon {target} needs sigma > 1e5")
             if u2 < math.log(1e-3):
-                return None                   # met already at sigma = 1e-3
+                return u                      # met already at the last (verified) sigma >= 1e-3
             f2 = f(u2, include)
             if (f2 > 0) != (fu > 0):
                 return ((u2, f2), (u, fu)) if f2 > 0 else ((u, fu), (u2, f2))
@@ -1258,8 +1258,8 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
 
     def solve(include, u_start):
         br = bracket(include, u_start)
-        if br is None:
-            return math.log(1e-3)
+        if not isinstance(br, tuple):
+            return br                         # the target is met by every sigma down to 1e-3
         (ul, fl), (uh, fh) = br              # fl > 0 >= fh
         tol = math.log1p(rel_tol)
         side = 0

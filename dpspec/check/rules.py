@@ -544,3 +544,34 @@ def check_delta_vs_n(ctx: Context):
         if n and g.delta >= 1.0 / n and 0 < g.delta < 1:
             yield diag("DPS131", f"delta = {g.delta:g} is not below 1/n = {1 / n:.3g}", g, "delta",
                        hint=f"use delta well below 1/n, e.g. {10 ** math.floor(math.log10(1 / n) - 1):g}")
+
+
+# --- compile-stage accounting rules (raised while calibrating; listed here for `dpspec rules`) -------
+
+_TRAIN = ("privacy people {{ unit {unit}  dataset_size 1000 }}\n"
+          "train t {{ mechanism dpsgd  sampling {sampling}  clipping flat(C = 1.0)  steps {steps}  "
+          "guarantee dp(epsilon = {eps}, delta = 1e-6) }}\n")
+register_front_end("DPS201", "a certified ε above its target", "compile",
+                   bad="(see tests/compiler: a safety net behind every calibration; no spec reaches it)",
+                   good=_rel(), explanation="After calibrating, the compiler re-evaluates the certified ε and refuses "
+                   "to emit a certificate whose ε exceeds the target (it would overstate privacy).")
+register_front_end("DPS202", "a target no admissible noise reaches", "compile",
+                   bad=_TRAIN.format(unit="record", sampling="full_batch", steps=10_000_000, eps="1e-9"),
+                   good=_TRAIN.format(unit="record", sampling="full_batch", steps=100, eps=8),
+                   explanation="Calibration searches σ up to a bound (1e6 for DP-SGD, 1e5 for relational DP-SGD); a "
+                   "target that needs more noise is reported instead of producing a useless or unsound model.")
+register_front_end("DPS203", "no accountant covers the sampling and neighbouring relation", "compile",
+                   bad=_TRAIN.format(unit="record(relation = substitution)", sampling="poisson(rate = 0.01)",
+                                     steps=100, eps=8),
+                   good=_TRAIN.format(unit="record", sampling="poisson(rate = 0.01)", steps=100, eps=8),
+                   explanation="Poisson and full-batch sampling are analysed under insertion/removal; group units with "
+                   "fixed-size batches have no tight accountant. The message names the gap.")
+register_front_end("DPS204", "a composition above its target", "compile",
+                   bad=_UNIT + "release a { mechanism gaussian  sensitivity 1.0  noise gaussian(sigma = 1)  "
+                   "guarantee dp(delta = 1e-6) }\nrelease b { mechanism gaussian  sensitivity 1.0  noise gaussian(sigma = 1)  "
+                   "guarantee dp(delta = 1e-6) }\ncompose both { parts [a, b]  guarantee dp(epsilon = 1, delta = 1e-6) }\n",
+                   good=_UNIT + "release a { mechanism gaussian  sensitivity 1.0  noise gaussian(sigma = 1)  "
+                   "guarantee dp(delta = 1e-6) }\nrelease b { mechanism gaussian  sensitivity 1.0  noise gaussian(sigma = 1)  "
+                   "guarantee dp(delta = 1e-6) }\ncompose both { parts [a, b]  guarantee dp(epsilon = 20, delta = 1e-6) }\n",
+                   explanation="The composed guarantee (RDP sum, or exact Gaussian composition) must meet the "
+                   "composition's target; give the parts smaller budgets or more noise.")

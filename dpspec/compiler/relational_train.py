@@ -132,7 +132,13 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                                            f"≥ δ = {g.delta:g}", rule="DPS606",
                                            hint="use a smaller batch or fewer negatives per positive")
         if t.noise is None:
-            sigma = calibrate_relational_sigma(g.epsilon, delta_acc, config, steps)
+            try:
+                sigma = calibrate_relational_sigma(g.epsilon, delta_acc, config, steps)
+            except RelationalSoundnessError:
+                raise
+            except ValueError as e:
+                _fail("DPS202", f"cannot reach the target: {e}", t, "guarantee",
+                      hint="raise epsilon, train for fewer steps, or sample a smaller fraction of edges per step")
             calibrated = True
         else:
             nz = t.noise   # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
@@ -146,10 +152,12 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     except DataNotFoundError:
         raise
     except ValueError as e:
-        _fail("DPS611", f"the relational DP-SGD configuration is invalid: {e}", t, "sampling")
+        _fail("DPS611", f"the relational DP-SGD configuration is invalid: {e}", t, "sampling",
+              hint="fix the value the message names (`dpspec rules DPS611`)")
     eps = res.dp.epsilon + 0.0
     if calibrated and eps > g.epsilon:
-        _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee")
+        _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
+              hint="raise epsilon or train for fewer steps")
     C = float(t.clipping.C)
     protected = Protected(definition=unit_decl.name, unit="node", relation="add_remove", description=(
         f"one node of graph `{full.name}` with all its incident edges (insertion or removal; "

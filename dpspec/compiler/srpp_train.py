@@ -159,10 +159,12 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
         _fail(e.rule, e.message, t, _RULE_FIELD.get(e.rule, "guarantee"), hint=e.hint)
     except ValueError as e:  # the core's validation, e.g. Δ > N or a zero-length schedule
         _fail("DPS513", f"the SRPP-SGD plan is invalid: {e}", t, "discrepancy" if any(
-            k in str(e) for k in ("differing", "d_max", "tv", "tail_delta", "gamma")) else "guarantee")
+            k in str(e) for k in ("differing", "d_max", "tv", "tail_delta", "gamma")) else "guarantee",
+            hint="fix the value the message names (`dpspec rules DPS513`)")
     eps = cal.epsilon_at(g.alpha)
     if g.epsilon is not None and eps > g.epsilon * (1 + 1e-12):
-        _fail("DPS201", f"certified ε(α) = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee")
+        _fail("DPS201", f"certified ε(α) = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
+              hint="raise epsilon or train for fewer steps")
     std = plan.gradient_noise_std(cal)
     orders = sorted({1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, float(g.alpha)})
     reading = ("exact caps (almost sure)" if cal.failure_probability == 0 else
