@@ -169,3 +169,21 @@ def test_injected_noise_has_the_certified_scale():
     d = (after - before).numpy()
     want = p["noise_std"] / p["expected_batch"]
     assert np.std(d) == pytest.approx(want, rel=5 / np.sqrt(2 * d.size))
+
+
+@pytest.mark.parametrize("clip,sens", [("per_tuple(C = 1.0)", 1.0),
+                                       ("per_tuple(C = 1.0, threshold = standard)", 7.0)])
+def test_certificate_is_below_the_unamplified_gaussian_by_hand(clip, sens):
+    """Independent of the library: without any amplification, T steps of the Gaussian mechanism with node
+    sensitivity S·C and noise σC give ε ≤ ρ + 2√(ρ log(1/δ)), ρ = T S²/(2σ²) (Mironov 2017 Prop 3 at the best
+    order). The certified ε (amplified, tightest accountant) must not exceed it, and S is what the paper's
+    clipping rule implies (static: C; standard: (K + 2)C with K = 5)."""
+    import math
+
+    c = dpspec.compile(_noise(spec(clip=clip), nm=2.0))
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    assert p["node_sensitivity"] == sens
+    rho = p["steps"] * sens ** 2 / (2 * 2.0 ** 2)
+    bound = rho + 2 * math.sqrt(rho * math.log(1 / 1e-5))
+    assert 0 < r.guarantee.epsilon <= bound

@@ -200,3 +200,20 @@ def test_given_noise_multiplier_reports_epsilon():
     # calibrating to the reported ε gives back the same noise: the two directions agree
     again = dpspec.compile(_spec(g=f"ave_srpp(alpha = 8, epsilon = {r.guarantee.epsilon!r})"))
     assert again.certificate.results[0].mechanism.parameters["sigma"] == pytest.approx(0.2, rel=1e-9)
+
+
+@pytest.mark.parametrize("g,sa", [("ave_srpp(alpha = 8, epsilon = 2)", False),
+                                  ("sa_ave_srpp(alpha = 8, epsilon = 2)", True)])
+def test_sigma_matches_the_papers_closed_form_by_hand(g, sa):
+    """Independent of the library: label-flip worlds (Δ = 3 of N = 200), WOR batches B = 20, gradient units
+    (L = 1), C = 1, T = 12. HUC (Prop 5.1): h = (2·C·min(B, Δ)/B)²; sa-HUC (Prop 5.2): h = (2C/B)²·E[K²] with
+    K ~ Hypergeometric(N, Δ, B), E[K²] = BΔ/N + B(B−1)Δ(Δ−1)/(N(N−1)); σ² = α·T·h/(2ε) (Thms 5.6/5.7)."""
+    N, D, B, T, alpha, eps = 200, 3, 20, 12, 8.0, 2.0
+    if sa:
+        k2 = B * D / N + B * (B - 1) * D * (D - 1) / (N * (N - 1))
+        h = (2.0 / B) ** 2 * k2
+    else:
+        h = (2.0 * min(B, D) / B) ** 2
+    want = alpha * T * h / (2 * eps)
+    got = dpspec.compile(_spec(g=g)).certificate.results[0].mechanism.parameters["sigma2"]
+    assert got == pytest.approx(want, rel=1e-12) and got >= want  # rounded up, never down
