@@ -33,7 +33,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from dpspec.accounting.swm import SoundnessError, dkw_radius
-from dpspec.pufferfish.sensitivity import SensitivityReport, _order, validated_inputs
+from dpspec.pufferfish.sensitivity import SensitivityReport, _order, pair_instances, validated_inputs
 from dpspec.pufferfish.wasserstein import w_inf_dkw_upper_sorted_rows, w_inf_sorted_rows
 
 __all__ = ["dask_sliced_sensitivity_report", "dask_slice_sensitivities"]
@@ -69,20 +69,7 @@ def dask_sliced_sensitivity_report(
 
     U, samples, pairs = validated_inputs(directions, samples, pairs, estimator, support, rho)
     m, d = U.shape
-    worlds: dict = {}
-    for (w, s) in samples:
-        worlds.setdefault(w, []).append(s)
-    instances, seen = [], set()
-    for w, secs in worlds.items():
-        ss = set(secs)
-        for (si, sj) in pairs:
-            if si in ss and sj in ss:
-                instances.append((w, si, sj))
-                seen.add((si, sj))
-    missing = [p for p in pairs if p not in seen]
-    if missing:
-        raise ValueError(f"pair(s) {missing!r} have no world in which both secrets have samples "
-                         "(empty secret class or zero prior mass everywhere)")
+    _worlds, instances = pair_instances(samples, pairs)
     sizes = {k: int(v.shape[0]) for k, v in samples.items()}
     k = int(direction_chunk) if direction_chunk else max(1, -(-m // 8))
     k = max(1, min(k, m))

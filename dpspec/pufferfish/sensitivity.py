@@ -118,6 +118,27 @@ def _project_sorted(Z, U: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def pair_instances(samples, pairs) -> tuple[dict, list[tuple]]:
+    """({world: [secrets with samples]}, [(world, s_i, s_j)]) — every discriminative pair in every world
+    where both secrets have samples; a pair with no such world is an error."""
+    worlds: dict = {}
+    for (w, s) in samples:
+        worlds.setdefault(w, []).append(s)
+    instances: list[tuple] = []
+    seen = set()
+    for w, secs in worlds.items():
+        present = set(secs)
+        for (si, sj) in pairs:
+            if si in present and sj in present:
+                instances.append((w, si, sj))
+                seen.add((si, sj))
+    missing = [p for p in pairs if p not in seen]
+    if missing:
+        raise ValueError(f"pair(s) {missing!r} have no world in which both secrets have samples "
+                         "(empty secret class or zero prior mass everywhere)")
+    return worlds, instances
+
+
 def validated_inputs(directions, samples, pairs, estimator: str, support, rho):
     """(U, samples, pairs) checked for the sensitivity estimators (in memory and on Dask)."""
     U = check_directions(directions)
@@ -166,22 +187,8 @@ def sliced_sensitivity_report(
     U, samples, pairs = validated_inputs(directions, samples, pairs, estimator, support, rho)
     m, d = U.shape
 
-    worlds: dict = {}
-    for (w, s) in samples:
-        worlds.setdefault(w, []).append(s)
-    instances: list[tuple] = []
-    seen_pairs = set()
+    worlds, instances = pair_instances(samples, pairs)
     unordered: dict = {}  # (world, frozenset) -> list of instance rows
-    for w, secs in worlds.items():
-        secs_set = set(secs)
-        for (si, sj) in pairs:
-            if si in secs_set and sj in secs_set:
-                instances.append((w, si, sj))
-                seen_pairs.add((si, sj))
-    missing = [p for p in pairs if p not in seen_pairs]
-    if missing:
-        raise ValueError(f"pair(s) {missing!r} have no world in which both secrets have samples "
-                         "(empty secret class or zero prior mass everywhere)")
     for idx, (w, si, sj) in enumerate(instances):
         key = (w, si, sj) if _order(si, sj) else (w, sj, si)
         unordered.setdefault(key, []).append(idx)
