@@ -19,6 +19,22 @@ train t {{
 """
 
 
+def _certificate_or_clean_failure(text: str, label: str):
+    """The first certificate entry, or None after checking that every error is a located rule diagnostic."""
+    spec = dpspec.loads(text, name="fuzz.dps")
+    event(f"{label}: {'check error' if not spec.ok else 'checked'}")
+    if not spec.ok:
+        assert all(d.rule.startswith("DPS") and d.span is not None for d in spec.diagnostics if d.severity == "error")
+        return None
+    try:
+        c = dpspec.compile(spec)
+    except dpspec.SpecError as e:
+        assert all(d.rule.startswith("DPS") for d in e.diagnostics)
+        return None
+    event(f"{label}: certificate")
+    return c.certificate.results[0]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(100, 5000), delta=st.integers(0, 150), b=st.integers(1, 300),
        clip=st.one_of(st.just(0), st.floats(0.01, 10)), steps=st.integers(1, 400),
@@ -34,18 +50,9 @@ train t {{
 def test_srpp_specs_compile_or_fail_cleanly(n, delta, b, clip, steps, lr, mom, units, g, alpha, eps, kind, scheme, tv):
     text = SRPP.format(n=n, disc=kind.format(d=delta, tv=tv), sampling=scheme.format(b=b), clip=clip, steps=steps,
                        lr=lr, mom=mom, units=units, g=g, alpha=alpha, eps=eps)
-    spec = dpspec.loads(text, name="fuzz.dps")
-    event(f"srpp: {'check error' if not spec.ok else 'checked'}")
-    if not spec.ok:
-        assert all(d.rule.startswith("DPS") and d.span is not None for d in spec.diagnostics if d.severity == "error")
+    r = _certificate_or_clean_failure(text, "srpp")
+    if r is None:
         return
-    try:
-        c = dpspec.compile(spec)
-    except dpspec.SpecError as e:
-        assert all(d.rule.startswith("DPS") for d in e.diagnostics)
-        return
-    event("srpp: certificate")
-    r = c.certificate.results[0]
     assert math.isfinite(r.guarantee.epsilon) and r.guarantee.epsilon <= eps * (1 + 1e-12)
     assert r.notion.name.startswith("sa_") == g.startswith("sa_")
 
@@ -58,17 +65,9 @@ def test_relational_specs_compile_or_fail_cleanly(batch, k, cap, nm, clip):
     text = rel_spec(negative=f"without_replacement(per_positive = {k})", positive=f"poisson(expected_batch = {batch})",
                     cap=f"degree_cap {cap}\n  ", clip=clip).replace(
         "  guarantee  dp(epsilon = 4, delta = 1e-5)", f"  noise_multiplier {nm!r}\n  guarantee  dp(delta = 1e-5)")
-    spec = dpspec.loads(text, name="fuzz.dps")
-    if not spec.ok:
-        assert all(d.span is not None for d in spec.diagnostics if d.severity == "error")
+    r = _certificate_or_clean_failure(text, "relational")
+    if r is None:
         return
-    try:
-        c = dpspec.compile(spec)
-    except dpspec.SpecError as e:
-        assert all(d.rule.startswith("DPS") for d in e.diagnostics)
-        return
-    event("relational: certificate")
-    r = c.certificate.results[0]
     assert math.isfinite(r.guarantee.epsilon) and r.guarantee.epsilon >= 0
     p = r.mechanism.parameters
     assert r.guarantee.epsilon <= min(v for key, v in p.items() if key.startswith("epsilon_")) * (1 + 1e-12)
