@@ -78,9 +78,12 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
         for tname, mech in c.mechanisms.items():
             kind = type(mech).__name__
             if kind == "GaussianRelease":
-                true = float(rng.integers(0, 100, size=1000).sum())
-                noisy = mech.release(true, rng=rng)
-                print(f"  run {tname} ({name}): on generated data, true answer {true:.0f}, released {noisy:.1f} (σ = {mech.sigma:.3g})")
+                if mech.query is None or mech.data is None:
+                    continue  # the answer is the caller's (release_answer), or the data arrives at run time
+                noisy, report = mech.release(rng=rng)
+                print(f"  run {tname} ({name}): {report.query} on the bound data ({report.rows} rows, "
+                      f"{report.clamped} values clamped), released {np.round(noisy, 1)} (σ = {mech.sigma:.3g}; "
+                      f"ε spent {mech.privacy_spent().epsilon:.3g})")
             elif kind == "SwmRelease":
                 from dpspec.data.synthetic import generate
 
@@ -89,7 +92,7 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
                     continue  # a release over a real dataset: compiled and certified above
                 group_a = data.select(data.column("group") == "A")
                 true = np.asarray(mech.mechanism.query(group_a.matrix(mech.columns)))
-                noisy = mech.release(group_a, rng=rng)
+                noisy = mech.release(group_a, rng=rng).value
                 print(f"  run {tname} ({name}): group A's query {np.round(true, 3).tolist()} released as "
                       f"{np.round(noisy, 3).tolist()} (σ = {mech.sigma:.3g})")
             elif kind == "GconMechanism" and getattr(mech.graph, "source", "") == "synthetic":

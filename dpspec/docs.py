@@ -110,12 +110,42 @@ def language_markdown() -> str:
     out += ["### `secret`", "", "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "
             "`secret race` (values read from the data).", "",
             "### `pairs`", "", "`pairs all_distinct` (default) or `pairs [(White, Black), (White, Other)]`.", "",
+            *release_sections(),
             "## Mechanisms", "", "| mechanism | block | protects | certifies | available | source |",
             "|---|---|---|---|---|---|"]
     for m in MECHANISMS.values():
         out.append(f"| `{m.name}` | {m.block} | {', '.join(m.units)} | {', '.join(m.notions)} | "
                    f"{'yes' if m.available else 'not yet'} | {m.source} |")
     return "\n".join(out).rstrip() + "\n"
+
+
+def release_sections() -> list[str]:
+    """How a release's sensitivity is derived, and the table of settings that can disagree."""
+    from dpspec.check.rules_conformance import DECISIONS
+
+    out = ["## Sensitivity of a release", "",
+           "A Gaussian release whose query states its bounds is evaluated by dpspec itself: "
+           "`compiled.mechanism.release(data)` reads the columns, clamps every value of column c to "
+           "[lo_c, hi_c] (a missing value to the bound nearest 0) and adds the certified noise, once. The "
+           "certificate's `query` record carries the function, columns, bounds and the derived Δ with its "
+           "formula (`verify` re-evaluates it). A declared `sensitivity` may exceed the derived Δ, never fall "
+           "below it (DPS140). K is the group size (1 for a record unit), n the declared `dataset_size`.", "",
+           "| query | add/remove | substitution |", "|---|---|---|",
+           "| `sum(c1, …, bounds = …)` | K·√(Σ_c max(\\|lo_c\\|, \\|hi_c\\|)²) | K·√(Σ_c (hi_c − lo_c)²) |",
+           "| `mean(…)` (needs `dataset_size n`) | the sum's Δ / n — released as clamped sum / n, never / the "
+           "row count | the sum's Δ / n; the data must have n rows |",
+           "| `count()` | K | none (the size is public): DPS129 |",
+           "| `histogram(c, bins = B, bounds = [lo, hi])` | K | K·√2 |", "",
+           "Without bounds (or for `vector(dimension, sensitivity)`) the caller computes the answer and "
+           "releases it with `release_answer(answer)`; the declared sensitivity is then an assumption the "
+           "certificate states.", "",
+           "Example: `query sum(hours-per-week, bounds = [0, 99])` under `unit record` has Δ = 99; adding "
+           "`sensitivity 1.0` is DPS140.", "",
+           "## Settings that can disagree", "",
+           "Every pair of settings (or a setting and the data) that can contradict each other, and what "
+           "dpspec does:", "", "| settings | rule | decision |", "|---|---|---|"]
+    out += [f"| {what} | {rid} | {why} |" for what, rid, why in DECISIONS]
+    return out + [""]
 
 
 def write(root: Path | None = None) -> None:

@@ -1,8 +1,9 @@
 """Audit of a Gaussian release (``mechanism gaussian``).
 
 Neighbours: query answers a₀ = 0 and a₁ = Δ·e₁ (ℓ2 distance exactly the certified sensitivity Δ,
-the worst case of the analysis). Outputs: ``mechanism.release(a_w)`` — the runtime object, so a
-secure-mode release is audited through its own sampler. Statistic: the projection ⟨y, e₁⟩, which
+the worst case of the analysis). Outputs: ``mechanism.simulate(a_w)`` — the runtime object's own
+noise path, one independent run per row (outside its one-output ledger), so a secure-mode release is
+audited through its own sampler. Statistic: the projection ⟨y, e₁⟩, which
 is the likelihood ratio of N(a₁, σ²I) against N(a₀, σ²I) (Neyman–Pearson optimal for the
 certified mechanism); the threshold comes from the selection split.
 
@@ -60,9 +61,9 @@ class GaussianAudit(AuditTarget):
             if world:
                 a[:, 0] = self.sensitivity
             if getattr(mech, "secure", False):
-                y = mech.release(a)  # secure mode draws from the OS CSPRNG and refuses a seeded rng
+                y = mech.simulate(a)  # secure mode draws from the OS CSPRNG and refuses a seeded rng
             else:
-                y = mech.release(a, rng)
+                y = mech.simulate(a, rng)
             out[a0:a0 + m, 0] = np.asarray(y, float).reshape(m, self.dimension)[:, 0]
         return out
 

@@ -4,7 +4,8 @@ Neighbours: the two secret-conditioned laws P(X | S = sᵢ, θ) and P(X | S = s�
 world θ and discriminative pair (sᵢ, sⱼ) with the largest certified per-instance level (the
 instance that sets σ). A draw on "D₁" is X ~ P(X | sᵢ, θ) followed by the runtime release: for the
 per-record worlds (``empirical``, ``balanced``) one uniformly drawn record with secret sᵢ through
-``release_records``; for ``groups`` the whole group through ``release``. Sampled (non-exhaustive)
+the per-record reading; for ``groups`` the whole group through the release (``SwmRelease.simulate``:
+the runtime's own path, one independent run per draw, outside its one-output ledger). Sampled (non-exhaustive)
 worlds are not audited (their laws are only known through draws).
 
 Observation, as the notion defines it (Zhang & Vorobeychik, App. B.4):
@@ -121,10 +122,10 @@ class _Common:
         """n runtime releases on X ~ P(X | s, θ) (s = sᵢ for world 1, sⱼ for world 0)."""
         if self.per_group:
             D = self.datasets[world]
-            return np.vstack([np.asarray(mech.release(D, rng), float).reshape(1, -1) for _ in range(n)])
+            return np.vstack([np.asarray(mech.simulate(D, rng), float).reshape(1, -1) for _ in range(n)])
         R = self.records[world]
         idx = rng.integers(0, len(R), size=n)
-        return np.asarray(mech.release_records(R[idx], rng), float)
+        return np.asarray(mech.simulate(R[idx], rng, per_record=True), float)
 
     def log_mixture(self, proj: np.ndarray, U: np.ndarray, Z: np.ndarray, block: int = 4096) -> np.ndarray:
         """log (1/|Z|) Σ_k φ(proj; ⟨z_k, u⟩, σ²) per row (U: one direction per row)."""

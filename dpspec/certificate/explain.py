@@ -69,6 +69,8 @@ def explain_result(r: TargetCertificate) -> list[str]:
         lines.append("           " + "; ".join(f"ε′ = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp))
     elif len(g.dp) > 1:
         lines.append("Also:      " + "; ".join(f"ε = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp[1:]))
+    if r.query is not None:
+        lines.extend(_query_lines(r.query))
     m = r.mechanism
     lines.append(f"Mechanism: {m.name} — {m.description}"
                  + (" (noise calibrated by dpspec)" if m.calibrated else " (noise given by the spec)"))
@@ -92,3 +94,14 @@ def explain_result(r: TargetCertificate) -> list[str]:
         e = r.execution
         lines.append(f"Runs on:   {e.workers} workers ({e.backend}); {e.noise}; privacy analysis unchanged")
     return lines
+
+
+def _query_lines(q) -> list[str]:
+    cols = ", ".join(f"{c} ∈ [{lo:g}, {hi:g}]" for c, (lo, hi) in zip(q.columns, q.bounds)) or ", ".join(q.columns)
+    if q.bins:
+        cols += f", {q.bins} bins"
+    how = ("evaluated by dpspec on the data, every value clamped to its bounds" if q.evaluated_on == "data" else
+           "answer computed by the caller (release_answer); its sensitivity is declared, not checked")
+    text = (f"Query:     {q.function}({cols})" + (f" on {q.data}" if q.data else "") + f"; {how}. "
+            f"Δ = {q.sensitivity:.6g}: {q.derivation}")
+    return textwrap.wrap(text, width=100, subsequent_indent="           ")

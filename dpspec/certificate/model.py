@@ -132,6 +132,31 @@ class SensitivityRecord(_M):
     pairs: list[tuple[str, str]] = Field(default_factory=list)
 
 
+class QueryRecord(_M):
+    """What a Gaussian release computes, read by its runtime (never by the caller).
+
+    ``evaluated_on = "data"``: the runtime reads ``columns`` from the data, clamps column c to
+    ``bounds[c]`` (a missing value to the bound nearest 0) and evaluates ``function``, so the
+    ``derived_sensitivity`` holds by construction. ``"answer"``: the caller supplies the answer
+    (``release_answer``) and ``sensitivity`` is an assumption about it. ``sensitivity`` is the Δ the
+    noise is calibrated to (max of the declared and the derived one); ``derivation`` states the rule
+    and its source, and the formula ``query_sensitivity`` carries it for ``verify``.
+    ``dataset_size``: the public n a mean divides by (under substitution also the rows the data must
+    have). ``data``: the data binding the query reads, as written in the spec."""
+
+    function: str
+    columns: list[str] = Field(default_factory=list)
+    bounds: list[tuple[float, float]] = Field(default_factory=list)
+    bins: Optional[int] = None
+    dimension: int
+    evaluated_on: Literal["data", "answer"]
+    sensitivity: float
+    derived_sensitivity: Optional[float] = None
+    derivation: str
+    dataset_size: Optional[int] = None
+    data: Optional[str] = None
+
+
 class Numerics(_M):
     method: str
     abs_error_bound: float
@@ -164,6 +189,7 @@ class TargetCertificate(_M):
     formulas: list[Formula] = Field(default_factory=list)
     numerics: Numerics
     sensitivity: Optional[SensitivityRecord] = None
+    query: Optional[QueryRecord] = None
     warnings: list[str] = Field(default_factory=list)
     execution: Optional[ExecutionRecord] = None
 

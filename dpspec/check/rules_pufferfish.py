@@ -34,6 +34,8 @@ def query_dimension(q: ir.BoundedQuery | None) -> int | None:
         return None
     if q.function in ("mean", "sum"):
         return len(q.columns) or None
+    if q.function == "count":
+        return 1
     if q.function == "histogram":
         return q.bins
     if q.function in ("logistic_regression", "linear_svm"):

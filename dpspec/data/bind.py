@@ -26,7 +26,9 @@ class DataBindingError(ValueError):
     """The binding names a file/schema/dataset that cannot be used (message says why)."""
 
 
-def load_table(binding, bound: dict | None = None) -> tabular.Table:
+def load_table(binding, bound: dict | None = None, missing: str = "drop") -> tabular.Table:
+    """``missing``: ``drop`` rows with a missing value (default) or ``keep`` them as nan/None
+    (files only; a bound dataset is used as given)."""
     if isinstance(binding, ir.SyntheticData):
         return generate(binding.generator, binding.size, binding.seed)
     if isinstance(binding, ir.NamedData):
@@ -36,7 +38,7 @@ def load_table(binding, bound: dict | None = None) -> tabular.Table:
                                    f"data={{'{binding.name}': ...}} to dpspec.compile")
         return as_table(bound[binding.name], binding.name)
     if isinstance(binding, ir.CsvData):
-        return _load_csv(binding)
+        return _load_csv(binding, missing)
     raise DataBindingError(f"a {binding.source} binding does not hold a table")
 
 
@@ -62,7 +64,7 @@ def as_table(obj, name: str) -> tabular.Table:
     raise DataBindingError(f"dataset `{name}` must be a dpspec Table or a dict of columns")
 
 
-def _load_csv(b: ir.CsvData) -> tabular.Table:
+def _load_csv(b: ir.CsvData, missing: str = "drop") -> tabular.Table:
     # the binding itself is checked before the data root is looked up
     name = Path(b.path).name
     split = {"adult.data": "train", "adult.test": "test"}.get(name)
@@ -76,11 +78,11 @@ def _load_csv(b: ir.CsvData) -> tabular.Table:
     root = data_root()
     path = root / b.path
     if b.schema_name == "adult":
-        return tabular.load_adult(split, root=root)
+        return tabular.load_adult(split, missing=missing, root=root)
     if b.schema_name == "heart_cleveland":
-        return tabular.load_heart_cleveland(root=root)
+        return tabular.load_heart_cleveland(missing=missing, root=root)
     if b.schema_name == "student":
-        return tabular.load_student(subject, root=root)
+        return tabular.load_student(subject, missing=missing, root=root)
     if not path.is_file():
         raise DataNotFoundError(f"dataset file not found: {path}")
     sep = b.separator or ","
@@ -98,7 +100,7 @@ def _load_csv(b: ir.CsvData) -> tabular.Table:
             numeric.add(c)
         except ValueError:
             pass
-    return tabular._build(f"csv:{b.path}", tuple(header), rows, numeric, "drop", [path])
+    return tabular._build(f"csv:{b.path}", tuple(header), rows, numeric, missing, [path])
 
 
 def fingerprint(*arrays) -> str:

@@ -1,17 +1,24 @@
 """The runtime Gaussian sliced Wasserstein mechanism as compiled from a spec.
 
 ``release(data)`` evaluates the spec's query on a dataset (a Table, a dict of columns, or a
-matrix whose columns are the query's columns in order) and adds N(0, σ² I) with the certified σ².
-``release_record(row)`` is the per-record reading of ``empirical``/``balanced`` priors. Sampler:
-numpy's PCG64 ``standard_normal`` (not hardened against floating-point attacks; see the
-certificate's assumptions).
+matrix whose columns are the query's columns in order) — the query clamps every value to its
+declared bounds — and adds N(0, σ² I) with the certified σ². ``release_records(rows)`` is the
+per-record reading of ``empirical``/``balanced`` priors (each record's query vector plus fresh
+noise, in one call). Either is one output of the certificate: the object's
+:class:`~dpspec.mechanisms.ledger.PrivacyLedger` has a budget of one, a second call raises
+``BudgetExceededError`` (static SWM releases do not compose, DPS123). ``privacy_spent()`` reports
+ε(α) after the outputs produced. Sampler: numpy's PCG64 ``standard_normal`` (not hardened against
+floating-point attacks; see the certificate's assumptions).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from dpspec.mechanisms.gaussian import Released, ReleaseReport
+from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
 
 
 @dataclass(frozen=True)
@@ -19,24 +26,86 @@ class SwmRelease:
     columns: tuple[str, ...]
     mechanism: object  # dpspec.pufferfish.SWMMechanism
     name: str = "release"
+    _ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_ledger", PrivacyLedger(self.name, 1, self._spent, unit="output"))
 
     @property
     def sigma(self) -> float:
         return self.mechanism.calibration.sigma
 
     def _matrix(self, data) -> np.ndarray:
-        if isinstance(data, np.ndarray):
-            return data
+        """The query's columns of ``data``, refusing data without them (DPS148) before anything is read."""
+        from dpspec.diagnostics import did_you_mean
+
+        if not hasattr(data, "matrix") and not isinstance(data, dict):
+            X = np.asarray(data, dtype=float)
+            if X.ndim != 2 or X.shape[1] != len(self.columns):
+                raise DataMismatchError(f"`{self.name}` reads {len(self.columns)} columns ({', '.join(self.columns)}); "
+                                        f"a matrix of shape {X.shape} does not have them [DPS148]")
+            return X
+        names = tuple(data.columns) if hasattr(data, "matrix") else tuple(data)
+        for c in self.columns:
+            if c not in names:
+                raise DataMismatchError(f"`{self.name}` reads column `{c}`, which the data does not have ("
+                                        f"{did_you_mean(c, names, 'column') or 'its columns are ' + ', '.join(names)}) "
+                                        "[DPS148]")
         if hasattr(data, "matrix"):
-            return data.matrix(self.columns)
-        if isinstance(data, dict):
-            return np.column_stack([np.asarray(data[c], dtype=float) for c in self.columns])
-        return np.asarray(data, dtype=float)
+            try:
+                return data.matrix(self.columns)
+            except ValueError as e:
+                raise DataMismatchError(f"`{self.name}`: {e} [DPS148]") from None
+        return np.column_stack([np.asarray(data[c], dtype=float) for c in self.columns])
 
-    def release(self, data, rng=None) -> np.ndarray:
-        """query(data) + N(0, σ² I)."""
-        return self.mechanism.release(self._matrix(data), rng)
+    def _released(self, X: np.ndarray, value) -> Released:
+        from dpspec.data.bind import fingerprint
 
-    def release_records(self, data, rng=None) -> np.ndarray:
-        """Per-record reading: each record's query vector plus fresh noise."""
-        return self.mechanism.release_records(self._matrix(data), rng)
+        q = self.mechanism.query
+        lo, hi = getattr(q, "lo", None), getattr(q, "hi", None)
+        clamped = 0
+        if lo is not None and getattr(q, "columns", None) is not None:
+            V = X[:, list(q.columns)]
+            clamped = int(((V < lo) | (V > hi)).sum())
+        report = ReleaseReport(self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X),
+                               "given to release()")
+        return Released(value, report)
+
+    def release(self, data, rng=None) -> Released:
+        """query(data) + N(0, σ² I), once per object; ``Released(value, report)`` — the report's
+        counts and fingerprint are private (see :class:`~dpspec.mechanisms.gaussian.ReleaseReport`)."""
+        X = self._matrix(data)
+        self._ledger.charge(1)
+        return self._released(X, self.mechanism.release(X, rng))
+
+    def release_records(self, data, rng=None) -> Released:
+        """Per-record reading: each record's query vector plus fresh noise, in one call (one output)."""
+        X = self._matrix(data)
+        self._ledger.charge(1)
+        return self._released(X, self.mechanism.release_records(X, rng))
+
+    def simulate(self, data, rng=None, *, per_record: bool = False) -> np.ndarray:
+        """One independent run's output on ``data``, outside the ledger: for audits that draw many
+        runs on the scenario's own worlds (``dpspec audit``). Each call is another release; never use
+        it to publish anything."""
+        X = self._matrix(data)
+        return self.mechanism.release_records(X, rng) if per_record else self.mechanism.release(X, rng)
+
+    def privacy_spent(self, delta: float | None = None) -> Spent:
+        """ε(α) of the certified SRPP notion after the outputs produced (0 before); with ``delta``, the
+        sliced (ε′, δ)-Pufferfish level (not (ε, δ)-DP)."""
+        return self._ledger.privacy_spent(delta)
+
+    @property
+    def ledger(self) -> PrivacyLedger:
+        return self._ledger
+
+    def _spent(self, outputs: int, delta: float | None) -> Spent:
+        cal = self.mechanism.calibration
+        notion = "ave_srpp" if cal.flavour == "ave" else "joint_srpp"  # the certificate's notion names
+        if delta is not None:
+            eps = cal.spp_epsilon(delta)[0] if outputs else 0.0
+            return Spent(self.name, "sliced_pufferfish", outputs, 1, float(eps), delta=delta,
+                         note="sliced (ε′, δ)-Pufferfish privacy of the declared scenario, not (ε, δ)-DP")
+        eps = cal.epsilon_at(cal.alpha) if outputs else 0.0
+        return Spent(self.name, notion, outputs, 1, float(eps), alpha=cal.alpha)

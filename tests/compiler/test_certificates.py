@@ -179,8 +179,9 @@ def test_sensitivity_is_derived_from_bounds_and_relation():
     assert sigma_of("unit record(relation = substitution)", "sum(a, b, bounds = [-3, 4])") == pytest.approx((49 * 2) ** 0.5)
     assert sigma_of("unit group(size = 8)", "sum(a, bounds = [0, 1])") == pytest.approx(8)
     assert sigma_of("unit record(relation = substitution)", "mean(a, bounds = [0, 10])") == pytest.approx(0.01)
-    assert sigma_of("unit record", "histogram(a)") == 1
-    assert sigma_of("unit record(relation = substitution)", "histogram(a)") == pytest.approx(2**0.5)
+    assert sigma_of("unit record", "histogram(a, bins = 4, bounds = [0, 1])") == 1
+    assert sigma_of("unit record(relation = substitution)", "histogram(a, bins = 4, bounds = [0, 1])") \
+        == pytest.approx(2**0.5)
 
 
 def test_gaussian_compositions_are_exact():

@@ -100,7 +100,7 @@ def test_runtime_release_uses_the_certified_sigma():
     c = dpspec.compile(SPEC.format(prior="groups", slices="axes", g="ave_srpp(alpha = 4, epsilon = 1)"))
     mech = c.mechanism
     t = generate("secret_groups", 2000, seed=4)
-    outs = np.array([mech.release(t, rng=i) for i in range(4000)])
+    outs = np.array([mech.simulate(t, rng=i) for i in range(4000)])
     true = mech.mechanism.query(t.matrix(["x1", "x3"]))
     sd = (outs - true).std(axis=0)
     assert sd == pytest.approx([mech.sigma] * 2, rel=0.05)
