@@ -516,14 +516,19 @@ def check_unused_settings(ctx: Context):
                          "propagation": "propagation", "loss": "loss", "regularization": "regularization",
                          "encoder": "encoder", "pseudo_labels": "pseudo_labels", "split": "split",
                          "inference": "inference", "discrepancy": "discrepancy", "lr_schedule": "lr_schedule",
-                         "noise_units": "noise_units", "accountant": "accountant"}
+                         "noise_units": "noise_units", "accountant": "accountant", "dataset_size": "dataset_size",
+                         "noise": "noise"}
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
         m = MECHANISMS[t.mechanism]
         if not m.settings:
             continue
-        for f, key in fields_to_setting.items():
-            if getattr(t, f, None) is not None and key not in m.settings:
-                yield diag("DPS130", f"`{key}` has no effect for mechanism `{m.name}`", t, f,
+        given = [(key, t, f) for f, key in fields_to_setting.items() if getattr(t, f, None) is not None]
+        sched = getattr(t, "schedule", None)
+        given += [(f, sched, f) for f in ("steps", "epochs", "learning_rate", "momentum")
+                  if sched is not None and getattr(sched, f) is not None]
+        for key, node, f in given:
+            if key not in m.settings:
+                yield diag("DPS130", f"`{key}` has no effect for mechanism `{m.name}`", node, f,
                            hint=f"remove it (mechanism `{m.name}` uses: {', '.join(s for s in m.settings if s not in ('protect', 'mechanism', 'description'))})")
 
 

@@ -103,19 +103,44 @@ def srpp_dataset_size(ctx, t: ir.Training, scenario, bound) -> int:
     from dpspec.check.rules import dataset_size
 
     n = dataset_size(ctx, t)
-    if n:
-        return int(n)
-    if isinstance(scenario, ir.Scenario) and scenario.data is not None:
+    if isinstance(scenario, ir.Scenario) and scenario.data is not None and not (
+            n and isinstance(scenario.data, ir.NamedData) and not (bound and scenario.data.name in bound)):
+        from dpspec.check.rules_conformance import size_mismatch
         from dpspec.data import DataNotFoundError
         from dpspec.data.bind import load_table
 
         try:
-            return int(len(load_table(scenario.data, bound)))
+            rows = int(len(load_table(scenario.data, bound)))
         except DataNotFoundError as e:
             _fail("DPS419", f"the data of `{scenario.name}` is not available: {e}", scenario, "data",
                   hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or give `dataset_size`")
+        if n and rows != n:  # the discrepancy model and the sampling rate count in n: one n only
+            msg, hint = size_mismatch(rows, int(n), f"`{t.name}`")
+            _fail("DPS142", msg.replace("its data", f"scenario `{scenario.name}`'s data"), t, "dataset_size",
+                  hint=hint)
+        return rows
+    if n:
+        return int(n)
     _fail("DPS511", f"`{t.name}` does not say how many records it trains on", t,
           hint="add `dataset_size N` (the public number of training records)")
+
+
+def protected_secret(protected, t: ir.Training, n: int):
+    """The secret as the SRPP-SGD analysis protects it: under the declared discrepancy model, which is
+    part of what is protected (the same secret under another model is another guarantee, DPS143)."""
+    d = t.discrepancy
+    change = {
+        "localized": lambda: f"the secret changes at most d_max = {d.d_max} of the {n} training records",
+        "label_flip": lambda: (f"each secret value fixes a training set of {n} records, and the two differ in exactly "
+                               f"Δ = {d.differing} records"),
+        "iid": lambda: (f"the {n} training records are i.i.d. given the secret, and one record's law moves by total "
+                        f"variation at most τ = {d.tv:g} between the secret values"),
+        "monte_carlo": lambda: (f"the {n} training records differ between the coupled worlds independently with "
+                                f"probability {d.flip:g} (simulated couplings)"),
+    }[d.kind]()
+    return protected.model_copy(update={"description": f"{protected.description}, for a model trained on one of "
+                                        f"the scenario's datasets — {change} (discrepancy `{d.kind}`, an assumption "
+                                        "of the certificate, App. D)"})
 
 
 def compile_srpp(ctx, t: ir.Training, protected, n: int):
@@ -161,6 +186,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
         _fail("DPS513", f"the SRPP-SGD plan is invalid: {e}", t, "discrepancy" if any(
             k in str(e) for k in ("differing", "d_max", "tv", "tail_delta", "gamma")) else "guarantee",
             hint="fix the value the message names (`dpspec rules DPS513`)")
+    protected = protected_secret(protected, t, n)
     eps = cal.epsilon_at(g.alpha)
     if g.epsilon is not None and eps > g.epsilon * (1 + 1e-12):
         _fail("DPS201", f"certified ε(α) = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
@@ -238,6 +264,16 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
     from dpspec.compiler.compile import _notion, _target
 
     g = c.guarantee
+    def model(p) -> str:
+        d = p.mechanism.discrepancy.describe()
+        return ", ".join(f"{k} = {v}" for k, v in sorted(d.items()) if k not in ("source", "sa_bound")) + (
+            f", dataset_size = {p.certificate.mechanism.parameters.get('dataset_size')}")
+
+    models = {(p.certificate.protected.definition, model(p)) for p in parts}
+    if len({m[0] for m in models}) < len(models):  # also a check-stage rule; never add costs of other worlds
+        _fail("DPS143", f"composition `{c.name}` adds SRPP-SGD runs of one scenario under different discrepancy "
+              "models: " + "; ".join(f"`{p.name}`: {model(p)}" for p in parts), c, "parts",
+              hint="give every run of the scenario the same `discrepancy` and dataset size")
     try:
         comp = compose_srpp_sgd([p.mechanism.calibration for p in parts])
         if not isinstance(g, ir.SrppGuarantee) or g.alpha != comp.alpha or g.flavour != comp.flavour \

@@ -68,7 +68,7 @@ MECHANISMS: dict[str, MechanismDecl] = {
         summary="SRPP-SGD with the History-Uniform Cap accountants",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
         settings=("protect", "mechanism", "sampling", "clipping", "steps", "epochs", "learning_rate", "momentum",
-                  "lr_schedule", "noise_units", "accountant", "discrepancy", "dataset_size", "guarantee",
+                  "lr_schedule", "noise_units", "accountant", "discrepancy", "dataset_size", "noise", "guarantee",
                   "model", "execution", "description"),
     ),
     "relational_dpsgd": MechanismDecl(
