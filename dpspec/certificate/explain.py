@@ -49,6 +49,10 @@ def explain_result(r: TargetCertificate) -> list[str]:
     lines = [f"== {r.kind} `{r.name}` =="]
     lines.append(f"Protects: {p.description} — definition `{p.definition}` ({p.unit} unit"
                  + (f", {p.relation}" if p.relation else "") + ")")
+    for a in r.assumptions:
+        if a.id.startswith("scope_"):
+            lines.extend(textwrap.wrap(f"Scope:    {a.statement} [{a.source.paper}, {a.source.ref}]", width=100,
+                                       subsequent_indent="          "))
     if p.unit == "secret":
         lines.append("Against:  an adversary who sees the output and whose prior is one of the declared worlds; "
                      f"notion: {r.notion.description}")
@@ -78,6 +82,8 @@ def explain_result(r: TargetCertificate) -> list[str]:
     lines.append("Theorems:  " + "; ".join(g.theorems))
     lines.append("Assumptions:")
     for a in r.assumptions:
+        if a.id.startswith("scope_"):
+            continue  # printed under Scope
         lines.extend(textwrap.wrap(f"- {a.statement} [{a.source.paper}, {a.source.ref}]", width=100,
                                    initial_indent="  ", subsequent_indent="    "))
     n = r.numerics

@@ -122,19 +122,35 @@ def compile_text(text: str, name: str = "<string>", **kw) -> Compiled:
 
 
 def _protected(ctx: Context, t) -> tuple[Protected, Any, Any]:
+    """What the certificate protects, named as precisely as the analysis covers it: which rows of
+    which data (a release's bound data, a training's examples), under which relation."""
     d = ctx.resolve_protects(t)
     if isinstance(d, ir.Scenario):
         u = ir.SecretUnit(scenario=d.name)
-        desc = f"the secret `{d.secret.attribute}` of scenario `{d.name}`"
+        sec = d.secret
+        values = f" ∈ {{{', '.join(sec.values)}}}" if sec.values else ""
+        desc = f"the value of the secret `{sec.attribute}`{values} of scenario `{d.name}`"
         return Protected(definition=d.name, unit="secret", description=desc), d, u
     u = d.unit
     rel = getattr(u, "relation", None)
     size = getattr(u, "size", None)
+    if isinstance(t, ir.Release):
+        data = binding_text(d.data)
+        of = (f"of the data the release reads ({data}" + (", bound at run time)" if isinstance(d.data, ir.NamedData)
+                                                            else ")") if data else
+              "of the data handed to release()")
+    else:
+        of = "of the training data the loader samples from"
+    n = f" of n = {d.dataset_size}" if d.dataset_size else ""
+    graph = f"graph `{d.data.name}`" if isinstance(d.data, ir.GraphData) else "the graph"
     desc = {
-        "record": f"one record ({'insertion or removal' if rel == 'add_remove' else 'substitution'})",
-        "group": f"any group of up to {size} records ({'insertion or removal' if rel == 'add_remove' else 'substitution'})",
-        "node": "one node with all its incident edges (insertion or removal)",
-        "edge": "one edge (insertion or removal)",
+        "record": (f"one record (row) {of}, inserted or removed" if rel == "add_remove" else
+                   f"one record (row) {of}, replaced by any other record (the number of records{n} is public)"),
+        "group": (f"any group of up to {size} records {of} (e.g. all rows of one person), inserted or removed "
+                  "together" if rel == "add_remove" else
+                  f"any up to {size} records {of}, replaced by other records (the number of records{n} is public)"),
+        "node": f"one node of {graph} with all its incident edges (insertion or removal)",
+        "edge": f"one edge of {graph} (insertion or removal; the node set is public)",
     }[u.kind]
     return Protected(definition=d.name, unit=u.kind, relation=rel, group_size=size, description=desc), d, u
 

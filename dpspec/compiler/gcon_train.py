@@ -108,7 +108,9 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
 
     g = t.guarantee
     protected = Protected(definition=unit_decl.name, unit="edge", description=(
-        f"one edge of graph `{ds.name}` ({ds.num_nodes} nodes, public features and labels; the edge set is private)"))
+        f"one undirected edge of graph `{ds.name}` (insertion or removal) among its {ds.num_nodes} nodes — the "
+        "edge set is private; the node set, every node's features and labels are public and identical in both "
+        "neighbouring graphs (see the scope)"))
     params = {
         "beta": op["beta"], "regularization": op["regularization"], "extra_regularization": op["extra_regularization"],
         "sensitivity_psi": op["sensitivity"], "c_sf": op["c_sf"], "c_theta": op["c_theta"],
@@ -157,6 +159,11 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     asm = [Assumption(id=a["id"], statement=a["text"], source=Source(paper=a["source"].split(",")[0],
                                                                         ref=",".join(a["source"].split(",")[1:]).strip()))
            for a in assumptions]
+    asm.insert(0, Assumption(id="scope_public_attributes", statement=(
+        f"what is not protected: the nodes of `{ds.name}`, their features and labels are treated as public (eq. (8)); "
+        "the guarantee covers the released parameters Θ (and each node's private-graph prediction, returned to that "
+        "node only), and says nothing about a node's attributes or membership"),
+        source=Source(paper="Wei et al. 2024", ref="§III (edge-level DP, public node attributes)")))
     return TargetCertificate(
         name=t.name, kind="train", protected=protected,
         notion=Notion(name="approximate_dp", description="(ε, δ)-edge differential privacy"),

@@ -160,8 +160,9 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
               hint="raise epsilon or train for fewer steps")
     C = float(t.clipping.C)
     protected = Protected(definition=unit_decl.name, unit="node", relation="add_remove", description=(
-        f"one node of graph `{full.name}` with all its incident edges (insertion or removal; "
-        f"{n} training nodes, {m} edges after capping degrees at {K})"))
+        f"a node of the training graph after degree capping at K = {K} (from graph `{full.name}`: {n} training "
+        f"nodes, {m} capped edges), with its at most {K} capped edges (insertion or removal) — not a node of "
+        f"`{full.name}` itself (see the scope)"))
     cands = {name: float(a.epsilon) for name, a in res.accountants.items()}
     guarantee = GuaranteeRecord(
         target=_target(g), rdp_alphas=[float(a) for a in res.curve.alphas], rdp_epsilons=[float(x) for x in res.curve.rdp],
@@ -180,6 +181,14 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         **{f"epsilon_{nm}": v for nm, v in cands.items()},
     }
     asm = [
+        Assumption(id="scope_original_graph", statement=(
+            f"what this means for `{full.name}`: the bound compares two capped training graphs that differ in one "
+            f"node and at most K = {K} of its edges. Capping keeps edges greedily in a seeded order, so removing a "
+            f"node of `{full.name}` itself can change which edges other nodes keep: two graphs that differ in one "
+            "node before capping may differ in more than K capped edges. The certificate therefore bounds the privacy of a node of the capped training graph, not of a "
+            f"node of `{full.name}`; the {int(split.test.num_nodes)} held-out test nodes are not in the training "
+            "graph at all"), source=Source(paper="Huang et al. 2025", ref="Alg. 3 'Initialize' (degree capping, not "
+                                                                           "analysed for stability)")),
         Assumption(id="public_counts", statement="the node and edge counts of the capped training graph are public",
                    source=Source(paper="Huang et al. 2025", ref="§4 (m, n enter Eq. (3))")),
         Assumption(id="degree_cap", statement=f"degrees are capped at K = {K} before training; removing a node "

@@ -318,8 +318,13 @@ def _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, s
                                               f" ∈ {{{', '.join(map(str, values))}}}")
     pairs = scenario.resolved_pairs()
     worlds = [w.name for w in scenario.worlds]
+    readings = {ir.EmpiricalWorld: "of one record drawn from the data", ir.BalancedWorld: "of one record drawn "
+                "from a class-balanced subsample", ir.GroupsWorld: "that selects the whole released group of "
+                "records", ir.SamplerWorld: "of a dataset drawn by the scenario's sampler"}
+    whose = " or ".join(dict.fromkeys(readings[type(w)] for w in sc.worlds))
     protected = Protected(definition=sc.name, unit="secret", description=(
-        f"{what} of scenario `{sc.name}`: {len(pairs)} discriminative pairs, prior(s) {', '.join(worlds)}"))
+        f"{what} {whose}, in scenario `{sc.name}`: {len(pairs)} discriminative pairs, against an adversary whose "
+        f"prior is one of {', '.join(worlds)} — not membership or any other attribute"))
     sa = "sa_" if g.subsampling_aware else ""
     notion = Notion(name=f"{sa}{g.flavour}_srpp", description=(
         f"{'Average' if g.flavour == 'ave' else 'Joint'} sliced Rényi Pufferfish privacy of order α = {g.alpha:g} "
