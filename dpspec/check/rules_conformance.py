@@ -123,6 +123,11 @@ def check_dataset_sizes(ctx: Context):
             yield diag("DPS142", f"`{t.name}` declares dataset_size {t.dataset_size}, but the privacy block "
                        f"`{d.name}` it protects declares {d.dataset_size}", t, "dataset_size",
                        hint="state the size once, in the privacy block")
+        elif isinstance(d, ir.PrivacyUnitDecl) and d.data is not None and d.unit.kind in ("record", "group"):
+            rows = _table_rows(d.data)
+            if rows is not None and rows != t.dataset_size:
+                yield diag("DPS142", f"`{t.name}` declares dataset_size {t.dataset_size}, but the data of `{d.name}` "
+                           f"has {rows} rows", t, "dataset_size", hint=f"write dataset_size {rows}, or remove it")
         if isinstance(d, ir.Scenario) and d.data is not None:
             rows = _table_rows(d.data)
             if rows is not None and rows != t.dataset_size:
@@ -314,6 +319,7 @@ DECISIONS: tuple[tuple[str, str, str], ...] = (
     ("`steps` vs `epochs`", "DPS128 / DPS144", "error: exactly one of them"),
     ("`noise` vs a target ε", "DPS124", "error: exactly one of them"),
     ("`noise` and `noise_multiplier`", "DPS103", "error"),
+    ("`unit record(relation = …)` and a `relation` setting", "DPS103", "error when both are given"),
     ("`data` and `graph` in one privacy block", "DPS103", "error"),
     ("unit kind vs data kind (record on a graph, column query on a graph)", "DPS145", "error"),
     ("group size vs sampling", "DPS203",

@@ -444,7 +444,10 @@ class Lowerer(Reporter):
             r.append(x)
             u = fields.get("unit")
             if x is not FAIL and u not in (None, FAIL):
-                if isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
+                if isinstance(u, (ir.RecordUnit, ir.GroupUnit)) and "relation" in u.field_spans:
+                    r.append(self.error("DPS103", f"the relation is given twice: `{u.relation}` in the unit and "
+                                        f"`{x}` here", rel.key_span, hint="keep one of them"))
+                elif isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
                     fs = dict(u.field_spans)
                     if sp(rel.value):
                         fs["relation"] = span_model(sp(rel.value))

@@ -121,3 +121,20 @@ def test_a_setting_the_mechanism_ignores_is_an_error(text, setting):
     d = [d for d in diags(text) if d.rule == "DPS130"]
     assert d and f"`{setting}`" in d[0].message and d[0].span is not None
     assert setting in text.splitlines()[d[0].span.line - 1]
+
+
+def test_a_training_size_against_the_unit_data():
+    text = ("privacy p { unit record  data synthetic(generator = two_blobs, size = 600) }\n"
+            "train t { mechanism dpsgd  dataset_size {n}  sampling poisson(expected_batch = 64)  clipping flat(C = 1)  "
+            "steps 10  guarantee dp(epsilon = 8, delta = 1e-6) }\n")
+    d = [d for d in diags(text.replace("{n}", "6000")) if d.rule == "DPS142"]
+    assert d and "600 rows" in d[0].message and d[0].span.line == 2
+    assert "DPS142" not in rules(text.replace("{n}", "600"))
+
+
+def test_a_relation_given_twice():
+    bad = ("privacy p { unit record(relation = substitution)  relation add_remove }\n"
+           "release r { mechanism gaussian  sensitivity 1  guarantee dp(epsilon = 1, delta = 1e-6) }")
+    d = [d for d in diags(bad) if d.rule == "DPS103"]
+    assert d and "`substitution`" in d[0].message and "`add_remove`" in d[0].message and d[0].span.line == 1
+    assert not diags(bad.replace("record(relation = substitution)", "record"))
