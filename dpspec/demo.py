@@ -80,10 +80,9 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
             if kind == "GaussianRelease":
                 if mech.query is None or mech.data is None:
                     continue  # the answer is the caller's (release_answer), or the data arrives at run time
-                noisy, report = mech.release(rng=rng)
-                print(f"  run {tname} ({name}): {report.query} on the bound data ({report.rows} rows, "
-                      f"{report.clamped} values clamped), released {np.round(noisy, 1)} (σ = {mech.sigma:.3g}; "
-                      f"ε spent {mech.privacy_spent().epsilon:.3g})")
+                noisy, report = mech.release(rng=rng)  # the report's counts are private: not printed
+                print(f"  run {tname} ({name}): {report.query} on the bound data, released {np.round(noisy, 1)} "
+                      f"(σ = {mech.sigma:.3g}; ε spent {mech.privacy_spent().epsilon:.3g})")
             elif kind == "SwmRelease":
                 from dpspec.data.synthetic import generate
 
