@@ -277,7 +277,7 @@ def _release_table(r: ir.Release, d, bound):
         return None, b.name  # checked by the runtime when the data arrives (DPS148)
     try:
         table = as_table(bound[b.name], b.name) if isinstance(b, ir.NamedData) else load_table(b, bound, missing="keep")
-    except DataBindingError as e:
+    except (DataBindingError, ValueError) as e:  # a malformed file, a wrong schema, an unusable bound object
         _fail("DPS418", f"cannot load the data of `{d.name}`: {e}", d, "data")
     q = r.query
     for c in q.columns:

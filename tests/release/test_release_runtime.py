@@ -63,9 +63,14 @@ def test_the_adult_example_reads_its_column_and_a_missing_file_fails(tmp_path):
     assert raised == {"DPS142"}
 
 
-def test_the_cli_never_exits_0_on_a_bad_column_or_file(tmp_path):
+def test_the_cli_never_exits_0_on_a_bad_column_or_file(tmp_path, monkeypatch):
+    bad = tmp_path / "data" / "bad.csv"
+    bad.parent.mkdir()
+    bad.write_text("x1,x2\n1,2\n3\n", encoding="utf-8")  # a row with a missing field
+    monkeypatch.setenv("DPSPEC_DATA_DIR", str(bad.parent))
     for text, rule in [(spec("sum(x11, bounds = [-1, 1])"), "DPS416"),
-                       (spec("sum(x1, bounds = [-1, 1])", data='csv("nowhere/none.csv")'), "DPS419")]:
+                       (spec("sum(x1, bounds = [-1, 1])", data='csv("nowhere/none.csv")'), "DPS419"),
+                       (spec("sum(x1, bounds = [-1, 1])", data='csv("bad.csv")'), "DPS418")]:
         p = tmp_path / "s.dps"
         p.write_text(text, encoding="utf-8")
         r = subprocess.run([sys.executable, "-m", "dpspec", "compile", str(p)], capture_output=True, text=True,
@@ -142,6 +147,7 @@ def test_data_bound_at_compile_time_by_name():
     c = dpspec.compile(spec("sum(x1, bounds = [-1, 1])", data="dataset(survey)"), data={"survey": t})
     value, report = c.mechanism.release()
     assert value == pytest.approx(np.clip(t.column("x1"), -1, 1).sum(), abs=0.1) and report.rows == 300
+    assert dpspec.verify(c.certificate).ok  # the certificate does not depend on the data bound
     raised, e = rules_of(spec("sum(y, bounds = [-1, 1])", data="dataset(survey)"), data={"survey": t})
     assert raised == {"DPS416"}
 
