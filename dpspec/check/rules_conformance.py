@@ -91,9 +91,9 @@ def check_bounds_columns(ctx: Context):
 
 def _table_rows(binding) -> int | None:
     """Rows of a data binding known without reading data (a generated table)."""
-    from dpspec.data.synthetic import GENERATORS
+    from dpspec.data import TABLE_GENERATORS
 
-    if isinstance(binding, ir.SyntheticData) and binding.generator in GENERATORS:
+    if isinstance(binding, ir.SyntheticData) and binding.generator in TABLE_GENERATORS:
         return binding.size
     return None
 
@@ -221,14 +221,14 @@ def check_steps_epochs(ctx: Context):
 
 def data_kind(binding) -> str | None:
     """``table``, ``graph`` or None (bound at run time by name: either)."""
-    from dpspec.data.synthetic import GENERATORS, GRAPH_GENERATORS
+    from dpspec.data import GRAPH_GENERATORS, TABLE_GENERATORS
 
     if isinstance(binding, ir.GraphData):
         return "graph"
     if isinstance(binding, ir.CsvData):
         return "table"
     if isinstance(binding, ir.SyntheticData):
-        return "table" if binding.generator in GENERATORS else (
+        return "table" if binding.generator in TABLE_GENERATORS else (
             "graph" if binding.generator in GRAPH_GENERATORS else None)
     return None
 

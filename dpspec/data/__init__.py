@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["data_root", "DataNotFoundError"]
+__all__ = ["data_root", "DataNotFoundError", "TABLE_GENERATORS", "GRAPH_GENERATORS"]
+
+# The generators of dpspec.data.synthetic, named here without importing numpy (the checker reads them).
+TABLE_GENERATORS = ("secret_groups", "two_blobs")
+GRAPH_GENERATORS = ("sbm_graph",)
 
 
 class DataNotFoundError(FileNotFoundError):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpspec.data import GRAPH_GENERATORS, TABLE_GENERATORS as GENERATORS  # noqa: F401 (re-exported)
 from dpspec.data.tabular import Table
-
-GENERATORS = ("secret_groups", "two_blobs")
 
 
 def generate(generator: str, size: int, seed: int = 0) -> Table:
@@ -36,9 +35,6 @@ def generate(generator: str, size: int, seed: int = 0) -> Table:
     cols = tuple(data)
     return Table(f"synthetic:{generator}", cols, data, numeric, n_raw=size,
                  sources=(f"synthetic(generator = {generator}, size = {size}, seed = {seed})",))
-
-
-GRAPH_GENERATORS = ("sbm_graph",)
 
 
 def generate_graph(generator: str, size: int, seed: int = 0):
