@@ -697,6 +697,17 @@ def _dpsgd_assumptions(scheme: str, K: int, rel: str) -> list[Assumption]:
 # --- compositions ----------------------------------------------------------------------------------
 
 
+def composed_protected(parts) -> Protected:
+    """The unit every part protects (DPS122 makes it one definition), with each part's own reading:
+    the same record may sit in a release's bound data and in a training's examples."""
+    first = parts[0].certificate.protected
+    descs = list(dict.fromkeys(p.certificate.protected.description for p in parts))
+    text = descs[0] if len(descs) == 1 else "; ".join(
+        f"`{p.name}`: {p.certificate.protected.description}" for p in parts)
+    return first.model_copy(update={"description": f"in every part, the same unit of `{first.definition}` — {text}"})
+
+
+
 def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, CompiledTarget]) -> CompiledTarget:
     parts = [done[p] for p in c.parts if p in done]
     if len(parts) != len(c.parts):
@@ -749,7 +760,7 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     record = TargetCertificate(
         name=c.name,
         kind="compose",
-        protected=first.protected,
+        protected=composed_protected(parts),
         notion=_notion(g),
         mechanism=MechanismRecord(name="composition", description="sequential composition of " + ", ".join(c.parts),
                                   parameters={"parts": ",".join(c.parts)}, calibrated=False),

@@ -261,9 +261,10 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
     """Thm 5.8: independently randomised SRPP-SGD runs at one α, flavour and slice profile compose
     by adding their ε (sa runs only with sa runs); otherwise DPS504."""
     from dpspec.accounting.huc import SrppSoundnessError, compose_srpp_sgd
-    from dpspec.compiler.compile import _notion, _target
+    from dpspec.compiler.compile import _notion, _target, composed_protected
 
     g = c.guarantee
+
     def model(p) -> str:
         d = p.mechanism.discrepancy.describe()
         return ", ".join(f"{k} = {v}" for k, v in sorted(d.items()) if k not in ("source", "sa_bound")) + (
@@ -294,7 +295,7 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
                       source=Source(paper=a.source.split(",")[0], ref=",".join(a.source.split(",")[1:]).strip()))
            for i, a in enumerate(comp.assumptions)]
     return TargetCertificate(
-        name=c.name, kind="compose", protected=first.protected, notion=_notion(g),
+        name=c.name, kind="compose", protected=composed_protected(parts), notion=_notion(g),
         mechanism=MechanismRecord(name="composition", description="SRPP-SGD runs composed by Thm 5.8: "
                                   + ", ".join(c.parts), parameters={"parts": ",".join(c.parts)}, calibrated=False),
         guarantee=guarantee, assumptions=asm,

@@ -93,3 +93,15 @@ def test_dpsgd_names_the_training_examples():
     _, r = protected("privacy p { unit record }\ntrain t { mechanism dpsgd  sampling poisson(rate = 0.01)  "
                      "clipping flat(C = 1)  steps 10  guarantee dp(epsilon = 8, delta = 1e-6) }")
     assert r.protected.description == "one record (row) of the training data the loader samples from, inserted or removed"
+
+
+def test_a_composition_names_each_part_reading_of_the_one_unit():
+    c = dpspec.compile("privacy p { unit record  data dataset(rows) }\n"
+                       "release a { mechanism gaussian  query count()  noise gaussian(sigma = 5)  guarantee dp(delta = 1e-6) }\n"
+                       "train m { mechanism dpsgd  sampling poisson(rate = 0.01)  clipping flat(C = 1)  steps 10  "
+                       "noise_multiplier 1.1  guarantee dp(delta = 1e-6) }\n"
+                       "compose both { parts [a, m]  guarantee dp(delta = 1e-6) }")
+    d = c.certificate.results[-1].protected.description
+    assert d.startswith("in every part, the same unit of `p`")
+    assert "`a`: one record (row) of the data the release reads (dataset(rows)" in d
+    assert "`m`: one record (row) of the training data" in d
