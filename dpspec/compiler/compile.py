@@ -311,7 +311,7 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
         _fail("DPS140", f"the declared sensitivity {sens.declared:g} is below Δ = {sens.derived.value:.6g} that the "
               f"query implies: {sens.derived.statement}", r, "sensitivity")
     delta_sens = sens.used
-    on_data = evaluated_on_data(r, u)
+    on_data = evaluated_on_data(r, u, n)
     table, data_name = _release_table(r, d, data) if on_data else (None, None)
     g = r.guarantee
     alphas = _alpha_grid(ctx.spec)

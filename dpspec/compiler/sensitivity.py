@@ -229,11 +229,8 @@ def derive_sensitivity(r: ir.Release, unit, n: int | None) -> tuple[float | None
     return s.used, s.problem
 
 
-def evaluated_on_data(r: ir.Release, unit) -> bool:
-    """Whether the runtime evaluates this release's query on the data (columns read, values clamped,
-    so the derived Δ holds by construction). Otherwise the caller supplies the answer and the declared
-    sensitivity is an assumption about it (``release_answer``)."""
-    q = r.query
-    if q is None or q.function not in DATA_QUERIES or unit.kind not in ("record", "group"):
-        return False
-    return q.function == "count" or bool(q.bounds)
+def evaluated_on_data(r: ir.Release, unit, n: int | None) -> bool:
+    """Whether the runtime evaluates this release's query on the data: exactly when a rule above derives
+    its Δ (columns read, values clamped, so that Δ holds by construction). Otherwise the caller supplies
+    the answer and the declared sensitivity is an assumption about it (``release_answer``)."""
+    return r.query is not None and implied_sensitivity(r.query, unit, n)[0] is not None

@@ -260,3 +260,13 @@ def test_clamped_answers_never_move_by_more_than_delta_between_neighbours(query,
             rows, i = (rows * 8)[:8], i % 8
         swapped = rows[:i] + [other] + rows[i + 1:]
         assert np.linalg.norm(answer(plan, rows) - answer(plan, swapped)) <= delta * (1 + 1e-9) + 1e-9
+
+
+@pytest.mark.parametrize("query,size", [("histogram(x, bounds = [0, 1])", ""), ("mean(x, bounds = [0, 1])", ""),
+                                        ("sum(x)", "")])
+def test_a_declared_sensitivity_without_a_derivation_is_never_evaluated_on_data(query, size):
+    """Only a query whose Δ dpspec derives is computed from data; the rest is the caller's answer."""
+    c = dpspec.compile(spec(query, data="dataset(d)", size=size).replace("query ", "sensitivity 1\n  query ", 1))
+    assert c.certificate.results[0].query.evaluated_on == "answer"
+    with pytest.raises(CertificateGuardError, match="release_answer"):
+        c.mechanism.release({"x": [0.5]})
