@@ -193,7 +193,8 @@ def check_discrepancy_composition(ctx: Context):
                     runs.setdefault(d.name, []).append(t)
         for scenario, ts in runs.items():
             keys = {t.name: _discrepancy_key(ctx, t) for t in ts}
-            if len({repr(k) for k in keys.values()}) > 1:
+            sizes = {n for _d, n in keys.values() if n is not None}  # a run without one reads the scenario's data
+            if len({repr(d) for d, _n in keys.values()}) > 1 or len(sizes) > 1:
                 yield diag("DPS143", f"composition `{c.name}` adds SRPP-SGD runs of scenario `{scenario}` "
                            "under different discrepancy models: " + "; ".join(
                                f"`{n}`: {_describe_discrepancy(k)}" for n, k in keys.items()), c, "parts",

@@ -138,3 +138,9 @@ def test_a_relation_given_twice():
     d = [d for d in diags(bad) if d.rule == "DPS103"]
     assert d and "`substitution`" in d[0].message and "`add_remove`" in d[0].message and d[0].span.line == 1
     assert not diags(bad.replace("record(relation = substitution)", "record"))
+
+
+def test_a_run_that_reads_its_size_from_the_scenario_data_composes_with_one_that_states_it():
+    text = _srpp_two(_FLIP, _FLIP).replace("  secret share", "  data synthetic(generator = two_blobs, size = 1400)\n"
+                                           "  secret share", 1).replace("  dataset_size  1400\n", "", 1)
+    assert "DPS143" not in rules(text) and "DPS142" not in rules(text)
