@@ -48,10 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("explain", help="print a human summary of a certificate")
     c.add_argument("cert", metavar="CERT.json")
 
-    c = sub.add_parser("fmt", help="print the canonical form of a spec")
-    c.add_argument("file", metavar="FILE")
-    c.add_argument("--check", action="store_true", help="exit 1 if the file is not in canonical form")
-    c.add_argument("-w", "--write", action="store_true", help="rewrite the file in canonical form")
+    c = sub.add_parser("fmt", help="format specs: canonical layout, comments and blank-line groups kept")
+    c.add_argument("files", nargs="+", metavar="FILE", help="spec files (`-` reads standard input)")
+    how = c.add_mutually_exclusive_group()
+    how.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted")
+    how.add_argument("-w", "--write", action="store_true", help="rewrite the files in place")
 
     c = sub.add_parser("rules", help="list the rule catalogue")
     c.add_argument("rule", nargs="?", help="show one rule with its examples")
@@ -215,26 +216,64 @@ def cmd_explain(args) -> int:
 
 
 def cmd_fmt(args) -> int:
-    from dpspec.frontend import load
-    from dpspec.parse.fmt import fmt
-    from dpspec.parse.includes import load_program
-    from dpspec.diagnostics import render_all
+    from dpspec.diagnostics import SpecError, render_all
+    from dpspec.parse.fmt import FormatError, format_source
+    from dpspec.parse.includes import _read
 
-    prog = load_program(path=Path(args.file), name=args.file)
-    if prog.root_file is None:
-        print(render_all(prog.diagnostics, prog.sources), file=sys.stderr)
-        return EXIT_INVALID
-    out = fmt(prog.root_file)
-    if args.check:
-        same = prog.sources[args.file] == out
-        print(f"{args.file}: {'canonical' if same else 'not in canonical form'}")
-        return EXIT_OK if same else EXIT_INVALID
-    if args.write:
-        Path(args.file).write_text(out, encoding="utf-8")
-        return EXIT_OK
-    sys.stdout.write(out)
-    del load
-    return EXIT_OK
+    if args.write and "-" in args.files:
+        print("dpspec: error: -w cannot rewrite standard input", file=sys.stderr)
+        return EXIT_USAGE
+    status = EXIT_OK
+    for name in args.files:
+        if name == "-":
+            text, err = sys.stdin.read(), None
+        else:
+            text, err = _read(Path(name))
+        if text is None:
+            print(f"dpspec: cannot read {name}: {err}", file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        try:
+            out = format_source(text, name)
+        except SpecError as e:
+            print(render_all(e.diagnostics, e.sources), file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        except FormatError as e:
+            print(f"{name}: error: {e}", file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        if args.check:
+            if out != text:
+                print(f"{name}: not formatted (`dpspec fmt -w {name}` rewrites it)")
+                status = EXIT_INVALID
+        elif args.write:
+            if out != text and not _replace_file(Path(name), out):
+                status = EXIT_INVALID
+        else:
+            sys.stdout.write(out)
+    return status
+
+
+def _replace_file(path: Path, text: str) -> bool:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (through a
+    symlink, to its target): an interrupted write leaves the old file whole."""
+    import shutil
+    import tempfile
+
+    target, tmp = path.resolve(), None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        shutil.copymode(target, tmp)
+        os.replace(tmp, target)
+        return True
+    except OSError as e:
+        print(f"dpspec: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        return False
 
 
 def cmd_rules(args) -> int:
