@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    args = None
     try:
         args = _parser().parse_args(argv)
         if not args.cmd:
@@ -86,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpspec: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as e:  # an optional dependency this command needs is not installed
+        hint = _INSTALL_HINTS.get((e.name or "").partition(".")[0])
+        if hint is None or os.environ.get("DPSPEC_DEBUG"):
+            raise
+        what = f"`dpspec {args.cmd}`" if getattr(args, "cmd", None) else "this"
+        print(f"dpspec: error: {what} needs `{e.name}`, which is not installed\n  = hint: {hint}", file=sys.stderr)
+        return EXIT_INVALID
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # a bug: say so plainly, without a traceback
@@ -95,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
               "  = note: this is a bug in dpspec; rerun with DPSPEC_DEBUG=1 for details and report it",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+# Optional dependencies (pyproject extras) and how to install them.
+_INSTALL_HINTS = {
+    "torch": "install a CPU build with `pip install -r requirements/torch.txt`, then `pip install 'dpspec[train]'`",
+    "matplotlib": "`pip install 'dpspec[plot]'` (or `pip install matplotlib`)",
+}
 
 
 def _print_diags(diags, sources, fmt: str, stream=sys.stdout) -> None:
@@ -136,6 +151,10 @@ def cmd_compile(args) -> int:
     from dpspec.diagnostics import SpecError
     from dpspec.frontend import load
 
+    if args.output and not Path(args.output).parent.is_dir():  # say so before the (long) compile
+        print(f"dpspec: cannot write {args.output}: the directory {Path(args.output).parent} does not exist\n"
+              "  = hint: create it first, or choose another -o path", file=sys.stderr)
+        return EXIT_INVALID
     spec = load(Path(args.file), name=args.file)
     if not spec.ok:
         _print_diags(spec.diagnostics, spec.sources, args.format, sys.stderr)
@@ -154,7 +173,11 @@ def cmd_compile(args) -> int:
             for w in r.warnings:
                 print(f"{args.file}: note: {r.name}: {w}", file=sys.stderr)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            print(f"dpspec: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_INVALID
         if not args.quiet:
             for r in compiled.certificate.results:
                 print(summary_line(r))
