@@ -54,6 +54,15 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted")
     how.add_argument("-w", "--write", action="store_true", help="rewrite the files in place")
 
+    c = sub.add_parser("plot", help="draw a certificate: ε(δ), ε vs steps, ε(α) (needs matplotlib)")
+    c.add_argument("cert", metavar="CERT.json")
+    c.add_argument("-o", "--output", metavar="OUT.png|OUT.svg",
+                   help="the picture to write (default: CERT.png beside the certificate)")
+    c.add_argument("--kind", choices=("curve", "steps", "rdp", "all"), default="all",
+                   help="curve: ε(δ); steps: ε after each training step; rdp: ε(α); all: every one (default)")
+    c.add_argument("--target", action="append", metavar="NAME", help="only this release/training (repeatable)")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+
     c = sub.add_parser("rules", help="list the rule catalogue")
     c.add_argument("rule", nargs="?", help="show one rule with its examples")
 
@@ -81,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
         return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
-                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
+                "fmt": cmd_fmt, "plot": cmd_plot, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
@@ -297,6 +306,42 @@ def _replace_file(path: Path, text: str) -> bool:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         return False
+
+
+def cmd_plot(args) -> int:
+    from dpspec import plot
+
+    out = Path(args.output) if args.output else Path(args.cert).with_suffix(".png")
+    if out.suffix.lower() not in plot.FORMATS:
+        print(f"dpspec: error: cannot write {out}: the picture must end in {', '.join(plot.FORMATS)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not out.parent.is_dir():
+        print(f"dpspec: cannot write {out}: the directory {out.parent} does not exist", file=sys.stderr)
+        return EXIT_INVALID
+    import matplotlib  # noqa: F401 - before the (possibly slow) recomputation: a missing package says so at once
+
+    try:
+        cert = plot.read_certificate(args.cert)
+    except plot.CertificateReadError as e:
+        print(f"dpspec: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    if cert.content_hash != cert.payload_hash() and not args.quiet:
+        print(f"{args.cert}: warning: the content hash does not match: the certificate was edited after it was "
+              "compiled (`dpspec verify` says what changed); plotting its numbers as they are", file=sys.stderr)
+    kinds = plot.KINDS if args.kind == "all" else (args.kind,)
+    progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
+    try:
+        plot.save(cert, out, kinds, args.target, progress)
+    except KeyError:
+        names = ", ".join(r.name for r in cert.results)
+        print(f"dpspec: error: no target {', '.join(args.target)} in {args.cert}; it holds: {names}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"dpspec: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_INVALID
+    if not args.quiet:
+        print(f"wrote {out}")
+    return EXIT_OK
 
 
 def cmd_rules(args) -> int:
