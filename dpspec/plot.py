@@ -230,7 +230,9 @@ def _dpsgd_epsilons(r, ts: np.ndarray, rdp_target: bool) -> list[float]:
 
     p, g = r.mechanism.parameters, r.guarantee
     sampling = {"poisson": "poisson", "without_replacement": (
-        "wor_substitution" if r.protected.relation == "substitution" else "wor")}[p["sampling"]]
+        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
+    if sampling is None:
+        raise ValueError(f"no accountant for sampling `{p.get('sampling')}`")
     alphas = np.asarray(g.rdp_alphas, dtype=float) if g.rdp_alphas else None
     one = acc.dpsgd_rdp_curve(p["noise_multiplier"], p["sample_rate"], 1, sampling=sampling,
                               group_size=int(p.get("group_size", 1)),

@@ -94,6 +94,8 @@ def test_fmt_reads_standard_input():
     r = run("fmt", "-", input="x y {a 1} # c\n")
     assert r.returncode == 0 and r.stdout == "x y {\n  a 1\n}  # c\n"
     assert run("fmt", "-w", "-", input="x y {}").returncode == 2
+    r = subprocess.run([sys.executable, "-m", "dpspec", "fmt", "-"], input=b"x y { s \"\xff\" }", capture_output=True)
+    assert r.returncode == 1 and b"not UTF-8" in r.stderr and not r.stdout
     assert run("fmt", "--check", "-w", "x.dps").returncode == 2
 
 

@@ -230,3 +230,13 @@ def test_cli_without_matplotlib_says_how_to_install_it(certs, tmp_path):
     assert "`dpspec plot` needs `matplotlib`, which is not installed" in r.stderr
     assert "pip install 'dpspec[plot]'" in r.stderr
     assert not (tmp_path / "g.png").exists()
+
+
+def test_parameters_the_accountant_cannot_use_are_a_note_not_a_crash(certs, tmp_path):
+    def odd(d):
+        d["results"][0]["mechanism"]["parameters"]["sampling"] = "shuffle"
+
+    cert = plot.read_certificate(_write(tmp_path, certs["dpsgd_records"], odd))
+    (panel,) = plot.panels(cert, kinds=("steps",))
+    assert panel.note == "cannot recompute: no accountant for sampling `shuffle`"
+    assert [s.certified for s in panel.series] == [True]  # the certified point is still drawn

@@ -258,7 +258,10 @@ def cmd_fmt(args) -> int:
     status = EXIT_OK
     for name in args.files:
         if name == "-":
-            text, err = sys.stdin.read(), None
+            try:
+                text, err = sys.stdin.buffer.read().decode("utf-8"), None
+            except UnicodeDecodeError as e:
+                text, err = None, f"is not UTF-8 text (byte {e.start})"
         else:
             text, err = _read(Path(name))
         if text is None:
