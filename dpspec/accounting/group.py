@@ -39,7 +39,7 @@ from ._exact import (binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bound
                      rdp_from_log_psi_m1)
 from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows
 from ._quadrature import mixture_psi_m1
-from .poisson import Evaluated, cap, is_integer_order, no_amplification
+from ._sgm import Evaluated, cap, is_integer_order, no_amplification, sgm_curve
 
 THEOREM_GROUP = "Schuchardt et al. 2024 Thm 4.2 (tight group amplification)"
 METHOD_GROUP = ("removal, integer alpha <= max_poly_order(K): exact positive-term "
@@ -140,7 +140,6 @@ def baseline_curve(alphas: np.ndarray, sigma: float, rate: float, k: int,
                    envelope: bool = True) -> Evaluated:
     """F10 recursion on the K = 1 SGM bound, optionally with the monotone envelope
     over the given (sorted) grid."""
-    from .poisson import sgm_curve
     alphas = np.asarray(alphas, float)
     levels = int(math.ceil(math.log2(k))) if k > 1 else 0
     m = 2 ** levels
