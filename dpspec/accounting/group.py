@@ -209,13 +209,15 @@ def _lse_windows(buf: np.ndarray, la_rev: np.ndarray) -> np.ndarray:
     """``logsumexp_rows(win + la_rev, axis=-1)`` for the sliding windows ``win`` of length k of
     each row of ``buf`` (same float operations; the caller sets np.errstate)."""
     k = la_rev.shape[1]
-    rows = buf.shape[1] - k + 1
-    xs = [buf[:, i:i + rows] + la_rev[:, i:i + 1] for i in range(k)]
-    m = xs[0].copy()
-    for v in xs[1:]:
-        np.maximum(m, v, out=m)
+    n, rows = buf.shape[0], buf.shape[1] - k + 1
+    x = np.empty((k, n, rows))
+    for i in range(k):                      # x[i] = win[..., i] + la_rev[i]
+        np.add(buf[:, i:i + rows], la_rev[:, i:i + 1], out=x[i])
+    m = np.max(x, axis=0)                   # exact in any order
     m_safe = np.where(np.isfinite(m), m, 0.0)
-    s = _pairwise_sum([np.exp(v - m_safe) for v in xs])
+    np.subtract(x, m_safe, out=x)
+    np.exp(x, out=x)
+    s = _pairwise_sum([x[i] for i in range(k)])
     out = np.log(s) + m_safe
     return np.where(np.isneginf(m), -np.inf, out)
 
