@@ -1401,16 +1401,21 @@ def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
     """``relational_accountants(...).epsilon`` with the same arguments, the same float, computing
     only the order groups that can attain the minimum of the conversion [D].
 
-    The integer orders <= 64 of each accountant are evaluated first.  An order group not
-    evaluated yet cannot change epsilon if, at each of its orders, a lower bound of the
-    combined value converts to more than the epsilon of the fully evaluated orders: every
-    accountant bounds a Renyi divergence of a fixed pair (for eq3 / thm_c1: of the joint law of
-    (l, output), the binomial mixture over l being a Psi average), which is non-decreasing in
-    alpha (van Erven & Harremoes 2014 Thm 3); a certified value is >= the exact value and
-    rdp - abs_error <= the exact value, so rdp_lo(alpha') = rdp - abs_error at an evaluated
-    alpha' <= alpha bounds the certified value at alpha from below (0 if there is none).  The
-    test is strict with a margin; otherwise the group is evaluated.  Orders where the
-    total-variation shortcut of the conversion (epsilon = 0) could apply are always evaluated.
+    The integer orders <= 64 of eq3 and thm_c1 are evaluated first (the other accountants are
+    cheap and evaluated fully).  An order group not evaluated yet cannot change epsilon if at
+    each of its orders a lower bound of the combined certified value converts to more than the
+    epsilon of the evaluated orders (and excludes the conversion's total-variation shortcut);
+    otherwise it is evaluated.  Lower bounds of the certified value v(alpha) = min(M+(alpha),
+    N(alpha)), M+ the bracket's upper end of the exact mixture value M, N the no-amplification
+    cap (which also bounds M):
+
+    * M is a Renyi divergence of a fixed pair (the joint law of (l, output); the average over
+      l is a Psi average), non-decreasing in alpha (van Erven & Harremoes 2014 Thm 3), and so
+      is N; at an evaluated order alpha' <= alpha that is not capped, v - abs_error is the
+      bracket's lower end M-(alpha') <= M(alpha'), hence v(alpha) >= M-(alpha');
+    * the summand f(l) = Psi_l - 1 is non-decreasing in l (module docstring), so M(alpha) >=
+      log1p(f(0)) / (alpha - 1) >= the same from f's certified lower bound at l = 0.
+
     If a bound were violated the result could only be larger (a minimum over fewer orders)."""
     if not isinstance(config, RelationalConfig):
         raise ValueError("config must be a RelationalConfig")
@@ -1422,76 +1427,77 @@ def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
     valid, _, Delta, c = _applicable(config, include)
     if not valid:
         raise ValueError("include selects no accountant")
-    K, k = config.degree_cap, config.k_eff
-    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate, K, k)
+    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate,
+                                 config.degree_cap, config.k_eff)
+    names = [nm for nm, _ in valid]
     na = a.size
-    rdp = {nm: np.full(na, np.nan) for nm, _ in valid}
-    err = {nm: np.full(na, np.nan) for nm, _ in valid}
-    groups = {nm: _lazy_groups(config, nm, a) for nm, _ in valid}
-    done: dict[str, set] = {nm: set() for nm, _ in valid}
+    rdp = {nm: np.full(na, np.nan) for nm in names}
+    chain = {nm: np.zeros(na) for nm in names}    # lower bounds usable for larger orders
+    groups = {nm: _lazy_groups(config, nm, a) for nm in names}
+    ratio = {"eq3": s / Delta, "thm_c1": s / c if c is not None else None}
+    done: dict[str, set] = {nm: set() for nm in names}
     first = is_integer_order(a) & (a <= 64)
-    todo: dict[str, set] = {}
-    for nm, _ in valid:
-        gs = groups[nm]
-        todo[nm] = {gi for gi, g in enumerate(gs) if np.any(g & first)} or set(range(len(gs)))
+    todo = {nm: {gi for gi, g in enumerate(groups[nm]) if np.any(g & first)}
+            or set(range(len(groups[nm]))) for nm in names}
+    node0: dict[tuple, np.ndarray] = {}
     log_d = math.log(d)
     while True:
-        for nm, _ in valid:
+        for nm in names:
             gs = groups[nm]
             if not gs:
                 if not done[nm]:
-                    cv = _accountant_curve(config, nm, s, T, a, rtol_eq3, rtol_c1)
-                    rdp[nm], err[nm] = np.array(cv.rdp), np.array(cv.abs_errors)
+                    rdp[nm] = np.array(_accountant_curve(config, nm, s, T, a, rtol_eq3,
+                                                         rtol_c1).rdp)
                     done[nm].add(0)
                 continue
             new = todo[nm] - done[nm]
             if not new:
                 continue
+            sr = ratio[nm]
             if nm == "eq3":
-                up, e, _ = _eq3_evaluated(a, s / Delta, m, n, r, K, k, rtol_eq3, new)
+                up, e, _ = _eq3_evaluated(a, sr, m, n, r, K, k, rtol_eq3, new)
+                noamp = a / (2.0 * sr * sr)
             else:
-                up, e, _ = _c1_evaluated(a, s / c, m, n, r, K, k, rtol_c1, 256.0, new)
+                up, e, _ = _c1_evaluated(a, sr, m, n, r, K, k, rtol_c1, 256.0, new)
+                noamp = a * (K + 2) * (K + 2) / (2.0 * sr * sr)
             with np.errstate(invalid="ignore"):
                 up_t, e_t = _scaled(up, e, T)
+                capped = up >= noamp * (1 + 4 * ULP)
+                lo_t = np.maximum(up_t - e_t, 0.0) * (1.0 - 1e-9)
             sel = np.any(np.stack([gs[gi] for gi in new]), axis=0)
             sel |= ~np.any(np.stack(gs), axis=0)        # closed-form orders (> max_order)
-            rdp[nm][sel], err[nm][sel] = up_t[sel], e_t[sel]
+            rdp[nm][sel] = up_t[sel]
+            use = sel & ~capped & np.isfinite(lo_t)
+            chain[nm][use] = lo_t[use]
             done[nm] |= new
-        names = [nm for nm, _ in valid]
-        R = np.stack([rdp[nm] for nm in names])
-        known = ~np.isnan(R)
-        full = np.all(known, axis=0)
-        if np.any(full):
-            eps_k, _, _ = convert(a[full], np.min(R[:, full], axis=0), d)
-        else:
-            eps_k = math.inf
+        vals = np.stack([rdp[nm] for nm in names])
+        full = np.all(~np.isnan(vals), axis=0)
+        eps_k = convert(a[full], np.min(vals[:, full], axis=0), d)[0] if np.any(full) \
+            else math.inf
         if eps_k == 0.0 or np.all(full):
             return eps_k
-        # lower bounds of the certified values at orders not evaluated yet
-        lbs = []
-        for nm in names:
-            lo = np.where(np.isnan(rdp[nm]), -np.inf,
-                          np.maximum(rdp[nm] - err[nm], 0.0) * (1.0 - 1e-9))
-            lo = np.maximum.accumulate(np.where(np.isfinite(lo), lo, 0.0))  # a is increasing
-            lbs.append(np.where(np.isnan(rdp[nm]), lo, rdp[nm]))
         margin = 1e-9 * (1.0 + abs(eps_k)) if math.isfinite(eps_k) else math.inf
+        # lower bounds of each accountant's certified value at the orders not evaluated yet
+        lbs = {nm: np.where(np.isnan(rdp[nm]), np.maximum.accumulate(chain[nm]), rdp[nm])
+               for nm in names}
 
-        def needed(lbs):
-            comb_lb = np.min(np.stack(lbs), axis=0)
+        def needed():
+            comb_lb = np.min(np.stack([lbs[nm] for nm in names]), axis=0)
             with np.errstate(invalid="ignore", over="ignore"):
                 tv_safe = d * d + np.expm1(-comb_lb) < -1e-9
                 eps_lb = _epsilon_lower(a, comb_lb, log_d)
             return ~full & ~(tv_safe & (eps_lb > eps_k + margin))
 
-        need = needed(lbs)
-        if np.any(need):
-            # second chance: the value at the first l-node bounds the mixture from below
-            for i, nm in enumerate(names):
+        need = needed()
+        if np.any(need):        # second chance: the bound from the l = 0 term
+            for nm in names:
                 for gi, g in enumerate(groups[nm]):
-                    if gi not in done[nm] and gi not in todo[nm] and np.any(g & need):
-                        lbs[i] = np.where(g, np.maximum(lbs[i], T * (1.0 - 1e-9) * _node0_lower(
-                            config, nm, a, g, s / (Delta if nm == "eq3" else c))), lbs[i])
-            need = needed(lbs)
+                    if gi not in done[nm] and np.any(g & need):
+                        if (nm, gi) not in node0:
+                            node0[(nm, gi)] = T * (1.0 - 1e-9) * _node0_lower(config, nm, a, g,
+                                                                              ratio[nm])
+                        lbs[nm] = np.where(g, np.maximum(lbs[nm], node0[(nm, gi)]), lbs[nm])
+            need = needed()
         if not np.any(need):
             return eps_k
         for nm in names:
