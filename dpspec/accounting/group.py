@@ -18,7 +18,8 @@ Then (``_exact``) Psi_rem - 1 = sum_{j>=2} C(alpha,j) w0^{alpha-j} r_K^j D_j wit
 (E[u^s] = e^{s^2/(2 s^2)} for u = e^{Z/s^2}; digest §4 step 3a / F6).  X_j and Y_j are
 positive and X_j/D_j <= ~K+1, so D_j keeps its relative accuracy even for huge
 s.  The polynomial powers are computed by log-space convolution, O(alpha^2 K^2)
-in total for all orders at once.
+in total for all orders at once (:class:`DChain`: for several weight vectors at
+once, continued in j on demand).
 
 Real alpha, larger integer alpha, and the insertion term: trapezoid quadrature
 (``_quadrature``).  Every value is capped by the no-amplification bound

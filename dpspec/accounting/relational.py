@@ -66,6 +66,13 @@ Eq. (47)), each as log-bounds, so no "1 + tiny - 1" cancellation occurs (tiny pe
 keep their relative accuracy).  Orders are refined in three groups (real orders, integers
 <= 64, larger integers) with their own l-nodes.
 
+Speed (same floats) [D]: the removal polynomials of all l-nodes of a refinement round are one
+batched recursion (``group.DChain``), continued in j from the integer orders <= 64 to the larger
+ones; each order group's bracket is memoised per configuration and noise ratio (``_MEMO``), so the
+certificate's evaluation after a calibration reuses the search's; the search evaluates only the
+order groups that can attain epsilon (:func:`_search_epsilon`).  :func:`certify_relational` is the
+one evaluation a certificate records (no search).
+
 Paper looseness kept (conservative): l ~ Bin(m, rate) although only m - K edges remain
 (Bin(m, rate) stochastically dominates Bin(m-K, rate) and f is non-decreasing); G_l clamped at 1
 for l k_neg > n (Alg. 2 is infeasible there; see DPS606 for how the sampler handles it).
