@@ -168,7 +168,8 @@ class DChain:
         ratio = np.where(fin, scalar_map(_safe_exp, np.where(fin, log_y - lx, 0.0)), 0.0)
         # relative errors of X_j (log-space convolution: ~ulp per step and per magnitude)
         eta_x = 4.0 * ULP * (J * self.serr[:, None] + mx + t_last + 2.0)
-        eta_y = 4.0 * ULP * (1.0 + J * np.abs(las) * scalar_map(math.exp, ja) / np.maximum(y, 1e-300))
+        eta_y = 4.0 * ULP * (1.0 + J * np.abs(las) * scalar_map(math.exp, ja)
+                             / np.maximum(y, 1e-300))
         ok = ratio < 1.0
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             log_d = np.where(ok, lx + scalar_map(math.log1p, np.where(ok, -ratio, 0.0)), lx)

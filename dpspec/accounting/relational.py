@@ -1316,8 +1316,8 @@ def relational_accountants(config: RelationalConfig, sigma, steps, delta, alphas
     d = V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     a = _alphas(alphas)
     K = config.degree_cap
-    m, n, r = config.num_edges, config.num_nodes, config.rate
-    valid, rejected, Delta, c = _applicable(config, include)
+    m, n = config.num_edges, config.num_nodes
+    valid, rejected, Delta, _ = _applicable(config, include)
     acc: dict[str, AccountantResult] = {}
     for name, why in valid:
         curve = _accountant_curve(config, name, s, T, a, rtol_eq3, rtol_c1)
