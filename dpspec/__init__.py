@@ -44,13 +44,12 @@ def verify(certificate, *, raise_on_error: bool = True, data=None):
 
 
 def fmt(source) -> str:
-    """The canonical text of a spec (path or text)."""
+    """A spec (path, text or loaded ``Spec``) formatted as ``dpspec fmt`` prints it: the canonical
+    layout with every comment and blank-line group kept. Raises ``SpecError`` if it does not parse."""
     from dpspec.frontend import Spec, load
-    from dpspec.parse.fmt import fmt as _fmt
+    from dpspec.parse.fmt import format_source
 
     spec = load(source) if not isinstance(source, Spec) else source
-
-    root = spec.program.root_file
-    if root is None:
+    if spec.program.root_file is None:
         raise SpecError(spec.diagnostics, spec.sources)
-    return _fmt(root)
+    return format_source(spec.sources[spec.program.root], spec.program.root)

@@ -48,6 +48,8 @@ def language_markdown() -> str:
            "  `(a, b)`, calls `dp(epsilon = 1, delta = 1e-6)` with positional and keyword arguments,",
            "  membership `race in {White, Black}` and named sub-blocks `coupled { positive ... negative ... }`.",
            "- Comments run from `#` to the end of the line. `nan` and `inf` are rejected.",
+           "- `dpspec fmt` lays a spec out canonically and keeps every comment and blank-line group; the",
+           "  formatted spec compiles to the same IR. Certificates embed the comment-free canonical text.",
            "- `use \"path.dps\"` (relative to the including file) makes that file's `scenario` and `privacy`",
            "  blocks visible; its releases and trainings are not compiled again. Cycles are errors.",
            "- Limits: 1 MB per file, nesting depth 32, numbers of at most 64 characters, 64 included files.", "",

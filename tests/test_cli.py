@@ -89,10 +89,11 @@ def test_compile_unreachable_target_is_a_located_error(tmp_spec):
 def test_fmt_and_fmt_check(tmp_spec):
     p = tmp_spec("privacy   p {unit record}  # comment\n")
     r = run("fmt", p)
-    assert r.returncode == 0 and r.stdout == "privacy p {\n  unit record\n}\n"
+    assert r.returncode == 0 and r.stdout == "privacy p {\n  unit record\n}  # comment\n"
     assert run("fmt", "--check", p).returncode == 1
     assert run("fmt", "-w", p).returncode == 0
     assert run("fmt", "--check", p).returncode == 0
+    assert p.read_text() == r.stdout  # the comment survives -w
 
 
 @pytest.mark.parametrize("path", sorted(SPECS.glob("*.dps")), ids=lambda p: p.name)

@@ -35,7 +35,7 @@ DP-SGD: :func:`dpsgd_epsilon`, :func:`calibrate_dpsgd_sigma`.
 SRPP-SGD: :func:`huc`, :func:`sa_huc`, :func:`hypergeometric_k2`, :func:`binomial_k2`,
 :func:`srpp_sgd_sigma2`, :func:`srpp_sgd_epsilon`, :func:`calibrate_srpp_sgd`.
 Relational DP-SGD: :func:`coupled_sampling_rdp`, :func:`coupled_sampling_rdp_standard_clipping`,
-:func:`relational_accountants`, :func:`calibrate_relational_sigma`.
+:func:`relational_accountants`, :func:`calibrate_relational_sigma`, :func:`certify_relational`.
 Errors: :class:`SoundnessError` (every family's unprovable configuration, with a rule id).
 """
 
@@ -61,6 +61,7 @@ from .huc import (  # SRPP-SGD History-Uniform Cap accountants (Zhang & Vorobeyc
 )
 from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq. (3), Thm C.1)
     calibrate_relational_sigma,
+    certify_relational,
     coupled_sampling_rdp,
     coupled_sampling_rdp_standard_clipping,
     relational_accountants,
@@ -74,6 +75,7 @@ __all__ = [
     "binomial_k2",
     "calibrate_relational_sigma",
     "calibrate_srpp_sgd",
+    "certify_relational",
     "coupled_sampling_rdp",
     "coupled_sampling_rdp_standard_clipping",
     "huc",

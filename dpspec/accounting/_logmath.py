@@ -45,6 +45,17 @@ def logsumexp_rows(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.squeeze(out, axis=axis)
 
 
+def scalar_map(fn, x: np.ndarray) -> np.ndarray:
+    """``fn`` (a scalar function of the ``math`` module) applied elementwise.
+
+    For vectorised replacements of scalar code: numpy's SIMD exp / log / expm1 / log1p may
+    differ from the C library's in the last ulp, so code that must reproduce a scalar
+    ``math`` computation bit for bit maps the ``math`` function instead.
+    """
+    x = np.asarray(x, dtype=float)
+    return np.fromiter(map(fn, x.ravel().tolist()), dtype=float, count=x.size).reshape(x.shape)
+
+
 def segment_logsumexp(x: np.ndarray, starts: np.ndarray, seg_of: np.ndarray) -> np.ndarray:
     """Log-sum-exp of consecutive segments of a flat array.
 

@@ -18,7 +18,8 @@ Then (``_exact``) Psi_rem - 1 = sum_{j>=2} C(alpha,j) w0^{alpha-j} r_K^j D_j wit
 (E[u^s] = e^{s^2/(2 s^2)} for u = e^{Z/s^2}; digest §4 step 3a / F6).  X_j and Y_j are
 positive and X_j/D_j <= ~K+1, so D_j keeps its relative accuracy even for huge
 s.  The polynomial powers are computed by log-space convolution, O(alpha^2 K^2)
-in total for all orders at once.
+in total for all orders at once (:class:`DChain`: for several weight vectors at
+once, continued in j on demand).
 
 Real alpha, larger integer alpha, and the insertion term: trapezoid quadrature
 (``_quadrature``).  Every value is capped by the no-amplification bound
@@ -33,13 +34,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ._exact import (binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bounds_from_rel,
                      rdp_from_log_psi_m1)
-from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows
+from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows, scalar_map
 from ._quadrature import mixture_psi_m1
-from .poisson import Evaluated, cap, is_integer_order, no_amplification
+from ._sgm import Evaluated, cap, is_integer_order, no_amplification, sgm_curve
 
 THEOREM_GROUP = "Schuchardt et al. 2024 Thm 4.2 (tight group amplification)"
 METHOD_GROUP = ("removal, integer alpha <= max_poly_order(K): exact positive-term "
@@ -60,51 +60,195 @@ def group_log_weights(rate: float, k: int) -> np.ndarray:
     return log_binom_pmf(kk, k, math.log(rate), math.log1p(-rate))
 
 
+def _safe_exp(v: float) -> float:
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return math.inf
+
+
+class DChain:
+    """log D_j (module docstring) for a batch of weight vectors of one length, extendable in j.
+
+    One row per weight vector ``lws[i]`` (log w_k, k = 0..K, w_0 < 1).  The polynomial powers
+    c_{j,.} are computed for all rows at once by the log-space convolution of the module
+    docstring, one j at a time; :meth:`extend` continues from the last j, so the values for
+    j <= J do not depend on how far, in how many steps or in which batch a row was extended.
+    Every float operation is that of the per-row scalar recursion (same reductions over the same
+    contiguous axes, libm for the scalar functions), so the results are bit for bit those of
+    evaluating each row on its own.
+
+    Attributes: ``j`` (last order computed), ``log_d`` / ``rel_d`` of shape (rows, j + 1).
+    """
+
+    def __init__(self, lws: np.ndarray, sigma: float):
+        lws = np.atleast_2d(np.asarray(lws, dtype=float))
+        n, kp1 = lws.shape
+        k = kp1 - 1
+        self.sigma = float(sigma)
+        x = 1.0 / (sigma * sigma)
+        kk = np.arange(1, k + 1, dtype=float)
+        la = np.empty((n, k))
+        las = np.empty(n)
+        serr = np.empty(n)
+        for i in range(n):       # per row exactly as the scalar recursion (cheap: once per row)
+            lw = lws[i]
+            log_r = math.log(-math.expm1(lw[0]))
+            lw1 = lw[1:] - log_r                                # log(w_k / r_K), k >= 1
+            la[i] = lw1 - 0.5 * kk * kk * x                     # log a_k
+            # log A with A = sum_k a_k: near A = 1 (large sigma) as log1p of a sum of negative
+            # terms (absolute accuracy matters for Y_j = 1 - A^j); otherwise directly in logs.
+            a_m1 = float(np.sum(np.exp(lw1) * np.expm1(-0.5 * kk * kk * x)))
+            las[i] = math.log1p(a_m1) if a_m1 > -0.5 else float(logsumexp_rows(la[i], axis=0))
+            serr[i] = float(np.max(np.abs(la[i]))) + math.log2(k + 1) + 2.0
+        self.la, self.las, self.serr = la, las, serr
+        self.p = la.copy()                                      # log c_{1,s}, s = 1..k
+        self.j = 1
+        self.log_d = np.full((n, 2), -np.inf)
+        self.rel_d = np.zeros((n, 2))
+
+    @property
+    def rows(self) -> int:
+        return self.la.shape[0]
+
+    def take(self, idx) -> "DChain":
+        """The chains of rows ``idx`` (a new object sharing nothing mutable)."""
+        out = object.__new__(DChain)
+        out.sigma, out.j = self.sigma, self.j
+        for name in ("la", "las", "serr", "p", "log_d", "rel_d"):
+            setattr(out, name, getattr(self, name)[idx].copy())
+        return out
+
+    @staticmethod
+    def stack(chains: list) -> "DChain":
+        """One batch of chains with the same j, sigma and weight length."""
+        out = object.__new__(DChain)
+        out.sigma, out.j = chains[0].sigma, chains[0].j
+        assert all(c.j == out.j and c.sigma == out.sigma for c in chains)
+        for name in ("la", "las", "serr", "p", "log_d", "rel_d"):
+            setattr(out, name, np.concatenate([getattr(c, name) for c in chains]))
+        return out
+
+    def extend(self, jmax: int) -> "DChain":
+        """Compute log D_j, rel_d for j = self.j + 1 .. jmax (in place; returns self)."""
+        j0 = self.j
+        if jmax <= j0:
+            return self
+        n, k = self.la.shape
+        x = 1.0 / (self.sigma * self.sigma)
+        # log expm1(s^2 x / 2) for s = 1..jmax k: one table (elementwise, as per j before)
+        s_all = np.arange(1, jmax * k + 1, dtype=float)
+        t_all = 0.5 * s_all * s_all * x
+        le_all = log_expm1(t_all)
+        la_rev = self.la[:, ::-1]
+        p = self.p
+        lx = np.empty((n, jmax - j0))
+        mx = np.empty((n, jmax - j0))
+        # p padded by k - 1 values -inf on both sides; p only grows, so the right padding stays
+        buf = np.full((n, jmax * (k - 1) + 1 + 2 * (k - 1)), -np.inf)
+        with np.errstate(under="ignore", divide="ignore"):
+            for j in range(j0 + 1, jmax + 1):
+                ln = p.shape[1]
+                buf[:, k - 1:k - 1 + ln] = p
+                # window row s, column i: buf[s + i] + la_rev[i] (log c_{j-1} * a, reversed)
+                p = _lse_windows(buf[:, :ln + 2 * (k - 1)], la_rev)   # log c_{j,s}, s = j..jk
+                terms = p + le_all[j - 1:j * k]
+                lx[:, j - j0 - 1] = _lse_last(terms)
+                mx[:, j - j0 - 1] = np.max(np.where(np.isfinite(terms), np.abs(terms), -np.inf),
+                                           axis=-1)
+        self.p = p
+        J = np.arange(j0 + 1, jmax + 1)
+        t_last = t_all[J * k - 1]
+        las = self.las[:, None]
+        ja = J * las                                            # log A^j  (< 0)
+        y = -scalar_map(math.expm1, ja)
+        pos = y > 0
+        log_y = np.where(pos, scalar_map(math.log, np.where(pos, y, 1.0)), -np.inf)
+        fin = log_y > -np.inf
+        ratio = np.where(fin, scalar_map(_safe_exp, np.where(fin, log_y - lx, 0.0)), 0.0)
+        # relative errors of X_j (log-space convolution: ~ulp per step and per magnitude)
+        eta_x = 4.0 * ULP * (J * self.serr[:, None] + mx + t_last + 2.0)
+        eta_y = 4.0 * ULP * (1.0 + J * np.abs(las) * scalar_map(math.exp, ja)
+                             / np.maximum(y, 1e-300))
+        ok = ratio < 1.0
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            log_d = np.where(ok, lx + scalar_map(math.log1p, np.where(ok, -ratio, 0.0)), lx)
+            # not ok: D_j unresolved in float (not observed): no finite error bound to state
+            rel_d = np.where(ok, (eta_x + eta_y * ratio) / np.where(ok, 1.0 - ratio, 1.0), np.inf)
+        self.log_d = np.concatenate([self.log_d, log_d], axis=1)
+        self.rel_d = np.concatenate([self.rel_d, rel_d], axis=1)
+        self.j = jmax
+        return self
+
+
+def _pairwise_sum(xs: list) -> np.ndarray:
+    """sum of the arrays ``xs`` in the order of numpy's pairwise summation (``np.sum`` over a
+    contiguous axis of length len(xs)), elementwise: the same float result as that reduction,
+    without its per-row cost on a short axis."""
+    n = len(xs)
+    if n < 8:
+        res = xs[0].copy()
+        for v in xs[1:]:
+            res += v
+        return res
+    if n <= 128:
+        r = [v.copy() for v in xs[:8]]
+        i = 8
+        while i < n - (n % 8):
+            for q in range(8):
+                r[q] += xs[i + q]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for v in xs[i:]:
+            res += v
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise_sum(xs[:n2]) + _pairwise_sum(xs[n2:])
+
+
+def _lse_windows(buf: np.ndarray, la_rev: np.ndarray) -> np.ndarray:
+    """``logsumexp_rows(win + la_rev, axis=-1)`` for the sliding windows ``win`` of length k of
+    each row of ``buf`` (same float operations; the caller sets np.errstate)."""
+    k = la_rev.shape[1]
+    n, rows = buf.shape[0], buf.shape[1] - k + 1
+    x = np.empty((k, n, rows))
+    for i in range(k):                      # x[i] = win[..., i] + la_rev[i]
+        np.add(buf[:, i:i + rows], la_rev[:, i:i + 1], out=x[i])
+    m = np.max(x, axis=0)                   # exact in any order
+    m_safe = np.where(np.isfinite(m), m, 0.0)
+    np.subtract(x, m_safe, out=x)
+    np.exp(x, out=x)
+    s = _pairwise_sum([x[i] for i in range(k)])
+    out = np.log(s) + m_safe
+    return np.where(np.isneginf(m), -np.inf, out)
+
+
+def _lse_last(x: np.ndarray) -> np.ndarray:
+    """``logsumexp_rows(x, axis=-1)`` (same operations; the caller sets np.errstate)."""
+    m = np.max(x, axis=-1, keepdims=True)
+    m_safe = np.where(np.isfinite(m), m, 0.0)
+    s = np.sum(np.exp(x - m_safe), axis=-1, keepdims=True)
+    out = np.log(s) + m_safe
+    out = np.where(np.isneginf(m), -np.inf, out)
+    return np.squeeze(out, axis=-1)
+
+
 def _group_d(jmax: int, lw: np.ndarray, sigma: float):
     """log D_j and relative error bounds for j = 0..jmax (see module docstring)."""
-    k = lw.size - 1
-    x = 1.0 / (sigma * sigma)
-    log_r = math.log(-math.expm1(lw[0]))
-    lw1 = lw[1:] - log_r                                    # log(w_k / r_K), k >= 1
-    kk = np.arange(1, k + 1, dtype=float)
-    la = lw1 - 0.5 * kk * kk * x                            # log a_k
-    # log A with A = sum_k a_k: near A = 1 (large sigma) as log1p of a sum of negative
-    # terms (absolute accuracy matters for Y_j = 1 - A^j); otherwise directly in logs.
-    a_m1 = float(np.sum(np.exp(lw1) * np.expm1(-0.5 * kk * kk * x)))
-    log_a_sum = math.log1p(a_m1) if a_m1 > -0.5 else float(logsumexp_rows(la, axis=0))
-    log_d = np.full(jmax + 1, -np.inf)
-    rel_d = np.zeros(jmax + 1)
-    la_rev = la[::-1]
-    step_err = float(np.max(np.abs(la))) + math.log2(k + 1) + 2.0
-    p = la.copy()                                           # log c_{1,s}, s = 1..k
-    for j in range(2, jmax + 1):
-        pad = np.full(k - 1, -np.inf)
-        win = sliding_window_view(np.concatenate([pad, p, pad]), k)   # (len+k-1, k)
-        p = logsumexp_rows(win + la_rev, axis=1)            # log c_{j,s}, s = j..jk
-        s = np.arange(j, j * k + 1, dtype=float)
-        t = 0.5 * s * s * x
-        terms = p + log_expm1(t)
-        log_x = float(logsumexp_rows(terms, axis=0))
-        ja = j * log_a_sum                                   # log A^j  (< 0)
-        y = -math.expm1(ja)
-        log_y = math.log(y) if y > 0 else -np.inf
-        ratio = math.exp(log_y - log_x) if log_y > -np.inf else 0.0
-        # relative errors of X_j (log-space convolution: ~ulp per step and per magnitude)
-        eta_x = 4.0 * ULP * (j * step_err + float(np.max(np.abs(terms[np.isfinite(terms)])))
-                             + float(t[-1]) + 2.0)
-        eta_y = 4.0 * ULP * (1.0 + j * abs(log_a_sum) * math.exp(ja) / max(y, 1e-300))
-        if ratio < 1.0:
-            log_d[j] = log_x + math.log1p(-ratio)
-            rel_d[j] = (eta_x + eta_y * ratio) / (1.0 - ratio)
-        else:  # D_j unresolved in float (not observed): no finite error bound to state
-            log_d[j] = log_x
-            rel_d[j] = np.inf
-    return log_d, rel_d
+    ch = DChain(lw[None, :], sigma).extend(jmax)
+    return ch.log_d[0], ch.rel_d[0]
 
 
-def _removal_poly(alphas_int: np.ndarray, lw: np.ndarray, sigma: float):
-    jmax = int(alphas_int.max())
-    log_d, rel_d = _group_d(jmax, lw, sigma)
+def _removal_poly(alphas_int: np.ndarray, lw: np.ndarray, sigma: float, d=None):
+    """log-bounds of Psi - 1 (removal, integer orders) from the exact polynomial.
+
+    ``d`` = (log_d, rel_d) for j = 0..J >= max alpha (e.g. a :class:`DChain` row computed with
+    other rows); only entries j <= alpha enter the value at alpha, so the result does not
+    depend on J."""
+    if d is None:
+        d = _group_d(int(alphas_int.max()), lw, sigma)
+    log_d, rel_d = d
     log_r = math.log(-math.expm1(lw[0]))
     log_i, rel = binomial_mixture_log_psi_m1(alphas_int, float(lw[0]), log_r, log_d, rel_d)
     return log_bounds_from_rel(log_i, rel)
@@ -140,7 +284,6 @@ def baseline_curve(alphas: np.ndarray, sigma: float, rate: float, k: int,
                    envelope: bool = True) -> Evaluated:
     """F10 recursion on the K = 1 SGM bound, optionally with the monotone envelope
     over the given (sorted) grid."""
-    from .poisson import sgm_curve
     alphas = np.asarray(alphas, float)
     levels = int(math.ceil(math.log2(k))) if k > 1 else 0
     m = 2 ** levels

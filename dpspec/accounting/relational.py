@@ -66,6 +66,13 @@ Eq. (47)), each as log-bounds, so no "1 + tiny - 1" cancellation occurs (tiny pe
 keep their relative accuracy).  Orders are refined in three groups (real orders, integers
 <= 64, larger integers) with their own l-nodes.
 
+Speed (same floats) [D]: the removal polynomials of all l-nodes of a refinement round are one
+batched recursion (``group.DChain``), continued in j from the integer orders <= 64 to the larger
+ones; each order group's bracket is memoised per configuration and noise ratio (``_MEMO``), so the
+certificate's evaluation after a calibration reuses the search's; the search evaluates only the
+order groups that can attain epsilon (:func:`_search_epsilon`).  :func:`certify_relational` is the
+one evaluation a certificate records (no search).
+
 Paper looseness kept (conservative): l ~ Bin(m, rate) although only m - K edges remain
 (Bin(m, rate) stochastically dominates Bin(m-K, rate) and f is non-decreasing); G_l clamped at 1
 for l k_neg > n (Alg. 2 is infeasible there; see DPS606 for how the sampler handles it).
@@ -77,6 +84,8 @@ Soundness rules (``RelationalSoundnessError``, a ValueError with ``.rule`` / ``.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -87,7 +96,7 @@ from . import _validate as V
 from .errors import SoundnessError, register_rules
 from ._exact import log_bounds_from_abs, rdp_from_log_psi_m1
 from ._logmath import ULP, log_expm1, logsumexp_rows, segment_logsumexp
-from .conversion import dp_from_curve
+from .conversion import convert, dp_from_curve
 from .curve import DEFAULT_ALPHAS, DpResult, RdpCurve, _make
 from .poisson import is_integer_order, sgm_curve
 
@@ -114,6 +123,8 @@ __all__ = [
     "relational_accountants",
     "relational_epsilon",
     "calibrate_relational_sigma",
+    "certify_relational",
+    "clear_memo",
     "overflow_probability",
     "check_sampler",
     "tuple_threshold",
@@ -298,6 +309,54 @@ def _support_end(m: int, rate: float, log_target: float | None = None) -> int:
         else:
             lo = mid
     return hi
+
+
+class _Memo:
+    """Bounded memo (least recently used first out) of the expensive per-noise work: the
+    certified bracket of each order group and the polynomial recursion of each l-node, per
+    accountant, configuration and noise ratio.  A calibration search evaluates each noise level
+    with several accountant subsets and the certificate evaluates its final sigma again; the
+    memo makes those repeats free.  Entries are pure functions of their key (results are
+    identical with or without the memo); nothing else is kept between calls."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def context(self, key: tuple) -> dict:
+        with self._lock:
+            ctx = self._d.get(key)
+            if ctx is None:
+                ctx = self._d[key] = {}
+                while len(self._d) > self.size:
+                    self._d.popitem(last=False)
+            else:
+                self._d.move_to_end(key)
+            return ctx
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
+
+#: per-(accountant, configuration, noise ratio) memo of _eq3_evaluated / _c1_evaluated
+_MEMO = _Memo(16)
+
+
+def clear_memo() -> None:
+    """Forget the memoised accountant evaluations (they are recomputed identically)."""
+    _MEMO.clear()
+
+
+def _memo_group(memo: dict, alphas: np.ndarray, rtol: float, run: Callable) -> "_MixResult":
+    """``run()`` (the bracket of one order group) memoised in ``memo`` by orders and rtol."""
+    key = ("group", np.asarray(alphas, float).tobytes(), float(rtol))
+    res = memo.get(key)
+    if res is None:
+        res = run()
+        res = memo[key] = _MixResult(res.log_lo.copy(), res.log_hi.copy(), res.nodes, res.rounds)
+    return res
 
 
 @dataclass
@@ -552,8 +611,12 @@ def _sgm_log_bounds(alphas: np.ndarray, s: float, q: float):
     return log_lo, log_hi
 
 
-def _eq3_evaluated(alphas, s, m, n, rate, K, k, rtol):
-    """Per-step Eq. (3) RDP (upper, error) at orders ``alphas`` with noise ratio s."""
+def _eq3_evaluated(alphas, s, m, n, rate, K, k, rtol, groups=None):
+    """Per-step Eq. (3) RDP (upper, error) at orders ``alphas`` with noise ratio s.
+
+    ``groups``: indices into :func:`_order_groups` to evaluate (None: all); the orders of the
+    other groups are NaN (for the calibration search, :func:`_search_epsilon`).  Each order
+    group's bracket is memoised per configuration and noise ratio (:data:`_MEMO`)."""
     am1 = alphas - 1.0
     noamp = alphas / (2.0 * s * s)
     if rate == 0.0:
@@ -576,8 +639,13 @@ def _eq3_evaluated(alphas, s, m, n, rate, K, k, rtol):
     log_lo = np.empty(alphas.size)
     log_hi = np.empty(alphas.size)
     info = []
-    for sel in _order_groups(alphas):
+    memo = _MEMO.context(("eq3", s, m, n, rate, K, k))
+    for gi, sel in enumerate(_order_groups(alphas)):
         al = alphas[sel]
+        if groups is not None and gi not in groups:
+            log_lo[sel], log_hi[sel] = np.nan, np.nan
+            info.append("-")
+            continue
 
         def eval_fn(ls, al=al):
             lo = np.empty((ls.size, al.size))
@@ -586,14 +654,18 @@ def _eq3_evaluated(alphas, s, m, n, rate, K, k, rtol):
                 lo[i], hi[i] = _sgm_log_bounds(al, s, gamma_of(l))
             return lo, hi
 
-        log_fmax = log_expm1(al * (al - 1) / (2 * s * s)) + 1e-12
-        # orders whose lower bound is within 0.1 % of the no-amplification bound are not
-        # refined further (amplification is worthless there; the bound stays valid)
-        log_cap = log_expm1(_DEAD * al * (al - 1) / (2 * s * s))
-        res = _binomial_mixture(m, rate, kink, eval_fn, 1.0 / al, log_fmax, log_cap, rtol)
+        def run(al=al, eval_fn=eval_fn):
+            log_fmax = log_expm1(al * (al - 1) / (2 * s * s)) + 1e-12
+            # orders whose lower bound is within 0.1 % of the no-amplification bound are not
+            # refined further (amplification is worthless there; the bound stays valid)
+            log_cap = log_expm1(_DEAD * al * (al - 1) / (2 * s * s))
+            return _binomial_mixture(m, rate, kink, eval_fn, 1.0 / al, log_fmax, log_cap, rtol)
+
+        res = _memo_group(memo, al, rtol, run)
         log_lo[sel], log_hi[sel] = res.log_lo, res.log_hi
         info.append(f"{res.nodes}")
-    up, err = rdp_from_log_psi_m1(alphas, log_lo, log_hi)
+    with np.errstate(invalid="ignore"):
+        up, err = rdp_from_log_psi_m1(alphas, log_lo, log_hi)
     take = noamp * (1 + 4 * ULP) < up
     up = np.where(take, noamp * (1 + 4 * ULP), up)
     err = np.where(take, noamp * 8 * ULP, err)
@@ -654,9 +726,14 @@ def _sgm_method():
     return METHOD_SGM
 
 
-def _scale(a, up, err, t, theorem, method, src) -> RdpCurve:
+def _scaled(up, err, t):
+    """T-step values and errors from per-step ones (RDP composition; rounding included)."""
     rdp = up * t * (1 + 4e-16)
-    errs = err * t + 8e-16 * rdp
+    return rdp, err * t + 8e-16 * rdp
+
+
+def _scale(a, up, err, t, theorem, method, src) -> RdpCurve:
+    rdp, errs = _scaled(up, err, t)
     if t != 1:
         theorem = f"{t} x [{theorem}] (RDP composition, Mironov 2017 Prop 1)"
     return _make(a, rdp, errs, theorem, method, [src] * a.size)
@@ -680,26 +757,33 @@ def _c1_log_weights(rate: float, K: int, p: float) -> np.ndarray:
     return out
 
 
-def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float):
+def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None):
     """log-bounds of Psi - 1 for removal (P=L || Q) and insertion (Q || P=L) of the mixture
-    sum_mu w_mu N(mu, s^2) against N(0, s^2); lw[0] must be finite."""
+    sum_mu w_mu N(mu, s^2) against N(0, s^2); lw[0] must be finite.  ``d``: the (log D_j,
+    rel_d) of ``lw`` for the exact polynomial (:func:`_poly_d`), computed here if None."""
     from ._quadrature import mixture_psi_m1
-    from .group import _removal_poly, max_poly_order
-    Kp = lw.size - 1
+    from .group import _removal_poly
     ints = is_integer_order(alphas)
-    # the exact polynomial needs a finite weight at mean 0 (p_l = 1 has none: quadrature,
-    # which handles L(z) -> 0 as z -> -inf; checked against mpmath in the tests)
-    poly = ints & (alphas <= max_poly_order(Kp)) & bool(np.isfinite(lw[0]))
+    poly = _poly_mask(alphas, lw)
     n = alphas.size
     rem_lo, rem_hi = np.empty(n), np.empty(n)
     if np.any(poly):
-        rem_lo[poly], rem_hi[poly] = _removal_poly(alphas[poly].astype(np.int64), lw, s)
+        rem_lo[poly], rem_hi[poly] = _removal_poly(alphas[poly].astype(np.int64), lw, s, d)
     if np.any(~poly):
         q = mixture_psi_m1(alphas[~poly], lw, s, "removal", ints[~poly])
         rem_lo[~poly], rem_hi[~poly] = log_bounds_from_abs(q.log_value, q.log_err)
     q = mixture_psi_m1(alphas, lw, s, "insertion", ints)
     ins_lo, ins_hi = log_bounds_from_abs(q.log_value, q.log_err)
     return rem_lo, rem_hi, ins_lo, ins_hi
+
+
+def _poly_mask(alphas: np.ndarray, lw: np.ndarray) -> np.ndarray:
+    """Orders whose removal term uses the exact polynomial: integers <= max_poly_order.  It
+    needs a finite weight at mean 0 (p_l = 1 has none: quadrature, which handles L(z) -> 0 as
+    z -> -inf; checked against mpmath in the tests)."""
+    from .group import max_poly_order
+    return is_integer_order(alphas) & (alphas <= max_poly_order(lw.size - 1)) \
+        & bool(np.isfinite(lw[0]))
 
 
 def _quiet(fn):
@@ -714,7 +798,49 @@ def _quiet(fn):
 _mixture_log_bounds = _quiet(_mixture_log_bounds)
 
 
-def _c1_eval(ls, alphas, s, rate, K, k, n):
+def _c1_node_weights(l, rate, K, k, n) -> np.ndarray:
+    """log weights of P_l (Eq. (47)) with empty top means dropped."""
+    p = min(1.0, float(l) * k / n) if k > 0 else 0.0
+    lw = _c1_log_weights(rate, K, p)
+    if k == 0:
+        lw = lw[:K + 1]
+    return lw[:int(np.nonzero(np.isfinite(lw))[0].max()) + 1]   # drop empty top means
+
+
+def _poly_d(ls, lws, alphas, s, chains: dict | None) -> dict:
+    """(log D_j, rel_d) of the exact removal polynomial for every node that needs it.
+
+    All nodes of one weight length are computed as one batch (:class:`group.DChain`: the same
+    float operations as one node at a time).  ``chains`` (l -> one-row DChain, for one noise
+    ratio and configuration) keeps each node's recursion, so a later order group with larger
+    integer orders continues from the last j instead of starting again."""
+    from .group import DChain
+    chains = {} if chains is None else chains
+    need: dict[int, int] = {}
+    for i, lw in enumerate(lws):
+        if lw.size > 1:
+            poly = _poly_mask(alphas, lw)
+            if np.any(poly):
+                need[i] = int(alphas[poly].max())
+    batches: dict[tuple, list[int]] = {}
+    for i, jmax in need.items():
+        l = int(ls[i])
+        have = chains.get(l)
+        if have is None or have.j < jmax:
+            batches.setdefault((lws[i].size, have.j if have is not None else 0, jmax), []).append(i)
+    for (_, j0, jmax), idx in batches.items():
+        if j0 == 0:
+            batch = DChain(np.stack([lws[i] for i in idx]), s)
+        else:
+            batch = DChain.stack([chains[int(ls[i])] for i in idx])
+        with np.errstate(invalid="ignore"):
+            batch.extend(jmax)
+        for r, i in enumerate(idx):
+            chains[int(ls[i])] = batch.take([r])
+    return {i: (chains[int(ls[i])].log_d[0], chains[int(ls[i])].rel_d[0]) for i in need}
+
+
+def _c1_eval(ls, alphas, s, rate, K, k, n, chains: dict | None = None):
     """log-bounds of Psi - 1 (removal columns, then insertion columns) of P_l at each l."""
     shift = K + 2 if k > 0 else K
     am1 = alphas - 1.0
@@ -722,24 +848,26 @@ def _c1_eval(ls, alphas, s, rate, K, k, n):
     log_fmax = np.concatenate([log_fmax1, log_fmax1])
     lo = np.empty((ls.size, 2 * alphas.size))
     hi = np.empty((ls.size, 2 * alphas.size))
-    for i, l in enumerate(ls):
-        p = min(1.0, float(l) * k / n) if k > 0 else 0.0
-        lw = _c1_log_weights(rate, K, p)
-        if k == 0:
-            lw = lw[:K + 1]
-        lw = lw[:int(np.nonzero(np.isfinite(lw))[0].max()) + 1]   # drop empty top means
+    lws = [_c1_node_weights(l, rate, K, k, n) for l in ls]
+    d = _poly_d(ls, lws, alphas, s, chains)
+    for i, lw in enumerate(lws):
         if lw.size == 1:    # rate so small that only N(0) has weight: Psi - 1 = 0
             lo[i], hi[i] = -np.inf, -np.inf
             continue
-        r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s)
+        r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s, d.get(i))
         lo[i] = np.concatenate([r_lo, i_lo])
         hi[i] = np.minimum(np.concatenate([r_hi, i_hi]), log_fmax)
     return lo, hi
 
 
-def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0):
+def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0, groups=None):
     """Thm C.1 at orders <= max_order; above it the no-amplification bound (valid, cheap: the
-    quadrature of both directions at orders in the thousands costs ~0.2 s per l-node)."""
+    quadrature of both directions at orders in the thousands costs ~0.2 s per l-node).
+
+    ``groups``: indices into :func:`_order_groups` of the orders <= max_order to evaluate
+    (None: all; only with k > 0); the orders of the other groups are NaN.  Each order group's
+    bracket and each l-node's polynomial recursion are memoised per configuration and noise
+    ratio (:data:`_MEMO`)."""
     big = alphas > max_order
     if np.any(big):
         shift = K + 2 if k > 0 else K
@@ -748,7 +876,7 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0):
         err = up * 8 * ULP
         srcs = [f"order > {max_order:g}: no-amplification"] * na
         if np.any(~big):
-            u, e, sr = _c1_evaluated(alphas[~big], s, m, n, rate, K, k, rtol, max_order)
+            u, e, sr = _c1_evaluated(alphas[~big], s, m, n, rate, K, k, rtol, max_order, groups)
             up[~big], err[~big] = u, e
             sr = [sr] * int((~big).sum()) if isinstance(sr, str) else sr
             for i, v in zip(np.nonzero(~big)[0], sr):
@@ -767,10 +895,15 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0):
     log_cap = np.concatenate([log_expm1(_DEAD * noamp * am1)] * 2)
     kink = n / k if k > 0 else math.inf
 
+    memo = _MEMO.context(("c1", s, m, n, rate, K, k))
+    chains = memo.setdefault("chains", {})     # l -> D_j recursion of the removal polynomial
+
     def eval_fn(ls):
-        return _c1_eval(ls, alphas, s, rate, K, k, n)
+        return _c1_eval(ls, alphas, s, rate, K, k, n, chains)
 
     if k == 0:
+        if groups is not None:
+            raise ValueError("order groups are evaluated separately only with k_neg > 0")
         lo, hi = eval_fn(np.array([0]))
         log_lo, log_hi = lo[0], hi[0]
         nodes = "k_neg=0: Schuchardt Thm 4.2 mixture"
@@ -779,21 +912,29 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0):
         log_lo = np.empty(2 * na0)
         log_hi = np.empty(2 * na0)
         info = []
-        for sel in _order_groups(alphas):
+        for gi, sel in enumerate(_order_groups(alphas)):
             sub = alphas[sel]
             cols = np.concatenate([np.nonzero(sel)[0], na0 + np.nonzero(sel)[0]])
+            if groups is not None and gi not in groups:
+                log_lo[cols], log_hi[cols] = np.nan, np.nan
+                info.append("-")
+                continue
 
             def eval_sub(ls, sub=sub):
-                return _c1_eval(ls, sub, s, rate, K, k, n)
+                return _c1_eval(ls, sub, s, rate, K, k, n, chains)
 
-            res = _binomial_mixture(m, rate, kink, eval_sub, np.concatenate([1.0 / sub] * 2),
-                                    log_fmax[cols], log_cap[cols], rtol)
+            def run(sub=sub, cols=cols, eval_sub=eval_sub):
+                return _binomial_mixture(m, rate, kink, eval_sub, np.concatenate([1.0 / sub] * 2),
+                                         log_fmax[cols], log_cap[cols], rtol)
+
+            res = _memo_group(memo, sub, rtol, run)
             log_lo[cols], log_hi[cols] = res.log_lo, res.log_hi
             info.append(str(res.nodes))
         nodes = f"thm C.1 (nodes per order group: {'/'.join(info)})"
     na = alphas.size
-    up, err = rdp_from_log_psi_m1(alphas, np.maximum(log_lo[:na], log_lo[na:]),
-                                  np.maximum(log_hi[:na], log_hi[na:]))
+    with np.errstate(invalid="ignore"):
+        up, err = rdp_from_log_psi_m1(alphas, np.maximum(log_lo[:na], log_lo[na:]),
+                                      np.maximum(log_hi[:na], log_hi[na:]))
     direction = np.where(log_hi[:na] >= log_hi[na:], "removal", "insertion")
     take = noamp * (1 + 4 * ULP) < up
     up = np.where(take, noamp * (1 + 4 * ULP), up)
@@ -841,8 +982,7 @@ def coupled_sampling_standard_clipping_rdp_curve(sigma, num_edges, num_nodes, ra
                            "max_poly_order) or quadrature, insertion quadrature, error bounds")
     if isinstance(srcs, str):
         srcs = [srcs] * a.size
-    rdp = up * t * (1 + 4e-16)
-    errs = err * t + 8e-16 * rdp
+    rdp, errs = _scaled(up, err, t)
     if t != 1:
         theorem = f"{t} x [{theorem}] (RDP composition, Mironov 2017 Prop 1)"
     return _make(a, rdp, errs, theorem, method, srcs)
@@ -1086,6 +1226,62 @@ ASSUMPTIONS = (
 )
 
 
+def _applicable(config: RelationalConfig, include: Sequence[str] | None):
+    """([(name, why)] of the valid accountants among ``include`` (default: all) in the order
+    eq3, thm_c1, group, naive; {name: reason} of the rejected ones; Delta / C; c / C or None)
+    (validity: :func:`relational_accountants`)."""
+    K, k = config.degree_cap, config.k_eff
+    neg = config.negatives
+    Delta = node_sensitivity(config.clipping, K, config.negatives_per_positive, neg)
+    c = tuple_threshold(config.clipping, K, config.negatives_per_positive, neg)
+    want = set(include) if include is not None else {"eq3", "thm_c1", "group", "naive"}
+    valid: list[tuple[str, str]] = []
+    rejected: dict[str, str] = {}
+    if "eq3" in want:
+        valid.append(("eq3", f"constant node sensitivity {Delta:g} C ({config.clipping} clipping) "
+                             f"with Poisson positives and {'WOR private' if k else 'no private'} "
+                             "negatives"))
+    if "thm_c1" in want:
+        if c is None:
+            rejected["thm_c1"] = ("FREQ-CLIP is not per-tuple additive: thresholds of tuples not "
+                                  "containing the node change, so (45)-(46) fail")
+        elif k == 0:
+            rejected["thm_c1"] = "no private negatives: Thm C.1 reduces to the group bound"
+        else:
+            valid.append(("thm_c1", f"per-tuple threshold {c:g} C: shifts (i + 2j) x {c:g} C, "
+                                    "assumptions (45)-(46)"))
+    if "group" in want:
+        if c is None:
+            rejected["group"] = "FREQ-CLIP: a node change also moves other tuples' thresholds"
+        elif k > 0:
+            rejected["group"] = ("private WOR negatives: a node change also replaces a negative and "
+                                 "the negative sample size depends on |B+| - not a group of <= K "
+                                 "pure removals")
+        else:
+            valid.append(("group", f"no private negatives: node change = removal of <= {K} "
+                                   f"Poisson-sampled tuples of norm <= {c:g} C each"))
+    if "naive" in want:
+        valid.append(("naive", f"per-step sensitivity {Delta:g} C"))
+    return valid, rejected, Delta, c
+
+
+def _accountant_curve(config: RelationalConfig, name: str, s: float, T: int, a: np.ndarray,
+                      rtol_eq3: float, rtol_c1: float) -> RdpCurve:
+    """The T-step curve of one valid accountant (``name`` from :func:`_applicable`)."""
+    K, k = config.degree_cap, config.k_eff
+    m, n, r = config.num_edges, config.num_nodes, config.rate
+    _, _, Delta, c = _applicable(config, ())
+    if name == "eq3":
+        return coupled_sampling_rdp_curve(s, m, n, r, K, k, T, a, Delta, rtol_eq3)
+    if name == "thm_c1":
+        return coupled_sampling_standard_clipping_rdp_curve(s, m, n, r, K, k, T, a, c, rtol_c1)
+    if name == "group":
+        return coupled_sampling_standard_clipping_rdp_curve(s, m, n, r, K, 0, T, a, c, rtol_c1)
+    if name == "naive":
+        return naive_rdp_curve(s, Delta, T, a)
+    raise ValueError(f"unknown accountant {name!r}")
+
+
 def relational_accountants(config: RelationalConfig, sigma, steps, delta, alphas=None,
                            rtol_eq3=1e-10, rtol_c1=1e-8,
                            include: Sequence[str] | None = None) -> RelationalAccounting:
@@ -1119,46 +1315,13 @@ def relational_accountants(config: RelationalConfig, sigma, steps, delta, alphas
     T = V.integer("steps", steps, lo=0)
     d = V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     a = _alphas(alphas)
-    K, k = config.degree_cap, config.k_eff
-    m, n, r = config.num_edges, config.num_nodes, config.rate
-    neg = config.negatives
-    Delta = node_sensitivity(config.clipping, K, config.negatives_per_positive, neg)
-    c = tuple_threshold(config.clipping, K, config.negatives_per_positive, neg)
-    want = set(include) if include is not None else {"eq3", "thm_c1", "group", "naive"}
+    K = config.degree_cap
+    m, n = config.num_edges, config.num_nodes
+    valid, rejected, Delta, _ = _applicable(config, include)
     acc: dict[str, AccountantResult] = {}
-    rejected: dict[str, str] = {}
-
-    def add(name, curve, why):
+    for name, why in valid:
+        curve = _accountant_curve(config, name, s, T, a, rtol_eq3, rtol_c1)
         acc[name] = AccountantResult(name, curve, dp_from_curve(curve, d), why)
-
-    if "eq3" in want:
-        add("eq3", coupled_sampling_rdp_curve(s, m, n, r, K, k, T, a, Delta, rtol_eq3),
-            f"constant node sensitivity {Delta:g} C ({config.clipping} clipping) with Poisson "
-            f"positives and {'WOR private' if k else 'no private'} negatives")
-    if "thm_c1" in want:
-        if c is None:
-            rejected["thm_c1"] = ("FREQ-CLIP is not per-tuple additive: thresholds of tuples not "
-                                  "containing the node change, so (45)-(46) fail")
-        elif k == 0:
-            rejected["thm_c1"] = "no private negatives: Thm C.1 reduces to the group bound"
-        else:
-            add("thm_c1", coupled_sampling_standard_clipping_rdp_curve(
-                s, m, n, r, K, k, T, a, c, rtol_c1),
-                f"per-tuple threshold {c:g} C: shifts (i + 2j) x {c:g} C, assumptions (45)-(46)")
-    if "group" in want:
-        if c is None:
-            rejected["group"] = "FREQ-CLIP: a node change also moves other tuples' thresholds"
-        elif k > 0:
-            rejected["group"] = ("private WOR negatives: a node change also replaces a negative and "
-                                 "the negative sample size depends on |B+| - not a group of <= K "
-                                 "pure removals")
-        else:
-            add("group", coupled_sampling_standard_clipping_rdp_curve(
-                s, m, n, r, K, 0, T, a, c, rtol_c1),
-                f"no private negatives: node change = removal of <= {K} Poisson-sampled tuples "
-                f"of norm <= {c:g} C each")
-    if "naive" in want:
-        add("naive", naive_rdp_curve(s, Delta, T, a), f"per-step sensitivity {Delta:g} C")
     if not acc:
         raise ValueError("include selects no accountant")
     best = min(acc, key=lambda nm: acc[nm].epsilon)
@@ -1191,6 +1354,170 @@ def relational_accountants(config: RelationalConfig, sigma, steps, delta, alphas
 def relational_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None) -> float:
     """Certified epsilon of :func:`relational_accountants` (pointwise-min curve)."""
     return relational_accountants(config, sigma, steps, delta, alphas).epsilon
+
+
+def _lazy_groups(config: RelationalConfig, name: str, a: np.ndarray) -> list[np.ndarray]:
+    """Masks (over ``a``) of the order groups that ``name``'s evaluation computes separately
+    (``groups`` of :func:`_eq3_evaluated` / :func:`_c1_evaluated`); [] if it has none."""
+    r, k = config.rate, config.k_eff
+    if not (0.0 < r < 1.0 and k > 0) or name not in ("eq3", "thm_c1"):
+        return []
+    if name == "eq3":
+        return _order_groups(a)
+    small = ~(a > 256.0)                   # _c1_evaluated: orders > max_order are closed form
+    out = []
+    for g in _order_groups(a[small]):
+        full = np.zeros(a.size, dtype=bool)
+        full[np.nonzero(small)[0][g]] = True
+        out.append(full)
+    return out
+
+
+def _node0_lower(config: RelationalConfig, name: str, a: np.ndarray, sel: np.ndarray,
+                 s: float) -> np.ndarray:
+    """Per-step lower bound of the certified eq3 / thm_c1 value at the orders ``a[sel]`` (0
+    elsewhere) from the l = 0 term: the summand f(l) = Psi_l - 1 is non-decreasing in l (module
+    docstring), so E_l f(l) >= f(0) >= its certified lower bound."""
+    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate,
+                                 config.degree_cap, config.k_eff)
+    al = a[sel]
+    if name == "eq3":
+        _, one_minus_c = _gamma_params(r, K)
+        log_lo, _ = _sgm_log_bounds(al, s, min(1.0, one_minus_c))
+    else:
+        chains = _MEMO.context(("c1", s, m, n, r, K, k)).setdefault("chains", {})
+        lo, _ = _c1_eval(np.array([0]), al, s, r, K, k, n, chains)
+        log_lo = np.maximum(lo[0, :al.size], lo[0, al.size:])
+    out = np.zeros(a.size)
+    with np.errstate(invalid="ignore"):
+        v = np.logaddexp(0.0, log_lo) / (al - 1.0)
+    out[sel] = np.where(np.isfinite(v) & (v > 0), v, 0.0)
+    return out
+
+
+def _epsilon_lower(a: np.ndarray, rdp: np.ndarray, log_delta: float) -> np.ndarray:
+    """Balle et al. 2020 Thm 21 at each order (as :func:`conversion.convert`, without the
+    rounding-up term): a lower bound of the converted epsilon of any rdp' >= rdp."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return rdp + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1.0)
+
+
+def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
+                    rtol_eq3=1e-10, rtol_c1=1e-8,
+                    include: Sequence[str] | None = None) -> float:
+    """``relational_accountants(...).epsilon`` with the same arguments, the same float, computing
+    only the order groups that can attain the minimum of the conversion [D].
+
+    The integer orders <= 64 of eq3 and thm_c1 are evaluated first (the other accountants are
+    cheap and evaluated fully).  An order group not evaluated yet cannot change epsilon if at
+    each of its orders a lower bound of the combined certified value converts to more than the
+    epsilon of the evaluated orders (and excludes the conversion's total-variation shortcut);
+    otherwise it is evaluated.  Lower bounds of the certified value v(alpha) = min(M+(alpha),
+    N(alpha)), M+ the bracket's upper end of the exact mixture value M, N the no-amplification
+    cap (which also bounds M):
+
+    * M is a Renyi divergence of a fixed pair (the joint law of (l, output); the average over
+      l is a Psi average), non-decreasing in alpha (van Erven & Harremoes 2014 Thm 3), and so
+      is N; at an evaluated order alpha' <= alpha that is not capped, v - abs_error is the
+      bracket's lower end M-(alpha') <= M(alpha'), hence v(alpha) >= M-(alpha');
+    * the summand f(l) = Psi_l - 1 is non-decreasing in l (module docstring), so M(alpha) >=
+      log1p(f(0)) / (alpha - 1) >= the same from f's certified lower bound at l = 0.
+
+    If a bound were violated the result could only be larger (a minimum over fewer orders)."""
+    if not isinstance(config, RelationalConfig):
+        raise ValueError("config must be a RelationalConfig")
+    config.validate()
+    s = V.real("sigma", sigma, lo=0.0, lo_open=True)
+    T = V.integer("steps", steps, lo=0)
+    d = V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    a = _alphas(alphas)
+    valid, _, Delta, c = _applicable(config, include)
+    if not valid:
+        raise ValueError("include selects no accountant")
+    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate,
+                                 config.degree_cap, config.k_eff)
+    names = [nm for nm, _ in valid]
+    na = a.size
+    rdp = {nm: np.full(na, np.nan) for nm in names}
+    chain = {nm: np.zeros(na) for nm in names}    # lower bounds usable for larger orders
+    groups = {nm: _lazy_groups(config, nm, a) for nm in names}
+    ratio = {"eq3": s / Delta, "thm_c1": s / c if c is not None else None}
+    done: dict[str, set] = {nm: set() for nm in names}
+    first = is_integer_order(a) & (a <= 64)
+    todo = {nm: {gi for gi, g in enumerate(groups[nm]) if np.any(g & first)}
+            or set(range(len(groups[nm]))) for nm in names}
+    node0: dict[tuple, np.ndarray] = {}
+    log_d = math.log(d)
+    while True:
+        for nm in names:
+            gs = groups[nm]
+            if not gs:
+                if not done[nm]:
+                    rdp[nm] = np.array(_accountant_curve(config, nm, s, T, a, rtol_eq3,
+                                                         rtol_c1).rdp)
+                    done[nm].add(0)
+                continue
+            new = todo[nm] - done[nm]
+            if not new:
+                continue
+            sr = ratio[nm]
+            if nm == "eq3":
+                up, e, _ = _eq3_evaluated(a, sr, m, n, r, K, k, rtol_eq3, new)
+                noamp = a / (2.0 * sr * sr)
+            else:
+                up, e, _ = _c1_evaluated(a, sr, m, n, r, K, k, rtol_c1, 256.0, new)
+                noamp = a * (K + 2) * (K + 2) / (2.0 * sr * sr)
+            with np.errstate(invalid="ignore"):
+                up_t, e_t = _scaled(up, e, T)
+                capped = up >= noamp * (1 + 4 * ULP)
+                lo_t = np.maximum(up_t - e_t, 0.0) * (1.0 - 1e-9)
+            sel = np.any(np.stack([gs[gi] for gi in new]), axis=0)
+            sel |= ~np.any(np.stack(gs), axis=0)        # closed-form orders (> max_order)
+            rdp[nm][sel] = up_t[sel]
+            use = sel & ~capped & np.isfinite(lo_t)
+            chain[nm][use] = lo_t[use]
+            done[nm] |= new
+        vals = np.stack([rdp[nm] for nm in names])
+        full = np.all(~np.isnan(vals), axis=0)
+        eps_k = convert(a[full], np.min(vals[:, full], axis=0), d)[0] if np.any(full) \
+            else math.inf
+        if eps_k == 0.0 or np.all(full):
+            return eps_k
+        margin = 1e-9 * (1.0 + abs(eps_k)) if math.isfinite(eps_k) else math.inf
+        # lower bounds of each accountant's certified value at the orders not evaluated yet
+        lbs = {nm: np.where(np.isnan(rdp[nm]), np.maximum.accumulate(chain[nm]), rdp[nm])
+               for nm in names}
+
+        def needed():
+            comb_lb = np.min(np.stack([lbs[nm] for nm in names]), axis=0)
+            with np.errstate(invalid="ignore", over="ignore"):
+                tv_safe = d * d + np.expm1(-comb_lb) < -1e-9
+                eps_lb = _epsilon_lower(a, comb_lb, log_d)
+            return ~full & ~(tv_safe & (eps_lb > eps_k + margin))
+
+        need = needed()
+        if np.any(need):        # second chance: the bound from the l = 0 term
+            for nm in names:
+                for gi, g in enumerate(groups[nm]):
+                    if gi not in done[nm] and np.any(g & need):
+                        if (nm, gi) not in node0:
+                            node0[(nm, gi)] = T * (1.0 - 1e-9) * _node0_lower(config, nm, a, g,
+                                                                              ratio[nm])
+                        lbs[nm] = np.where(g, np.maximum(lbs[nm], node0[(nm, gi)]), lbs[nm])
+            need = needed()
+        if not np.any(need):
+            return eps_k
+        for nm in names:
+            todo[nm] |= {gi for gi, g in enumerate(groups[nm]) if np.any(g & need)}
+
+
+def certify_relational(config: RelationalConfig, sigma, steps, delta) -> RelationalAccounting:
+    """The accounting a relational DP-SGD certificate records at noise multiplier ``sigma``:
+    :func:`relational_accountants` on :data:`SEARCH_ALPHAS` with its default tolerances (one
+    evaluation of every valid accountant; no search).  ``dpspec compile`` records it for the
+    calibrated or the given sigma, so a verifier can recompute the certificate's numbers from
+    its recorded sigma (``noise_multiplier``) and ``delta_accounted`` with this call alone."""
+    return relational_accountants(config, sigma, steps, delta, SEARCH_ALPHAS)
 
 
 #: Orders used while bisecting sigma (a sub-grid: dropping orders can only raise epsilon, so a
@@ -1228,9 +1555,9 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
 
     def f(u, include):
         key = (u, tuple(include))
-        if key not in memo:
-            memo[key] = relational_accountants(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
-                                               include=include).epsilon
+        if key not in memo:      # = relational_accountants(...).epsilon, lazily (same float)
+            memo[key] = _search_epsilon(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
+                                        include=include)
         e = memo[key]
         if e <= 0.0:
             return -50.0                      # epsilon = 0: far below any target

@@ -48,10 +48,20 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("explain", help="print a human summary of a certificate")
     c.add_argument("cert", metavar="CERT.json")
 
-    c = sub.add_parser("fmt", help="print the canonical form of a spec")
-    c.add_argument("file", metavar="FILE")
-    c.add_argument("--check", action="store_true", help="exit 1 if the file is not in canonical form")
-    c.add_argument("-w", "--write", action="store_true", help="rewrite the file in canonical form")
+    c = sub.add_parser("fmt", help="format specs: canonical layout, comments and blank-line groups kept")
+    c.add_argument("files", nargs="+", metavar="FILE", help="spec files (`-` reads standard input)")
+    how = c.add_mutually_exclusive_group()
+    how.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted")
+    how.add_argument("-w", "--write", action="store_true", help="rewrite the files in place")
+
+    c = sub.add_parser("plot", help="draw a certificate: ε(δ), ε vs steps, ε(α) (needs matplotlib)")
+    c.add_argument("cert", metavar="CERT.json")
+    c.add_argument("-o", "--output", metavar="OUT.png|OUT.svg",
+                   help="the picture to write (default: CERT.png beside the certificate)")
+    c.add_argument("--kind", choices=("curve", "steps", "rdp", "all"), default="all",
+                   help="curve: ε(δ); steps: ε after each training step; rdp: ε(α); all: every one (default)")
+    c.add_argument("--target", action="append", metavar="NAME", help="only this release/training (repeatable)")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
     c = sub.add_parser("rules", help="list the rule catalogue")
     c.add_argument("rule", nargs="?", help="show one rule with its examples")
@@ -73,18 +83,26 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    args = None
     try:
         args = _parser().parse_args(argv)
         if not args.cmd:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
         return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
-                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
+                "fmt": cmd_fmt, "plot": cmd_plot, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
         print("dpspec: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as e:  # an optional dependency this command needs is not installed
+        hint = _INSTALL_HINTS.get((e.name or "").partition(".")[0])
+        if hint is None or os.environ.get("DPSPEC_DEBUG"):
+            raise
+        what = f"`dpspec {args.cmd}`" if getattr(args, "cmd", None) else "this"
+        print(f"dpspec: error: {what} needs `{e.name}`, which is not installed\n  = hint: {hint}", file=sys.stderr)
+        return EXIT_INVALID
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # a bug: say so plainly, without a traceback
@@ -94,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
               "  = note: this is a bug in dpspec; rerun with DPSPEC_DEBUG=1 for details and report it",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+# Optional dependencies (pyproject extras) and how to install them.
+_INSTALL_HINTS = {
+    "torch": "install a CPU build with `pip install -r requirements/torch.txt`, then `pip install 'dpspec[train]'`",
+    "matplotlib": "`pip install 'dpspec[plot]'` (or `pip install matplotlib`)",
+}
 
 
 def _print_diags(diags, sources, fmt: str, stream=sys.stdout) -> None:
@@ -135,6 +160,10 @@ def cmd_compile(args) -> int:
     from dpspec.diagnostics import SpecError
     from dpspec.frontend import load
 
+    if args.output and not Path(args.output).parent.is_dir():  # say so before the (long) compile
+        print(f"dpspec: cannot write {args.output}: the directory {Path(args.output).parent} does not exist\n"
+              "  = hint: create it first, or choose another -o path", file=sys.stderr)
+        return EXIT_INVALID
     spec = load(Path(args.file), name=args.file)
     if not spec.ok:
         _print_diags(spec.diagnostics, spec.sources, args.format, sys.stderr)
@@ -153,7 +182,11 @@ def cmd_compile(args) -> int:
             for w in r.warnings:
                 print(f"{args.file}: note: {r.name}: {w}", file=sys.stderr)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            print(f"dpspec: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_INVALID
         if not args.quiet:
             for r in compiled.certificate.results:
                 print(summary_line(r))
@@ -215,25 +248,102 @@ def cmd_explain(args) -> int:
 
 
 def cmd_fmt(args) -> int:
-    from dpspec.frontend import load
-    from dpspec.parse.fmt import fmt
-    from dpspec.parse.includes import load_program
-    from dpspec.diagnostics import render_all
+    from dpspec.diagnostics import SpecError, render_all
+    from dpspec.parse.fmt import FormatError, format_source
+    from dpspec.parse.includes import _read
 
-    prog = load_program(path=Path(args.file), name=args.file)
-    if prog.root_file is None:
-        print(render_all(prog.diagnostics, prog.sources), file=sys.stderr)
+    if args.write and "-" in args.files:
+        print("dpspec: error: -w cannot rewrite standard input", file=sys.stderr)
+        return EXIT_USAGE
+    status = EXIT_OK
+    for name in args.files:
+        if name == "-":
+            try:
+                text, err = sys.stdin.buffer.read().decode("utf-8"), None
+            except UnicodeDecodeError as e:
+                text, err = None, f"is not UTF-8 text (byte {e.start})"
+        else:
+            text, err = _read(Path(name))
+        if text is None:
+            print(f"dpspec: cannot read {name}: {err}", file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        try:
+            out = format_source(text, name)
+        except SpecError as e:
+            print(render_all(e.diagnostics, e.sources), file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        except FormatError as e:
+            print(f"{name}: error: {e}", file=sys.stderr)
+            status = EXIT_INVALID
+            continue
+        if args.check:
+            if out != text:
+                print(f"{name}: not formatted (`dpspec fmt -w {name}` rewrites it)")
+                status = EXIT_INVALID
+        elif args.write:
+            if out != text and not _replace_file(Path(name), out):
+                status = EXIT_INVALID
+        else:
+            sys.stdout.write(out)
+    return status
+
+
+def _replace_file(path: Path, text: str) -> bool:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (through a
+    symlink, to its target): an interrupted write leaves the old file whole."""
+    import shutil
+    import tempfile
+
+    target, tmp = path.resolve(), None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        shutil.copymode(target, tmp)
+        os.replace(tmp, target)
+        return True
+    except OSError as e:
+        print(f"dpspec: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        return False
+
+
+def cmd_plot(args) -> int:
+    from dpspec import plot
+
+    out = Path(args.output) if args.output else Path(args.cert).with_suffix(".png")
+    if out.suffix.lower() not in plot.FORMATS:
+        print(f"dpspec: error: cannot write {out}: the picture must end in {', '.join(plot.FORMATS)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not out.parent.is_dir():
+        print(f"dpspec: cannot write {out}: the directory {out.parent} does not exist", file=sys.stderr)
         return EXIT_INVALID
-    out = fmt(prog.root_file)
-    if args.check:
-        same = prog.sources[args.file] == out
-        print(f"{args.file}: {'canonical' if same else 'not in canonical form'}")
-        return EXIT_OK if same else EXIT_INVALID
-    if args.write:
-        Path(args.file).write_text(out, encoding="utf-8")
-        return EXIT_OK
-    sys.stdout.write(out)
-    del load
+    import matplotlib  # noqa: F401 - before the (possibly slow) recomputation: a missing package says so at once
+
+    try:
+        cert = plot.read_certificate(args.cert)
+    except plot.CertificateReadError as e:
+        print(f"dpspec: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    if cert.content_hash != cert.payload_hash() and not args.quiet:
+        print(f"{args.cert}: warning: the content hash does not match: the certificate was edited after it was "
+              "compiled (`dpspec verify` says what changed); plotting its numbers as they are", file=sys.stderr)
+    kinds = plot.KINDS if args.kind == "all" else (args.kind,)
+    progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
+    try:
+        plot.save(cert, out, kinds, args.target, progress)
+    except KeyError:
+        names = ", ".join(r.name for r in cert.results)
+        print(f"dpspec: error: no target {', '.join(args.target)} in {args.cert}; it holds: {names}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"dpspec: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_INVALID
+    if not args.quiet:
+        print(f"wrote {out}")
     return EXIT_OK
 
 

@@ -41,11 +41,61 @@ def load_graph(binding, bound: dict | None = None):
         return generate_graph(binding.generator, binding.size, binding.seed)
     name = binding.name
     if bound and name in bound:
-        return bound[name]
+        g = bound[name]
+        return graph_from_arrays(name, g) if isinstance(g, dict) else g
     loaders = {"cora": graphs.load_cora, "citeseer": graphs.load_citeseer}
     if name not in loaders:
         raise ValueError(f"unknown graph `{name}`; built in: {', '.join(loaders)} (or bind one at compile time)")
     return loaders[name]()
+
+
+def graph_from_arrays(name: str, d: dict):
+    """``dpspec.compile(spec, data={name: {"edges": E, "features": X, "labels": y}})`` as a GraphDataset.
+
+    ``edges``: (E, 2) node indices, each undirected edge once; ``features`` (n, f) or ``texts`` (n
+    strings); ``labels`` (n,) class labels, -1 for an unlabelled node; optional ``num_nodes``. The
+    node count, edges and labels enter the calibration, so self-loops, repeated or reversed pairs and
+    indices outside the nodes are errors, never silently dropped (as for relational graphs, DPS608).
+    """
+    import scipy.sparse as sp
+
+    from dpspec.data.graphs import GraphDataset, LoadReport, canonical_edges
+
+    for key in ("edges", "labels"):
+        if d.get(key) is None:
+            raise ValueError(f"graph `{name}` needs `{key}`" + (" (an (E, 2) array of node indices)" if key == "edges"
+                                                                else " (one class label per node, -1 if unlabelled)"))
+    features, texts = d.get("features"), d.get("texts")
+    if features is None and texts is None:
+        raise ValueError(f"graph `{name}` needs `features` (an (n, f) array) or `texts` (n strings)")
+    labels = np.asarray(d["labels"])
+    if labels.ndim != 1 or labels.dtype.kind not in "iu" or (labels.size and labels.min() < -1):
+        raise ValueError(f"`labels` of graph `{name}` must be a 1-d array of integer classes (-1: unlabelled)")
+    n = int(d.get("num_nodes") or len(labels))
+    edges = np.asarray(d["edges"])
+    if edges.size == 0:
+        edges = edges.reshape(0, 2)
+    if edges.ndim != 2 or edges.shape[1] != 2 or edges.dtype.kind not in "iu":
+        raise ValueError(f"`edges` of graph `{name}` must be an (E, 2) integer array, got shape {edges.shape} "
+                         f"of {edges.dtype}")
+    if features is not None:
+        features = sp.csr_matrix(features, dtype=np.float64)
+    for what, rows in (("labels", len(labels)), ("features", None if features is None else features.shape[0]),
+                       ("texts", None if texts is None else len(texts))):
+        if rows is not None and rows != n:
+            raise ValueError(f"graph `{name}` has {n} nodes but {rows} rows of {what}")
+    report = LoadReport(node_lines=n, nodes=n)
+    canon = canonical_edges([(str(a), str(b)) for a, b in edges.tolist()], {str(i): i for i in range(n)}, report)
+    bad = {"self-loops": report.self_loops, "repeated pairs": report.duplicate_lines,
+           "reversed repeats of an edge": report.reciprocal_merged, "edges to a node outside 0..n-1": report.dangling_lines}
+    found = ", ".join(f"{k} {what}" for what, k in bad.items() if k)
+    if found:
+        raise ValueError(f"graph `{name}` has {found}; give each undirected edge once, between two different "
+                         f"nodes in 0..{n - 1} (they change the edge count the guarantee is about)")
+    classes = int(labels.max()) + 1 if labels.size else 0
+    return GraphDataset(name=name, node_ids=[str(i) for i in range(n)], labels=labels.astype(np.int64),
+                        label_names=[str(k) for k in range(classes)], edges=canon, features=features,
+                        texts=None if texts is None else list(texts), report=report)
 
 
 def plan(t: ir.Training, ds) -> dict:
@@ -99,7 +149,8 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
                          huber_delta=t.loss.delta if t.loss else None, encoder=t.encoder or ir.EncoderSpec(kind="mlp"),
                          pseudo_labels=bool(t.pseudo_labels), split=t.split or ir.SplitSpec(),
                          inference=t.inference or "private_graph", graph=unit_decl.data,
-                         certified_beta=op["beta"], certified_amp_sigma=amp["sigma"])
+                         certified_beta=op["beta"], certified_amp_sigma=amp["sigma"],
+                         bound_graph=ds if isinstance(unit_decl.data, ir.NamedData) else None)
     return record, mech
 
 

@@ -102,9 +102,9 @@ def _features_only(ds):
 
 
 def compile_relational(ctx, t: ir.Training, unit_decl, bound):
-    from dpspec.accounting.relational import (SEARCH_ALPHAS, RelationalConfig, RelationalSoundnessError,
-                                              calibrate_relational_sigma, node_sensitivity, overflow_probability,
-                                              relational_accountants, tuple_threshold)
+    from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
+                                              certify_relational, node_sensitivity, overflow_probability,
+                                              tuple_threshold)
     from dpspec.compiler.compile import _notion, _target
     from dpspec.data import DataNotFoundError
 
@@ -144,7 +144,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             nz = t.noise   # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
             sigma = float(nz.noise_multiplier) if nz.noise_multiplier is not None else float(nz.sigma) / float(t.clipping.C)
             calibrated = False
-        res = relational_accountants(config, sigma, steps, delta_acc, SEARCH_ALPHAS)
+        res = certify_relational(config, sigma, steps, delta_acc)   # one evaluation at σ (verify can redo it)
         sens = node_sensitivity(mode, K, k, negatives)
         thr = tuple_threshold(mode, K, k, negatives)
     except RelationalSoundnessError as e:

@@ -1,6 +1,6 @@
 """The runtime GCON mechanism as compiled from a spec (Wei et al., GCON, Alg. 1 and Alg. 4).
 
-``train()`` loads the graph named by the spec (or takes one), fits the edge-free encoder on the
+``train()`` loads the graph named by the spec (or the one bound at compile time, or takes one), fits the edge-free encoder on the
 public features and the training labels, row-normalises, and calls ``dpspec.gcon.train_gcon`` with
 exactly the calibrated configuration of the certificate (it checks that β and the AMP noise match).
 The result predicts with private-graph inference (each node's own 1-hop only) or public-graph
@@ -9,7 +9,7 @@ inference, as the spec says.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,8 @@ class GconMechanism:
     graph: Any  # ir data binding
     certified_beta: float
     certified_amp_sigma: float
+    # the graph bound with `dpspec.compile(spec, data={name: ...})`: train() uses it, as certified
+    bound_graph: Any = field(default=None, compare=False, repr=False)
 
     def config(self):
         from dpspec.compiler.gcon_train import AMP_FRACTION, GRAD_TOL
@@ -47,7 +49,8 @@ class GconMechanism:
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
         from dpspec.ir import models as ir
 
-        ds = dataset if dataset is not None else load_graph(self.graph)
+        ds = dataset if dataset is not None else self.bound_graph if self.bound_graph is not None \
+            else load_graph(self.graph)
         t = ir.Training(name=self.spec_name, protects="", mechanism="gcon", guarantee=ir.DpGuarantee(
             epsilon=self.epsilon, delta=self.delta), propagation=ir.Propagation(restart=self.restart, steps=self.steps),
             encoder=self.encoder, pseudo_labels=self.pseudo_labels, split=self.split)

@@ -152,6 +152,8 @@ def test_relational_tightest_accountant_and_calibration_round_trip():
     grid = acc.relational.SEARCH_ALPHAS
     assert acc.relational_accountants(cfg, sigma, 200, 1e-6, grid).epsilon <= 4.0
     assert acc.relational_accountants(cfg, sigma * 0.99, 200, 1e-6, grid).epsilon > 4.0
+    cert = acc.certify_relational(cfg, sigma, 200, 1e-6)        # what a verifier recomputes
+    assert cert.epsilon == acc.relational_accountants(cfg, sigma, 200, 1e-6, grid).epsilon <= 4.0
     sigma_eq3 = acc.calibrate_relational_sigma(4.0, 1e-6, cfg, 200, accountants=("eq3", "naive"))
     assert sigma < sigma_eq3
 
@@ -211,7 +213,8 @@ def test_calibrate_srpp_sgd_matches_sigma2_or_refuses(caps, alpha, eps, sa):
 
 # names of dpspec.accounting.__all__ swept in this file (test_accounting_sweep.py checks the union)
 COVERED_HERE = {
-    "SoundnessError", "binomial_k2", "calibrate_relational_sigma", "calibrate_srpp_sgd", "coupled_sampling_rdp",
+    "SoundnessError", "binomial_k2", "calibrate_relational_sigma", "calibrate_srpp_sgd", "certify_relational",
+    "coupled_sampling_rdp",
     "coupled_sampling_rdp_standard_clipping", "huc", "hypergeometric_k2", "relational_accountants", "sa_huc",
     "srpp_sgd_epsilon", "srpp_sgd_sigma2",
 }
