@@ -201,10 +201,12 @@ def _rel_round(a: np.ndarray, magnitude: np.ndarray, n: np.ndarray) -> np.ndarra
 
 
 def mixture_psi_m1(alphas: np.ndarray, lw: np.ndarray, sigma: float, direction: str,
-                   integer_alpha: np.ndarray) -> QuadResult:
+                   integer_alpha: np.ndarray, zstar: np.ndarray | None = None) -> QuadResult:
     """Psi - 1 of the removal or insertion pair for the mixture with log weights lw.
 
     alphas: orders > 1 (one row each).  lw: log w_k, k = 0..K (sum w_k = 1).
+    zstar (insertion only): the modes ``_insertion_mode(alphas, lw, sigma)`` if already
+    computed, e.g. for many mixtures at once by :func:`insertion_modes`.
     """
     alphas = np.asarray(alphas, float)
     K = lw.size - 1
@@ -220,7 +222,8 @@ def mixture_psi_m1(alphas: np.ndarray, lw: np.ndarray, sigma: float, direction: 
         # L^alpha is entire for integer alpha: only the Gaussian resolution matters.
         groups = [(integer_alpha, _step(sigma, None)), (~integer_alpha, _step(sigma, strip))]
     elif direction == "insertion":
-        zstar = _insertion_mode(alphas, lw, sigma)
+        if zstar is None:
+            zstar = _insertion_mode(alphas, lw, sigma)
         zL = zstar - c * sigma
         zR = np.full(alphas.size, K + c * sigma)
         groups = [(np.ones(alphas.size, bool), _step(sigma, strip))]
@@ -312,20 +315,60 @@ def _mixture_strip(lw: np.ndarray, sigma: float) -> float:
 def _insertion_mode(alphas: np.ndarray, lw: np.ndarray, sigma: float) -> np.ndarray:
     """Mode z* of phi(z) L(z)^{1-alpha}: root of z + (alpha-1) m(z) = 0, where
     m(z) = E_posterior[k] in [0, K] is increasing; z* in [-(alpha-1) K, 0]."""
-    K = lw.size - 1
-    k = np.arange(K + 1, dtype=float)[:, None]
-    lo = -(alphas - 1.0) * K - 1.0
-    hi = np.zeros_like(alphas)
+    return insertion_modes(alphas, [lw], sigma)[0]
+
+
+def insertion_modes(alphas: np.ndarray, lws, sigma: float) -> np.ndarray:
+    """:func:`_insertion_mode` of several mixtures at once: row i is z* of ``lws[i]`` at
+    ``alphas`` (shape (len(lws), alphas.size)).
+
+    The same 80 bisection steps for every (mixture, order) column, with the same float
+    operations as one mixture at a time, so the result is bit for bit that of
+    ``_insertion_mode(alphas, lws[i], sigma)``:
+
+    * shorter weight vectors are padded with log weight -inf at the top: those terms are
+      exactly 0 after exp, and the sums over k (numpy adds the rows of a 2-D array in order,
+      one column at a time) add them last, x + 0 = x;
+    * with a single order, numpy sums the k-axis of a (K+1, 1) array pairwise, not in row
+      order, so each mixture is then bisected on its own (as before);
+    * the loop stops early only once an iteration leaves every (lo, hi) bit pattern
+      unchanged: the next iteration would repeat the same operations on the same bits, so
+      all the remaining ones are no-ops.
+    """
+    alphas = np.asarray(alphas, float)
+    na = alphas.size
+    nl = len(lws)
+    if na == 1 and nl > 1:
+        return np.concatenate([insertion_modes(alphas, [lw], sigma) for lw in lws])
+    if nl == 0 or na == 0:
+        return np.empty((nl, na))
+    rows = max(lw.size for lw in lws)
+    lw_cols = np.full((rows, nl), -np.inf)
+    for i, lw in enumerate(lws):
+        lw_cols[:lw.size, i] = lw
+    lw_cols = np.repeat(lw_cols, na, axis=1)                 # column i * na + j: lws[i], alphas[j]
+    K = np.repeat(np.array([lw.size - 1 for lw in lws], dtype=float), na)
+    a = np.tile(alphas, nl)
+    k = np.arange(rows, dtype=float)[:, None]
+    half_k2 = 0.5 * k * k
+    s2 = sigma * sigma
+    am1 = a - 1.0
+    lo = -am1 * K - 1.0
+    hi = np.zeros_like(a)
     for _ in range(80):
         mid = 0.5 * (lo + hi)
-        t = lw[:, None] + (k * mid[None, :] - 0.5 * k * k) / (sigma * sigma)
+        t = lw_cols + (k * mid[None, :] - half_k2) / s2
         t = t - np.max(t, axis=0)
         p = np.exp(t)
         m = np.sum(k * p, axis=0) / np.sum(p, axis=0)
-        pos = mid + (alphas - 1.0) * m > 0
-        hi = np.where(pos, mid, hi)
-        lo = np.where(pos, lo, mid)
-    return 0.5 * (lo + hi)
+        pos = mid + am1 * m > 0
+        hi_new = np.where(pos, mid, hi)
+        lo_new = np.where(pos, lo, mid)
+        if (np.array_equal(hi_new.view(np.int64), hi.view(np.int64))
+                and np.array_equal(lo_new.view(np.int64), lo.view(np.int64))):
+            break
+        lo, hi = lo_new, hi_new
+    return (0.5 * (lo + hi)).reshape(nl, na)
 
 
 def two_mixture_psi_m1(alphas: np.ndarray, w: float, sigma: float) -> QuadResult:

@@ -757,10 +757,11 @@ def _c1_log_weights(rate: float, K: int, p: float) -> np.ndarray:
     return out
 
 
-def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None):
+def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None, zstar=None):
     """log-bounds of Psi - 1 for removal (P=L || Q) and insertion (Q || P=L) of the mixture
     sum_mu w_mu N(mu, s^2) against N(0, s^2); lw[0] must be finite.  ``d``: the (log D_j,
-    rel_d) of ``lw`` for the exact polynomial (:func:`_poly_d`), computed here if None."""
+    rel_d) of ``lw`` for the exact polynomial (:func:`_poly_d`), computed here if None;
+    ``zstar``: the insertion quadrature's modes (``_quadrature.insertion_modes``), likewise."""
     from ._quadrature import mixture_psi_m1
     from .group import _removal_poly
     ints = is_integer_order(alphas)
@@ -772,7 +773,7 @@ def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None):
     if np.any(~poly):
         q = mixture_psi_m1(alphas[~poly], lw, s, "removal", ints[~poly])
         rem_lo[~poly], rem_hi[~poly] = log_bounds_from_abs(q.log_value, q.log_err)
-    q = mixture_psi_m1(alphas, lw, s, "insertion", ints)
+    q = mixture_psi_m1(alphas, lw, s, "insertion", ints, zstar)
     ins_lo, ins_hi = log_bounds_from_abs(q.log_value, q.log_err)
     return rem_lo, rem_hi, ins_lo, ins_hi
 
@@ -842,6 +843,7 @@ def _poly_d(ls, lws, alphas, s, chains: dict | None) -> dict:
 
 def _c1_eval(ls, alphas, s, rate, K, k, n, chains: dict | None = None):
     """log-bounds of Psi - 1 (removal columns, then insertion columns) of P_l at each l."""
+    from ._quadrature import insertion_modes
     shift = K + 2 if k > 0 else K
     am1 = alphas - 1.0
     log_fmax1 = log_expm1(alphas * am1 * shift * shift / (2.0 * s * s)) + 1e-12
@@ -850,11 +852,14 @@ def _c1_eval(ls, alphas, s, rate, K, k, n, chains: dict | None = None):
     hi = np.empty((ls.size, 2 * alphas.size))
     lws = [_c1_node_weights(l, rate, K, k, n) for l in ls]
     d = _poly_d(ls, lws, alphas, s, chains)
+    mixed = [i for i, lw in enumerate(lws) if lw.size > 1]
+    with np.errstate(invalid="ignore"):     # as in _mixture_log_bounds (same values)
+        modes = dict(zip(mixed, insertion_modes(alphas, [lws[i] for i in mixed], s)))
     for i, lw in enumerate(lws):
         if lw.size == 1:    # rate so small that only N(0) has weight: Psi - 1 = 0
             lo[i], hi[i] = -np.inf, -np.inf
             continue
-        r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s, d.get(i))
+        r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s, d.get(i), modes[i])
         lo[i] = np.concatenate([r_lo, i_lo])
         hi[i] = np.minimum(np.concatenate([r_hi, i_hi]), log_fmax)
     return lo, hi
