@@ -322,26 +322,42 @@ def insertion_modes(alphas: np.ndarray, lws, sigma: float) -> np.ndarray:
     """:func:`_insertion_mode` of several mixtures at once: row i is z* of ``lws[i]`` at
     ``alphas`` (shape (len(lws), alphas.size)).
 
-    The same 80 bisection steps for every (mixture, order) column, with the same float
-    operations as one mixture at a time, so the result is bit for bit that of
-    ``_insertion_mode(alphas, lws[i], sigma)``:
+    The same bisection steps for every (mixture, order) column, with the same float operations
+    as one mixture at a time, so the result is bit for bit that of
+    ``_insertion_mode(alphas, lws[i], sigma)``.  The only operations whose result could depend
+    on the batching are the sums over k; numpy sums them
 
-    * shorter weight vectors are padded with log weight -inf at the top: those terms are
-      exactly 0 after exp, and the sums over k (numpy adds the rows of a 2-D array in order,
-      one column at a time) add them last, x + 0 = x;
-    * with a single order, numpy sums the k-axis of a (K+1, 1) array pairwise, not in row
-      order, so each mixture is then bisected on its own (as before);
-    * the loop stops early only once an iteration leaves every (lo, hi) bit pattern
-      unchanged: the next iteration would repeat the same operations on the same bits, so
-      all the remaining ones are no-ops.
+    * for several orders (a (K+1, orders) array, k on axis 0) row after row, one column at a
+      time: the mixtures are columns of one (K+1, mixtures x orders) array, shorter weight
+      vectors padded with log weight -inf at the top (exactly 0 after exp, added last:
+      x + 0 = x);
+    * for one order (a (K+1, 1) array: one contiguous axis) pairwise: the mixtures are rows of
+      a (mixtures, K+1) array summed over its contiguous last axis, the same pairwise sum
+      (no padding: one array per length K+1).
+
+    The loop stops before the 80th step only once an iteration leaves every (lo, hi) bit
+    pattern unchanged: the next one would repeat the same operations on the same bits, so
+    all the remaining ones are no-ops.
     """
     alphas = np.asarray(alphas, float)
-    na = alphas.size
-    nl = len(lws)
-    if na == 1 and nl > 1:
-        return np.concatenate([insertion_modes(alphas, [lw], sigma) for lw in lws])
+    na, nl = alphas.size, len(lws)
+    out = np.empty((nl, na))
     if nl == 0 or na == 0:
-        return np.empty((nl, na))
+        return out
+    if na > 1:
+        out[:] = _bisect_modes(alphas, lws, sigma, 0)
+    else:
+        sizes = np.array([lw.size for lw in lws])
+        for size in np.unique(sizes):
+            idx = np.nonzero(sizes == size)[0]
+            out[idx] = _bisect_modes(alphas, [lws[i] for i in idx], sigma, 1)
+    return out
+
+
+def _bisect_modes(alphas: np.ndarray, lws, sigma: float, k_axis: int) -> np.ndarray:
+    """The bisection of :func:`insertion_modes` with k on axis ``k_axis`` of the work arrays:
+    0 (rows k, columns (mixture, order)) or 1 (rows mixtures of one length, one order)."""
+    na, nl = alphas.size, len(lws)
     rows = max(lw.size for lw in lws)
     lw_cols = np.full((rows, nl), -np.inf)
     for i, lw in enumerate(lws):
@@ -350,6 +366,8 @@ def insertion_modes(alphas: np.ndarray, lws, sigma: float) -> np.ndarray:
     K = np.repeat(np.array([lw.size - 1 for lw in lws], dtype=float), na)
     a = np.tile(alphas, nl)
     k = np.arange(rows, dtype=float)[:, None]
+    if k_axis == 1:
+        lw_cols, k = np.ascontiguousarray(lw_cols.T), k.T
     half_k2 = 0.5 * k * k
     s2 = sigma * sigma
     am1 = a - 1.0
@@ -357,10 +375,10 @@ def insertion_modes(alphas: np.ndarray, lws, sigma: float) -> np.ndarray:
     hi = np.zeros_like(a)
     for _ in range(80):
         mid = 0.5 * (lo + hi)
-        t = lw_cols + (k * mid[None, :] - half_k2) / s2
-        t = t - np.max(t, axis=0)
+        t = lw_cols + (k * np.expand_dims(mid, k_axis) - half_k2) / s2
+        t = t - np.expand_dims(np.max(t, axis=k_axis), k_axis)
         p = np.exp(t)
-        m = np.sum(k * p, axis=0) / np.sum(p, axis=0)
+        m = np.sum(k * p, axis=k_axis) / np.sum(p, axis=k_axis)
         pos = mid + am1 * m > 0
         hi_new = np.where(pos, mid, hi)
         lo_new = np.where(pos, lo, mid)

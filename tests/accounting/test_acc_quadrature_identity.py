@@ -82,13 +82,14 @@ def test_batched_modes_equal_the_scalar_reference(alphas, sigma):
 
 def test_single_order_with_many_mixtures():
     """With one order numpy sums a (K+1, 1) array pairwise, not row by row: summing many
-    mixtures as one (K+1, nodes) array would change some modes in the last bits (about a
-    quarter of random cases), so that case is bisected one mixture at a time."""
+    mixtures as the columns of one (K+1, nodes) array would change some modes in the last bits
+    (about a quarter of random cases with K + 1 >= 8), so there the mixtures are the rows of a
+    (nodes, K+1) array summed over its contiguous axis."""
     rng = np.random.default_rng(11)
     for _ in range(40):
         sigma = float(10 ** rng.uniform(-0.4, 1.0))
         rate = float(10 ** rng.uniform(-3, -0.5))
-        lws = _cora_nodes(rng.integers(0, 2378, 8), rate=rate)
+        lws = _cora_nodes(rng.integers(0, 2378, 8), rate=rate, K=int(rng.integers(2, 9)))
         _assert_modes_equal(np.array([1.0 + 10 ** rng.uniform(-2, 2.5)]), lws, sigma)
 
 
