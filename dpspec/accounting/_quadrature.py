@@ -56,25 +56,32 @@ class QuadResult:
     converged: np.ndarray        # False: node budget exhausted (error is inf)
 
 
-def _mixture_parts(z: np.ndarray, lw: np.ndarray, sigma: float):
-    """log L(z) and L(z) - 1 (accurate near 0; may be +inf when huge)."""
-    K = lw.size - 1
-    k = np.arange(K + 1, dtype=float)[:, None]
-    s = (k * z[None, :] - 0.5 * k * k) / (sigma * sigma)
-    logL = _lse0(lw[:, None] + s)
+def _mixture_parts(z: np.ndarray, lw: np.ndarray, sigma: float, k_axis: int = 0):
+    """log L(z) and L(z) - 1 (accurate near 0; may be +inf when huge).
+
+    ``lw``: the log weights (K+1,) of every z, or one weight vector per z, (K+1, z.size) for
+    ``k_axis`` 0 or (z.size, K+1) for ``k_axis`` 1.  numpy sums over k row after row on axis
+    0 of an array with two or more columns, but pairwise over a contiguous axis, which is
+    also how it sums a (K+1, 1) array: ``k_axis`` 1 gives each z the floats it gets alone."""
+    K = (lw.size if lw.ndim == 1 else lw.shape[k_axis]) - 1
+    k = np.expand_dims(np.arange(K + 1, dtype=float), 1 - k_axis)
+    if lw.ndim == 1:
+        lw = np.expand_dims(lw, 1 - k_axis)
+    s = (k * np.expand_dims(z, k_axis) - 0.5 * k * k) / (sigma * sigma)
+    logL = _lse0(lw + s, k_axis)
     # L - 1 = sum_{k>=1} w_k expm1(s_k): each term is exact to a few ulps, no 1 - 1.
-    sk = s[1:]
+    sk, lw1 = (s[1:], lw[1:]) if k_axis == 0 else (s[:, 1:], lw[:, 1:])
     with np.errstate(over="ignore", divide="ignore", under="ignore"):
-        mag = lw[1:, None] + np.where(sk > 30.0, sk + np.log1p(-np.exp(-np.abs(sk))),
-                                      np.log(np.abs(np.expm1(np.minimum(sk, 30.0)))))
-        v = np.sum(np.sign(sk) * np.exp(mag), axis=0)
+        mag = lw1 + np.where(sk > 30.0, sk + np.log1p(-np.exp(-np.abs(sk))),
+                             np.log(np.abs(np.expm1(np.minimum(sk, 30.0)))))
+        v = np.sum(np.sign(sk) * np.exp(mag), axis=k_axis)
     return logL, v
 
 
-def _lse0(x: np.ndarray) -> np.ndarray:
-    m = np.max(x, axis=0)
+def _lse0(x: np.ndarray, axis: int = 0) -> np.ndarray:
+    m = np.max(x, axis=axis)
     with np.errstate(under="ignore"):
-        return m + np.log(np.sum(np.exp(x - m), axis=0))
+        return m + np.log(np.sum(np.exp(x - np.expand_dims(m, axis)), axis=axis))
 
 
 def _log_phi(z: np.ndarray, sigma: float) -> np.ndarray:
@@ -95,27 +102,36 @@ def _two_mixture_parts(z: np.ndarray, w: float, sigma: float):
     return logP, logQ, v
 
 
-def _integrate(parts_fn, combine_fn, zL, zR, h0: float, rtol: np.ndarray):
+def _integrate(parts_fn, combine_fn, zL, zR, h0, rtol: np.ndarray, grp=None):
     """Trapezoid sums T_h, T_{h/2} of exp(log f) on each row's window, with refinement.
 
-    All rows share one node lattice z0 + i h/2, so the order-independent part of the
-    integrand (``parts_fn(z)``, the mixture densities) is evaluated once per node;
-    ``combine_fn(parts, z, rows)`` returns log f for each (row, node) pair.
+    The rows of one lattice group (``grp[row]``, default: all rows one group) share one node
+    lattice z0 + i h/2 (z0: the group's leftmost window start, h: its step, initially
+    ``h0[group]``), so the order-independent part of the integrand (``parts_fn(z, groups)``,
+    the mixture densities at nodes z of those groups) is evaluated once per node of a group;
+    ``combine_fn(parts, z, rows)`` returns log f for each (row, node) pair.  Every group is
+    computed as it would be on its own (the groups of a call only share numpy calls).
     A row has converged when |T_h - T_{h/2}| <= rtol[row] * T_{h/2} (rtol is at least
     the float rounding level of that row, so refinement never chases rounding noise).
     Returns (log T_{h/2}, log |T_h - T_{h/2}|, fine node counts, converged, h per row).
     """
     rows = zL.size
+    grp = np.zeros(rows, dtype=np.int64) if grp is None else np.asarray(grp, np.int64)
+    h_grp = np.array(h0, dtype=float, ndmin=1)
+    n_grp = h_grp.size
     log_T = np.full(rows, -np.inf)
     log_d = np.full(rows, np.inf)
     nodes = np.zeros(rows, dtype=np.int64)
     conv = np.zeros(rows, dtype=bool)
-    h_row = np.full(rows, float(h0))
-    h = float(h0)
+    h_row = h_grp[grp]
     todo = np.arange(rows)
     for _level in range(MAX_LEVELS + 1):
-        hf = 0.5 * h
-        z0 = float(np.min(zL[todo]))
+        if todo.size == 0:
+            break
+        g = grp[todo]
+        z0_grp = np.full(n_grp, np.inf)
+        np.minimum.at(z0_grp, g, zL[todo])
+        z0, h = z0_grp[g], h_grp[g]
         i_lo = 2 * np.floor((zL[todo] - z0) / h).astype(np.int64)   # even: coarse nodes
         i_hi = 2 * np.ceil((zR[todo] - z0) / h).astype(np.int64)    # are the even ones
         i_hi = np.maximum(i_hi, i_lo + 8)
@@ -123,18 +139,30 @@ def _integrate(parts_fn, combine_fn, zL, zR, h0: float, rtol: np.ndarray):
         over = n_fine > MAX_FINE_NODES_PER_ROW
         if np.any(over):
             nodes[todo[over]] = n_fine[over]
-            todo, i_lo, n_fine = todo[~over], i_lo[~over], n_fine[~over]
+            keep = ~over
+            todo, g, i_lo, n_fine, h = todo[keep], g[keep], i_lo[keep], n_fine[keep], h[keep]
             i_hi = i_lo + n_fine - 1
         if todo.size == 0:
             break
-        base = int(i_lo.min())
-        z_union = z0 + np.arange(base, int(i_hi.max()) + 1) * hf
-        parts = parts_fn(z_union)
+        hf = 0.5 * h
+        # each group's lattice nodes base..top, the groups one after another
+        base = np.full(n_grp, np.iinfo(np.int64).max)
+        top = np.full(n_grp, -1)
+        np.minimum.at(base, g, i_lo)
+        np.maximum.at(top, g, i_hi)
+        used = np.nonzero(top >= 0)[0]
+        size = np.zeros(n_grp, dtype=np.int64)
+        size[used] = top[used] - base[used] + 1
+        off = np.cumsum(size) - size
+        col_grp = np.repeat(used, size[used])
+        col_i = np.arange(col_grp.size) - off[col_grp] + base[col_grp]
+        z_union = z0_grp[col_grp] + col_i * (0.5 * h_grp)[col_grp]
+        parts = parts_fn(z_union, col_grp)
         starts = np.zeros(todo.size, dtype=np.int64)
         starts[1:] = np.cumsum(n_fine)[:-1]
         seg = np.repeat(np.arange(todo.size), n_fine)
         idx = np.arange(seg.size) - starts[seg]
-        gidx = i_lo[seg] - base + idx
+        gidx = (off[g] + i_lo - base[g])[seg] + idx
         logf = combine_fn(tuple(p[gidx] for p in parts), z_union[gidx], todo[seg])
         mx = np.maximum.reduceat(logf, starts)
         mx_safe = np.where(np.isfinite(mx), mx, 0.0)
@@ -151,9 +179,7 @@ def _integrate(parts_fn, combine_fn, zL, zR, h0: float, rtol: np.ndarray):
         ok = (ld <= lT + np.log(rtol[todo])) | np.isneginf(lT)
         conv[todo[ok]] = True
         todo = todo[~ok]
-        if todo.size == 0:
-            break
-        h *= 0.5
+        h_grp *= 0.5
     return log_T, log_d, nodes, conv, h_row
 
 
@@ -201,75 +227,128 @@ def _rel_round(a: np.ndarray, magnitude: np.ndarray, n: np.ndarray) -> np.ndarra
 
 
 def mixture_psi_m1(alphas: np.ndarray, lw: np.ndarray, sigma: float, direction: str,
-                   integer_alpha: np.ndarray) -> QuadResult:
+                   integer_alpha: np.ndarray, zstar: np.ndarray | None = None) -> QuadResult:
     """Psi - 1 of the removal or insertion pair for the mixture with log weights lw.
 
     alphas: orders > 1 (one row each).  lw: log w_k, k = 0..K (sum w_k = 1).
+    zstar (insertion only): the modes ``insertion_modes(alphas, [lw], sigma)[0]`` if already
+    computed.
+    """
+    return mixture_psi_m1_batch(alphas, [lw], sigma, direction, integer_alpha,
+                                None if zstar is None else np.asarray(zstar, float)[None, :])[0]
+
+
+class _Weights:
+    """The log weight vectors of several mixtures, stacked per length K+1 (one column per
+    mixture): mixture densities at nodes of different mixtures are computed one length at a
+    time, with no padding (the same arrays, up to the column choice, as one mixture at a
+    time)."""
+
+    def __init__(self, lws):
+        self.size = np.array([lw.size for lw in lws], dtype=np.int64)
+        self.pos = np.empty(len(lws), dtype=np.int64)
+        self.stacks = {}
+        for n in np.unique(self.size).tolist():
+            ids = np.nonzero(self.size == n)[0]
+            self.pos[ids] = np.arange(ids.size)
+            self.stacks[n] = np.stack([lws[i] for i in ids], axis=1)
+
+    def parts(self, z: np.ndarray, mix: np.ndarray, sigma: float, k_axis: int = 0):
+        """:func:`_mixture_parts` at z[i] of mixture mix[i], each z with the floats it gets in
+        ``_mixture_parts(z_m, lws[m], sigma)`` with the other nodes z_m of its mixture m, if
+        ``k_axis`` is 0 when they are two or more and 1 when z_m is a single node (see
+        :func:`_mixture_parts`).  A single mixture is computed as it always was."""
+        if self.size.size == 1:             # one mixture: as it always was
+            return _mixture_parts(z, self.stacks[int(self.size[0])][:, 0], sigma)
+        logL = np.empty(z.size)
+        v = np.empty(z.size)
+        sizes = self.size[mix]
+        for n, stack in self.stacks.items():
+            sel = np.nonzero(sizes == n)[0]
+            if sel.size:
+                w = stack[:, self.pos[mix[sel]]]
+                if k_axis == 1:
+                    w = np.ascontiguousarray(w.T)
+                logL[sel], v[sel] = _mixture_parts(z[sel], w, sigma, k_axis)
+        return logL, v
+
+
+def mixture_psi_m1_batch(alphas: np.ndarray, lws, sigma: float, direction: str,
+                         integer_alpha: np.ndarray,
+                         zstar: np.ndarray | None = None) -> list[QuadResult]:
+    """:func:`mixture_psi_m1` of several mixtures (log weights ``lws``) at the same orders, in
+    one pass: each mixture's rows get their own node lattices (``_integrate``'s groups), its
+    own window, step and tails, so the results are bit for bit those of one mixture at a time.
+    ``zstar`` (insertion only): the modes, shape (len(lws), alphas.size), if already computed.
     """
     alphas = np.asarray(alphas, float)
-    K = lw.size - 1
+    if direction not in ("removal", "insertion"):
+        raise ValueError(direction)
+    na, nl = alphas.size, len(lws)
+    if nl == 0:
+        return []
     c = TAIL_SIGMAS
     s2 = sigma * sigma
-    log_w0 = lw[0]
-    a = alphas if direction == "removal" else 1.0 - alphas
-    strip = _mixture_strip(lw, sigma)
+    mix = np.repeat(np.arange(nl), na)                  # row i * na + j: lws[i], alphas[j]
+    al = np.tile(alphas, nl)
+    K = np.array([lw.size - 1 for lw in lws], dtype=float)[mix]
+    a = al if direction == "removal" else 1.0 - al
+    strips = [_mixture_strip(lw, sigma) for lw in lws]
+    weights = _Weights(lws)
+    k_axis = 0 if na > 1 else 1
 
     if direction == "removal":
-        zL = np.full(alphas.size, -c * sigma)
-        zR = alphas * K + c * sigma
+        zL = np.full(al.size, -c * sigma)
+        zR = al * K + c * sigma
         # L^alpha is entire for integer alpha: only the Gaussian resolution matters.
-        groups = [(integer_alpha, _step(sigma, None)), (~integer_alpha, _step(sigma, strip))]
-    elif direction == "insertion":
-        zstar = _insertion_mode(alphas, lw, sigma)
-        zL = zstar - c * sigma
-        zR = np.full(alphas.size, K + c * sigma)
-        groups = [(np.ones(alphas.size, bool), _step(sigma, strip))]
+        # Lattice groups 2i (integer orders of mixture i) and 2i + 1 (the others).
+        grp = 2 * mix + (~np.tile(np.asarray(integer_alpha, bool), nl)).astype(np.int64)
+        h0 = np.array([(_step(sigma, None), _step(sigma, st)) for st in strips]).ravel()
+        grp_mix = np.arange(2 * nl) // 2
     else:
-        raise ValueError(direction)
+        if zstar is None:
+            zstar = insertion_modes(alphas, lws, sigma)
+        zs = np.asarray(zstar, float).reshape(al.size)
+        zL = zs - c * sigma
+        zR = K + c * sigma
+        grp = mix
+        h0 = np.array([_step(sigma, st) for st in strips])
+        grp_mix = np.arange(nl)
 
-    def parts(z):
-        return _mixture_parts(z, lw, sigma)
+    def parts(z, groups):
+        return weights.parts(z, grp_mix[groups], sigma)
 
     def combine(p, z, rows):
         logL, v = p
         return log_g(a[rows], v, logL) + _log_phi(z, sigma)
 
-    logL_L, v_L = _mixture_parts(zL, lw, sigma)
-    logL_R, v_R = _mixture_parts(zR, lw, sigma)
+    logL_L, v_L = weights.parts(zL, mix, sigma, k_axis)
+    logL_R, v_R = weights.parts(zR, mix, sigma, k_axis)
     # magnitude of the log-terms anywhere in the window (|a log L| + z^2/(2 s2)):
     # each is computed with absolute error ~ulp * magnitude.
     mag = (np.abs(a) * np.maximum(np.abs(logL_L), np.abs(logL_R))
            + np.maximum(zL ** 2, zR ** 2) / (2 * s2))
     rtol = np.maximum(RTOL, 4.0 * _rel_round(a, mag, np.full(a.shape, 2 ** 20)))
-    log_T = np.full(alphas.size, -np.inf)
-    log_d = np.full(alphas.size, np.inf)
-    nodes = np.zeros(alphas.size, dtype=np.int64)
-    conv = np.zeros(alphas.size, dtype=bool)
-    h = np.zeros(alphas.size)
-    for sel, h0 in groups:
-        if np.any(sel):
-            ix = np.nonzero(sel)[0]
-            out = _integrate(parts, lambda p, z, r, ix=ix: combine(p, z, ix[r]),
-                             zL[ix], zR[ix], h0, rtol[ix])
-            log_T[ix], log_d[ix], nodes[ix], conv[ix], h[ix] = out
+    log_T, log_d, nodes, conv, h = _integrate(parts, combine, zL, zR, h0, rtol, grp)
 
     # --- tails outside [zL, zR] (rigorous bounds; see module docstring) ---
     # g_a(w0 - 1): the largest value of g_a(L - 1) for z <= 0 (L in [w0, 1], g convex, g(0)=0)
-    w0m1 = np.expm1(log_w0)
-    log_g_w0 = log_g(a, np.full(a.shape, w0m1), np.full(a.shape, log_w0))
+    log_w0 = np.array([lw[0] for lw in lws])[mix]
+    w0m1 = np.array([np.expm1(lw[0]) for lw in lws])[mix]
+    log_g_w0 = log_g(a, w0m1, log_w0)
     if direction == "removal":
         # left: Phi(zL/sigma) * g_alpha(w0 - 1)
         left = log_ndtr(zL / sigma) + log_g_w0
         # right: g <= L^alpha and log L(z) <= log L(zR) + K (z - zR)/sigma^2 for z >= zR, so
         # int_{zR}^inf phi L^alpha <= exp(alpha log L(zR) - alpha K zR/s2 + (alpha K)^2/(2 s2))
         #                             * Phi(-(zR - alpha K)/sigma)
-        right = (alphas * logL_R - alphas * K * zR / s2 + (alphas * K) ** 2 / (2 * s2)
-                 + log_ndtr(-(zR - alphas * K) / sigma))
+        right = (al * logL_R - al * K * zR / s2 + (al * K) ** 2 / (2 * s2)
+                 + log_ndtr(-(zR - al * K) / sigma))
     else:
         # left (z < zL <= z* <= 0): g_a(L-1) <= L^a there, and phi L^a is log-concave with
         # curvature <= -1/sigma^2 and mode z*, so the tail is <= f(z*) sqrt(2 pi) sigma Phi(-c).
-        logL_s, _ = _mixture_parts(zstar, lw, sigma)
-        left = -0.5 * (zstar / sigma) ** 2 + a * logL_s + log_ndtr(-c)
+        logL_s, _ = weights.parts(zs, mix, sigma, k_axis)
+        left = -0.5 * (zs / sigma) ** 2 + a * logL_s + log_ndtr(-c)
         left = np.minimum(left, log_ndtr(zL / sigma) + log_g_w0)
         # right (z > zR >= K): g_a(u) <= |a| u <= |a| L and int_{zR}^inf phi L <= Phi(-(zR-K)/sigma)
         right = np.log(np.abs(a)) + log_ndtr(-(zR - K) / sigma)
@@ -278,7 +357,9 @@ def mixture_psi_m1(alphas: np.ndarray, lw: np.ndarray, sigma: float, direction: 
     fR = log_g(a, v_R, logL_R) + _log_phi(zR, sigma)
     log_edge = np.log(h) + np.logaddexp(fL, fR)
     rel = _rel_round(a, mag + np.abs(log_T), nodes)
-    return QuadResult(log_T, _log_error(log_T, log_d, conv, log_tail, log_edge, rel), nodes, conv)
+    log_err = _log_error(log_T, log_d, conv, log_tail, log_edge, rel)
+    return [QuadResult(log_T[r], log_err[r], nodes[r], conv[r])
+            for r in (slice(i * na, (i + 1) * na) for i in range(nl))]
 
 
 def _mixture_strip(lw: np.ndarray, sigma: float) -> float:
@@ -309,23 +390,77 @@ def _mixture_strip(lw: np.ndarray, sigma: float) -> float:
     return sigma * sigma * angle
 
 
-def _insertion_mode(alphas: np.ndarray, lw: np.ndarray, sigma: float) -> np.ndarray:
-    """Mode z* of phi(z) L(z)^{1-alpha}: root of z + (alpha-1) m(z) = 0, where
-    m(z) = E_posterior[k] in [0, K] is increasing; z* in [-(alpha-1) K, 0]."""
-    K = lw.size - 1
-    k = np.arange(K + 1, dtype=float)[:, None]
-    lo = -(alphas - 1.0) * K - 1.0
-    hi = np.zeros_like(alphas)
+def insertion_modes(alphas: np.ndarray, lws, sigma: float) -> np.ndarray:
+    """Modes z* of phi(z) L(z)^{1-alpha} of several mixtures: row i is z* of ``lws[i]`` at
+    ``alphas`` (shape (len(lws), alphas.size)).  z* is the root of z + (alpha-1) m(z) = 0,
+    where m(z) = E_posterior[k] in [0, K] is increasing; z* in [-(alpha-1) K, 0]; found by
+    80 bisection steps.
+
+    The same steps for every (mixture, order) column, with the same float operations as one
+    mixture at a time, so row i is bit for bit ``insertion_modes(alphas, [lws[i]], sigma)``.
+    The only operations whose result could depend on the batching are the sums over k;
+    numpy sums them
+
+    * for several orders (a (K+1, orders) array, k on axis 0) row after row, one column at a
+      time: the mixtures are columns of one (K+1, mixtures x orders) array, shorter weight
+      vectors padded with log weight -inf at the top (exactly 0 after exp, added last:
+      x + 0 = x);
+    * for one order (a (K+1, 1) array: one contiguous axis) pairwise: the mixtures are rows of
+      a (mixtures, K+1) array summed over its contiguous last axis, the same pairwise sum
+      (no padding: one array per length K+1).
+
+    The loop stops before the 80th step only once an iteration leaves every (lo, hi) bit
+    pattern unchanged: the next one would repeat the same operations on the same bits, so
+    all the remaining ones are no-ops.
+    """
+    alphas = np.asarray(alphas, float)
+    na, nl = alphas.size, len(lws)
+    out = np.empty((nl, na))
+    if nl == 0 or na == 0:
+        return out
+    if na > 1:
+        out[:] = _bisect_modes(alphas, lws, sigma, 0)
+    else:
+        sizes = np.array([lw.size for lw in lws])
+        for size in np.unique(sizes):
+            idx = np.nonzero(sizes == size)[0]
+            out[idx] = _bisect_modes(alphas, [lws[i] for i in idx], sigma, 1)
+    return out
+
+
+def _bisect_modes(alphas: np.ndarray, lws, sigma: float, k_axis: int) -> np.ndarray:
+    """The bisection of :func:`insertion_modes` with k on axis ``k_axis`` of the work arrays:
+    0 (rows k, columns (mixture, order)) or 1 (rows mixtures of one length, one order)."""
+    na, nl = alphas.size, len(lws)
+    rows = max(lw.size for lw in lws)
+    lw_cols = np.full((rows, nl), -np.inf)
+    for i, lw in enumerate(lws):
+        lw_cols[:lw.size, i] = lw
+    lw_cols = np.repeat(lw_cols, na, axis=1)                 # column i * na + j: lws[i], alphas[j]
+    K = np.repeat(np.array([lw.size - 1 for lw in lws], dtype=float), na)
+    a = np.tile(alphas, nl)
+    k = np.arange(rows, dtype=float)[:, None]
+    if k_axis == 1:
+        lw_cols, k = np.ascontiguousarray(lw_cols.T), k.T
+    half_k2 = 0.5 * k * k
+    s2 = sigma * sigma
+    am1 = a - 1.0
+    lo = -am1 * K - 1.0
+    hi = np.zeros_like(a)
     for _ in range(80):
         mid = 0.5 * (lo + hi)
-        t = lw[:, None] + (k * mid[None, :] - 0.5 * k * k) / (sigma * sigma)
-        t = t - np.max(t, axis=0)
+        t = lw_cols + (k * np.expand_dims(mid, k_axis) - half_k2) / s2
+        t = t - np.expand_dims(np.max(t, axis=k_axis), k_axis)
         p = np.exp(t)
-        m = np.sum(k * p, axis=0) / np.sum(p, axis=0)
-        pos = mid + (alphas - 1.0) * m > 0
-        hi = np.where(pos, mid, hi)
-        lo = np.where(pos, lo, mid)
-    return 0.5 * (lo + hi)
+        m = np.sum(k * p, axis=k_axis) / np.sum(p, axis=k_axis)
+        pos = mid + am1 * m > 0
+        hi_new = np.where(pos, mid, hi)
+        lo_new = np.where(pos, lo, mid)
+        if (np.array_equal(hi_new.view(np.int64), hi.view(np.int64))
+                and np.array_equal(lo_new.view(np.int64), lo.view(np.int64))):
+            break
+        lo, hi = lo_new, hi_new
+    return (0.5 * (lo + hi)).reshape(nl, na)
 
 
 def two_mixture_psi_m1(alphas: np.ndarray, w: float, sigma: float) -> QuadResult:
@@ -346,7 +481,7 @@ def two_mixture_psi_m1(alphas: np.ndarray, w: float, sigma: float) -> QuadResult
     for logP, logQ, _ in ends:
         mag = mag + alphas * np.abs(logP - logQ) + np.abs(logQ)
     rtol = np.maximum(RTOL, 4.0 * _rel_round(alphas, mag, np.full(alphas.shape, 2 ** 20)))
-    log_T, log_d, nodes, conv, h = _integrate(lambda z: _two_mixture_parts(z, w, sigma),
+    log_T, log_d, nodes, conv, h = _integrate(lambda z, g: _two_mixture_parts(z, w, sigma),
                                               combine, zL, zR, h0, rtol)
     lw_, l1w = math.log(w), math.log1p(-w)
     # left (z < zL <= -1/2, so P <= 1 <= Q): integrand <= alpha(1-P) + (alpha-1)(Q-1)

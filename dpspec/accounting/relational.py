@@ -757,24 +757,42 @@ def _c1_log_weights(rate: float, K: int, p: float) -> np.ndarray:
     return out
 
 
-def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None):
+def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None, quad=None):
     """log-bounds of Psi - 1 for removal (P=L || Q) and insertion (Q || P=L) of the mixture
     sum_mu w_mu N(mu, s^2) against N(0, s^2); lw[0] must be finite.  ``d``: the (log D_j,
-    rel_d) of ``lw`` for the exact polynomial (:func:`_poly_d`), computed here if None."""
-    from ._quadrature import mixture_psi_m1
+    rel_d) of ``lw`` for the exact polynomial (:func:`_poly_d`), computed here if None;
+    ``quad``: its quadratures (:func:`_mixture_quads`), likewise."""
     from .group import _removal_poly
-    ints = is_integer_order(alphas)
     poly = _poly_mask(alphas, lw)
+    rem_q, ins_q = _mixture_quads(alphas, [lw], s)[0] if quad is None else quad
     n = alphas.size
     rem_lo, rem_hi = np.empty(n), np.empty(n)
     if np.any(poly):
         rem_lo[poly], rem_hi[poly] = _removal_poly(alphas[poly].astype(np.int64), lw, s, d)
     if np.any(~poly):
-        q = mixture_psi_m1(alphas[~poly], lw, s, "removal", ints[~poly])
-        rem_lo[~poly], rem_hi[~poly] = log_bounds_from_abs(q.log_value, q.log_err)
-    q = mixture_psi_m1(alphas, lw, s, "insertion", ints)
-    ins_lo, ins_hi = log_bounds_from_abs(q.log_value, q.log_err)
+        rem_lo[~poly], rem_hi[~poly] = log_bounds_from_abs(rem_q.log_value, rem_q.log_err)
+    ins_lo, ins_hi = log_bounds_from_abs(ins_q.log_value, ins_q.log_err)
     return rem_lo, rem_hi, ins_lo, ins_hi
+
+
+def _mixture_quads(alphas: np.ndarray, lws: list, s: float) -> list:
+    """(removal quadrature at the orders outside :func:`_poly_mask`, or None; insertion
+    quadrature) of each mixture, the mixtures with the same orders computed together
+    (``_quadrature.mixture_psi_m1_batch``: the same floats as one mixture at a time)."""
+    from ._quadrature import mixture_psi_m1_batch
+    ints = is_integer_order(alphas)
+    rem: list = [None] * len(lws)
+    same: dict[bytes, list[int]] = {}
+    for i, lw in enumerate(lws):
+        quad = ~_poly_mask(alphas, lw)
+        if np.any(quad):
+            same.setdefault(quad.tobytes(), []).append(i)
+    for idx in same.values():
+        quad = ~_poly_mask(alphas, lws[idx[0]])
+        qs = mixture_psi_m1_batch(alphas[quad], [lws[i] for i in idx], s, "removal", ints[quad])
+        for i, q in zip(idx, qs):
+            rem[i] = q
+    return list(zip(rem, mixture_psi_m1_batch(alphas, lws, s, "insertion", ints)))
 
 
 def _poly_mask(alphas: np.ndarray, lw: np.ndarray) -> np.ndarray:
@@ -850,11 +868,14 @@ def _c1_eval(ls, alphas, s, rate, K, k, n, chains: dict | None = None):
     hi = np.empty((ls.size, 2 * alphas.size))
     lws = [_c1_node_weights(l, rate, K, k, n) for l in ls]
     d = _poly_d(ls, lws, alphas, s, chains)
+    mixed = [i for i, lw in enumerate(lws) if lw.size > 1]
+    with np.errstate(invalid="ignore"):     # as in _mixture_log_bounds (_quiet)
+        quads = dict(zip(mixed, _mixture_quads(alphas, [lws[i] for i in mixed], s)))
     for i, lw in enumerate(lws):
         if lw.size == 1:    # rate so small that only N(0) has weight: Psi - 1 = 0
             lo[i], hi[i] = -np.inf, -np.inf
             continue
-        r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s, d.get(i))
+        r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s, d.get(i), quads[i])
         lo[i] = np.concatenate([r_lo, i_lo])
         hi[i] = np.minimum(np.concatenate([r_hi, i_hi]), log_fmax)
     return lo, hi
