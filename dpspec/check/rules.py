@@ -71,15 +71,26 @@ register_front_end("DPS114", "too many positional arguments", "lower", bad=_rel(
 # --- walking the IR --------------------------------------------------------------------------------
 
 
+_SPAN_FIELDS = frozenset({"span", "field_spans"})
+
+
 def walk(node) -> Iterator[BaseModel]:
-    """Every IR node under ``node`` (depth-first, including itself)."""
-    if isinstance(node, BaseModel):
-        yield node
-        for name in type(node).model_fields:
-            yield from walk(getattr(node, name))
-    elif isinstance(node, (tuple, list)):
-        for x in node:
-            yield from walk(x)
+    """Every IR node under ``node`` (depth-first, including itself), source spans left out.
+
+    Iterative, with an explicit stack: linear in the size of the IR however deep or long it is
+    (nested generators cost time per level and per item, and recursion can overflow).
+    """
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, BaseModel):
+            yield n
+            children = [getattr(n, f) for f in type(n).model_fields if f not in _SPAN_FIELDS]
+        elif isinstance(n, (tuple, list)):
+            children = n
+        else:
+            continue
+        stack.extend(x for x in reversed(children) if isinstance(x, (BaseModel, tuple, list)))
 
 
 # (class, field) → (predicate, requirement text, hint)
@@ -131,6 +142,11 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.SyntheticData, "size"): (*_int1, "for example size = 10000"),
 }
 
+# the range table by node class: one dictionary lookup per node instead of a scan of the table
+_RANGES_BY_CLASS: dict[type, list] = {}
+for (_cls, _f), _check in _RANGES.items():
+    _RANGES_BY_CLASS.setdefault(_cls, []).append((_f, _check))
+
 _FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alpha"}
 
 
@@ -140,18 +156,17 @@ _FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alph
                   "(α > 1, 0 < δ < 1, ε > 0, rates in (0, 1], sizes ≥ 1, …).")
 def check_ranges(ctx: Context):
     for n in walk(ctx.spec):
-        for (cls, f), (pred, req, hint) in _RANGES.items():
-            if type(n) is cls:
-                x = getattr(n, f, None)
-                if x is None:
-                    continue
-                try:
-                    ok = bool(pred(x))
-                except TypeError:
-                    ok = False
-                if not ok:
-                    shown = x if not isinstance(x, float) else f"{x:g}"
-                    yield diag("DPS105", f"{f} {req} (got {shown})", n, f, hint=hint)
+        for f, (pred, req, hint) in _RANGES_BY_CLASS.get(type(n), ()):
+            x = getattr(n, f, None)
+            if x is None:
+                continue
+            try:
+                ok = bool(pred(x))
+            except TypeError:
+                ok = False
+            if not ok:
+                shown = x if not isinstance(x, float) else f"{x:g}"
+                yield diag("DPS105", f"{f} {req} (got {shown})", n, f, hint=hint)
         if isinstance(n, ir.BoundedQuery):
             for lo, hi in n.bounds:
                 if not lo < hi:
@@ -184,7 +199,7 @@ def check_ranges(ctx: Context):
 def check_references(ctx: Context):
     defs = [d.name for d in (*ctx.spec.scenarios, *ctx.spec.units)]
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
-        if t.protects and ctx.spec.definition(t.protects) is None and t.protects not in ctx.failed:
+        if t.protects and ctx.definition(t.protects) is None and t.protects not in ctx.failed:
             yield diag("DPS108", f"`{t.name}` protects `{t.protects}`, which is not defined", t, "protects",
                        hint=did_you_mean(t.protects, defs, "scenario or privacy block") or
                        "define it with `privacy NAME { unit record }` or `scenario NAME { ... }`")
@@ -521,8 +536,9 @@ def check_unused_settings(ctx: Context):
         m = MECHANISMS[t.mechanism]
         if not m.settings:
             continue
+        fields = type(t).model_fields  # (a miss through pydantic's getattr is slow: many targets)
         for f, key in fields_to_setting.items():
-            if getattr(t, f, None) is not None and key not in m.settings:
+            if f in fields and getattr(t, f) is not None and key not in m.settings:
                 yield diag("DPS130", f"`{key}` has no effect for mechanism `{m.name}`", t, f,
                            hint=f"remove it (mechanism `{m.name}` uses: {', '.join(s for s in m.settings if s not in ('protect', 'mechanism', 'description'))})")
 

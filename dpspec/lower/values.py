@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from dpspec import limits
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
 from dpspec.parse import ast
 
@@ -28,15 +29,34 @@ def sp(x) -> Span | None:
 
 
 class Reporter:
+    """Collects diagnostics, at most ``limits.limit("diagnostics")`` of them; the rest are counted.
+
+    A hint may be given as a function, computed only for a diagnostic that is kept: a hostile spec
+    can hold a hundred thousand misspelt names, and "did you mean" is not free.
+    """
+
     def __init__(self):
         self.diagnostics: list[Diagnostic] = []
+        self.max_diagnostics = limits.limit("diagnostics")
+        self.errors = self.warnings = 0
+        self.suppressed = 0
 
-    def error(self, rule: str, message: str, span, hint: str | None = None, notes=()) -> Any:
-        self.diagnostics.append(Diagnostic(rule, message, span, hint, "error", tuple(notes)))
+    def error(self, rule: str, message: str, span, hint: str | Callable[[], str] | None = None, notes=()) -> Any:
+        # past the cap the spec is invalid anyway (it has that many errors): count, do not compute
+        self.errors += 1
+        if self.errors > self.max_diagnostics:
+            self.suppressed += 1
+            return FAIL
+        self.diagnostics.append(Diagnostic(rule, message, span, hint() if callable(hint) else hint, "error",
+                                           tuple(notes)))
         return FAIL
 
-    def warning(self, rule: str, message: str, span, hint: str | None = None) -> None:
-        self.diagnostics.append(Diagnostic(rule, message, span, hint, "warning"))
+    def warning(self, rule: str, message: str, span, hint: str | Callable[[], str] | None = None) -> None:
+        self.warnings += 1
+        if self.warnings > self.max_diagnostics:
+            self.suppressed += 1
+            return
+        self.diagnostics.append(Diagnostic(rule, message, span, hint() if callable(hint) else hint, "warning"))
 
 
 # --- scalar converters ---------------------------------------------------------------------------
@@ -69,11 +89,11 @@ def integer(r: Reporter, v, example: str = "a whole number such as 1000") -> Any
 def name(r: Reporter, v, choices: tuple[str, ...] | None = None, what: str = "name") -> Any:
     if isinstance(v, ast.Ident):
         if choices is not None and v.name not in choices:
-            return r.error("DPS104", f"unknown {what} `{v.name}`", sp(v), hint=did_you_mean(v.name, choices))
+            return r.error("DPS104", f"unknown {what} `{v.name}`", sp(v), hint=lambda: did_you_mean(v.name, choices))
         return v.name
     if choices:
         return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
-                       hint=did_you_mean("", choices, what))
+                       hint=lambda: did_you_mean("", choices, what))
     return _kind_error(r, v, f"a {what}")
 
 
@@ -240,7 +260,8 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
         p = by_name.get(kw.name)
         if p is None:
             ok = False
-            hint = did_you_mean(kw.name, sig.names(), "argument") if sig.names() else f"`{fname}` takes no keyword arguments"
+            hint = (lambda: did_you_mean(kw.name, sig.names(), "argument")) if sig.names() else \
+                f"`{fname}` takes no keyword arguments"
             r.error("DPS112", f"unknown argument `{kw.name}` for `{fname}`", kw.name_span or kw.span, hint=hint)
             continue
         if p.name in values:
@@ -282,9 +303,9 @@ def dispatch(r: Reporter, v, table: dict[str, Signature], what: str) -> Any:
         sig = table.get(v.name)
         if sig is None:
             span = v.name_span if isinstance(v, ast.Call) and v.name_span else sp(v)
-            return r.error("DPS111", f"unknown {what} `{v.name}`", span, hint=did_you_mean(v.name, table, what))
+            return r.error("DPS111", f"unknown {what} `{v.name}`", span, hint=lambda: did_you_mean(v.name, table, what))
         a = call_args(r, v, sig, what)
         return FAIL if a is FAIL else (v.name, a)
     examples = "; ".join(s.example for s in list(table.values())[:3] if s.example)
     return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
-                   hint=f"for example: {examples}" if examples else did_you_mean("", table, what))
+                   hint=f"for example: {examples}" if examples else lambda: did_you_mean("", table, what))
