@@ -7,13 +7,17 @@ The test-suite fails when the committed files differ from what this prints.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from dpspec.check import CATALOGUE
 
 
 def _code(text: str) -> str:
-    return "```\n" + text.rstrip("\n") + "\n```"
+    # control characters (DPS006's example holds a NUL byte) are shown escaped: a raw one would
+    # make the markdown file binary to git and invisible to a reader
+    shown = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text.rstrip("\n"))
+    return "```\n" + shown + "\n```"
 
 
 def rules_markdown() -> str:
