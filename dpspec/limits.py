@@ -73,8 +73,11 @@ _TABLE = (
 LIMITS: dict[str, Limit] = {x.name: x for x in _TABLE}
 
 
-class LimitExceeded(ValueError):
-    """A size is above its limit; ``message`` and ``hint`` are ready for a diagnostic."""
+class LimitExceeded(Exception):
+    """A size is above its limit; ``message`` and ``hint`` are ready for a diagnostic.
+
+    Not a ValueError on purpose: the compile stages catch ValueError for their own reasons, and a
+    limit must reach the compiler's top level, which reports it as DPS009."""
 
     def __init__(self, name: str, value: float, what: str | None = None):
         self.name = name

@@ -45,6 +45,20 @@ register_front_end("DPS007", "input too large or too deeply nested", "parse",
                    explanation="Front-end limits keep parsing linear-time and bounded.")
 register_front_end("DPS008", "empty spec", "lower", bad="# nothing here\n", good=_rel(),
                    explanation="A spec must define at least one block.")
+register_front_end("DPS010", "a data path outside the data root, or a file that is not a readable dataset", "lower",
+                   bad='scenario s { data csv("/etc/passwd", separator = ":")  secret root }',
+                   good='scenario s { data csv("student/student-mat.csv", separator = ";")  secret sex }',
+                   explanation="Data is read from the data root ($DPSPEC_DATA_DIR) only: a path is relative, uses `/` "
+                               "and has no `..` part (checked by `dpspec check`); when compiling it must resolve, "
+                               "symbolic links followed, to a regular file inside the root and no larger than the "
+                               "`data_file_bytes` limit (never a folder, FIFO or device). A spec embedded in a "
+                               "certificate is held to the same rules. Messages never quote a refused file.")
+register_front_end("DPS011", "input the compiler cannot use", "compile",
+                   bad="(see tests/fuzz: the last line of defence behind every compile stage; no known spec reaches it)",
+                   good=_rel(),
+                   explanation="A value or a data file that passed the checks but that a compile stage still cannot "
+                               "use. It is reported at the target, with the reason, and no certificate is written; "
+                               "each one found is a gap in the checks, to be closed by a precise rule.")
 register_front_end("DPS100", "unknown block kind", "lower", bad="relaese r { mechanism gaussian }", good=_rel())
 register_front_end("DPS101", "unknown setting", "lower",
                    bad=_UNIT + "release r { mechanism gaussian  sensitivty 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }",
@@ -560,6 +574,112 @@ def check_delta_vs_n(ctx: Context):
         if n and g.delta >= 1.0 / n and 0 < g.delta < 1:
             yield diag("DPS131", f"delta = {g.delta:g} is not below 1/n = {1 / n:.3g}", g, "delta",
                        hint=f"use delta well below 1/n, e.g. {10 ** math.floor(math.log10(1 / n) - 1):g}")
+
+
+# --- resource limits ------------------------------------------------------------------------------
+
+# (class, field) → (limit name, what is counted); a tuple field counts each item. The sizes are
+# checked here, before the compiler allocates anything they drive (dpspec/limits.py).
+_SIZE_LIMITS: dict[tuple[type, str], tuple[str, str]] = {
+    (ir.PrivacyUnitDecl, "dataset_size"): ("records", "dataset_size"),
+    (ir.Training, "dataset_size"): ("records", "dataset_size"),
+    (ir.GroupUnit, "size"): ("group_size", "the group size"),
+    (ir.Secret, "quantile_bins"): ("orders", "the number of quantile bins"),
+    (ir.BoundedQuery, "bins"): ("orders", "the number of histogram bins"),
+    (ir.BoundedQuery, "dimension"): ("columns", "the query's dimension"),
+    (ir.UniformSphere, "m"): ("slices", "the number of slices m"),
+    (ir.SamplerWorld, "samples"): ("draws", "the number of sampled draws"),
+    (ir.PoissonSampling, "expected_batch"): ("batch", "the expected batch"),
+    (ir.WithoutReplacementSampling, "batch_size"): ("batch", "the batch size"),
+    (ir.WithReplacementSampling, "batch_size"): ("batch", "the batch size"),
+    (ir.ShuffleSampling, "batch_size"): ("batch", "the batch size"),
+    (ir.NegativeSampler, "per_positive"): ("degree_cap", "the negatives per positive"),
+    (ir.Schedule, "steps"): ("steps", "the number of steps"),
+    (ir.Schedule, "epochs"): ("epochs", "the number of epochs"),
+    (ir.Training, "degree_cap"): ("degree_cap", "degree_cap"),
+    (ir.EncoderSpec, "hidden"): ("hidden", "the encoder's hidden units"),
+    (ir.EncoderSpec, "out"): ("hidden", "the encoder's output size"),
+    (ir.EncoderSpec, "max_len"): ("hidden", "the encoder's token length"),
+    (ir.EncoderSpec, "epochs"): ("epochs", "the encoder's epochs"),
+    (ir.SplitSpec, "per_class"): ("records", "the labelled nodes per class"),
+    (ir.Execution, "workers"): ("workers", "the number of workers"),
+    (ir.DiscrepancySpec, "d_max"): ("records", "d_max"),
+    (ir.DiscrepancySpec, "differing"): ("records", "the number of differing records"),
+    (ir.DiscrepancySpec, "draws"): ("draws", "the number of Monte-Carlo draws"),
+    (ir.Propagation, "steps"): ("orders", "a propagation depth"),
+    (ir.RdpGuarantee, "alpha"): ("orders", "the Rényi order alpha"),
+    (ir.SrppGuarantee, "alpha"): ("orders", "the Rényi order alpha"),
+    (ir.FiniteDirections, "directions"): ("slices", "the number of slice directions"),
+}
+_SIZE_LIMITS_BY_CLASS: dict[type, list] = {}
+for (_cls, _f), _lim in _SIZE_LIMITS.items():
+    _SIZE_LIMITS_BY_CLASS.setdefault(_cls, []).append((_f, _lim))
+
+
+def _training_steps(ctx: Context, t: ir.Training) -> float | None:
+    """The number of steps a training runs (given, or epochs over the sampling rate), as the
+    compiler will compute it; None when it cannot be known before compiling."""
+    sch = t.schedule
+    if sch.steps is not None:
+        return float(sch.steps)
+    if sch.epochs is None:
+        return None
+    s = t.sampling.positive if isinstance(t.sampling, ir.CoupledSampling) else t.sampling
+    n = dataset_size(ctx, t)
+    if isinstance(s, ir.FullBatch):
+        return float(sch.epochs)
+    if isinstance(s, ir.PoissonSampling) and s.rate:
+        return sch.epochs / s.rate
+    batch = getattr(s, "batch_size", None) or getattr(s, "expected_batch", None)
+    if batch and n:
+        return sch.epochs * n / batch
+    return None
+
+
+@rule("DPS009", "a size above a resource limit",
+      bad="scenario s { data synthetic(generator = secret_groups, size = 600)  secret group in {A, B, C} }\n"
+          "release r { mechanism swm  query mean(x1, bounds = [0, 10])  slices sphere(m = 100000000)  "
+          "guarantee ave_srpp(alpha = 4, epsilon = 1) }",
+      good="scenario s { data synthetic(generator = secret_groups, size = 600)  secret group in {A, B, C} }\n"
+           "release r { mechanism swm  query mean(x1, bounds = [0, 10])  slices sphere(m = 200)  "
+           "guarantee ave_srpp(alpha = 4, epsilon = 1) }",
+      explanation="Every size that drives memory or work (records, nodes, slices, steps, epochs, batches, orders, "
+                  "draws, hidden units, …) is checked against a limit before anything is allocated, so that no spec "
+                  "can exhaust the machine. The limits are generous for real use and listed in docs/language.md "
+                  "(Limits); each can be raised for one run with its environment variable, e.g. "
+                  "`DPSPEC_MAX_SLICES=1000000`.")
+def check_limits(ctx: Context):
+    from dpspec import limits
+
+    for n in walk(ctx.spec):
+        for f, (name, what) in _SIZE_LIMITS_BY_CLASS.get(type(n), ()):
+            x = getattr(n, f, None)
+            if x is None:
+                continue
+            values = x if isinstance(x, tuple) else (x,)
+            if f == "directions":
+                values = (len(x),)
+            for v in values:
+                if limits.over(name, v):
+                    yield diag("DPS009", limits.LimitExceeded(name, v, what).message, n, f, hint=limits.hint(name))
+                    break
+        if isinstance(n, ir.SyntheticData):
+            from dpspec.data.synthetic import GRAPH_GENERATORS
+
+            name, what = (("nodes", "the synthetic graph's size (nodes)") if n.generator in GRAPH_GENERATORS
+                          else ("records", "the synthetic dataset's size (records)"))
+            if limits.over(name, n.size):
+                yield diag("DPS009", limits.LimitExceeded(name, n.size, what).message, n, "size",
+                           hint=limits.hint(name))
+        if isinstance(n, ir.FiniteDirections) and n.directions and limits.over("columns", len(n.directions[0])):
+            yield diag("DPS009", limits.LimitExceeded("columns", len(n.directions[0]), "the slice dimension").message,
+                       n, "directions", hint=limits.hint("columns"))
+    for t in ctx.spec.trainings:
+        if t.schedule.steps is None:
+            steps = _training_steps(ctx, t)
+            if steps is not None and limits.over("steps", steps):
+                yield diag("DPS009", limits.LimitExceeded("steps", steps, "the number of steps (epochs × dataset size "
+                           "/ batch)").message, t.schedule, "epochs", hint=limits.hint("steps"))
 
 
 # --- compile-stage accounting rules (raised while calibrating; listed here for `dpspec rules`) -------

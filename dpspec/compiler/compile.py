@@ -10,6 +10,7 @@ diagnostics with a location, like any other spec error, and no certificate is pr
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,8 @@ from dpspec.certificate.model import (
     sha256_text,
 )
 from dpspec.check.framework import Context, diag
-from dpspec.data import DataNotFoundError
+from dpspec.data import DataAccessError, DataNotFoundError
+from dpspec.limits import LimitExceeded
 from dpspec.compiler import formulas as F
 from dpspec.compiler import gaussian_release as GR
 from dpspec.compiler.errors import CompileError, fail as _fail
@@ -102,6 +104,22 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             errors.append(diag("DPS419", f"the data of `{d.name}` is not available: {e}", d, "data",
                                hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data "
                                     "at compile time"))
+        except DataAccessError as e:
+            d = ctx.resolve_protects(t) or t
+            errors.append(diag("DPS010", f"the data of `{d.name}` cannot be read: {e}", d, "data", hint=e.hint))
+        except LimitExceeded as e:
+            d = ctx.resolve_protects(t) if e.name in _DATA_LIMITS else None
+            node, field = (d, "data") if d is not None else (t, None)
+            errors.append(diag("DPS009", f"`{t.name}`: {e.message}", node, field, hint=e.hint))
+        except _INPUT_FAILURES as e:
+            # the last line of defence: bad input that no stage turned into a diagnostic of its own
+            # (a bug to fix with a precise rule, but never a traceback and never a certificate)
+            errors.append(diag("DPS011", f"`{t.name}` cannot be compiled from this input: {type(e).__name__}: "
+                               f"{_short(e)}", t,
+                               hint="check the values and the data this target uses; if they look right, this is "
+                                    "a gap in dpspec's checks (rerun with DPSPEC_DEBUG=1 and report it)"))
+            if os.environ.get("DPSPEC_DEBUG"):
+                raise
     if errors:
         raise SpecError(errors, spec.sources)
     text = spec.canonical_text()
@@ -111,6 +129,17 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
         results=[c.certificate for c in compiled.values()],
     ).sealed()
     return Compiled(spec, cert, compiled)
+
+
+# limits whose size comes from the data (reported at the data binding, not at the target)
+_DATA_LIMITS = ("records", "nodes", "columns", "data_file_bytes")
+_INPUT_FAILURES = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError, RecursionError,
+                   MemoryError, AssertionError, UnicodeError, OSError)
+
+
+def _short(e: BaseException, width: int = 200) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= width else text[:width] + "…"
 
 
 def compile_text(text: str, name: str = "<string>", **kw) -> Compiled:

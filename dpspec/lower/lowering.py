@@ -714,6 +714,11 @@ def data_binding(r: Reporter, v):
         return FAIL
     fname, a = x
     if fname == "csv":
+        from dpspec.data import data_path_problem
+
+        problem = data_path_problem(a.values["path"])
+        if problem is not None:  # the data-root sandbox, checked without touching the disk
+            return r.error("DPS010", problem[0], a.spans.get("path") or sp(v), hint=problem[1])
         return from_args(ir.CsvData, v, a, rename={"schema": "schema_name"})
     if fname == "dataset":
         return from_args(ir.NamedData, v, a)
