@@ -70,22 +70,24 @@ def analyse(program: Program) -> Spec:
     return Spec(program, spec_ir, diags)
 
 
-def load(source: str | Path, *, name: str | None = None) -> Spec:
+def load(source: str | Path, *, name: str | None = None, includes: bool = True) -> Spec:
     """Load and check a spec from a path, or from text if ``source`` contains a newline or a brace.
 
     Never raises on a bad spec: inspect ``.ok`` and ``.diagnostics`` (or call ``.raise_for_errors()``).
+    ``includes=False`` refuses every ``use`` line (DPS004), e.g. for a spec from a certificate.
     """
     with _collector_paused():
         if isinstance(source, Path) or ("\n" not in source and "{" not in source):
-            return analyse(load_program(path=source, name=name))
-        return analyse(load_program(text=source, name=name or "<string>"))
+            return analyse(load_program(path=source, name=name, allow_includes=includes))
+        return analyse(load_program(text=source, name=name or "<string>", allow_includes=includes))
 
 
-def loads(text: str, *, name: str = "<string>", base_dir: str | Path | None = None) -> Spec:
-    """Load and check a spec from text (``use`` paths resolve against ``base_dir``)."""
+def loads(text: str, *, name: str = "<string>", base_dir: str | Path | None = None, includes: bool = True) -> Spec:
+    """Load and check a spec from text. ``use`` paths resolve against ``base_dir`` (default: the
+    working folder) and must stay inside it; ``includes=False`` refuses every ``use`` line."""
     path = Path(base_dir) / name if base_dir is not None else None
     with _collector_paused():
-        return analyse(load_program(path=path, text=text, name=name))
+        return analyse(load_program(path=path, text=text, name=name, allow_includes=includes))
 
 
 @contextmanager
