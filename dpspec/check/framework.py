@@ -80,6 +80,8 @@ def diag(id: str, message: str, node=None, fieldname: str | None = None, hint: s
          notes=(), severity: str | None = None) -> Diagnostic:
     info = CATALOGUE.get(id)
     sev = severity or (info.severity if info else "error")
+    if not hint and sev == "error":  # a hint computed at run time (an exception's, a suggestion) came out empty
+        hint = f"`dpspec rules {id}` shows this rule with an example and its fix"
     return Diagnostic(id, message, span_of(node, fieldname) if node is not None else None, hint, sev, tuple(notes))
 
 

@@ -194,7 +194,8 @@ def check_ranges(ctx: Context):
         if isinstance(n, ir.FiniteDirections):
             dims = {len(d) for d in n.directions}
             if len(dims) > 1:
-                yield diag("DPS105", "all slice directions must have the same dimension", n, "directions")
+                yield diag("DPS105", "all slice directions must have the same dimension", n, "directions",
+                           hint="give every direction the query's dimension, e.g. [[1, 0], [0, 1]]")
             elif any(all(x == 0 for x in d) for d in n.directions):
                 yield diag("DPS105", "a slice direction is the zero vector", n, "directions",
                            hint="directions are normalised to unit length; give a non-zero vector")
@@ -294,7 +295,8 @@ def check_unit(ctx: Context):
                        hint=_unit_hint(u, t))
         elif u.kind in ("record", "group") and u.relation not in m.relations:
             yield diag("DPS120", f"mechanism `{m.name}` covers relations {', '.join(m.relations)}, but `{d.name}` "
-                       f"uses {u.relation}", t, "mechanism")
+                       f"uses {u.relation}", t, "mechanism",
+                       hint=f"protect with `relation {m.relations[0]}`, or use a mechanism that covers {u.relation}")
 
 
 def _unit_hint(u, t) -> str:

@@ -131,6 +131,9 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     return Compiled(spec, cert, compiled)
 
 
+# DPS201 is a safety net: calibration aims below the target, and the certified ε is re-evaluated
+_DPS201_HINT = ("no certificate is written; raise the target ε a little, or give the noise explicitly and let "
+                "dpspec report ε")
 # limits whose size comes from the data (reported at the data binding, not at the target)
 _DATA_LIMITS = ("records", "nodes", "columns", "data_file_bytes")
 _INPUT_FAILURES = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError, RecursionError,
@@ -255,7 +258,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     if r.mechanism == "swm":
         return _compile_swm(ctx, r, data)
     if r.mechanism != "gaussian":
-        _fail("DPS110", f"mechanism `{r.mechanism}` cannot be compiled by this build", r, "mechanism")
+        _fail("DPS110", f"mechanism `{r.mechanism}` cannot be compiled by this build", r, "mechanism",
+              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
     protected, d, u = _protected(ctx, r)
     n = d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None
     delta_sens, problem = derive_sensitivity(r, u, n)
@@ -294,7 +298,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     else:
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": _round_up(g.alpha * mu * mu / 2)})
     if g.epsilon is not None and guarantee.epsilon is not None and guarantee.epsilon > g.epsilon * (1 + 1e-9):
-        _fail("DPS201", f"certified ε = {guarantee.epsilon:.6g} exceeds the target {g.epsilon:g}", r, "guarantee")
+        _fail("DPS201", f"certified ε = {guarantee.epsilon:.6g} exceeds the target {g.epsilon:g}", r, "guarantee",
+              hint=_DPS201_HINT)
     check_alphas = [2.0, 8.0, 32.0]
     formulas = [
         F.formula("rdp_gaussian", F.GAUSSIAN_RDP, {"Delta": delta_sens, "sigma": sigma},
@@ -362,7 +367,8 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
     elif isinstance(s, ir.FullBatch):
         rate, batch, scheme = 1.0, n, "full_batch"
     else:
-        _fail("DPS125", f"sampling `{s.scheme}` is not covered by the DP-SGD accountants", t, "sampling")
+        _fail("DPS125", f"sampling `{s.scheme}` is not covered by the DP-SGD accountants", t, "sampling",
+              hint="use poisson(expected_batch = 256), without_replacement(batch_size = 256) or full_batch")
     if rate > 1:
         _fail("DPS126", f"the sampling rate {rate:g} is above 1", t, "sampling", hint="use a smaller batch")
     if t.schedule.steps is not None:
@@ -437,7 +443,8 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if t.mechanism == "relational_dpsgd":
         return _compile_relational(ctx, t, data)
     if t.mechanism != "dpsgd":
-        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism")
+        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism",
+              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
     from dpspec import accounting as acc
 
     protected, d, u = _protected(ctx, t)
@@ -492,12 +499,14 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
         if g.epsilon is not None and points[0].epsilon > g.epsilon:
-            _fail("DPS201", f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}", t, "guarantee")
+            _fail("DPS201", f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
+                  hint=_DPS201_HINT)
     else:
         e_alpha = _rdp_at(curve.alphas, curve.rdp, g.alpha)
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": e_alpha})
         if g.epsilon is not None and e_alpha > g.epsilon:
-            _fail("DPS201", f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", t, "guarantee")
+            _fail("DPS201", f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
+                  hint=_DPS201_HINT)
     C = _clip_norm(t.clipping)
     params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
               "sample_rate": rate, "steps": steps, "group_size": K}
@@ -631,7 +640,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     parts = [done[p] for p in c.parts if p in done]
     if len(parts) != len(c.parts):
         missing = [p for p in c.parts if p not in done]
-        _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts")
+        _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts",
+              hint="fix the errors reported for those parts; a composition is compiled after its parts")
     if all(p.certificate.mechanism.name == "srpp_sgd" for p in parts):
         from dpspec.compiler.srpp_train import compose_srpp
 
@@ -640,7 +650,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     first = parts[0].certificate
     alphas = parts[0].rdp_alphas
     if any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
-        _fail("DPS122", "the parts were accounted on different α grids", c, "parts")
+        _fail("DPS122", "the parts were accounted on different α grids", c, "parts",
+              hint="compose parts certified by the same family of accountants (RDP curves on one grid)")
     rdp = np.sum([p.rdp_values for p in parts], axis=0)
     exact_gaussian = all(p.gaussian_mu is not None for p in parts)
     points = []
@@ -675,7 +686,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         e_alpha = _rdp_at(alphas, rdp, g.alpha)
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": e_alpha})
         if g.epsilon is not None and e_alpha > g.epsilon:
-            _fail("DPS204", f"the composition's ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", c, "guarantee")
+            _fail("DPS204", f"the composition's ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", c, "guarantee",
+                  hint="raise the composition's epsilon, or give its parts more noise")
     record = TargetCertificate(
         name=c.name,
         kind="compose",

@@ -78,7 +78,9 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     except DataNotFoundError:
         raise
     except (ValueError, KeyError) as e:
-        _fail("DPS418", f"cannot load the graph: {e}", unit_decl, "data")
+        _fail("DPS418", f"cannot load the graph: {e}", unit_decl, "data",
+              hint="name a built-in graph (`graph cora`, `graph citeseer`), a generated one, or bind a graph at "
+                   "compile time")
     p = plan(t, ds)
     loss = t.loss.kind if t.loss else "msml"
     try:

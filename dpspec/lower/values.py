@@ -28,6 +28,11 @@ def sp(x) -> Span | None:
     return getattr(x, "span", None)
 
 
+def rule_hint(rule: str) -> str:
+    """The hint of last resort, for an error whose specific hint came out empty."""
+    return f"`dpspec rules {rule}` shows this rule with an example and its fix"
+
+
 class Reporter:
     """Collects diagnostics, at most ``limits.limit("diagnostics")`` of them; the rest are counted.
 
@@ -47,8 +52,8 @@ class Reporter:
         if self.errors > self.max_diagnostics:
             self.suppressed += 1
             return FAIL
-        self.diagnostics.append(Diagnostic(rule, message, span, hint() if callable(hint) else hint, "error",
-                                           tuple(notes)))
+        hint = hint() if callable(hint) else hint
+        self.diagnostics.append(Diagnostic(rule, message, span, hint or rule_hint(rule), "error", tuple(notes)))
         return FAIL
 
     def warning(self, rule: str, message: str, span, hint: str | Callable[[], str] | None = None) -> None:
@@ -66,7 +71,7 @@ def _kind_error(r: Reporter, v, expected: str, example: str | None = None):
     got = ast.describe(v)
     if isinstance(v, ast.Ident) and v.name.lower() in ("nan", "inf", "infinity", "-inf"):
         return r.error("DPS106", f"`{v.name}` is not a finite number", sp(v), hint="use a finite number")
-    hint = f"write {example}" if example else None
+    hint = f"write {example}" if example else f"write {expected}"
     return r.error("DPS104", f"expected {expected}, found {got}", sp(v), hint=hint)
 
 
@@ -80,7 +85,8 @@ def number(r: Reporter, v, example: str = "a number such as 1.0 or 1e-6") -> Any
 
 def integer(r: Reporter, v, example: str = "a whole number such as 1000") -> Any:
     if isinstance(v, ast.Number):
-        if v.value != math.floor(v.value) or v.text.endswith("%") or abs(v.value) > 2**62:
+        # above 2^53 a float no longer holds every whole number: refuse rather than round
+        if v.value != math.floor(v.value) or v.text.endswith("%") or abs(v.value) > 2**53:
             return r.error("DPS104", f"expected a whole number, found `{v.text}`", sp(v), hint=f"write {example}")
         return int(v.value)
     return _kind_error(r, v, "a whole number", example)
@@ -94,7 +100,7 @@ def name(r: Reporter, v, choices: tuple[str, ...] | None = None, what: str = "na
     if choices:
         return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
                        hint=lambda: did_you_mean("", choices, what))
-    return _kind_error(r, v, f"a {what}")
+    return _kind_error(r, v, f"a {what}", "a name such as `x`" if what == "name" else None)
 
 
 def string(r: Reporter, v) -> Any:
@@ -111,13 +117,13 @@ def label(r: Reporter, v) -> Any:
         return v.value
     if isinstance(v, ast.Number):
         return v.text
-    return _kind_error(r, v, "a name or a string")
+    return _kind_error(r, v, "a name or a string", '`race` or "race"')
 
 
 def boolean(r: Reporter, v) -> Any:
     if isinstance(v, ast.Ident) and v.name in ("true", "false", "yes", "no", "on", "off"):
         return v.name in ("true", "yes", "on")
-    return _kind_error(r, v, "`true` or `false`")
+    return _kind_error(r, v, "`true` or `false`", "`true` or `false`")
 
 
 def items_of(v) -> tuple | None:
@@ -132,7 +138,7 @@ def sequence(r: Reporter, v, each: Callable, single_ok: bool = True) -> Any:
         if single_ok:
             x = each(r, v)
             return FAIL if x is FAIL else (x,)
-        return _kind_error(r, v, "a list such as [1, 2]")
+        return _kind_error(r, v, "a list", "a list such as [1, 2]")
     out = [each(r, x) for x in items]
     return FAIL if any(x is FAIL for x in out) else tuple(out)
 
@@ -166,15 +172,17 @@ def bounds(r: Reporter, v) -> Any:
 def vectors(r: Reporter, v) -> Any:
     items = items_of(v)
     if items is None or not items:
-        return r.error("DPS104", "expected a list of vectors such as [[1, 0], [0, 1]]", sp(v))
-    out = [numbers(r, x) if items_of(x) is not None else _kind_error(r, x, "a vector such as [1, 0]") for x in items]
+        got = "an empty list" if items is not None else ast.describe(v)
+        return r.error("DPS104", f"expected a list of vectors, found {got}", sp(v), hint="write [[1, 0], [0, 1]]")
+    out = [numbers(r, x) if items_of(x) is not None else _kind_error(r, x, "a vector", "a vector such as [1, 0]")
+           for x in items]
     return FAIL if FAIL in out else tuple(out)
 
 
 def label_pairs(r: Reporter, v) -> Any:
     items = items_of(v)
     if items is None:
-        return _kind_error(r, v, "a list of pairs such as [(White, Black)]")
+        return _kind_error(r, v, "a list of pairs", "a list of pairs such as [(White, Black)]")
     out = []
     for x in items:
         xs = items_of(x)
