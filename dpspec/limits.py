@@ -14,8 +14,10 @@ Two kinds of check use the table:
 
 * :func:`over` — a single size against its limit (``dataset_size``, ``sphere(m = …)``, …);
 * :func:`over_work` — a product of sizes (records × slices, steps × batch, …) against the
-  ``work`` budget, an estimate of the number of elementary operations or array elements a
-  compile step would need.
+  ``work`` budget, an estimate of the number of elementary operations a compile step would need;
+* :func:`memory_budget` — around the whole compile, a cap on the memory it may allocate
+  (``memory_mb``), for the computations whose memory no simple formula predicts (an
+  accountant's quadrature grid, say): past the cap, an allocation fails cleanly.
 
 Runtime code (data loaders, compile steps) raises :class:`LimitExceeded`, which the compiler turns
 into a located ``DPS009`` diagnostic.
@@ -23,11 +25,12 @@ into a located ``DPS009`` diagnostic.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
 
-__all__ = ["Limit", "LIMITS", "LimitExceeded", "limit", "over", "over_work", "hint", "require", "require_work"]
+__all__ = ["Limit", "LIMITS", "LimitExceeded", "limit", "over", "over_work", "hint", "require", "require_work", "memory_budget"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ _TABLE = (
     Limit("columns", 100_000, "columns or features of a dataset, or the dimension of a query"),
     # sizes of the computation
     Limit("slices", 100_000, "slice directions of an SRPP profile (`sphere(m = …)`, `directions`)"),
-    Limit("steps", 100_000_000, "training steps (given, or epochs × dataset_size / batch)"),
+    Limit("steps", 10_000_000, "training steps (given, or epochs × dataset_size / batch)"),
     Limit("epochs", 1_000_000, "training epochs (of a model or an encoder)"),
     Limit("batch", 10_000_000, "records in one batch or one sampling draw"),
     Limit("orders", 100_000, "Rényi orders, propagation depths or quantile bins"),
@@ -67,7 +70,8 @@ _TABLE = (
     Limit("hidden", 1_000_000, "hidden units, encoder outputs or token lengths of a model"),
     Limit("workers", 4096, "distributed workers"),
     Limit("group_size", 1_000_000, "records in a protected group"),
-    Limit("work", 2_000_000_000, "elementary operations or array elements of one compile step (an estimate)"),
+    Limit("work", 20_000_000_000, "elementary operations of one compile step (an estimate; about minutes)"),
+    Limit("memory_mb", 4096, "megabytes of memory one compile may allocate beyond what dpspec itself holds"),
 )
 
 LIMITS: dict[str, Limit] = {x.name: x for x in _TABLE}
@@ -150,6 +154,45 @@ def require(name: str, value: float | int | None, what: str | None = None) -> No
     """Raise :class:`LimitExceeded` when ``value`` is above the limit ``name``."""
     if over(name, value):
         raise LimitExceeded(name, value, what)
+
+
+@contextlib.contextmanager
+def memory_budget():
+    """Cap the memory of the block at ``memory_mb`` more than the process holds when it starts
+    (``RLIMIT_AS``, on systems that have it): an allocation beyond the cap raises MemoryError,
+    which the compiler reports as DPS009, instead of the machine swapping or the process being
+    killed. The previous cap is restored afterwards; a tighter cap already in force is kept."""
+    try:
+        import resource
+    except ImportError:  # (not on Windows)
+        yield
+        return
+    budget = limit("memory_mb") * 2**20
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    new = _address_space() + budget
+    if hard != resource.RLIM_INFINITY:
+        new = min(new, hard)
+    if soft != resource.RLIM_INFINITY and soft <= new:
+        yield
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (new, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _address_space() -> int:
+    """The process's current virtual memory size in bytes (0 when unknown)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def require_work(what: str, *factors: float | int | None) -> None:

@@ -34,7 +34,7 @@ from dpspec.certificate.model import (
 )
 from dpspec.check.framework import Context, diag
 from dpspec.data import DataAccessError, DataNotFoundError
-from dpspec.limits import LimitExceeded
+from dpspec.limits import LimitExceeded, hint as limit_hint, limit, memory_budget
 from dpspec.compiler import formulas as F
 from dpspec.compiler import gaussian_release as GR
 from dpspec.compiler.errors import CompileError, fail as _fail
@@ -91,12 +91,8 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     errors: list[Diagnostic] = []
     for t in spec.ir.targets():
         try:
-            if isinstance(t, ir.Release):
-                compiled[t.name] = _compile_release(ctx, t, data)
-            elif isinstance(t, ir.Training):
-                compiled[t.name] = _compile_training(ctx, t, data)
-            else:
-                compiled[t.name] = _compile_composition(ctx, t, compiled)
+            with memory_budget():  # an allocation past the limit fails cleanly (DPS009 below)
+                compiled[t.name] = _compile_target(ctx, t, data, compiled)
         except CompileError as e:
             errors.append(e.diagnostic)
         except DataNotFoundError as e:
@@ -111,6 +107,9 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             d = ctx.resolve_protects(t) if e.name in _DATA_LIMITS else None
             node, field = (d, "data") if d is not None else (t, None)
             errors.append(diag("DPS009", f"`{t.name}`: {e.message}", node, field, hint=e.hint))
+        except MemoryError:
+            errors.append(diag("DPS009", f"`{t.name}` needs more memory than the limit of "
+                               f"{limit('memory_mb'):,} MB", t, hint=limit_hint("memory_mb")))
         except _INPUT_FAILURES as e:
             # the last line of defence: bad input that no stage turned into a diagnostic of its own
             # (a bug to fix with a precise rule, but never a traceback and never a certificate)
@@ -129,6 +128,14 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
         results=[c.certificate for c in compiled.values()],
     ).sealed()
     return Compiled(spec, cert, compiled)
+
+
+def _compile_target(ctx: Context, t, data, compiled: dict) -> CompiledTarget:
+    if isinstance(t, ir.Release):
+        return _compile_release(ctx, t, data)
+    if isinstance(t, ir.Training):
+        return _compile_training(ctx, t, data)
+    return _compile_composition(ctx, t, compiled)
 
 
 # DPS201 is a safety net: calibration aims below the target, and the certified ε is re-evaluated

@@ -41,7 +41,11 @@ def load_graph(binding, bound: dict | None = None):
         return generate_graph(binding.generator, binding.size, binding.seed)
     name = binding.name
     if bound and name in bound:
-        return bound[name]
+        g = bound[name]
+        if not isinstance(g, graphs.GraphDataset):  # a dict, a list, ...: caught here, not deep inside
+            raise ValueError(f"the graph `{name}` bound at compile time is a {type(g).__name__}, not a "
+                             "dpspec.data.graphs.GraphDataset")
+        return g
     loaders = {"cora": graphs.load_cora, "citeseer": graphs.load_citeseer}
     if name not in loaders:
         raise ValueError(f"unknown graph `{name}`; built in: {', '.join(loaders)} (or bind one at compile time)")

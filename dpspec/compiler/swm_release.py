@@ -249,6 +249,11 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     if sc.data is None and not all(isinstance(w, ir.SamplerWorld) for w in sc.worlds):
         _fail("DPS413", f"scenario `{sc.name}` has no `data`", sc, hint='add `data csv("adult/adult.data", schema = adult)`')
     table = None
+    if isinstance(sc.data, ir.SyntheticData) and r.slices is not None and r.query is not None:
+        # the size is known before generating the data: refuse early rather than after generating it
+        n_values = len(sc.secret.values) if sc.secret.values else 2
+        _require_sensitivity_work(r, sc, 1, sc.data.size, None, n_values, len(sc.worlds),
+                                  sc.pairs.items if isinstance(sc.pairs, ir.ExplicitPairs) else "all_distinct")
     if sc.data is not None:
         try:
             table = load_table(sc.data, bound_data)
@@ -258,6 +263,10 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
             _fail("DPS418", f"cannot load the data of scenario `{sc.name}`: {e}", sc, "data",
                   hint="check the file's format (a header row, the separator, one value per column) or the bound "
                        "columns")
+    if table is not None and len(table) == 0:
+        _fail("DPS418", f"the data of scenario `{sc.name}` has no records"
+              + (f" ({table.n_dropped} dropped for missing values)" if table.n_dropped else ""), sc, "data",
+              hint="check the file: a header row, then one record per line")
     if table is not None:
         labels, values = _secret_labels(table, sc)
         X, query = build_query(table, q)
@@ -278,6 +287,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     else:
         pairs = "all_distinct"
     scenario = pf.Scenario(worlds, pairs, name=sc.name)
+    _require_sensitivity_work(r, sc, query.dim, len(X), n_samples, len(values), len(worlds), pairs)
     profile = build_profile(r.slices, query.dim, r)
     flavour = "ave" if g.flavour == "ave" else "joint_exact"
     target_eps = g.epsilon if g.epsilon is not None else 1.0
@@ -304,6 +314,24 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
 
     cols = tuple(q.columns) + ((q.label,) if q.label else ())
     return record, SwmRelease(cols, pf.SWMMechanism(query, calib), name=r.name)
+
+
+def _require_sensitivity_work(r, sc, d: int, n_records: int, n_samples, n_values: int, n_worlds: int, pairs) -> None:
+    """Refuse (DPS009) before any allocation when the sliced sensitivity would need more work than
+    the ``work`` limit: projecting and sorting every world's records on every slice, then one
+    pass per (pair, world) instance (pufferfish.sensitivity: O(M m n + S m n log n))."""
+    import math
+
+    from dpspec import limits
+
+    s = r.slices
+    m = s.m if isinstance(s, ir.UniformSphere) else len(s.directions) if isinstance(s, ir.FiniteDirections) else d
+    n = max(n_records, (n_samples or 0) * n_values, 1) * max(n_worlds, 1)
+    n_pairs = len(pairs) if not isinstance(pairs, str) else n_values * (n_values - 1) // 2
+    instances = max(n_pairs, 1) * max(n_worlds, 1)
+    limits.require_work(f"the sliced sensitivity ({m:,} slices × {n:,} records × "
+                        f"(dimension + {instances:,} pair instances + log records))",
+                        m, n, d + instances + math.log2(n + 2))
 
 
 class _EmptyTable:
