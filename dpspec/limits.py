@@ -65,11 +65,12 @@ _TABLE = (
     Limit("epochs", 1_000_000, "training epochs (of a model or an encoder)"),
     Limit("batch", 10_000_000, "records in one batch or one sampling draw"),
     Limit("orders", 100_000, "Rényi orders, propagation depths or quantile bins"),
-    Limit("degree_cap", 1_000_000, "edges kept per node (`degree_cap`, `per_positive`)"),
+    Limit("degree_cap", 1_000, "edges kept per node (`degree_cap`, `per_positive`); the relational accountant's "
+                               "cost grows with its cube"),
     Limit("draws", 10_000_000, "Monte-Carlo draws or sampled worlds"),
     Limit("hidden", 1_000_000, "hidden units, encoder outputs or token lengths of a model"),
     Limit("workers", 4096, "distributed workers"),
-    Limit("group_size", 1_000_000, "records in a protected group"),
+    Limit("group_size", 1_000, "records in a protected group (the group accountant's cost grows with its cube)"),
     Limit("work", 20_000_000_000, "elementary operations of one compile step (an estimate; about minutes)"),
     Limit("memory_mb", 4096, "megabytes of memory one compile may allocate beyond what dpspec itself holds"),
 )
