@@ -165,7 +165,7 @@ def parent(args) -> int:
         print(f"  {n:6d}  {sig}")
     if args.save:
         for case, outcome in findings:
-            print("saved", save_finding(case, outcome))
+            print("saved", save_finding(case, outcome, *([Path(args.corpus)] if args.corpus else [])))
     return 1 if findings else 0
 
 
@@ -179,7 +179,8 @@ def main() -> int:
     ap.add_argument("--relational", action="store_true",
                     help="also compile relational DP-SGD specs (their accountant takes about a minute each)")
     ap.add_argument("--relational-time", type=float, default=240.0)
-    ap.add_argument("--save", action="store_true", help="write findings to tests/fuzz/corpus/specs/")
+    ap.add_argument("--save", action="store_true", help="write findings to the corpus folder")
+    ap.add_argument("--corpus", default=None, help="the corpus folder (default: tests/fuzz/corpus/specs/)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--current", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -50,7 +50,7 @@ _TABLE = (
     Limit("nesting", 32, "levels of nested brackets in a spec"),
     Limit("number_chars", 64, "characters in one number literal"),
     Limit("tokens", 250_000, "tokens (names, numbers, strings, brackets) in one spec file"),
-    Limit("blocks", 20_000, "blocks in a spec, including the included files"),
+    Limit("blocks", 20_000, "blocks in one spec file"),
     Limit("includes", 64, "files in a spec, the root file and every file it includes"),
     Limit("list_items", 100_000, "items in one list, set or tuple of a spec"),
     Limit("diagnostics", 200, "diagnostics reported for one spec (the rest are counted, not shown)"),
