@@ -65,8 +65,8 @@ _TABLE = (
     Limit("epochs", 1_000_000, "training epochs (of a model or an encoder)"),
     Limit("batch", 10_000_000, "records in one batch or one sampling draw"),
     Limit("orders", 100_000, "Rényi orders, propagation depths or quantile bins"),
-    Limit("degree_cap", 1_000, "edges kept per node (`degree_cap`, `per_positive`); the relational accountant's "
-                               "cost grows with its cube"),
+    Limit("degree_cap", 64, "edges kept per node (`degree_cap`, `per_positive`); the relational accountant's "
+                            "time grows steeply with it (about 2 minutes at 60, over 25 at 200)"),
     Limit("draws", 10_000_000, "Monte-Carlo draws or sampled worlds"),
     Limit("hidden", 1_000_000, "hidden units, encoder outputs or token lengths of a model"),
     Limit("workers", 4096, "distributed workers"),

@@ -99,13 +99,22 @@ def run_checks(spec: ir.SpecIR, failed: set[str] | None = None) -> list[Diagnost
     for _id, fn in CHECKS:
         if errors >= cap:
             break
-        for d in fn(ctx):
-            if d.is_error:
-                errors += 1
-                out.append(d)
-                if errors >= cap:
-                    break
-            elif warnings < cap:
-                warnings += 1
-                out.append(d)
+        try:
+            for d in fn(ctx):
+                if d.is_error:
+                    errors += 1
+                    out.append(d)
+                    if errors >= cap:
+                        break
+                elif warnings < cap:
+                    warnings += 1
+                    out.append(d)
+        except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
+            # a rule that cannot cope with some input is a gap in that rule; the spec is refused
+            # with a diagnostic (never a traceback), and the other rules still run
+            errors += 1
+            out.append(Diagnostic("DPS011", f"check {_id} could not be completed on this spec: {type(e).__name__}: "
+                                  f"{str(e)[:200]}", Span.point(spec.file, 1, 1),
+                                  hint="check the values this rule is about (`dpspec rules " + _id + "`); if they "
+                                       "look right, this is a gap in dpspec's checks (please report it)"))
     return out

@@ -53,12 +53,13 @@ register_front_end("DPS010", "a data path outside the data root, or a file that 
                                "symbolic links followed, to a regular file inside the root and no larger than the "
                                "`data_file_bytes` limit (never a folder, FIFO or device). A spec embedded in a "
                                "certificate is held to the same rules. Messages never quote a refused file.")
-register_front_end("DPS011", "input the compiler cannot use", "compile",
-                   bad="(see tests/fuzz: the last line of defence behind every compile stage; no known spec reaches it)",
+register_front_end("DPS011", "input a check or the compiler cannot use", "compile",
+                   bad="(see tests/fuzz: the last line of defence behind every check and compile stage; no known spec "
+                       "reaches it)",
                    good=_rel(),
-                   explanation="A value or a data file that passed the checks but that a compile stage still cannot "
-                               "use. It is reported at the target, with the reason, and no certificate is written; "
-                               "each one found is a gap in the checks, to be closed by a precise rule.")
+                   explanation="A value or a data file that a check rule or a compile stage cannot cope with. It is "
+                               "reported (at the target when compiling) with the reason, and no certificate is "
+                               "written; each one found is a gap in the checks, to be closed by a precise rule.")
 register_front_end("DPS100", "unknown block kind", "lower", bad="relaese r { mechanism gaussian }", good=_rel())
 register_front_end("DPS101", "unknown setting", "lower",
                    bad=_UNIT + "release r { mechanism gaussian  sensitivty 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }",
@@ -109,6 +110,9 @@ def walk(node) -> Iterator[BaseModel]:
 
 # (class, field) → (predicate, requirement text, hint)
 _pos = (lambda x: x > 0, "must be > 0")
+# a noise scale, clip norm or sensitivity far from 1 leaves the range where its square (and the
+# square of its inverse) is a floating-point number: no accountant states a finite bound there
+_scale = (lambda x: 1e-150 <= x <= 1e150, "must be between 1e-150 and 1e150")
 _int1 = (lambda x: x >= 1, "must be at least 1")
 _RANGES: dict[tuple[type, str], tuple] = {
     (ir.DpGuarantee, "epsilon"): (*_pos, "ε is a privacy loss; for example epsilon = 1.0"),
@@ -123,13 +127,14 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.WithReplacementSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
     (ir.ShuffleSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
     (ir.NegativeSampler, "per_positive"): (*_int1, "for example per_positive = 4"),
-    (ir.FlatClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
-    (ir.PerTupleClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
-    (ir.FrequencyAdaptiveClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
-    (ir.PerLayerClipping, "C"): (lambda x: len(x) > 0 and all(c > 0 for c in x), "must be a non-empty list of norms > 0",
+    (ir.FlatClipping, "C"): (*_scale, "a clipping norm such as C = 1.0"),
+    (ir.PerTupleClipping, "C"): (*_scale, "a clipping norm such as C = 1.0"),
+    (ir.FrequencyAdaptiveClipping, "C"): (*_scale, "a clipping norm such as C = 1.0"),
+    (ir.PerLayerClipping, "C"): (lambda x: len(x) > 0 and all(1e-150 <= c <= 1e150 for c in x),
+                                 "must be a non-empty list of norms between 1e-150 and 1e150",
                                  "for example C = [0.5, 0.5]"),
-    (ir.GaussianNoise, "sigma"): (*_pos, "a standard deviation such as sigma = 2.0"),
-    (ir.GaussianNoise, "noise_multiplier"): (*_pos, "for example noise_multiplier = 1.1"),
+    (ir.GaussianNoise, "sigma"): (*_scale, "a standard deviation such as sigma = 2.0"),
+    (ir.GaussianNoise, "noise_multiplier"): (*_scale, "for example noise_multiplier = 1.1"),
     (ir.Schedule, "steps"): (*_int1, "for example steps = 1000"),
     (ir.Schedule, "epochs"): (*_pos, "for example epochs = 3"),
     (ir.Schedule, "learning_rate"): (*_pos, "for example learning_rate = 0.1"),
@@ -138,8 +143,8 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.PrivacyUnitDecl, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
     (ir.Training, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
     (ir.Training, "degree_cap"): (*_int1, "for example degree_cap = 5"),
-    (ir.Release, "sensitivity"): (*_pos, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
-    (ir.BoundedQuery, "sensitivity"): (*_pos, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
+    (ir.Release, "sensitivity"): (*_scale, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
+    (ir.BoundedQuery, "sensitivity"): (*_scale, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
     (ir.BoundedQuery, "dimension"): (*_int1, "for example dimension = 10"),
     (ir.BoundedQuery, "bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 10"),
     (ir.UniformSphere, "m"): (*_int1, "the number of directions, e.g. m = 200"),

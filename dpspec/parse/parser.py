@@ -59,7 +59,6 @@ _TOKEN_RE = re.compile(r"""
 
 _PRIMARY_START = ("IDENT", "NUMBER", "STRING", "LBRACE", "LSQB", "LPAR")
 _CLOSER = {"LBRACE": "RBRACE", "LSQB": "RSQB", "LPAR": "RPAR"}
-_OPEN_CHAR = {"LBRACE": "{", "LSQB": "[", "LPAR": "("}
 _MAX_INT_EXACT = 2**53  # integers above this cannot be held exactly by a float
 
 
@@ -101,8 +100,9 @@ def _precheck(text: str, file: str) -> list[Diagnostic]:
         return [Diagnostic("DPS006", f"unexpected control character {m.group()!r}",
                            Span.point(file, line, col), hint="a .dps file is UTF-8 text; is this a binary file?")]
     max_chars = L.limit("number_chars")
-    m = re.search(r"[0-9.eE+\-]{%d,}" % (max_chars + 1), text)
-    if m and re.search(r"\d", m.group()):
+    for m in re.finditer(r"[0-9.eE+\-]{%d,}" % (max_chars + 1), text):
+        if not re.search(r"\d", m.group()):
+            continue  # a long run of `e`, `-`, `.`: not a number (the parser reports it)
         line, col = _line_col(text, m.start())
         return [Diagnostic("DPS106", "number literal is too long", Span(file, line, col, line, col + len(m.group())),
                            hint=f"write numbers with at most {max_chars} characters, e.g. 1e-12")]
@@ -119,7 +119,7 @@ class _Source:
         self.text = text
         self.file = file
         self.newlines = [m.start() for m in re.finditer("\n", text)]
-        self._tokens: tuple[list, list, list] | None = None
+        self._tokens: tuple[list, list, list, list, list] | None = None
 
     def line_col(self, pos: int) -> tuple[int, int]:
         i = bisect_right(self.newlines, pos - 1)  # newlines strictly before pos

@@ -173,3 +173,19 @@ def test_a_megabyte_of_spec_checks_in_bounded_time(pattern):
     spec = dpspec.loads(text, name="big.dps")
     assert time.process_time() - t0 < 6.0  # the goal is 2 s; generous for a loaded test machine
     assert all(d.hint for d in spec.errors)
+
+
+def test_a_check_rule_that_fails_on_some_input_is_a_diagnostic_not_a_traceback(monkeypatch):
+    from dpspec.check import framework
+
+    def broken(ctx):
+        yield from ()
+        raise OverflowError("(34, 'Numerical result out of range')")
+
+    monkeypatch.setattr(framework, "CHECKS", [("DPS999", broken), *framework.CHECKS])
+    spec = dpspec.loads("privacy p { unit record }\nrelease r { protect q  mechanism gaussian  sensitivity 1  "
+                        "guarantee dp(epsilon = 1, delta = 1e-6) }")
+    rules = [d.rule for d in spec.errors]
+    assert "DPS011" in rules and "DPS108" in rules  # the other rules still ran
+    d = next(d for d in spec.errors if d.rule == "DPS011")
+    assert "DPS999" in d.message and d.hint and d.span is not None

@@ -74,6 +74,7 @@ def test_grammar_texts(text):
     ("release r { x " + "[" * 100 + "]" * 100 + " }", "DPS007"),
     ("release r { x " + "9" * 100 + " }", "DPS106"),
     ("release r { x 9007199254740993 }", "DPS106"),  # above 2^53: refused, never rounded
+    ("release r { x " + "e" * 70 + " y " + "9" * 5000 + " }", "DPS106"),  # a long run without digits first
     ("réléase r { mechanism gaussian }", "DPS001"),
     ("privacy p { unit record }\x00", "DPS006"),
     ('use "missing.dps"\nprivacy p { unit record }', "DPS004"),
