@@ -64,7 +64,9 @@ _TABLE = (
     Limit("steps", 10_000_000, "training steps (given, or epochs × dataset_size / batch)"),
     Limit("epochs", 1_000_000, "training epochs (of a model or an encoder)"),
     Limit("batch", 10_000_000, "records in one batch or one sampling draw"),
-    Limit("orders", 100_000, "Rényi orders, propagation depths or quantile bins"),
+    Limit("orders", 100_000, "Rényi orders, propagation depths or histogram bins"),
+    Limit("secret_values", 1_000, "values of a Pufferfish secret (declared, quantile bins, or read from the data); "
+                                  "the discriminative pairs grow with its square"),
     Limit("degree_cap", 64, "edges kept per node (`degree_cap`, `per_positive`); the relational accountant's "
                             "time grows steeply with it (about 2 minutes at 60, over 25 at 200)"),
     Limit("draws", 10_000_000, "Monte-Carlo draws or sampled worlds"),

@@ -591,7 +591,7 @@ _SIZE_LIMITS: dict[tuple[type, str], tuple[str, str]] = {
     (ir.PrivacyUnitDecl, "dataset_size"): ("records", "dataset_size"),
     (ir.Training, "dataset_size"): ("records", "dataset_size"),
     (ir.GroupUnit, "size"): ("group_size", "the group size"),
-    (ir.Secret, "quantile_bins"): ("orders", "the number of quantile bins"),
+    (ir.Secret, "quantile_bins"): ("secret_values", "the number of quantile bins"),
     (ir.BoundedQuery, "bins"): ("orders", "the number of histogram bins"),
     (ir.BoundedQuery, "dimension"): ("columns", "the query's dimension"),
     (ir.UniformSphere, "m"): ("slices", "the number of slices m"),
@@ -678,6 +678,9 @@ def check_limits(ctx: Context):
             if limits.over(name, n.size):
                 yield diag("DPS009", limits.LimitExceeded(name, n.size, what).message, n, "size",
                            hint=limits.hint(name))
+        if isinstance(n, ir.Secret) and n.values and limits.over("secret_values", len(n.values)):
+            yield diag("DPS009", limits.LimitExceeded("secret_values", len(n.values), "the number of secret values")
+                       .message, n, "values", hint=limits.hint("secret_values"))
         if isinstance(n, ir.FiniteDirections) and n.directions and limits.over("columns", len(n.directions[0])):
             yield diag("DPS009", limits.LimitExceeded("columns", len(n.directions[0]), "the slice dimension").message,
                        n, "directions", hint=limits.hint("columns"))

@@ -72,7 +72,14 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
     else:
         labels = np.array([_label_text(x) for x in col], dtype=object)
         values = sec.values or tuple(dict.fromkeys(labels.tolist()))
-    counts = {v: int(np.sum(labels == v)) for v in values}
+    from dpspec import limits
+
+    # values read from the data are as many as its distinct labels: bound them before counting
+    limits.require("secret_values", len(values), f"the number of values of the secret `{sec.attribute}`")
+    counts = dict.fromkeys(values, 0)
+    for label in labels.tolist():  # one pass over the records, whatever the number of values
+        if label in counts:
+            counts[label] += 1
     empty = [v for v, c in counts.items() if c == 0]
     if empty:
         _fail("DPS409", f"secret value(s) {', '.join(map(str, empty))} have no records in the data (empty secret "
