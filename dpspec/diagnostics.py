@@ -10,15 +10,19 @@ Invariants:
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, NamedTuple, Sequence
 
 Severity = Literal["error", "warning", "note"]
 
 
-@dataclass(frozen=True)
-class Span:
-    """A region of a source file: 1-based line and column, end exclusive."""
+class Span(NamedTuple):
+    """A region of a source file: 1-based line and column, end exclusive.
+
+    A named tuple rather than a dataclass: the parser makes one per token, and a tuple is several
+    times cheaper to build, which keeps `dpspec check` fast on large specs.
+    """
 
     file: str
     line: int
@@ -125,24 +129,51 @@ def to_json(diags: Iterable[Diagnostic]) -> str:
     )
 
 
+# Fuzzy matching costs time per candidate; beyond a few hundred candidates (a generated or hostile
+# spec) only an exact match up to case is offered, so that a hint stays cheap.
+_MAX_FUZZY_CANDIDATES = 300
+
+
 def suggest(name: str, candidates: Iterable[str]) -> str | None:
     """The closest candidate to a misspelt name, or None."""
+    return _suggest(name, _prepared(tuple(candidates)))
+
+
+@lru_cache(maxsize=32)
+def _prepared(cands: tuple[str, ...]) -> tuple[list[str] | None, dict[str, str], str, int]:
+    """What hints need from a candidate list, computed once per list: a spec with thousands of
+    misspelt references asks for hints against the same (possibly long) list again and again.
+    Returns (sorted candidates if few enough for fuzzy matching, lower-case → candidate,
+    the first twelve for display, number of distinct candidates)."""
+    import heapq
+
+    distinct = set(cands)
+    fuzzy = sorted(distinct) if len(distinct) <= _MAX_FUZZY_CANDIDATES else None
+    lower: dict[str, str] = {}
+    for c in sorted(distinct) if fuzzy is None else fuzzy:
+        lower.setdefault(c.lower(), c)
+    first = heapq.nsmallest(12, distinct)
+    shown = ", ".join(f"`{c}`" for c in first) + (", …" if len(distinct) > 12 else "")
+    return fuzzy, lower, shown, len(distinct)
+
+
+def _suggest(name: str, prepared) -> str | None:
     import difflib
 
-    cands = list(candidates)
-    best = difflib.get_close_matches(name, cands, n=1, cutoff=0.6)
-    if best:
-        return best[0]
-    low = {c.lower(): c for c in cands}
-    return low.get(name.lower())
+    fuzzy, lower, _shown, _n = prepared
+    if fuzzy is not None:
+        best = difflib.get_close_matches(name, fuzzy, n=1, cutoff=0.6)
+        if best:
+            return best[0]
+    return lower.get(name.lower())
 
 
 def did_you_mean(name: str, candidates: Iterable[str], what: str = "") -> str:
-    cands = sorted(set(candidates))
-    s = suggest(name, cands)
+    prepared = _prepared(tuple(candidates))
+    if not prepared[3]:
+        return ""
+    s = _suggest(name, prepared)
     if s:
         return f"did you mean `{s}`?"
-    if not cands:
-        return ""
-    shown = ", ".join(f"`{c}`" for c in cands[:12]) + (", …" if len(cands) > 12 else "")
+    shown = prepared[2]
     return f"valid {what}s: {shown}" if what else f"expected one of {shown}"

@@ -7,13 +7,17 @@ The test-suite fails when the committed files differ from what this prints.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from dpspec.check import CATALOGUE
 
 
 def _code(text: str) -> str:
-    return "```\n" + text.rstrip("\n") + "\n```"
+    # control characters (DPS006's example holds a NUL byte) are shown escaped: a raw one would
+    # make the markdown file binary to git and invisible to a reader
+    shown = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text.rstrip("\n"))
+    return "```\n" + shown + "\n```"
 
 
 def rules_markdown() -> str:
@@ -47,13 +51,50 @@ def language_markdown() -> str:
            "  `-2.5`, `5%` = 0.05), strings (`\"adult/adult.data\"`), sets `{a, b}`, lists `[1, 2]`, tuples",
            "  `(a, b)`, calls `dp(epsilon = 1, delta = 1e-6)` with positional and keyword arguments,",
            "  membership `race in {White, Black}` and named sub-blocks `coupled { positive ... negative ... }`.",
-           "- Comments run from `#` to the end of the line. `nan` and `inf` are rejected.",
+           "- Comments run from `#` to the end of the line. `nan` and `inf` are rejected, and so is a whole",
+           "  number above 2^53 = 9007199254740992 (a float cannot hold it exactly; write `9.1e15` if an",
+           "  approximate value is meant).",
+           "- `use \"path.dps\"` makes that file's `scenario` and `privacy` blocks visible; its releases and",
+           "  trainings are not compiled again. Cycles are errors (DPS005). See *Includes* below.",
            "- `dpspec fmt` lays a spec out canonically and keeps every comment and blank-line group; the",
            "  formatted spec compiles to the same IR. Certificates embed the comment-free canonical text.",
-           "- `use \"path.dps\"` (relative to the including file) makes that file's `scenario` and `privacy`",
-           "  blocks visible; its releases and trainings are not compiled again. Cycles are errors.",
-           "- Limits: 1 MB per file, nesting depth 32, numbers of at most 64 characters, 64 included files.", "",
-           "## Blocks", ""]
+           "- Every size is bounded; see *Limits* below.", "",
+           "## Includes", "",
+           "```",
+           "use \"shared/people.dps\"          # relative to this file's folder",
+           "use \"../shared/people.dps\"       # fine if it stays inside the root spec's folder",
+           "```", "",
+           "An included path is relative to the including file, uses `/` between folders and names a `.dps`",
+           "file; absolute paths are refused. Resolved, symbolic links followed, it must stay inside the",
+           "*include root*: the folder of the spec given to dpspec (for a spec given as text, `base_dir` or the",
+           "working folder). Only regular files are read (never a folder, FIFO or device), each at most the",
+           "`source_bytes` limit. A symbolic-link loop, a missing file or a refused one is DPS004 at the `use`",
+           "line. A spec recompiled from a certificate is self-contained (its canonical text is flattened), and",
+           "`dpspec.loads(text, includes=False)` refuses every `use`.", "",
+           "## Data paths", "",
+           "```",
+           "scenario s { data csv(\"student/student-mat.csv\", separator = \";\")  secret sex }",
+           "```", "",
+           "A data path is relative to the data root (`$DPSPEC_DATA_DIR`, else the shared data folder), uses",
+           "`/` between folders and has no `..` part: `dpspec check` reports any other path as DPS010, e.g.",
+           "`csv(\"/etc/passwd\")`. When compiling, the path must resolve, symbolic links followed, to a regular",
+           "file inside the data root, no larger than the `data_file_bytes` limit; a folder, FIFO, device or",
+           "a link out of the root is DPS010 and its content is never read or quoted. The built-in loaders",
+           "(`schema = adult`, `graph cora`, …) read through the same checks.", "",
+           "## Limits", "",
+           "Every size that drives memory or work is checked before anything is allocated; a size above its",
+           "limit is DPS009, at the value, with the limit and the variable that raises it. Each limit can be",
+           "changed for one run with its environment variable (a value that is not a positive whole number is",
+           "ignored), e.g. `DPSPEC_MAX_SLICES=1000000 dpspec compile big.dps`. `work` is an estimate of a compile",
+           "step's operations (the sliced sensitivity: slices × records × (dimension + pair instances + log",
+           "records)); `memory_mb` caps what one compile allocates beyond what dpspec itself holds (an",
+           "allocation past it fails cleanly, as DPS009).", "",
+           "| limit | default | variable | what is counted |", "|---|---|---|---|"]
+    from dpspec.limits import LIMITS
+
+    for lim in LIMITS.values():
+        out.append(f"| `{lim.name}` | {lim.default:,} | `{lim.env}` | {lim.what} |")
+    out += ["", "## Blocks", ""]
     for kind, settings in BLOCK_SETTINGS.items():
         out += [f"### `{kind}` — {BLOCK_DOCS[kind]}", "", "| setting | required | meaning | example |", "|---|---|---|---|"]
         for s in settings:

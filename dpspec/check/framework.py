@@ -33,10 +33,21 @@ class Context:
 
     spec: ir.SpecIR
     failed: set[str] = field(default_factory=set)
+    _definitions: dict | None = field(default=None, repr=False)
+
+    def definition(self, name: str) -> "ir.Scenario | ir.PrivacyUnitDecl | None":
+        """The scenario or privacy block called ``name`` (the first one), by an index built once:
+        rules look definitions up for every target, and a scan per lookup made `check` quadratic."""
+        if self._definitions is None:
+            index: dict = {}
+            for d in (*self.spec.scenarios, *self.spec.units):
+                index.setdefault(d.name, d)
+            self._definitions = index
+        return self._definitions.get(name)
 
     def resolve_protects(self, target) -> "ir.Scenario | ir.PrivacyUnitDecl | None":
         if target.protects:
-            return self.spec.definition(target.protects)
+            return self.definition(target.protects)
         defs = [*self.spec.scenarios, *self.spec.units]
         return defs[0] if len(defs) == 1 else None
 
@@ -69,12 +80,41 @@ def diag(id: str, message: str, node=None, fieldname: str | None = None, hint: s
          notes=(), severity: str | None = None) -> Diagnostic:
     info = CATALOGUE.get(id)
     sev = severity or (info.severity if info else "error")
+    if not hint and sev == "error":  # a hint computed at run time (an exception's, a suggestion) came out empty
+        hint = f"`dpspec rules {id}` shows this rule with an example and its fix"
     return Diagnostic(id, message, span_of(node, fieldname) if node is not None else None, hint, sev, tuple(notes))
 
 
 def run_checks(spec: ir.SpecIR, failed: set[str] | None = None) -> list[Diagnostic]:
+    """Every rule's diagnostics, at most ``limits.limit("diagnostics")`` errors (and as many
+    warnings): once that many errors are found the spec is invalid whatever else is wrong, so no
+    rule is asked for more, and a spec with thousands of broken blocks stays fast. Warnings never
+    stop the search for errors."""
+    from dpspec import limits
+
     ctx = Context(spec, failed or set())
+    cap = limits.limit("diagnostics")
     out: list[Diagnostic] = []
+    errors = warnings = 0
     for _id, fn in CHECKS:
-        out.extend(fn(ctx))
+        if errors >= cap:
+            break
+        try:
+            for d in fn(ctx):
+                if d.is_error:
+                    errors += 1
+                    out.append(d)
+                    if errors >= cap:
+                        break
+                elif warnings < cap:
+                    warnings += 1
+                    out.append(d)
+        except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as e:
+            # a rule that cannot cope with some input is a gap in that rule; the spec is refused
+            # with a diagnostic (never a traceback), and the other rules still run
+            errors += 1
+            out.append(Diagnostic("DPS011", f"check {_id} could not be completed on this spec: {type(e).__name__}: "
+                                  f"{str(e)[:200]}", Span.point(spec.file, 1, 1),
+                                  hint="check the values this rule is about (`dpspec rules " + _id + "`); if they "
+                                       "look right, this is a gap in dpspec's checks (please report it)"))
     return out

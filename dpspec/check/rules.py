@@ -45,6 +45,21 @@ register_front_end("DPS007", "input too large or too deeply nested", "parse",
                    explanation="Front-end limits keep parsing linear-time and bounded.")
 register_front_end("DPS008", "empty spec", "lower", bad="# nothing here\n", good=_rel(),
                    explanation="A spec must define at least one block.")
+register_front_end("DPS010", "a data path outside the data root, or a file that is not a readable dataset", "lower",
+                   bad='scenario s { data csv("/etc/passwd", separator = ":")  secret root }',
+                   good='scenario s { data csv("student/student-mat.csv", separator = ";")  secret sex }',
+                   explanation="Data is read from the data root ($DPSPEC_DATA_DIR) only: a path is relative, uses `/` "
+                               "and has no `..` part (checked by `dpspec check`); when compiling it must resolve, "
+                               "symbolic links followed, to a regular file inside the root and no larger than the "
+                               "`data_file_bytes` limit (never a folder, FIFO or device). A spec embedded in a "
+                               "certificate is held to the same rules. Messages never quote a refused file.")
+register_front_end("DPS011", "input a check or the compiler cannot use", "compile",
+                   bad="(see tests/fuzz: the last line of defence behind every check and compile stage; no known spec "
+                       "reaches it)",
+                   good=_rel(),
+                   explanation="A value or a data file that a check rule or a compile stage cannot cope with. It is "
+                               "reported (at the target when compiling) with the reason, and no certificate is "
+                               "written; each one found is a gap in the checks, to be closed by a precise rule.")
 register_front_end("DPS100", "unknown block kind", "lower", bad="relaese r { mechanism gaussian }", good=_rel())
 register_front_end("DPS101", "unknown setting", "lower",
                    bad=_UNIT + "release r { mechanism gaussian  sensitivty 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }",
@@ -71,19 +86,33 @@ register_front_end("DPS114", "too many positional arguments", "lower", bad=_rel(
 # --- walking the IR --------------------------------------------------------------------------------
 
 
+_SPAN_FIELDS = frozenset({"span", "field_spans"})
+
+
 def walk(node) -> Iterator[BaseModel]:
-    """Every IR node under ``node`` (depth-first, including itself)."""
-    if isinstance(node, BaseModel):
-        yield node
-        for name in type(node).model_fields:
-            yield from walk(getattr(node, name))
-    elif isinstance(node, (tuple, list)):
-        for x in node:
-            yield from walk(x)
+    """Every IR node under ``node`` (depth-first, including itself), source spans left out.
+
+    Iterative, with an explicit stack: linear in the size of the IR however deep or long it is
+    (nested generators cost time per level and per item, and recursion can overflow).
+    """
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, BaseModel):
+            yield n
+            children = [getattr(n, f) for f in type(n).model_fields if f not in _SPAN_FIELDS]
+        elif isinstance(n, (tuple, list)):
+            children = n
+        else:
+            continue
+        stack.extend(x for x in reversed(children) if isinstance(x, (BaseModel, tuple, list)))
 
 
 # (class, field) → (predicate, requirement text, hint)
 _pos = (lambda x: x > 0, "must be > 0")
+# a noise scale, clip norm or sensitivity far from 1 leaves the range where its square (and the
+# square of its inverse) is a floating-point number: no accountant states a finite bound there
+_scale = (lambda x: 1e-150 <= x <= 1e150, "must be between 1e-150 and 1e150")
 _int1 = (lambda x: x >= 1, "must be at least 1")
 _RANGES: dict[tuple[type, str], tuple] = {
     (ir.DpGuarantee, "epsilon"): (*_pos, "ε is a privacy loss; for example epsilon = 1.0"),
@@ -98,13 +127,14 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.WithReplacementSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
     (ir.ShuffleSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
     (ir.NegativeSampler, "per_positive"): (*_int1, "for example per_positive = 4"),
-    (ir.FlatClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
-    (ir.PerTupleClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
-    (ir.FrequencyAdaptiveClipping, "C"): (*_pos, "a clipping norm such as C = 1.0"),
-    (ir.PerLayerClipping, "C"): (lambda x: len(x) > 0 and all(c > 0 for c in x), "must be a non-empty list of norms > 0",
+    (ir.FlatClipping, "C"): (*_scale, "a clipping norm such as C = 1.0"),
+    (ir.PerTupleClipping, "C"): (*_scale, "a clipping norm such as C = 1.0"),
+    (ir.FrequencyAdaptiveClipping, "C"): (*_scale, "a clipping norm such as C = 1.0"),
+    (ir.PerLayerClipping, "C"): (lambda x: len(x) > 0 and all(1e-150 <= c <= 1e150 for c in x),
+                                 "must be a non-empty list of norms between 1e-150 and 1e150",
                                  "for example C = [0.5, 0.5]"),
-    (ir.GaussianNoise, "sigma"): (*_pos, "a standard deviation such as sigma = 2.0"),
-    (ir.GaussianNoise, "noise_multiplier"): (*_pos, "for example noise_multiplier = 1.1"),
+    (ir.GaussianNoise, "sigma"): (*_scale, "a standard deviation such as sigma = 2.0"),
+    (ir.GaussianNoise, "noise_multiplier"): (*_scale, "for example noise_multiplier = 1.1"),
     (ir.Schedule, "steps"): (*_int1, "for example steps = 1000"),
     (ir.Schedule, "epochs"): (*_pos, "for example epochs = 3"),
     (ir.Schedule, "learning_rate"): (*_pos, "for example learning_rate = 0.1"),
@@ -113,8 +143,8 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.PrivacyUnitDecl, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
     (ir.Training, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
     (ir.Training, "degree_cap"): (*_int1, "for example degree_cap = 5"),
-    (ir.Release, "sensitivity"): (*_pos, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
-    (ir.BoundedQuery, "sensitivity"): (*_pos, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
+    (ir.Release, "sensitivity"): (*_scale, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
+    (ir.BoundedQuery, "sensitivity"): (*_scale, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
     (ir.BoundedQuery, "dimension"): (*_int1, "for example dimension = 10"),
     (ir.BoundedQuery, "bins"): (lambda x: x >= 2, "must be at least 2", "for example bins = 10"),
     (ir.UniformSphere, "m"): (*_int1, "the number of directions, e.g. m = 200"),
@@ -131,6 +161,11 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.SyntheticData, "size"): (*_int1, "for example size = 10000"),
 }
 
+# the range table by node class: one dictionary lookup per node instead of a scan of the table
+_RANGES_BY_CLASS: dict[type, list] = {}
+for (_cls, _f), _check in _RANGES.items():
+    _RANGES_BY_CLASS.setdefault(_cls, []).append((_f, _check))
+
 _FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alpha"}
 
 
@@ -140,18 +175,17 @@ _FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alph
                   "(α > 1, 0 < δ < 1, ε > 0, rates in (0, 1], sizes ≥ 1, …).")
 def check_ranges(ctx: Context):
     for n in walk(ctx.spec):
-        for (cls, f), (pred, req, hint) in _RANGES.items():
-            if type(n) is cls:
-                x = getattr(n, f, None)
-                if x is None:
-                    continue
-                try:
-                    ok = bool(pred(x))
-                except TypeError:
-                    ok = False
-                if not ok:
-                    shown = x if not isinstance(x, float) else f"{x:g}"
-                    yield diag("DPS105", f"{f} {req} (got {shown})", n, f, hint=hint)
+        for f, (pred, req, hint) in _RANGES_BY_CLASS.get(type(n), ()):
+            x = getattr(n, f, None)
+            if x is None:
+                continue
+            try:
+                ok = bool(pred(x))
+            except TypeError:
+                ok = False
+            if not ok:
+                shown = x if not isinstance(x, float) else f"{x:g}"
+                yield diag("DPS105", f"{f} {req} (got {shown})", n, f, hint=hint)
         if isinstance(n, ir.BoundedQuery):
             for lo, hi in n.bounds:
                 if not lo < hi:
@@ -165,7 +199,8 @@ def check_ranges(ctx: Context):
         if isinstance(n, ir.FiniteDirections):
             dims = {len(d) for d in n.directions}
             if len(dims) > 1:
-                yield diag("DPS105", "all slice directions must have the same dimension", n, "directions")
+                yield diag("DPS105", "all slice directions must have the same dimension", n, "directions",
+                           hint="give every direction the query's dimension, e.g. [[1, 0], [0, 1]]")
             elif any(all(x == 0 for x in d) for d in n.directions):
                 yield diag("DPS105", "a slice direction is the zero vector", n, "directions",
                            hint="directions are normalised to unit length; give a non-zero vector")
@@ -184,7 +219,7 @@ def check_ranges(ctx: Context):
 def check_references(ctx: Context):
     defs = [d.name for d in (*ctx.spec.scenarios, *ctx.spec.units)]
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
-        if t.protects and ctx.spec.definition(t.protects) is None and t.protects not in ctx.failed:
+        if t.protects and ctx.definition(t.protects) is None and t.protects not in ctx.failed:
             yield diag("DPS108", f"`{t.name}` protects `{t.protects}`, which is not defined", t, "protects",
                        hint=did_you_mean(t.protects, defs, "scenario or privacy block") or
                        "define it with `privacy NAME { unit record }` or `scenario NAME { ... }`")
@@ -265,7 +300,8 @@ def check_unit(ctx: Context):
                        hint=_unit_hint(u, t))
         elif u.kind in ("record", "group") and u.relation not in m.relations:
             yield diag("DPS120", f"mechanism `{m.name}` covers relations {', '.join(m.relations)}, but `{d.name}` "
-                       f"uses {u.relation}", t, "mechanism")
+                       f"uses {u.relation}", t, "mechanism",
+                       hint=f"protect with `relation {m.relations[0]}`, or use a mechanism that covers {u.relation}")
 
 
 def _unit_hint(u, t) -> str:
@@ -522,8 +558,9 @@ def check_unused_settings(ctx: Context):
         m = MECHANISMS[t.mechanism]
         if not m.settings:
             continue
-        given = [(key, t, f) for f, key in fields_to_setting.items() if getattr(t, f, None) is not None]
-        sched = getattr(t, "schedule", None)
+        fields = type(t).model_fields  # (a miss through pydantic's getattr is slow: many targets)
+        given = [(key, t, f) for f, key in fields_to_setting.items() if f in fields and getattr(t, f) is not None]
+        sched = getattr(t, "schedule", None) if "schedule" in fields else None
         given += [(f, sched, f) for f in ("steps", "epochs", "learning_rate", "momentum")
                   if sched is not None and getattr(sched, f) is not None]
         for key, node, f in given:
@@ -549,6 +586,115 @@ def check_delta_vs_n(ctx: Context):
         if n and g.delta >= 1.0 / n and 0 < g.delta < 1:
             yield diag("DPS131", f"delta = {g.delta:g} is not below 1/n = {1 / n:.3g}", g, "delta",
                        hint=f"use delta well below 1/n, e.g. {10 ** math.floor(math.log10(1 / n) - 1):g}")
+
+
+# --- resource limits ------------------------------------------------------------------------------
+
+# (class, field) → (limit name, what is counted); a tuple field counts each item. The sizes are
+# checked here, before the compiler allocates anything they drive (dpspec/limits.py).
+_SIZE_LIMITS: dict[tuple[type, str], tuple[str, str]] = {
+    (ir.PrivacyUnitDecl, "dataset_size"): ("records", "dataset_size"),
+    (ir.Training, "dataset_size"): ("records", "dataset_size"),
+    (ir.GroupUnit, "size"): ("group_size", "the group size"),
+    (ir.Secret, "quantile_bins"): ("secret_values", "the number of quantile bins"),
+    (ir.BoundedQuery, "bins"): ("orders", "the number of histogram bins"),
+    (ir.BoundedQuery, "dimension"): ("columns", "the query's dimension"),
+    (ir.UniformSphere, "m"): ("slices", "the number of slices m"),
+    (ir.SamplerWorld, "samples"): ("draws", "the number of sampled draws"),
+    (ir.PoissonSampling, "expected_batch"): ("batch", "the expected batch"),
+    (ir.WithoutReplacementSampling, "batch_size"): ("batch", "the batch size"),
+    (ir.WithReplacementSampling, "batch_size"): ("batch", "the batch size"),
+    (ir.ShuffleSampling, "batch_size"): ("batch", "the batch size"),
+    (ir.NegativeSampler, "per_positive"): ("degree_cap", "the negatives per positive"),
+    (ir.Schedule, "steps"): ("steps", "the number of steps"),
+    (ir.Schedule, "epochs"): ("epochs", "the number of epochs"),
+    (ir.Training, "degree_cap"): ("degree_cap", "degree_cap"),
+    (ir.EncoderSpec, "hidden"): ("hidden", "the encoder's hidden units"),
+    (ir.EncoderSpec, "out"): ("hidden", "the encoder's output size"),
+    (ir.EncoderSpec, "max_len"): ("hidden", "the encoder's token length"),
+    (ir.EncoderSpec, "epochs"): ("epochs", "the encoder's epochs"),
+    (ir.SplitSpec, "per_class"): ("records", "the labelled nodes per class"),
+    (ir.Execution, "workers"): ("workers", "the number of workers"),
+    (ir.DiscrepancySpec, "d_max"): ("records", "d_max"),
+    (ir.DiscrepancySpec, "differing"): ("records", "the number of differing records"),
+    (ir.DiscrepancySpec, "draws"): ("draws", "the number of Monte-Carlo draws"),
+    (ir.Propagation, "steps"): ("orders", "a propagation depth"),
+    (ir.RdpGuarantee, "alpha"): ("orders", "the Rényi order alpha"),
+    (ir.SrppGuarantee, "alpha"): ("orders", "the Rényi order alpha"),
+    (ir.FiniteDirections, "directions"): ("slices", "the number of slice directions"),
+}
+_SIZE_LIMITS_BY_CLASS: dict[type, list] = {}
+for (_cls, _f), _lim in _SIZE_LIMITS.items():
+    _SIZE_LIMITS_BY_CLASS.setdefault(_cls, []).append((_f, _lim))
+
+
+def _training_steps(ctx: Context, t: ir.Training) -> float | None:
+    """The number of steps a training runs (given, or epochs over the sampling rate), as the
+    compiler will compute it; None when it cannot be known before compiling."""
+    sch = t.schedule
+    if sch.steps is not None:
+        return float(sch.steps)
+    if sch.epochs is None:
+        return None
+    s = t.sampling.positive if isinstance(t.sampling, ir.CoupledSampling) else t.sampling
+    n = dataset_size(ctx, t)
+    if isinstance(s, ir.FullBatch):
+        return float(sch.epochs)
+    if isinstance(s, ir.PoissonSampling) and s.rate:
+        return sch.epochs / s.rate
+    batch = getattr(s, "batch_size", None) or getattr(s, "expected_batch", None)
+    if batch and n:
+        return sch.epochs * n / batch
+    return None
+
+
+@rule("DPS009", "a size above a resource limit",
+      bad="scenario s { data synthetic(generator = secret_groups, size = 600)  secret group in {A, B, C} }\n"
+          "release r { mechanism swm  query mean(x1, bounds = [0, 10])  slices sphere(m = 100000000)  "
+          "guarantee ave_srpp(alpha = 4, epsilon = 1) }",
+      good="scenario s { data synthetic(generator = secret_groups, size = 600)  secret group in {A, B, C} }\n"
+           "release r { mechanism swm  query mean(x1, bounds = [0, 10])  slices sphere(m = 200)  "
+           "guarantee ave_srpp(alpha = 4, epsilon = 1) }",
+      explanation="Every size that drives memory or work (records, nodes, slices, steps, epochs, batches, orders, "
+                  "draws, hidden units, …) is checked against a limit before anything is allocated, so that no spec "
+                  "can exhaust the machine. The limits are generous for real use and listed in docs/language.md "
+                  "(Limits); each can be raised for one run with its environment variable, e.g. "
+                  "`DPSPEC_MAX_SLICES=1000000`.")
+def check_limits(ctx: Context):
+    from dpspec import limits
+
+    for n in walk(ctx.spec):
+        for f, (name, what) in _SIZE_LIMITS_BY_CLASS.get(type(n), ()):
+            x = getattr(n, f, None)
+            if x is None:
+                continue
+            values = x if isinstance(x, tuple) else (x,)
+            if f == "directions":
+                values = (len(x),)
+            for v in values:
+                if limits.over(name, v):
+                    yield diag("DPS009", limits.LimitExceeded(name, v, what).message, n, f, hint=limits.hint(name))
+                    break
+        if isinstance(n, ir.SyntheticData):
+            from dpspec.data.synthetic import GRAPH_GENERATORS
+
+            name, what = (("nodes", "the synthetic graph's size (nodes)") if n.generator in GRAPH_GENERATORS
+                          else ("records", "the synthetic dataset's size (records)"))
+            if limits.over(name, n.size):
+                yield diag("DPS009", limits.LimitExceeded(name, n.size, what).message, n, "size",
+                           hint=limits.hint(name))
+        if isinstance(n, ir.Secret) and n.values and limits.over("secret_values", len(n.values)):
+            yield diag("DPS009", limits.LimitExceeded("secret_values", len(n.values), "the number of secret values")
+                       .message, n, "values", hint=limits.hint("secret_values"))
+        if isinstance(n, ir.FiniteDirections) and n.directions and limits.over("columns", len(n.directions[0])):
+            yield diag("DPS009", limits.LimitExceeded("columns", len(n.directions[0]), "the slice dimension").message,
+                       n, "directions", hint=limits.hint("columns"))
+    for t in ctx.spec.trainings:
+        if t.schedule.steps is None:
+            steps = _training_steps(ctx, t)
+            if steps is not None and limits.over("steps", steps):
+                yield diag("DPS009", limits.LimitExceeded("steps", steps, "the number of steps (epochs × dataset size "
+                           "/ batch)").message, t.schedule, "epochs", hint=limits.hint("steps"))
 
 
 # --- compile-stage accounting rules (raised while calibrating; listed here for `dpspec rules`) -------

@@ -62,7 +62,8 @@ def check_discrepancy(ctx: Context):
         for field in ("differing", "d_max"):
             v = getattr(d, field)
             if v is not None and v < 0:
-                yield diag("DPS512", f"`{field}` must be ≥ 0, got {v}", d, field)
+                yield diag("DPS512", f"`{field}` must be ≥ 0, got {v}", d, field,
+                           hint=f"the number of records the secret changes, e.g. {field} = 20")
             elif v is not None and n is not None and v > n:
                 yield diag("DPS512", f"`{field}` = {v} is larger than the dataset ({n} records)", d, field,
                            hint=f"at most {n}")

@@ -250,7 +250,7 @@ def cmd_explain(args) -> int:
 def cmd_fmt(args) -> int:
     from dpspec.diagnostics import SpecError, render_all
     from dpspec.parse.fmt import FormatError, format_source
-    from dpspec.parse.includes import _read
+    from dpspec.parse.includes import read_spec_file
 
     if args.write and "-" in args.files:
         print("dpspec: error: -w cannot rewrite standard input", file=sys.stderr)
@@ -263,7 +263,7 @@ def cmd_fmt(args) -> int:
             except UnicodeDecodeError as e:
                 text, err = None, f"is not UTF-8 text (byte {e.start})"
         else:
-            text, err = _read(Path(name))
+            text, err, _hint = read_spec_file(Path(name), regular_only=True)
         if text is None:
             print(f"dpspec: cannot read {name}: {err}", file=sys.stderr)
             status = EXIT_INVALID

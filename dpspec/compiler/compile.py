@@ -10,6 +10,7 @@ diagnostics with a location, like any other spec error, and no certificate is pr
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,8 @@ from dpspec.certificate.model import (
     sha256_text,
 )
 from dpspec.check.framework import Context, diag
-from dpspec.data import DataNotFoundError
+from dpspec.data import DataAccessError, DataNotFoundError
+from dpspec.limits import LimitExceeded, hint as limit_hint, limit, memory_budget
 from dpspec.compiler import formulas as F
 from dpspec.compiler import gaussian_release as GR
 from dpspec.compiler.errors import CompileError, fail as _fail
@@ -90,12 +92,8 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     errors: list[Diagnostic] = []
     for t in spec.ir.targets():
         try:
-            if isinstance(t, ir.Release):
-                compiled[t.name] = _compile_release(ctx, t, data)
-            elif isinstance(t, ir.Training):
-                compiled[t.name] = _compile_training(ctx, t, data)
-            else:
-                compiled[t.name] = _compile_composition(ctx, t, compiled)
+            with memory_budget():  # an allocation past the limit fails cleanly (DPS009 below)
+                compiled[t.name] = _compile_target(ctx, t, data, compiled)
         except CompileError as e:
             errors.append(e.diagnostic)
         except DataNotFoundError as e:
@@ -103,6 +101,25 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             errors.append(diag("DPS419", f"the data of `{d.name}` is not available: {e}", d, "data",
                                hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data "
                                     "at compile time"))
+        except DataAccessError as e:
+            d = ctx.resolve_protects(t) or t
+            errors.append(diag("DPS010", f"the data of `{d.name}` cannot be read: {e}", d, "data", hint=e.hint))
+        except LimitExceeded as e:
+            d = ctx.resolve_protects(t) if e.name in _DATA_LIMITS else None
+            node, field = (d, "data") if d is not None else (t, None)
+            errors.append(diag("DPS009", f"`{t.name}`: {e.message}", node, field, hint=e.hint))
+        except MemoryError:
+            errors.append(diag("DPS009", f"`{t.name}` needs more memory than the limit of "
+                               f"{limit('memory_mb'):,} MB", t, hint=limit_hint("memory_mb")))
+        except _INPUT_FAILURES as e:
+            # the last line of defence: bad input that no stage turned into a diagnostic of its own
+            # (a bug to fix with a precise rule, but never a traceback and never a certificate)
+            errors.append(diag("DPS011", f"`{t.name}` cannot be compiled from this input: {type(e).__name__}: "
+                               f"{_short(e)}", t,
+                               hint="check the values and the data this target uses; if they look right, this is "
+                                    "a gap in dpspec's checks (rerun with DPSPEC_DEBUG=1 and report it)"))
+            if os.environ.get("DPSPEC_DEBUG"):
+                raise
     if errors:
         raise SpecError(errors, spec.sources)
     text = spec.canonical_text()
@@ -112,6 +129,28 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
         results=[c.certificate for c in compiled.values()],
     ).sealed()
     return Compiled(spec, cert, compiled)
+
+
+def _compile_target(ctx: Context, t, data, compiled: dict) -> CompiledTarget:
+    if isinstance(t, ir.Release):
+        return _compile_release(ctx, t, data)
+    if isinstance(t, ir.Training):
+        return _compile_training(ctx, t, data)
+    return _compile_composition(ctx, t, compiled)
+
+
+# DPS201 is a safety net: calibration aims below the target, and the certified ε is re-evaluated
+_DPS201_HINT = ("no certificate is written; raise the target ε a little, or give the noise explicitly and let "
+                "dpspec report ε")
+# limits whose size comes from the data (reported at the data binding, not at the target)
+_DATA_LIMITS = ("records", "nodes", "columns", "data_file_bytes")
+_INPUT_FAILURES = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError, RecursionError,
+                   MemoryError, AssertionError, UnicodeError, OSError)
+
+
+def _short(e: BaseException, width: int = 200) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= width else text[:width] + "…"
 
 
 def compile_text(text: str, name: str = "<string>", **kw) -> Compiled:
@@ -278,7 +317,8 @@ def _release_table(r: ir.Release, d, bound):
     try:
         table = as_table(bound[b.name], b.name) if isinstance(b, ir.NamedData) else load_table(b, bound, missing="keep")
     except (DataBindingError, ValueError) as e:  # a malformed file, a wrong schema, an unusable bound object
-        _fail("DPS418", f"cannot load the data of `{d.name}`: {e}", d, "data")
+        _fail("DPS418", f"cannot load the data of `{d.name}`: {e}", d, "data",
+              hint="bind a table (a dict of columns, a pandas DataFrame or a list of rows) or fix the data file")
     q = r.query
     for c in q.columns:
         if c not in table.columns:
@@ -300,7 +340,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     if r.mechanism == "swm":
         return _compile_swm(ctx, r, data)
     if r.mechanism != "gaussian":
-        _fail("DPS110", f"mechanism `{r.mechanism}` cannot be compiled by this build", r, "mechanism")
+        _fail("DPS110", f"mechanism `{r.mechanism}` cannot be compiled by this build", r, "mechanism",
+              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
     protected, d, u = _protected(ctx, r)
     n = d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None
     sens = release_sensitivity(r, u, n)
@@ -309,7 +350,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
         _fail("DPS129", msg, r.query if (fld and r.query is not None and fld != "sensitivity") else r, fld, hint=hint)
     if sens.declared_below_derived:  # also a check-stage rule; never emit such a certificate
         _fail("DPS140", f"the declared sensitivity {sens.declared:g} is below Δ = {sens.derived.value:.6g} that the "
-              f"query implies: {sens.derived.statement}", r, "sensitivity")
+              f"query implies: {sens.derived.statement}", r, "sensitivity",
+              hint=f"declare `sensitivity {sens.derived.value:.6g}` or more, or remove it and let dpspec derive it")
     delta_sens = sens.used
     on_data = evaluated_on_data(r, u, n)
     table, data_name = _release_table(r, d, data) if on_data else (None, None)
@@ -349,7 +391,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     else:
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": _round_up(g.alpha * mu * mu / 2)})
     if g.epsilon is not None and guarantee.epsilon is not None and guarantee.epsilon > g.epsilon * (1 + 1e-9):
-        _fail("DPS201", f"certified ε = {guarantee.epsilon:.6g} exceeds the target {g.epsilon:g}", r, "guarantee")
+        _fail("DPS201", f"certified ε = {guarantee.epsilon:.6g} exceeds the target {g.epsilon:g}", r, "guarantee",
+              hint=_DPS201_HINT)
     check_alphas = [2.0, 8.0, 32.0]
     formulas = [
         F.formula("rdp_gaussian", F.GAUSSIAN_RDP, {"Delta": delta_sens, "sigma": sigma},
@@ -432,7 +475,8 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
     elif isinstance(s, ir.FullBatch):
         rate, batch, scheme = 1.0, n, "full_batch"
     else:
-        _fail("DPS125", f"sampling `{s.scheme}` is not covered by the DP-SGD accountants", t, "sampling")
+        _fail("DPS125", f"sampling `{s.scheme}` is not covered by the DP-SGD accountants", t, "sampling",
+              hint="use poisson(expected_batch = 256), without_replacement(batch_size = 256) or full_batch")
     if rate > 1:
         _fail("DPS126", f"the sampling rate {rate:g} is above 1", t, "sampling", hint="use a smaller batch")
     if t.schedule.steps is not None:
@@ -507,7 +551,8 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if t.mechanism == "relational_dpsgd":
         return _compile_relational(ctx, t, data)
     if t.mechanism != "dpsgd":
-        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism")
+        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism",
+              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
     from dpspec import accounting as acc
 
     protected, d, u = _protected(ctx, t)
@@ -562,12 +607,14 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
         if g.epsilon is not None and points[0].epsilon > g.epsilon:
-            _fail("DPS201", f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}", t, "guarantee")
+            _fail("DPS201", f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
+                  hint=_DPS201_HINT)
     else:
         e_alpha = _rdp_at(curve.alphas, curve.rdp, g.alpha)
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": e_alpha})
         if g.epsilon is not None and e_alpha > g.epsilon:
-            _fail("DPS201", f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", t, "guarantee")
+            _fail("DPS201", f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
+                  hint=_DPS201_HINT)
     C = _clip_norm(t.clipping)
     params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
               "sample_rate": rate, "steps": steps, "group_size": K}
@@ -712,7 +759,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     parts = [done[p] for p in c.parts if p in done]
     if len(parts) != len(c.parts):
         missing = [p for p in c.parts if p not in done]
-        _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts")
+        _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts",
+              hint="fix the errors reported for those parts; a composition is compiled after its parts")
     if all(p.certificate.mechanism.name == "srpp_sgd" for p in parts):
         from dpspec.compiler.srpp_train import compose_srpp
 
@@ -721,7 +769,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     first = parts[0].certificate
     alphas = parts[0].rdp_alphas
     if any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
-        _fail("DPS122", "the parts were accounted on different α grids", c, "parts")
+        _fail("DPS122", "the parts were accounted on different α grids", c, "parts",
+              hint="compose parts certified by the same family of accountants (RDP curves on one grid)")
     rdp = np.sum([p.rdp_values for p in parts], axis=0)
     exact_gaussian = all(p.gaussian_mu is not None for p in parts)
     points = []
@@ -756,7 +805,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         e_alpha = _rdp_at(alphas, rdp, g.alpha)
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": e_alpha})
         if g.epsilon is not None and e_alpha > g.epsilon:
-            _fail("DPS204", f"the composition's ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", c, "guarantee")
+            _fail("DPS204", f"the composition's ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", c, "guarantee",
+                  hint="raise the composition's epsilon, or give its parts more noise")
     record = TargetCertificate(
         name=c.name,
         kind="compose",

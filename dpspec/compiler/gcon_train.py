@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from dpspec import limits
 from dpspec.certificate.model import (
     Assumption,
     DpPoint,
@@ -42,7 +43,12 @@ def load_graph(binding, bound: dict | None = None):
     name = binding.name
     if bound and name in bound:
         g = bound[name]
-        return graph_from_arrays(name, g) if isinstance(g, dict) else g
+        if isinstance(g, dict):
+            return graph_from_arrays(name, g)
+        if not isinstance(g, graphs.GraphDataset):  # a list, a string, ...: caught here, not deep inside
+            raise ValueError(f"the graph `{name}` bound at compile time is a {type(g).__name__}, not a "
+                             "dpspec.data.graphs.GraphDataset or a dict of arrays")
+        return g
     loaders = {"cora": graphs.load_cora, "citeseer": graphs.load_citeseer}
     if name not in loaders:
         raise ValueError(f"unknown graph `{name}`; built in: {', '.join(loaders)} (or bind one at compile time)")
@@ -68,18 +74,38 @@ def graph_from_arrays(name: str, d: dict):
     features, texts = d.get("features"), d.get("texts")
     if features is None and texts is None:
         raise ValueError(f"graph `{name}` needs `features` (an (n, f) array) or `texts` (n strings)")
-    labels = np.asarray(d["labels"])
+    try:
+        labels = np.asarray(d["labels"])
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"`labels` of graph `{name}` is not an array: {e}") from None
     if labels.ndim != 1 or labels.dtype.kind not in "iu" or (labels.size and labels.min() < -1):
         raise ValueError(f"`labels` of graph `{name}` must be a 1-d array of integer classes (-1: unlabelled)")
-    n = int(d.get("num_nodes") or len(labels))
-    edges = np.asarray(d["edges"])
+    n = d.get("num_nodes")
+    if n is None:
+        n = len(labels)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 < int(n):
+        raise ValueError(f"`num_nodes` of graph `{name}` must be a positive whole number, got {n!r:.40}")
+    n = int(n)
+    limits.require("nodes", n, f"nodes of graph `{name}`")
+    if texts is not None and (isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__")
+                              or not all(isinstance(x, str) for x in texts)):
+        raise ValueError(f"`texts` of graph `{name}` must be a list of strings, one per node")
+    try:
+        edges = np.asarray(d["edges"])
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"`edges` of graph `{name}` is not an array: {e}") from None
     if edges.size == 0:
         edges = edges.reshape(0, 2)
     if edges.ndim != 2 or edges.shape[1] != 2 or edges.dtype.kind not in "iu":
         raise ValueError(f"`edges` of graph `{name}` must be an (E, 2) integer array, got shape {edges.shape} "
                          f"of {edges.dtype}")
     if features is not None:
-        features = sp.csr_matrix(features, dtype=np.float64)
+        try:
+            features = sp.csr_matrix(features, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"`features` of graph `{name}` is not an (n, f) numeric array: {e}") from None
+        if features.nnz and not np.all(np.isfinite(features.data)):
+            raise ValueError(f"`features` of graph `{name}` has NaN or infinite values")
     for what, rows in (("labels", len(labels)), ("features", None if features is None else features.shape[0]),
                        ("texts", None if texts is None else len(texts))):
         if rows is not None and rows != n:
@@ -128,7 +154,9 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     except DataNotFoundError:
         raise
     except (ValueError, KeyError) as e:
-        _fail("DPS418", f"cannot load the graph: {e}", unit_decl, "data")
+        _fail("DPS418", f"cannot load the graph: {e}", unit_decl, "data",
+              hint="name a built-in graph (`graph cora`, `graph citeseer`), a generated one, or bind a graph at "
+                   "compile time")
     p = plan(t, ds)
     loss = t.loss.kind if t.loss else "msml"
     try:

@@ -58,7 +58,16 @@ def prepare_graph(t: ir.Training, unit_decl, bound):
     missing = enc.missing_text if enc.kind == "minilm" else "error"
     b = unit_decl.data
     if isinstance(b, ir.NamedData) and bound and isinstance(bound.get(b.name), dict):
-        g = _from_arrays(b.name, bound[b.name], missing)     # dpspec.compile(spec, data={name: {...}})
+        from dpspec.accounting.relational import RelationalSoundnessError
+
+        try:
+            g = _from_arrays(b.name, bound[b.name], missing)     # dpspec.compile(spec, data={name: {...}})
+        except RelationalSoundnessError:
+            raise  # a located rule of its own (DPS608/609)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
+            _fail("DPS418", f"cannot read the graph `{b.name}` bound at compile time: {e}", unit_decl, "data",
+                  hint="bind {'edges': (E, 2) integer node indices, 'features': (n, f) numbers and/or "
+                       "'texts': n strings, optionally 'num_nodes' and 'labels'}")
         ds = g
     else:
         ds = load_graph(b, bound)
@@ -84,13 +93,21 @@ def _from_arrays(name: str, d: dict, missing: str):
 
     import numpy as np
 
+    from dpspec import limits
+
     if "edges" not in d:
         raise ValueError(f"graph `{name}` needs `edges` (an (E, 2) array of node indices)")
     edges = np.asarray(d["edges"])
+    if edges.dtype == object or not np.issubdtype(edges.dtype, np.number):
+        raise ValueError(f"graph `{name}`: `edges` must be numbers (node indices), got {edges.dtype} values")
+    limits.require("records", edges.size // 2 if edges.ndim else 0, f"the number of edges of `{name}`")
     n = d.get("num_nodes")
     if n is None:
         sizes = [len(d[k]) for k in ("features", "texts") if d.get(k) is not None]
-        n = sizes[0] if sizes else int(edges.max()) + 1
+        n = sizes[0] if sizes else (int(edges.max()) + 1 if edges.size else 0)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer, float)) or n != n or n != int(n):
+        raise ValueError(f"graph `{name}`: `num_nodes` must be a whole number, got {n!r}")
+    limits.require("nodes", n, f"the number of nodes of `{name}`")
     return RelationalGraph.build(int(n), edges, d.get("features"), d.get("texts"), d.get("labels"), name,
                                  missing_text=missing)
 

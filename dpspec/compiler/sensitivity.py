@@ -155,6 +155,9 @@ def implied_sensitivity(q: ir.BoundedQuery, unit, n: int | None) -> tuple[Deriva
                       "never the data's row count)")
         if sub:
             statement += ", and the data must have exactly n rows"
+    if sq > Fraction(1e150) ** 2:  # exact, so no overflow here; a float Δ this large is meaningless noise
+        return None, ("the derived sensitivity is above 1e150", "bounds",
+                      "use bounds of a realistic magnitude (at most about 1e150)")
     value = _sqrt_up(sq)
     if value <= 0:
         return None, ("the derived sensitivity is 0", "bounds", "check the bounds")

@@ -74,6 +74,10 @@ def _discrepancy(t: ir.Training, n: int):
     if d.kind == "iid":
         return srpp.IIDRecords(d.tv, tail_delta=d.tail_delta)
     flip = float(d.flip)
+    from dpspec import limits
+
+    # M simulated couplings of N records each, plus a Python step per draw (worth ~10^4 elements)
+    limits.require_work(f"the Monte-Carlo discrepancy ({d.draws:,} draws × {n:,} records)", d.draws, n + 10_000)
 
     def coupler(rng):  # record-wise independent mismatches between the coupled worlds
         return rng.random(n) < flip

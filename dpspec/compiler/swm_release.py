@@ -46,7 +46,7 @@ def _import(target: str, node, field: str):
     except (ImportError, AttributeError) as e:
         _fail("DPS108", f"cannot import `{target}`: {e}", node, field, hint="check the module path and PYTHONPATH")
     if not callable(obj):
-        _fail("DPS104", f"`{target}` is not callable", node, field)
+        _fail("DPS104", f"`{target}` is not callable", node, field, hint='name a function: "my_module:my_function"')
     return obj
 
 
@@ -63,7 +63,8 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
     col = table.column(sec.attribute)
     if sec.quantile_bins:
         if not table.is_numeric(sec.attribute):
-            _fail("DPS104", f"quantile bins need a numeric column; `{sec.attribute}` is categorical", sec, "attribute")
+            _fail("DPS104", f"quantile bins need a numeric column; `{sec.attribute}` is categorical", sec, "attribute",
+                  hint=f"list the values instead: `secret {sec.attribute} in {{...}}`")
         edges = np.quantile(col, np.arange(1, sec.quantile_bins) / sec.quantile_bins)
         idx = np.searchsorted(edges, col, side="left")
         labels = np.array([f"q{i + 1}" for i in idx], dtype=object)
@@ -71,7 +72,14 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
     else:
         labels = np.array([_label_text(x) for x in col], dtype=object)
         values = sec.values or tuple(dict.fromkeys(labels.tolist()))
-    counts = {v: int(np.sum(labels == v)) for v in values}
+    from dpspec import limits
+
+    # values read from the data are as many as its distinct labels: bound them before counting
+    limits.require("secret_values", len(values), f"the number of values of the secret `{sec.attribute}`")
+    counts = dict.fromkeys(values, 0)
+    for label in labels.tolist():  # one pass over the records, whatever the number of values
+        if label in counts:
+            counts[label] += 1
     empty = [v for v, c in counts.items() if c == 0]
     if empty:
         _fail("DPS409", f"secret value(s) {', '.join(map(str, empty))} have no records in the data (empty secret "
@@ -82,12 +90,13 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
         _fail("DPS412", f"{n} records have secret values not declared: {', '.join(map(str, stray[:6]))}", sec, "values",
               hint="declare every value the secret takes (or filter the data before binding it)")
     if len(values) < 2:
-        _fail("DPS410", "the secret has a single value, so there is no pair to protect", sec, "values")
+        _fail("DPS410", "the secret has a single value, so there is no pair to protect", sec, "values",
+              hint="a secret needs at least two values, e.g. `secret race in {White, Black}`")
     return labels, tuple(values)
 
 
 def _label_text(x) -> str:
-    if isinstance(x, float) and x == int(x):
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer():  # 1.0 is the label "1"; inf stays "inf"
         return str(int(x))
     return str(x)
 
@@ -147,7 +156,9 @@ def build_query(table, q: ir.BoundedQuery):
         return X, pf.Histogram(0, edges, name="histogram")
     if q.function in ("logistic_regression", "linear_svm"):
         if not k:
-            _fail("DPS113", f"`{q.function}` names no feature columns", q)
+            _fail("DPS113", f"`{q.function}` names no feature columns", q,
+                  hint=f"name the features first: {q.function}(age, hours-per-week, bounds = ..., label = ..., "
+                       "positive = ...)")
         X = _columns(table, q, q.columns)
         if q.label not in table.columns:
             from dpspec.diagnostics import did_you_mean
@@ -198,7 +209,8 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
                     _fail("DPS113", "a sampled world needs the number of draws per secret", w,
                           hint=f'sampler("{w.target}", samples = 2000)')
         except ValueError as e:
-            _fail("DPS409", f"world `{w.world}`: {e}", w)
+            _fail("DPS409", f"world `{w.world}`: {e}", w,
+                  hint="every secret value needs records (or draws) in every prior; check the data or the prior")
     return worlds, n_samples
 
 
@@ -216,11 +228,12 @@ def build_profile(slices, d: int, node):
             return pf.explicit_profile(np.array(slices.directions, float), slices.weights, normalize=True)
         if isinstance(slices, ir.CoordinateAxes):
             if slices.weights is not None and len(slices.weights) != d:
-                _fail("DPS411", f"{len(slices.weights)} axis weights for a {d}-dimensional query", slices, "weights")
+                _fail("DPS411", f"{len(slices.weights)} axis weights for a {d}-dimensional query", slices, "weights",
+                      hint=f"give {d} weights, one per axis, summing to 1")
             return pf.axes_profile(d, slices.weights)
         return pf.sphere_profile(slices.m, d, slices.seed, reading=slices.reading)
     except ValueError as e:
-        _fail("DPS105", f"slice profile: {e}", slices)
+        _fail("DPS105", f"slice profile: {e}", slices, hint="for example `slices sphere(m = 200, seed = 7)` or `slices axes`")
 
 
 # --- the compile step ----------------------------------------------------------------------------
@@ -234,7 +247,8 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     from dpspec.data.bind import DataBindingError, fingerprint, load_table
 
     if not isinstance(sc, ir.Scenario):
-        _fail("DPS120", "mechanism `swm` protects a scenario's secret", r, "mechanism")
+        _fail("DPS120", "mechanism `swm` protects a scenario's secret", r, "mechanism",
+              hint="protect a `scenario` block, or use `mechanism gaussian` for a privacy unit")
     g = r.guarantee
     q = r.query
     if q is None:
@@ -242,20 +256,32 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     if sc.data is None and not all(isinstance(w, ir.SamplerWorld) for w in sc.worlds):
         _fail("DPS413", f"scenario `{sc.name}` has no `data`", sc, hint='add `data csv("adult/adult.data", schema = adult)`')
     table = None
+    if isinstance(sc.data, ir.SyntheticData) and r.slices is not None and r.query is not None:
+        # the size is known before generating the data: refuse early rather than after generating it
+        n_values = len(sc.secret.values) if sc.secret.values else 2
+        _require_sensitivity_work(r, sc, 1, sc.data.size, None, n_values, len(sc.worlds),
+                                  sc.pairs.items if isinstance(sc.pairs, ir.ExplicitPairs) else "all_distinct")
     if sc.data is not None:
         try:
             table = load_table(sc.data, bound_data)
         except DataNotFoundError:
             raise  # reported as DPS419 by the compiler
         except (DataBindingError, ValueError) as e:
-            _fail("DPS418", f"cannot load the data of scenario `{sc.name}`: {e}", sc, "data")
+            _fail("DPS418", f"cannot load the data of scenario `{sc.name}`: {e}", sc, "data",
+                  hint="check the file's format (a header row, the separator, one value per column) or the bound "
+                       "columns")
+    if table is not None and len(table) == 0:
+        _fail("DPS418", f"the data of scenario `{sc.name}` has no records"
+              + (f" ({table.n_dropped} dropped for missing values)" if table.n_dropped else ""), sc, "data",
+              hint="check the file: a header row, then one record per line")
     if table is not None:
         labels, values = _secret_labels(table, sc)
         X, query = build_query(table, q)
     else:
         values = sc.secret.values
         if len(values) < 2:
-            _fail("DPS410", "a sampled scenario must list at least two secret values", sc.secret, "values")
+            _fail("DPS410", "a sampled scenario must list at least two secret values", sc.secret, "values",
+                  hint="write `secret group in {A, B}`")
         labels, X = np.array([], dtype=object), np.zeros((0, 0))
         _x, query = build_query(_EmptyTable(), q)
     worlds, n_samples = build_worlds(sc, X, labels, values, query, q)
@@ -268,6 +294,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     else:
         pairs = "all_distinct"
     scenario = pf.Scenario(worlds, pairs, name=sc.name)
+    _require_sensitivity_work(r, sc, query.dim, len(X), n_samples, len(values), len(worlds), pairs)
     profile = build_profile(r.slices, query.dim, r)
     flavour = "ave" if g.flavour == "ave" else "joint_exact"
     target_eps = g.epsilon if g.epsilon is not None else 1.0
@@ -277,7 +304,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     except S.SoundnessError as e:
         _fail(e.rule, str(e), r, "slices" if e.rule in ("DPS403", "DPS407") else "query", hint=e.hint)
     except ValueError as e:
-        _fail("DPS105", str(e), r)
+        _fail("DPS105", str(e), r, hint="check the query's bounds, the slices and the guarantee's numbers")
     calibrated = r.noise is None
     if not calibrated:
         sigma2 = r.noise.sigma ** 2
@@ -287,12 +314,31 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     else:
         eps = calib.epsilon_at(g.alpha)
         if eps > g.epsilon:
-            _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", r, "guarantee")
+            _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", r, "guarantee",
+                  hint="no certificate is written; raise the target ε a little, or give the noise explicitly")
     record = _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint)
     from dpspec.mechanisms.swm import SwmRelease
 
     cols = tuple(q.columns) + ((q.label,) if q.label else ())
     return record, SwmRelease(cols, pf.SWMMechanism(query, calib), name=r.name)
+
+
+def _require_sensitivity_work(r, sc, d: int, n_records: int, n_samples, n_values: int, n_worlds: int, pairs) -> None:
+    """Refuse (DPS009) before any allocation when the sliced sensitivity would need more work than
+    the ``work`` limit: projecting and sorting every world's records on every slice, then one
+    pass per (pair, world) instance (pufferfish.sensitivity: O(M m n + S m n log n))."""
+    import math
+
+    from dpspec import limits
+
+    s = r.slices
+    m = s.m if isinstance(s, ir.UniformSphere) else len(s.directions) if isinstance(s, ir.FiniteDirections) else d
+    n = max(n_records, (n_samples or 0) * n_values, 1) * max(n_worlds, 1)
+    n_pairs = len(pairs) if not isinstance(pairs, str) else n_values * (n_values - 1) // 2
+    instances = max(n_pairs, 1) * max(n_worlds, 1)
+    limits.require_work(f"the sliced sensitivity ({m:,} slices × {n:,} records × "
+                        f"(dimension + {instances:,} pair instances + log records))",
+                        m, n, d + instances + math.log2(n + 2))
 
 
 class _EmptyTable:

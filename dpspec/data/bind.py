@@ -1,6 +1,7 @@
 """Resolve a spec's data binding (``csv(...)``, ``synthetic(...)``, ``dataset(name)``) to a Table.
 
-``csv`` paths are relative to the data root. Known schemas (``adult``, ``heart_cleveland``,
+``csv`` paths are relative to the data root and are read through its sandbox (see
+:mod:`dpspec.data`). Known schemas (``adult``, ``heart_cleveland``,
 ``student``) use loaders that handle each file's real quirks; any other CSV is read with a header
 row, the given separator, and ``?``/empty as missing (rows with a missing value are dropped and
 counted).
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpspec.data import DataNotFoundError, data_root
+from dpspec.data import data_root, read_data_text
 from dpspec.data import tabular
 from dpspec.data.synthetic import generate
 from dpspec.ir import models as ir
@@ -76,22 +77,26 @@ def _load_csv(b: ir.CsvData, missing: str = "drop") -> tabular.Table:
     if b.schema_name not in (None, *SCHEMAS):
         raise DataBindingError(f"unknown schema `{b.schema_name}`; known: {', '.join(SCHEMAS)} (or omit it)")
     root = data_root()
-    path = root / b.path
     if b.schema_name == "adult":
         return tabular.load_adult(split, missing=missing, root=root)
     if b.schema_name == "heart_cleveland":
         return tabular.load_heart_cleveland(missing=missing, root=root)
     if b.schema_name == "student":
         return tabular.load_student(subject, missing=missing, root=root)
-    if not path.is_file():
-        raise DataNotFoundError(f"dataset file not found: {path}")
     sep = b.separator or ","
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter=sep, skipinitialspace=True)
+    if len(sep) != 1 or sep in ('"', "\n", "\r"):
+        raise DataBindingError(f"the separator must be one character other than a quote or a newline, "
+                               f"got {sep!r}")
+    text = read_data_text(b.path, root)  # the sandbox: inside the data root, a regular file, size-capped
+    reader = csv.reader(tabular.text_lines(text), delimiter=sep, skipinitialspace=True)
+    try:
         header = next(reader, None)
         if not header:
             raise DataBindingError(f"{b.path} is empty")
         rows = [r for r in reader if r]
+    except csv.Error as e:
+        raise DataBindingError(f"{b.path} is not valid CSV: {e}") from None
+    path = root / b.path
     numeric = set()
     for j, c in enumerate(header):
         vals = [r[j] for r in rows if j < len(r) and r[j] not in ("", "?")]

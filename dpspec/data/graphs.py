@@ -26,6 +26,7 @@ Counts on the shared copies (checked by ``tests/gcon/test_loaders.py``):
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dpspec.data import DataNotFoundError, data_root
+from dpspec import limits
+from dpspec.data import data_root, read_data_text
 
 __all__ = ["GraphDataset", "LoadReport", "load_cora", "load_citeseer", "planetoid_split",
            "canonical_edges"]
@@ -130,24 +132,25 @@ def canonical_edges(pairs: list[tuple[str, str]], index: dict[str, int], report:
     return edges
 
 
-def _folder(name: str, root: str | Path | None) -> Path:
-    base = Path(root) if root is not None else data_root()
-    folder = base / name
-    if not folder.is_dir():
-        raise DataNotFoundError(f"{folder} not found (data root {base})")
-    return folder
+def _lines(text: str) -> io.StringIO:
+    """The text as the file would read in text mode (universal newlines: \\r\\n and \\r become \\n)."""
+    return io.StringIO(text, newline=None)
 
 
-def _read_cites(path: Path) -> list[tuple[str, str]]:
+def _base(root: str | Path | None) -> Path:
+    return Path(root) if root is not None else data_root()
+
+
+def _read_cites(text: str, name: str) -> list[tuple[str, str]]:
     pairs = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 2:
-                raise ValueError(f"{path}: malformed citation line {line!r}")
-            pairs.append((parts[0], parts[1]))
+    for i, line in enumerate(_lines(text)):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise ValueError(f"{name}: line {i + 1} is not a citation `cited citing` ({len(parts)} fields)")
+        pairs.append((parts[0], parts[1]))
+    limits.require("records", len(pairs), f"the number of citation lines of {name}")
     return pairs
 
 
@@ -156,40 +159,43 @@ def load_cora(root: str | Path | None = None) -> GraphDataset:
 
     Features are a sparse 0/1 CSR matrix; labels are indices into the sorted label names.
     """
-    folder = _folder("cora", root)
+    base = _base(root)
+    content = read_data_text("cora/cora.content", base)  # the sandbox: regular files, size-capped
+    cites = read_data_text("cora/cora.cites", base)
     report = LoadReport()
     ids: list[str] = []
     label_str: list[str] = []
     rows, cols = [], []
     index: dict[str, int] = {}
     width = None
-    with open(folder / "cora.content", encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) < 3:
-                continue
-            report.node_lines += 1
-            if width is None:
-                width = len(parts) - 2
-            elif len(parts) - 2 != width:
-                raise ValueError(f"cora.content: line {report.node_lines} has {len(parts) - 2} features")
-            if parts[0] in index:
-                report.duplicate_node_ids += 1
-                continue
-            i = len(ids)
-            index[parts[0]] = i
-            ids.append(parts[0])
-            label_str.append(parts[-1])
-            nz = [k for k, v in enumerate(parts[1:-1]) if v != "0"]
-            rows.extend([i] * len(nz))
-            cols.extend(nz)
+    for line in _lines(content):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) < 3:
+            continue
+        report.node_lines += 1
+        if width is None:
+            width = len(parts) - 2
+        elif len(parts) - 2 != width:
+            raise ValueError(f"cora.content: line {report.node_lines} has {len(parts) - 2} features")
+        if parts[0] in index:
+            report.duplicate_node_ids += 1
+            continue
+        i = len(ids)
+        index[parts[0]] = i
+        ids.append(parts[0])
+        label_str.append(parts[-1])
+        nz = [k for k, v in enumerate(parts[1:-1]) if v != "0"]
+        rows.extend([i] * len(nz))
+        cols.extend(nz)
     report.nodes = len(ids)
+    limits.require("nodes", len(ids), "the number of nodes of cora")
+    limits.require("columns", width or 0, "the number of features of cora")
     X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), width or 0))
     names = sorted(set(label_str))
     lab_index = {s: k for k, s in enumerate(names)}
     labels = np.array([lab_index[s] for s in label_str], dtype=np.int64)
     report.label_counts = {s: int(np.count_nonzero(labels == k)) for k, s in enumerate(names)}
-    edges = canonical_edges(_read_cites(folder / "cora.cites"), index, report)
+    edges = canonical_edges(_read_cites(cites, "cora.cites"), index, report)
     return GraphDataset("cora", ids, labels, names, edges, X, None, report)
 
 
@@ -198,10 +204,11 @@ def load_citeseer(root: str | Path | None = None) -> GraphDataset:
     lines: id, text, label) and ``citeseer.cites``. Only the 3186 papers with text are nodes;
     citations to the others are dropped and counted. ``features`` is None (use
     ``dpspec.gcon.encoder.tfidf_features(ds.texts)``)."""
-    folder = _folder("tag_citeseer", root)
+    base = _base(root)
+    texts_file = read_data_text("tag_citeseer/citeseer_texts.txt", base)
+    cites = read_data_text("tag_citeseer/citeseer.cites", base)
     report = LoadReport()
-    with open(folder / "citeseer_texts.txt", encoding="utf-8") as fh:
-        lines = fh.read().split("\n")
+    lines = _lines(texts_file).read().split("\n")
     if lines and lines[-1] == "":
         lines = lines[:-1]
     if len(lines) % 3:
@@ -221,11 +228,12 @@ def load_citeseer(root: str | Path | None = None) -> GraphDataset:
         texts.append(text)
         label_str.append(lab)
     report.nodes = len(ids)
+    limits.require("nodes", len(ids), "the number of nodes of citeseer")
     names = sorted(set(label_str))
     lab_index = {s: k for k, s in enumerate(names)}
     labels = np.array([lab_index[s] for s in label_str], dtype=np.int64)
     report.label_counts = {s: int(np.count_nonzero(labels == k)) for k, s in enumerate(names)}
-    edges = canonical_edges(_read_cites(folder / "citeseer.cites"), index, report)
+    edges = canonical_edges(_read_cites(cites, "citeseer.cites"), index, report)
     empty = sum(1 for t in texts if not t.strip())
     if empty:
         report.notes.append(f"{empty} node(s) with empty text")

@@ -13,19 +13,23 @@ Datasets (see ``shared/data/README.md`` for provenance and checksums):
 Missing values are handled explicitly: ``missing="drop"`` (default) removes every row with a missing
 value and reports how many (``Table.n_dropped``, per column ``Table.missing_counts``);
 ``missing="keep"`` keeps them as ``nan`` (numeric columns) or ``None`` (categorical columns).
-Files are read from the data root (:func:`dpspec.data.data_root`); nothing is copied.
+Files are read from the data root (:func:`dpspec.data.data_root`), through its sandbox
+(:func:`dpspec.data.read_data_text`: regular files inside the root, size-capped); nothing is copied.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from . import DataNotFoundError, data_root
+from dpspec import limits
+
+from . import data_root, read_data_text
 
 __all__ = [
     "Table",
@@ -107,15 +111,22 @@ def _root(root) -> Path:
     return Path(root) if root is not None else data_root()
 
 
-def _need(path: Path) -> Path:
-    if not path.is_file():
-        raise DataNotFoundError(f"dataset file not found: {path}")
-    return path
+def _read(root, relative: str) -> tuple[str, Path]:
+    """(text, path for the record) of a file under the data root, read through the sandbox."""
+    base = _root(root)
+    return read_data_text(relative, base), base / relative
+
+
+def text_lines(text: str):
+    """The lines of a text as a file would give them (newlines kept, for csv.reader)."""
+    return io.StringIO(text, newline="")
 
 
 def _build(name, columns, rows, numeric, missing, sources, missing_token="?") -> Table:
     if missing not in ("drop", "keep"):
         raise ValueError(f"missing must be 'drop' or 'keep', got {missing!r}")
+    limits.require("records", len(rows), f"the number of rows of {name}")
+    limits.require("columns", len(columns), f"the number of columns of {name}")
     n_raw = len(rows)
     miss = np.zeros((n_raw, len(columns)), dtype=bool)
     for i, r in enumerate(rows):
@@ -140,19 +151,18 @@ def _build(name, columns, rows, numeric, missing, sources, missing_token="?") ->
                  int(row_missing.sum()), missing_counts, tuple(str(s) for s in sources))
 
 
-def _read_adult_file(path: Path, test: bool) -> list[list[str]]:
+def _read_adult_file(text: str, test: bool) -> list[list[str]]:
     rows = []
-    with open(path, encoding="utf-8", newline="") as fh:
-        for i, line in enumerate(fh):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue  # the trailing blank line
-            if i == 0 and line.startswith("|"):
-                continue  # adult.test banner "|1x3 Cross validator"
-            fields = [f.strip() for f in line.split(",")]
-            if test and fields and fields[-1].endswith("."):
-                fields[-1] = fields[-1][:-1]
-            rows.append(fields)
+    for i, line in enumerate(text_lines(text)):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue  # the trailing blank line
+        if i == 0 and line.startswith("|"):
+            continue  # adult.test banner "|1x3 Cross validator"
+        fields = [f.strip() for f in line.split(",")]
+        if test and fields and fields[-1].endswith("."):
+            fields[-1] = fields[-1][:-1]
+        rows.append(fields)
     return rows
 
 
@@ -164,13 +174,12 @@ def load_adult(split: str = "train", *, missing: str = "drop", root=None) -> Tab
     """
     if split not in ("train", "test", "both"):
         raise ValueError(f"split must be 'train', 'test' or 'both', got {split!r}")
-    base = _root(root) / "adult"
     files = {"train": [("adult.data", False)], "test": [("adult.test", True)],
              "both": [("adult.data", False), ("adult.test", True)]}[split]
     rows, sources = [], []
     for fname, test in files:
-        p = _need(base / fname)
-        rows += _read_adult_file(p, test)
+        text, p = _read(root, f"adult/{fname}")
+        rows += _read_adult_file(text, test)
         sources.append(p)
     return _build(f"adult:{split}", ADULT_COLUMNS, rows, _ADULT_NUMERIC, missing, sources)
 
@@ -180,13 +189,12 @@ def load_heart_cleveland(*, missing: str = "drop", root=None) -> Table:
 
     All columns are numeric (floats such as ``63.0``); ``num`` is 0 (no disease) … 4.
     """
-    p = _need(_root(root) / "heart_cleveland" / "processed.cleveland.data")
+    text, p = _read(root, "heart_cleveland/processed.cleveland.data")
     rows = []
-    with open(p, encoding="utf-8", newline="") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                rows.append([f.strip() for f in line.split(",")])
+    for line in text_lines(text):
+        line = line.strip()
+        if line:
+            rows.append([f.strip() for f in line.split(",")])
     return _build("heart_cleveland", HEART_COLUMNS, rows, set(HEART_COLUMNS), missing, [p])
 
 
@@ -198,11 +206,12 @@ def load_student(subject: str = "mat", *, missing: str = "drop", root=None) -> T
     """
     if subject not in ("mat", "por"):
         raise ValueError(f"subject must be 'mat' or 'por', got {subject!r}")
-    p = _need(_root(root) / "student" / f"student-{subject}.csv")
-    with open(p, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter=";", quotechar='"')
-        header = next(reader)
-        rows = [r for r in reader if r]
+    text, p = _read(root, f"student/student-{subject}.csv")
+    reader = csv.reader(text_lines(text), delimiter=";", quotechar='"')
+    header = next(reader, None)
+    if not header:
+        raise ValueError(f"student-{subject}.csv is empty")
+    rows = [r for r in reader if r]
     numeric = set()
     for j, c in enumerate(header):
         ok = True

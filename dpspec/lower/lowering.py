@@ -348,7 +348,7 @@ class Lowerer(Reporter):
             s = table.get(e.key)
             if s is None:
                 self.error("DPS101", f"unknown setting `{e.key}` in {b.kind} block", e.key_span,
-                           hint=did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"))
+                           hint=lambda: did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"))
                 continue
             if s.key in got:
                 self.error("DPS103", f"setting `{s.key}` given twice in {b.kind} `{b.name}`", e.key_span,
@@ -374,7 +374,7 @@ class Lowerer(Reporter):
         for b in blocks:
             if b.kind not in BLOCK_SETTINGS:
                 self.error("DPS100", f"unknown block kind `{b.kind}`", b.kind_span,
-                           hint=did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"))
+                           hint=lambda: did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"))
                 continue
             if b.name in seen:
                 prev = seen[b.name]
@@ -631,7 +631,7 @@ def sampling(r: Reporter, v):
             if e.key not in ("positive", "negative"):
                 ok = False
                 r.error("DPS101", f"unknown setting `{e.key}` in coupled sampling", e.key_span,
-                        hint=did_you_mean(e.key, ("positive", "negative"), "setting"))
+                        hint=lambda: did_you_mean(e.key, ("positive", "negative"), "setting"))
         for k, ex in (("positive", "positive poisson(expected_batch = 256)"),
                       ("negative", "negative without_replacement(per_positive = 4)")):
             if k not in keys:
@@ -717,6 +717,11 @@ def data_binding(r: Reporter, v):
         return FAIL
     fname, a = x
     if fname == "csv":
+        from dpspec.data import data_path_problem
+
+        problem = data_path_problem(a.values["path"])
+        if problem is not None:  # the data-root sandbox, checked without touching the disk
+            return r.error("DPS010", problem[0], a.spans.get("path") or sp(v), hint=problem[1])
         return from_args(ir.CsvData, v, a, rename={"schema": "schema_name"})
     if fname == "dataset":
         return from_args(ir.NamedData, v, a)
@@ -750,7 +755,7 @@ def secret(r: Reporter, v):
 def pairs(r: Reporter, v):
     if isinstance(v, ast.Ident):
         if v.name != "all_distinct":
-            return r.error("DPS104", f"unknown pairs `{v.name}`", sp(v), hint=did_you_mean(v.name, ("all_distinct",)))
+            return r.error("DPS104", f"unknown pairs `{v.name}`", sp(v), hint=lambda: did_you_mean(v.name, ("all_distinct",)))
         return build(ir.AllDistinctPairs, sp(v))
     x = V.label_pairs(r, v)
     return FAIL if x is FAIL else build(ir.ExplicitPairs, sp(v), items=x)
@@ -773,4 +778,16 @@ def lower_program(program: Program) -> tuple[ir.SpecIR | None, list[Diagnostic],
     """Returns (IR of the blocks that lowered, diagnostics, names of blocks that failed)."""
     low = Lowerer(program)
     spec = low.lower()
-    return spec, low.diagnostics, low.failed
+    diags = low.diagnostics
+    if low.suppressed:
+        diags = diags + [cap_note(f"{low.suppressed:,} further problem(s) found while reading the blocks "
+                                   "are not shown")]
+    return spec, diags, low.failed
+
+
+def cap_note(message: str) -> Diagnostic:
+    from dpspec import limits
+
+    return Diagnostic("DPS007", message, None, severity="note",
+                      hint=f"at most {limits.limit('diagnostics')} are reported; fix these first "
+                           f"({limits.hint('diagnostics')})")

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from dpspec import limits
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
 from dpspec.parse import ast
 
@@ -27,16 +28,40 @@ def sp(x) -> Span | None:
     return getattr(x, "span", None)
 
 
+def rule_hint(rule: str) -> str:
+    """The hint of last resort, for an error whose specific hint came out empty."""
+    return f"`dpspec rules {rule}` shows this rule with an example and its fix"
+
+
 class Reporter:
+    """Collects diagnostics, at most ``limits.limit("diagnostics")`` of them; the rest are counted.
+
+    A hint may be given as a function, computed only for a diagnostic that is kept: a hostile spec
+    can hold a hundred thousand misspelt names, and "did you mean" is not free.
+    """
+
     def __init__(self):
         self.diagnostics: list[Diagnostic] = []
+        self.max_diagnostics = limits.limit("diagnostics")
+        self.errors = self.warnings = 0
+        self.suppressed = 0
 
-    def error(self, rule: str, message: str, span, hint: str | None = None, notes=()) -> Any:
-        self.diagnostics.append(Diagnostic(rule, message, span, hint, "error", tuple(notes)))
+    def error(self, rule: str, message: str, span, hint: str | Callable[[], str] | None = None, notes=()) -> Any:
+        # past the cap the spec is invalid anyway (it has that many errors): count, do not compute
+        self.errors += 1
+        if self.errors > self.max_diagnostics:
+            self.suppressed += 1
+            return FAIL
+        hint = hint() if callable(hint) else hint
+        self.diagnostics.append(Diagnostic(rule, message, span, hint or rule_hint(rule), "error", tuple(notes)))
         return FAIL
 
-    def warning(self, rule: str, message: str, span, hint: str | None = None) -> None:
-        self.diagnostics.append(Diagnostic(rule, message, span, hint, "warning"))
+    def warning(self, rule: str, message: str, span, hint: str | Callable[[], str] | None = None) -> None:
+        self.warnings += 1
+        if self.warnings > self.max_diagnostics:
+            self.suppressed += 1
+            return
+        self.diagnostics.append(Diagnostic(rule, message, span, hint() if callable(hint) else hint, "warning"))
 
 
 # --- scalar converters ---------------------------------------------------------------------------
@@ -46,7 +71,7 @@ def _kind_error(r: Reporter, v, expected: str, example: str | None = None):
     got = ast.describe(v)
     if isinstance(v, ast.Ident) and v.name.lower() in ("nan", "inf", "infinity", "-inf"):
         return r.error("DPS106", f"`{v.name}` is not a finite number", sp(v), hint="use a finite number")
-    hint = f"write {example}" if example else None
+    hint = f"write {example}" if example else f"write {expected}"
     return r.error("DPS104", f"expected {expected}, found {got}", sp(v), hint=hint)
 
 
@@ -60,7 +85,8 @@ def number(r: Reporter, v, example: str = "a number such as 1.0 or 1e-6") -> Any
 
 def integer(r: Reporter, v, example: str = "a whole number such as 1000") -> Any:
     if isinstance(v, ast.Number):
-        if v.value != math.floor(v.value) or v.text.endswith("%") or abs(v.value) > 2**62:
+        # above 2^53 a float no longer holds every whole number: refuse rather than round
+        if v.value != math.floor(v.value) or v.text.endswith("%") or abs(v.value) > 2**53:
             return r.error("DPS104", f"expected a whole number, found `{v.text}`", sp(v), hint=f"write {example}")
         return int(v.value)
     return _kind_error(r, v, "a whole number", example)
@@ -69,12 +95,12 @@ def integer(r: Reporter, v, example: str = "a whole number such as 1000") -> Any
 def name(r: Reporter, v, choices: tuple[str, ...] | None = None, what: str = "name") -> Any:
     if isinstance(v, ast.Ident):
         if choices is not None and v.name not in choices:
-            return r.error("DPS104", f"unknown {what} `{v.name}`", sp(v), hint=did_you_mean(v.name, choices))
+            return r.error("DPS104", f"unknown {what} `{v.name}`", sp(v), hint=lambda: did_you_mean(v.name, choices))
         return v.name
     if choices:
         return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
-                       hint=did_you_mean("", choices, what))
-    return _kind_error(r, v, f"a {what}")
+                       hint=lambda: did_you_mean("", choices, what))
+    return _kind_error(r, v, f"a {what}", "a name such as `x`" if what == "name" else None)
 
 
 def string(r: Reporter, v) -> Any:
@@ -91,13 +117,13 @@ def label(r: Reporter, v) -> Any:
         return v.value
     if isinstance(v, ast.Number):
         return v.text
-    return _kind_error(r, v, "a name or a string")
+    return _kind_error(r, v, "a name or a string", '`race` or "race"')
 
 
 def boolean(r: Reporter, v) -> Any:
     if isinstance(v, ast.Ident) and v.name in ("true", "false", "yes", "no", "on", "off"):
         return v.name in ("true", "yes", "on")
-    return _kind_error(r, v, "`true` or `false`")
+    return _kind_error(r, v, "`true` or `false`", "`true` or `false`")
 
 
 def items_of(v) -> tuple | None:
@@ -112,7 +138,7 @@ def sequence(r: Reporter, v, each: Callable, single_ok: bool = True) -> Any:
         if single_ok:
             x = each(r, v)
             return FAIL if x is FAIL else (x,)
-        return _kind_error(r, v, "a list such as [1, 2]")
+        return _kind_error(r, v, "a list", "a list such as [1, 2]")
     out = [each(r, x) for x in items]
     return FAIL if any(x is FAIL for x in out) else tuple(out)
 
@@ -146,15 +172,17 @@ def bounds(r: Reporter, v) -> Any:
 def vectors(r: Reporter, v) -> Any:
     items = items_of(v)
     if items is None or not items:
-        return r.error("DPS104", "expected a list of vectors such as [[1, 0], [0, 1]]", sp(v))
-    out = [numbers(r, x) if items_of(x) is not None else _kind_error(r, x, "a vector such as [1, 0]") for x in items]
+        got = "an empty list" if items is not None else ast.describe(v)
+        return r.error("DPS104", f"expected a list of vectors, found {got}", sp(v), hint="write [[1, 0], [0, 1]]")
+    out = [numbers(r, x) if items_of(x) is not None else _kind_error(r, x, "a vector", "a vector such as [1, 0]")
+           for x in items]
     return FAIL if FAIL in out else tuple(out)
 
 
 def label_pairs(r: Reporter, v) -> Any:
     items = items_of(v)
     if items is None:
-        return _kind_error(r, v, "a list of pairs such as [(White, Black)]")
+        return _kind_error(r, v, "a list of pairs", "a list of pairs such as [(White, Black)]")
     out = []
     for x in items:
         xs = items_of(x)
@@ -240,7 +268,8 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
         p = by_name.get(kw.name)
         if p is None:
             ok = False
-            hint = did_you_mean(kw.name, sig.names(), "argument") if sig.names() else f"`{fname}` takes no keyword arguments"
+            hint = (lambda: did_you_mean(kw.name, sig.names(), "argument")) if sig.names() else \
+                f"`{fname}` takes no keyword arguments"
             r.error("DPS112", f"unknown argument `{kw.name}` for `{fname}`", kw.name_span or kw.span, hint=hint)
             continue
         if p.name in values:
@@ -282,9 +311,9 @@ def dispatch(r: Reporter, v, table: dict[str, Signature], what: str) -> Any:
         sig = table.get(v.name)
         if sig is None:
             span = v.name_span if isinstance(v, ast.Call) and v.name_span else sp(v)
-            return r.error("DPS111", f"unknown {what} `{v.name}`", span, hint=did_you_mean(v.name, table, what))
+            return r.error("DPS111", f"unknown {what} `{v.name}`", span, hint=lambda: did_you_mean(v.name, table, what))
         a = call_args(r, v, sig, what)
         return FAIL if a is FAIL else (v.name, a)
     examples = "; ".join(s.example for s in list(table.values())[:3] if s.example)
     return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
-                   hint=f"for example: {examples}" if examples else did_you_mean("", table, what))
+                   hint=f"for example: {examples}" if examples else lambda: did_you_mean("", table, what))

@@ -53,16 +53,19 @@ def format_source(text: str, file: str = "<string>") -> str:
     not parse back to the same spec with the same comments (a limit, or a bug; nothing is lost).
     """
     from dpspec.diagnostics import SpecError
-    from dpspec.parse.parser import MAX_SOURCE_BYTES, parse_text
+    from dpspec import limits
+    from dpspec.parse.parser import parse_text
 
     tree, diags = parse_text(text, file)
     if tree is None:
         raise SpecError(diags, {file: text})
     src = _Source(text)
     out = _render(_Layout(src).file(tree), src)
-    if len(out) > MAX_SOURCE_BYTES:
+    max_bytes = limits.limit("source_bytes")
+    if len(out) > max_bytes:
         raise FormatError(f"the formatted text would have {len(out)} characters, over the limit of "
-                          f"{MAX_SOURCE_BYTES} for a spec; the file is left as it is")
+                          f"{max_bytes} for a spec ({limits.LIMITS['source_bytes'].env}); the file is left "
+                          "as it is")
     again, diags = parse_text(out, file)
     if again is None or again != tree:
         raise FormatError("formatting would change the spec (a bug in dpspec fmt; please report it with "

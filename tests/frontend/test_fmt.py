@@ -127,9 +127,9 @@ BLOCK_KEYS = {kind: [s.key for s in ss] for kind, ss in __import__(
     "dpspec.lower.lowering", fromlist=["BLOCK_SETTINGS"]).BLOCK_SETTINGS.items()}
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True).filter(lambda s: s not in ("in", "use"))
-numbers = st.one_of(st.integers(-10**70, 10**70).map(str).filter(lambda s: len(s) <= 64),
+numbers = st.one_of(st.integers(-2**53, 2**53).map(str),  # larger whole numbers are refused (DPS106)
                     st.floats(allow_nan=False, allow_infinity=False).map(repr),
-                    st.sampled_from(["5%", "1e-6", ".5", "+3", "007", "2.", "9007199254740993"]))
+                    st.sampled_from(["5%", "1e-6", ".5", "+3", "007", "2.", "9007199254740992", "1.2e300"]))
 strings = st.text(st.sampled_from('ab #"\\{}é'), max_size=6).map(_string)
 
 
@@ -211,16 +211,17 @@ def test_use_after_a_block_keeps_its_place():
     assert ir_of(out) == ir_of(text)
 
 
-def test_numbers_keep_their_spelling_and_64_digit_integers_round_trip():
-    big = "9" * 64
-    text = f"x y {{ a {big}  b 1e-4  c 5%  d -{'1' * 63} }}\n"
+def test_numbers_keep_their_spelling_and_whole_numbers_round_trip_exactly():
+    big = str(2**53)  # the largest whole number the parser accepts exactly
+    text = f"x y {{ a {big}  b 1e-4  c 5%  d -{big}  e 1.5e300 }}\n"
     out = format_source(text)
-    assert f"a {big}" in out and "b 1e-4" in out and "c 5%" in out
+    assert f"a {big}" in out and "b 1e-4" in out and "c 5%" in out and "e 1.5e300" in out
     tree = parse_text(text)[0]
     canonical = fmt(tree)  # the certificates' canonical text normalises numbers, exactly for integers
     assert f"a {big}\n" in canonical and "b 0.0001\n" in canonical and "c 0.05\n" in canonical
     assert parse_text(canonical)[0] == tree
     assert number(ast.Number(float(2**53 + 1), str(2**53 + 1), True)) == "9007199254740993"
+    assert parse_text(f"x y {{ a {2**53 + 1} }}")[0] is None  # refused, not rounded (DPS106)
 
 
 def test_call_arguments_keep_their_written_order():
@@ -246,10 +247,8 @@ def test_text_that_does_not_parse_is_a_spec_error():
 
 
 def test_output_over_the_size_limit_is_refused_not_truncated(monkeypatch):
-    from dpspec.parse import parser
-
     text = "x y { " + " ".join(f"k{i} {i}" for i in range(200)) + " }\n"
-    monkeypatch.setattr(parser, "MAX_SOURCE_BYTES", len(text) + 10)
+    monkeypatch.setenv("DPSPEC_MAX_SOURCE_BYTES", str(len(text) + 10))
     with pytest.raises(FormatError, match="over the limit"):
         format_source(text)
 

@@ -105,3 +105,9 @@ def test_language_doc_is_current():
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "language.md"
     assert doc.read_text(encoding="utf-8") == language_markdown(), "run `python -m dpspec.docs` to regenerate docs/"
+
+
+def test_rule_docs_hold_no_control_characters():
+    # a NUL byte in DPS006's example once made docs/rules.md a binary file to git
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").read_bytes()
+    assert not [b for b in set(doc) if b < 0x20 and b not in (0x09, 0x0a)]
