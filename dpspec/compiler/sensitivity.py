@@ -60,11 +60,15 @@ def derive_sensitivity(r: ir.Release, unit, n: int | None) -> tuple[float | None
     bounds = q.bounds if len(q.bounds) == len(q.columns) else q.bounds * len(q.columns)
     if any(not lo < hi for lo, hi in bounds):
         return None, None  # reported by the range rule
+    # hypot: no intermediate overflow of the squares (bounds near 1e200 stay finite)
     if rel == "substitution":
-        s = math.sqrt(sum((hi - lo) ** 2 for lo, hi in bounds))
+        s = math.hypot(*((hi - lo) for lo, hi in bounds))
     else:
-        s = math.sqrt(sum(max(abs(lo), abs(hi)) ** 2 for lo, hi in bounds))
+        s = math.hypot(*(max(abs(lo), abs(hi)) for lo, hi in bounds))
     s *= K
+    if not math.isfinite(s):
+        return None, ("the derived sensitivity overflows", "bounds", "rescale the column so that its bounds are "
+                      "nearer to 1 (see `dpspec rules DPS205`)")
     if q.function == "mean":
         if rel != "substitution":
             return None, ("a mean has no bounded sensitivity under add/remove", "function",
