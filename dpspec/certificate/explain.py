@@ -40,7 +40,9 @@ def explain(cert: Certificate) -> str:
     for r in cert.results:
         out.extend(explain_result(r))
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    from dpspec.certificate.verify import printable
+
+    return printable("\n".join(out).rstrip() + "\n")  # no terminal escapes from a certificate's strings
 
 
 def explain_result(r: TargetCertificate) -> list[str]:

@@ -79,6 +79,13 @@ class VerifyReport:
         self.problems.append(msg)
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (newlines kept): a certificate's strings never reach a
+    terminal as escape sequences."""
+    return "".join(ch if ch.isprintable() or ch == "\n" else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 # --- reading --------------------------------------------------------------------------------------
 
 
@@ -463,7 +470,7 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
             rep.checks.append(f"{rec.name}: all numbers recomputed; bounds equal or rounded up by at most "
                               f"{REL_TOL:g}, everything else equal")
     if fresh.certificate.tool.version != cert.tool.version:
-        rep.checks.append(f"note: issued by dpspec {cert.tool.version[:40]}, verified with "
+        rep.checks.append(f"note: issued by dpspec {cert.tool.version[:40]!r}, verified with "
                           f"{fresh.certificate.tool.version}")
     return clean
 

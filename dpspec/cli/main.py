@@ -171,11 +171,13 @@ def cmd_compile(args) -> int:
 
 def _verify_failed(path: str, rep) -> int:
     """One line per problem on stderr (a single problem: one line in all)."""
+    from dpspec.certificate.verify import printable
+
     if len(rep.problems) == 1:
-        print(f"{path}: verification FAILED: {rep.problems[0]}", file=sys.stderr)
+        print(f"{path}: verification FAILED: {printable(rep.problems[0])}", file=sys.stderr)
     else:
         for p in rep.problems:
-            print(f"{path}: error: {p}", file=sys.stderr)
+            print(f"{path}: error: {printable(p)}", file=sys.stderr)
         print(f"{path}: verification FAILED ({len(rep.problems)} problem(s))", file=sys.stderr)
     return EXIT_INVALID
 
@@ -190,8 +192,10 @@ def cmd_verify(args) -> int:
         return EXIT_OK if rep.ok else EXIT_INVALID
     if not rep.ok:
         return _verify_failed(args.cert, rep)
+    from dpspec.certificate.verify import printable
+
     for c in rep.checks:
-        print(f"  ✓ {c}")
+        print(f"  ✓ {printable(c)}")
     print(f"{args.cert}: verified")
     return EXIT_OK
 

@@ -91,3 +91,13 @@ def test_the_process_prints_no_traceback_on_dev_zero():
     r = subprocess.run([sys.executable, "-m", "dpspec", "verify", "/dev/zero"], capture_output=True, text=True,
                        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_terminal_escape_from_a_certificate_reaches_the_terminal(tmp_path, certs, capsys):
+    d = json.loads(certs["gaussian_release"])
+    d["spec"]["source_name"] = "\x1b[2J\x1b[31mtrusted.dps"   # a free label: verifies, but is printed escaped
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(reseal(d)), encoding="utf-8")
+    assert main(["explain", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[2J" in out
