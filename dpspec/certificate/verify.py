@@ -38,6 +38,7 @@ import math
 import os
 import re
 import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,10 @@ class VerificationError(Exception):
         super().__init__("certificate verification failed:\n" + "\n".join(f"- {p}" for p in report.problems))
 
 
+#: problems listed in a report before the rest are only counted
+MAX_PROBLEMS = 100
+
+
 @dataclass
 class VerifyReport:
     ok: bool = True
@@ -76,7 +81,10 @@ class VerifyReport:
 
     def fail(self, msg: str):
         self.ok = False
-        self.problems.append(msg)
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(msg)
+        elif len(self.problems) == MAX_PROBLEMS:
+            self.problems.append(f"… further problems not listed (more than {MAX_PROBLEMS})")
 
 
 def printable(text: str) -> str:
@@ -262,8 +270,8 @@ def load_strict(doc) -> Certificate:
     diff = _structure_difference(data, canonical, "")
     if diff:
         raise _StructureError(diff)
-    names = [r.name for r in cert.results]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    counts = Counter(r.name for r in cert.results)
+    dup = sorted(n for n, k in counts.items() if k > 1)[:5]
     if dup:
         raise _StructureError(f"result name(s) {', '.join(repr(n) for n in dup)} appear more than once; a certificate "
                               "lists each release, training and composition exactly once")
@@ -454,7 +462,7 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
     old = [r.name for r in cert.results]
     new = [r.name for r in fresh.certificate.results]
     if old != new:
-        rep.fail(f"the certificate lists results {old} but the spec defines {new}")
+        rep.fail(f"the certificate lists results {_names(old)} but the spec defines {_names(new)}")
         return set()
     clean: set[str] = set()
     for rec, re_ in zip(cert.results, fresh.certificate.results):
@@ -473,6 +481,11 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
         rep.checks.append(f"note: issued by dpspec {cert.tool.version[:40]!r}, verified with "
                           f"{fresh.certificate.tool.version}")
     return clean
+
+
+def _names(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(repr(n[:60]) for n in names[:limit])
+    return f"[{shown}{f', … ({len(names)} in all)' if len(names) > limit else ''}]"
 
 
 #: mechanism parameters that are privacy-loss-like bounds or noise scales: may only be rounded up

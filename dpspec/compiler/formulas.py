@@ -105,18 +105,20 @@ def _parse_known(name: str):
 _FUNCTIONS = {"log", "exp", "erf", "sqrt", "binomial", "Sum", "Min", "Max", "Integral", "pi", "oo"}
 
 
+@lru_cache(maxsize=None)
 def latex(name: str) -> str:
     import sympy
 
     return sympy.latex(_parse_known(name))
 
 
-def free_symbols(name: str) -> set[str]:
+@lru_cache(maxsize=None)
+def free_symbols(name: str) -> frozenset[str]:
     import sympy
 
     e = _parse_known(name)
     bound = {str(lim[0]) for a in e.atoms(sympy.Sum, sympy.Integral) for lim in a.limits}
-    return {str(s) for s in e.free_symbols} - bound
+    return frozenset(str(s) for s in e.free_symbols) - bound
 
 
 def evaluate(name: str, variables: dict, digits: int = DIGITS):

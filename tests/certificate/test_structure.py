@@ -242,3 +242,18 @@ def test_a_run_certificate_goes_to_the_run_module(monkeypatch):
 def test_a_run_certificate_without_the_run_module_fails_clearly(monkeypatch):
     monkeypatch.setitem(sys.modules, "dpspec.certificate.run", None)  # import fails
     failing('{"kind": "run"}', "run certificate")
+
+
+def test_many_results_fail_with_a_bounded_report(doc, resealed):
+    d = doc()
+    r = d["results"][0]
+    d["results"] = [dict(json.loads(json.dumps(r)), name=f"r{i}") for i in range(300)]
+    rep = failing(resealed(d), "300 in all")
+    assert len(rep.problems) == 1 and len(rep.problems[0]) < 1000
+
+
+def test_the_number_of_problems_listed_is_bounded():
+    rep = V.VerifyReport()
+    for i in range(1000):
+        rep.fail(f"problem {i}")
+    assert len(rep.problems) == V.MAX_PROBLEMS + 1 and not rep.ok
