@@ -375,7 +375,12 @@ def make_case(seed: int, bases: tuple[str, ...] | None = None) -> Case:
 _UP_SUFFIXES = (("guarantee", "epsilon"), ("guarantee", "delta"), ("guarantee", "rdp_epsilons"),
                 ("guarantee", "dp", "epsilon"), ("guarantee", "dp", "delta"), ("numerics", "abs_error_bound"),
                 ("sensitivity", "deltas"), ("sensitivity", "instance_deltas"))
-_UP_PARAMETERS = {"sigma", "sigma2", "noise_multiplier", "noise_std", "mu", "sensitivity", "h_total"}
+# the documented policy (README, docs/threat-model.md): noise scales, sensitivities, caps and failure
+# probabilities may be rounded up as well
+_UP_PARAMETERS = {"sigma", "sigma2", "noise_multiplier", "noise_std", "amp_sigma", "noise_multiplier_first",
+                  "gradient_noise_std_first", "gradient_noise_std_max", "gradient_noise_std_min", "mu",
+                  "sensitivity", "node_sensitivity", "sensitivity_psi", "delta_bar2", "delta_star2", "h_total",
+                  "discrepancy_cap", "failure_probability", "overflow_probability"}
 _FREE_TEXT = {("tool", "version"), ("spec", "source_name")}
 _DERIVED = {("content_hash",), ("spec", "sha256")}  # recomputed by resealing; the content they hash is compared
 
@@ -386,7 +391,8 @@ def _up_path(path: tuple) -> bool:
         inner = keys[1:]
         if inner in _UP_SUFFIXES:
             return True
-        if len(inner) == 3 and inner[:2] == ("mechanism", "parameters") and inner[2] in _UP_PARAMETERS:
+        if len(inner) == 3 and inner[:2] == ("mechanism", "parameters") and (
+                inner[2] in _UP_PARAMETERS or inner[2].startswith("epsilon_")):
             return True
     return False
 
@@ -498,6 +504,8 @@ def _ptext(p) -> str:
 
 
 def _short(v) -> str:
+    if isinstance(v, int) and v.bit_length() > 1000:
+        return f"<an integer of {v.bit_length()} bits>"
     s = repr(v)
     return s if len(s) < 40 else s[:37] + "…"
 
