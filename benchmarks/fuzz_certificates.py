@@ -8,7 +8,9 @@
 Each case is a certificate compiled from specs/ or a small generated spec, mutated (tests/fuzz/certmut.py),
 resealed (content hash and spec sha256 recomputed) and verified. A finding is a crash (verify raised),
 an internal error, a hang (more than --case-seconds), code executed (the canary hook ran), a verified
-certificate whose spec names code hooks, or an accepted semantic edit. The summary is printed as text
+certificate whose spec names code hooks, or an accepted semantic edit (a verified document that is
+neither the original up to bounds rounded up nor dpspec's own certificate of its edited spec:
+"ok_reissued" counts the latter, which are not forgeries). The summary is printed as text
 and written as JSON (--json). Exit status 1 if anything was found.
 """
 
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     while time.perf_counter() < deadline:
         case = certmut.make_case(seed)
         out = certmut.run_case(case, seconds=args.case_seconds)
-        outcome = out.finding or ("ok_verified" if out.ok else "rejected")
+        outcome = out.finding or ("rejected" if not out.ok else "ok_reissued" if out.reissued else "ok_verified")
         counts[outcome] += 1
         per_base[case.base] += 1
         slowest = max(slowest, out.seconds)
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
         if not args.quiet and (seed - args.seed) % 200 == 0:
             print(f"  {seed - args.seed} cases, {time.perf_counter() - t0:.0f} s: {dict(counts)}", flush=True)
     total = seed - args.seed
-    findings = {k: v for k, v in counts.items() if k not in ("ok_verified", "rejected")}
+    findings = {k: v for k, v in counts.items() if k not in ("ok_verified", "ok_reissued", "rejected")}
     summary = {"cases": total, "seconds": round(time.perf_counter() - t0, 1), "outcomes": dict(counts),
                "findings": findings, "per_base": dict(per_base), "slowest_case_seconds": round(slowest, 2),
                "examples": examples, "dpspec": str(Path(dpspec.__file__).parent)}

@@ -540,7 +540,9 @@ def _compare(a, b, path: tuple, out: list[str], formula_checks: dict[str, str], 
         for i, (x, y) in enumerate(zip(a, b)):
             _compare(x, y, path + (i,), out, formula_checks, formula_names)
     elif _is_number(a) and _is_number(b):
-        if direction(path, formula_checks, formula_names) == UP:
+        if not (_is_float(a) and _is_float(b)):
+            problem = None if (a == b and type(a) is type(b)) else "must be equal (not a double)"
+        elif direction(path, formula_checks, formula_names) == UP:
             problem = up_problem(float(a), float(b))
         else:
             problem = None if (a == b and type(a) is type(b)) else "must be equal"
@@ -565,6 +567,11 @@ def up_problem(recorded: float, recomputed: float) -> str | None:
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_float(x) -> bool:
+    """A number a double represents (an integer beyond ±1.8e308 is not)."""
+    return isinstance(x, float) or (isinstance(x, int) and abs(x) < 2 ** 1023)
 
 
 def _path_text(path: tuple) -> str:

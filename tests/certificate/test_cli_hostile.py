@@ -101,3 +101,15 @@ def test_no_terminal_escape_from_a_certificate_reaches_the_terminal(tmp_path, ce
     assert main(["explain", str(p)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\\x1b[2J" in out
+
+
+def test_huge_integers_in_parameters_fail_cleanly_and_explain_without_verifying(tmp_path, certs, capsys):
+    d = json.loads(certs["gaussian_release"])
+    d["results"][0]["mechanism"]["parameters"]["sigma"] = 10 ** 400   # a Scalar: an integer beyond a double
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(reseal(d)), encoding="utf-8")
+    assert main(["verify", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert "must be equal" in err and "internal error" not in err
+    assert main(["explain", str(p), "--no-verify"]) == 0
+    assert "an integer of" in capsys.readouterr().out

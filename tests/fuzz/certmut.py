@@ -14,8 +14,11 @@ byte-level truncation/flips of the JSON text.
 within a per-case time bound, never executes code (the canary file is never written), and never
 accepts a document that differs from the original beyond what :func:`is_legit_variant` allows (equal
 everything, except privacy-loss-like numbers rounded *up* by at most a relative 1e-9 and the two
-free-text labels ``tool.version`` and ``spec.source_name``). That oracle is written independently of
-``dpspec.certificate.verify``'s own direction table.
+free-text labels ``tool.version`` and ``spec.source_name``) — unless the document is exactly what
+``dpspec compile`` writes for its own, edited, spec (an edit of a description, an unused setting or a
+seed of public data changes nothing certified: that is a genuine certificate of another spec, not a
+forgery; resealing can make any such document, and no verifier can tell it from one the compiler wrote).
+The oracle is written independently of ``dpspec.certificate.verify``'s own direction table.
 
 Used by tests/fuzz/test_certificate_fuzz.py (bounded budget) and benchmarks/fuzz_certificates.py
 (long budget). It only needs ``dpspec.verify(text, raise_on_error=False)``, so it also runs against
@@ -414,22 +417,42 @@ def is_legit_variant(original: dict, text: str) -> bool:
         return False
     if seen:
         return False
-    return _same(original, doc, ())
+    return _same(original, doc, (), _formula_up_paths(original))
 
 
-def _same(a, b, path) -> bool:
+def _formula_up_paths(original: dict) -> set[tuple]:
+    """(result, formula) index pairs whose recorded values are bounds: formulas checked as upper bounds,
+    and the σ² and cap formulas (a noise scale / a loss cap, rounded up like the parameters)."""
+    out = set()
+    for i, r in enumerate(original.get("results", [])):
+        for j, f in enumerate(r.get("formulas", [])):
+            if f.get("check") == "upper_bound" or f.get("name") in ("sigma2_thm5_6", "naive_cap"):
+                out.add((i, j))
+    return out
+
+
+def _same(a, b, path, formula_up) -> bool:
     if path in _FREE_TEXT or path in _DERIVED:
         return isinstance(b, str)
     if isinstance(a, dict):
-        return isinstance(b, dict) and set(a) == set(b) and all(_same(a[k], b[k], path + (k,)) for k in a)
+        return isinstance(b, dict) and set(a) == set(b) and all(_same(a[k], b[k], path + (k,), formula_up)
+                                                                for k in a)
     if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y, path + (i,)) for i, (x, y) in
-                                                                  enumerate(zip(a, b)))
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y, path + (i,), formula_up)
+                                                                for i, (x, y) in enumerate(zip(a, b)))
     if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
         return type(a) is type(b) and a == b
     if a == b:
         return True
-    return _up_path(path) and math.isfinite(b) and a <= b <= a + 1e-9 * abs(a)
+    up = _up_path(path) or _formula_value_path(path, formula_up)
+    return up and isinstance(b, float) and math.isfinite(b) and a <= b <= a + 1e-9 * abs(a)
+
+
+def _formula_value_path(path: tuple, formula_up: set) -> bool:
+    """results[i].formulas[j].value, or the value (not the order) of results[i].formulas[j].checks[k]."""
+    if len(path) >= 5 and path[0] == "results" and path[2] == "formulas" and (path[1], path[3]) in formula_up:
+        return path[4:] == ("value",) or (path[4] == "checks" and path[-1] == 1)
+    return False
 
 
 # --- running a case -----------------------------------------------------------------------------------
@@ -466,6 +489,7 @@ class Outcome:
     # 'crash', 'internal_error', 'hang', 'executed_code', 'accepted_code_hook', 'accepted_semantic_edit'
     finding: str | None = None
     detail: str = ""
+    reissued: bool = False  # verified: dpspec's own certificate of an edited spec (not a forgery)
 
 
 def run_case(case: Case, original_text: str | None = None, seconds: float = CASE_SECONDS) -> Outcome:
@@ -495,8 +519,27 @@ def run_case(case: Case, original_text: str | None = None, seconds: float = CASE
     elif out.finding is None and out.ok:
         original = json.loads(original_text or base_certificates()[case.base])
         if not is_legit_variant(original, case.text):
-            out.finding, out.detail = "accepted_semantic_edit", "; ".join(case.mutations)
+            genuine = genuine_certificate_of_its_spec(case.text)
+            if genuine is not None and is_legit_variant(genuine, case.text):
+                # the edit changed only what the spec says and nothing it certifies (a description, an unused
+                # dataset_size, a seed of public data): the document *is* dpspec's certificate of that spec
+                out.reissued = True
+            else:
+                out.finding, out.detail = "accepted_semantic_edit", "; ".join(case.mutations)
     return out
+
+
+def genuine_certificate_of_its_spec(text: str) -> dict | None:
+    """What ``dpspec compile`` writes for the spec embedded in ``text`` (None if it does not compile).
+    A verified document must be that certificate, up to bounds rounded up and the free-text labels."""
+    import dpspec
+
+    try:
+        spec = json.loads(text)["spec"]
+        c = dpspec.compile(dpspec.loads(spec["canonical_text"], name=spec["source_name"]))
+        return json.loads(c.certificate.to_json())
+    except Exception:
+        return None
 
 
 def _ptext(p) -> str:
