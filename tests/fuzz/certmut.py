@@ -156,7 +156,9 @@ def _set(doc, path, value):
 
 
 def _num_paths(doc):
-    return [p for p, v in _paths(doc) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    """Paths of the numbers a double represents (an earlier mutation may have left a huge integer)."""
+    return [p for p, v in _paths(doc) if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and (isinstance(v, float) or abs(v) < 2 ** 1023)]
 
 
 def _str_paths(doc):
