@@ -460,8 +460,8 @@ def _formula_value_path(path: tuple, formula_up: set) -> bool:
 # --- running a case -----------------------------------------------------------------------------------
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Raised by the alarm; a BaseException, so that no ``except Exception`` in the code under test hides it."""
 
 
 @contextmanager
