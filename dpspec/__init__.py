@@ -36,11 +36,12 @@ def compile(spec, *, data=None):  # noqa: A001 - the natural name for a compiler
     return compile_spec(spec, data=data)
 
 
-def verify(certificate, *, raise_on_error: bool = True, data=None):
-    """Re-verify a certificate (model, dict, JSON text or path); see ``dpspec.certificate.verify``."""
+def verify(certificate, *, raise_on_error: bool = True, data=None, trust_code: bool = False):
+    """Re-verify a certificate (model, dict, JSON text, or a ``pathlib.Path`` to a file; a str is always
+    text); see ``dpspec.certificate.verify``. ``trust_code=True`` lets the embedded spec's code hooks run."""
     from dpspec.certificate.verify import verify as _verify
 
-    return _verify(certificate, raise_on_error=raise_on_error, data=data)
+    return _verify(certificate, raise_on_error=raise_on_error, data=data, trust_code=trust_code)
 
 
 def fmt(source) -> str:

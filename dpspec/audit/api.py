@@ -126,6 +126,8 @@ def load_subject(subject, *, data: dict | None = None, check: bool = True):
         from dpspec.frontend import load
 
         return compile_spec(load(Path(subject), name=str(subject)), data=data)
+    if isinstance(subject, str) and not subject.lstrip().startswith("{"):
+        subject = Path(subject)  # verify reads a str as JSON text, a Path as a file
     rep = verify(subject, raise_on_error=False, data=data) if check else None
     if rep is not None and not rep.ok:
         raise AuditError("the certificate does not verify, so its mechanisms cannot be rebuilt:\n"

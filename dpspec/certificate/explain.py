@@ -11,7 +11,15 @@ from dpspec.certificate.model import Certificate, TargetCertificate
 def _fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:.6g}"
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 64:
+        return f"<an integer of {x.bit_length()} bits>"  # `explain --no-verify` shows unverified documents
     return str(x)
+
+
+def _g4(x) -> str:
+    if isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool) and x.bit_length() <= 64):
+        return f"{x:.4g}"
+    return _fmt(x)
 
 
 def summary_line(r: TargetCertificate) -> str:
@@ -25,9 +33,9 @@ def summary_line(r: TargetCertificate) -> str:
     noise = r.mechanism.parameters
     extra = ""
     if "noise_multiplier" in noise:
-        extra = f", σ/C = {noise['noise_multiplier']:.4g}, {noise.get('steps')} steps"
+        extra = f", σ/C = {_g4(noise['noise_multiplier'])}, {_fmt(noise.get('steps'))} steps"
     elif "sigma" in noise:
-        extra = f", σ = {noise['sigma']:.4g}"
+        extra = f", σ = {_g4(noise['sigma'])}"
     return f"{r.name:<20} {r.kind:<8} {r.notion.name:<15} {head}{extra}"
 
 
@@ -40,7 +48,9 @@ def explain(cert: Certificate) -> str:
     for r in cert.results:
         out.extend(explain_result(r))
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    from dpspec.certificate.verify import printable
+
+    return printable("\n".join(out).rstrip() + "\n")  # no terminal escapes from a certificate's strings
 
 
 def explain_result(r: TargetCertificate) -> list[str]:

@@ -24,7 +24,10 @@ Scalar = Union[float, int, str, bool, None]
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Unknown keys and non-finite floats are refused; the published schema (serialization mode) lists
+    # every field as required, because an emitted certificate always carries every field.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
+                              json_schema_serialization_defaults_required=True)
 
 
 class Tool(_M):
@@ -238,7 +241,7 @@ def sha256_text(text: str) -> str:
 
 
 def json_schema() -> dict:
-    schema = Certificate.model_json_schema()
+    schema = Certificate.model_json_schema(mode="serialization")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"https://dpspec.dev/schema/certificate-{SCHEMA_VERSION}.json"
     return schema

@@ -1,32 +1,75 @@
-"""Re-verify a certificate: every number is recomputed, nothing is taken on trust.
+"""Re-verify a certificate: every number is recomputed, nothing is taken on trust, nothing is executed.
 
-1. The document parses against the certificate model and its schema version is readable.
-2. ``content_hash`` matches the content (any edit anywhere is detected).
-3. The embedded spec text matches its sha256.
-4. The spec is compiled again from the embedded text, and every field of every result must
-   agree (numbers to a relative 1e-9).
-5. Independently of the accountants, every formula carried in the certificate is re-evaluated
-   with sympy at 40 significant digits: recorded values must be upper bounds of the exact value
-   and within the stated numerical error.
+A certificate is meant to travel, so ``verify`` treats it as hostile data:
+
+1. **Read** (:func:`read_certificate_file`): only a regular file of at most
+   :data:`MAX_CERTIFICATE_BYTES`, read with that cap (never a device, FIFO or directory); the Python
+   API takes a ``pathlib.Path`` for a file and a ``str`` for JSON *text* — never a str as a path.
+2. **Strict structure**, before anything else: JSON without duplicate keys, NaN or ±Infinity, nested at
+   most :data:`MAX_JSON_DEPTH` deep; a readable schema version; the certificate model in strict mode
+   (no unknown keys, no type coercion); every field present (the document must be exactly the
+   canonical serialisation of its model, so a deleted ``warnings`` or ``content_hash`` is an error,
+   not a default); result names unique. A document with a top-level ``"kind": "run"`` is a run
+   certificate and is handed to ``dpspec.certificate.run.verify_run_certificate``.
+3. ``content_hash`` matches the content, and the embedded spec text matches its sha256.
+4. **No code**: the embedded spec is self-contained (no ``use``) and names no code hook
+   (``sampler("m:f")`` worlds, ``callable(target = "m:f")`` queries) unless the reviewer passes
+   ``trust_code=True`` (CLI ``--trust-code``); the recompilation runs with hooks switched off
+   otherwise (:mod:`dpspec.compiler.hooks`). Formula texts are never parsed: each must equal the
+   compiler's own text for its name, and only the compiler's expression is evaluated.
+5. **Recompile and compare, direction-aware** (:data:`UP` / exact): a recorded privacy loss or bound
+   (ε, δ, the ε(α) curve, the (ε, δ) points, sensitivities, caps, failure probabilities, stated error
+   bounds) must be ≥ the recomputed value and may exceed it by rounding only (relative
+   :data:`REL_TOL`); noise scales (σ, σ², σ/C, σC) likewise may only be rounded up — a larger σ than
+   the compiler computes is a misstatement of what runs beyond that; every other number, string and
+   list (rates, steps, sizes, orders, weights, names, texts) must be equal.
+6. **Independent re-evaluation**, for results that recompiled equal: every formula with sympy/mpmath
+   at 40 digits (bounded: :data:`dpspec.compiler.formulas.MAX_SUM_TERMS`), and the SWM guarantee from
+   the recorded Δ with mpmath. A recorded bound below the exact value fails however small the gap.
+
+``verify`` never raises on bad input (only ``VerificationError`` when asked to): every problem is a
+line of the report.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dpspec.certificate.model import SCHEMA_VERSION, Certificate, content_hash, sha256_text
 
+#: a bound may be recorded above its recomputed value by this relative amount (rounding up), never below
 REL_TOL = 1e-9
+#: certificates above this size are refused unread (the largest example certificate is ~0.2 MB)
+MAX_CERTIFICATE_BYTES = 16 * 1024 * 1024
+#: JSON nesting deeper than this is refused (a certificate is about 7 levels deep)
+MAX_JSON_DEPTH = 32
+#: differences listed per result before the rest are summarised
+MAX_LISTED_DIFFERENCES = 20
+#: the exact value of a formula is known to this relative precision (40-digit evaluation)
+EXACT_REL_ERROR = 1e-30
+
+_VERSION = re.compile(r"(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})")
+
+UP = "up"        # a bound or noise scale: recorded ≥ recomputed, at most REL_TOL above
+EXACT = "exact"  # must be equal
 
 
 class VerificationError(Exception):
     def __init__(self, report: "VerifyReport"):
         self.report = report
         super().__init__("certificate verification failed:\n" + "\n".join(f"- {p}" for p in report.problems))
+
+
+#: problems listed in a report before the rest are only counted
+MAX_PROBLEMS = 100
 
 
 @dataclass
@@ -38,33 +81,162 @@ class VerifyReport:
 
     def fail(self, msg: str):
         self.ok = False
-        self.problems.append(msg)
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(msg)
+        elif len(self.problems) == MAX_PROBLEMS:
+            self.problems.append(f"… further problems not listed (more than {MAX_PROBLEMS})")
 
 
-def _load(doc) -> tuple[dict | None, str | None]:
-    if isinstance(doc, Certificate):
-        return doc.model_dump(mode="json"), None
-    if isinstance(doc, dict):
-        return doc, None
-    if isinstance(doc, Path) or (isinstance(doc, str) and not doc.lstrip().startswith("{")):
-        try:
-            text = Path(doc).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            return None, f"cannot read the certificate: {e}"
-    else:
-        text = doc
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (newlines kept): a certificate's strings never reach a
+    terminal as escape sequences."""
+    return "".join(ch if ch.isprintable() or ch == "\n" else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+class CertificateReadError(Exception):
+    """The certificate file cannot be read (one line, no traceback)."""
+
+
+def read_certificate_file(path: str | os.PathLike, limit: int = MAX_CERTIFICATE_BYTES) -> str:
+    """The text of a certificate file: a regular file of at most ``limit`` bytes, UTF-8. Devices,
+    FIFOs, sockets and directories are refused without being opened for reading; the read itself is
+    capped, so a file that grows (or lies about its size) is never read past the limit."""
+    p = os.fspath(path)
     try:
-        data = json.loads(text)
+        st = os.stat(p)
+    except OSError as e:
+        raise CertificateReadError(f"cannot read {p}: {e.strerror or e}") from None
+    _refuse_irregular(p, st, limit)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as e:
+        raise CertificateReadError(f"cannot read {p}: {e.strerror or e}") from None
+    try:
+        _refuse_irregular(p, os.fstat(fd), limit)  # the file opened is the file checked
+        chunks, size = [], 0
+        while size <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+    except OSError as e:
+        raise CertificateReadError(f"cannot read {p}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise CertificateReadError(f"{p} is larger than {limit} bytes; certificates above that are refused")
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CertificateReadError(f"{p} is not UTF-8 text (byte {e.start}); a certificate is JSON") from None
+
+
+def _refuse_irregular(p: str, st: os.stat_result, limit: int) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise CertificateReadError(f"{p} is a directory, not a certificate file")
+    if not stat.S_ISREG(st.st_mode):
+        raise CertificateReadError(f"{p} is not a regular file (a device, FIFO or socket); refusing to read it")
+    if st.st_size > limit:
+        raise CertificateReadError(f"{p} is {st.st_size} bytes; certificates larger than {limit} bytes are refused")
+
+
+class _StructureError(Exception):
+    pass
+
+
+def _no_duplicate_keys(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _StructureError(f"the key {k!r} appears twice in one JSON object (duplicate keys are refused: "
+                                  "readers disagree on which one counts)")
+        out[k] = v
+    return out
+
+
+def _finite_float(s: str) -> float:
+    x = float(s)
+    if not math.isfinite(x):
+        raise _StructureError(f"the number {s[:40]} is out of the range of a double")
+    return x
+
+
+def _no_constant(name: str):
+    raise _StructureError(f"{name} is not a JSON number (NaN and Infinity are refused)")
+
+
+def parse_certificate_json(text: str) -> dict:
+    """Strict JSON: no duplicate keys, no NaN/Infinity, no number out of range, bounded nesting.
+    Raises ``_StructureError`` with a one-line reason."""
+    if len(text) > MAX_CERTIFICATE_BYTES:
+        raise _StructureError(f"the certificate is larger than {MAX_CERTIFICATE_BYTES} bytes")
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite_float,
+                          parse_constant=_no_constant)
     except json.JSONDecodeError as e:
-        return None, f"the certificate is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}"
+        raise _StructureError(f"the certificate is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") \
+            from None
+    except RecursionError:
+        raise _StructureError(f"the certificate is nested more than {MAX_JSON_DEPTH} levels deep") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise _StructureError(f"the certificate is not valid JSON: {str(e)[:120]}") from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise _StructureError(f"the certificate is nested more than {MAX_JSON_DEPTH} levels deep")
     if not isinstance(data, dict):
-        return None, "the certificate must be a JSON object"
-    return data, None
+        raise _StructureError("the certificate must be a JSON object")
+    return data
+
+
+def _depth(x) -> int:
+    deepest, stack = 0, [(x, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_JSON_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, d + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, d + 1) for v in node)
+    return deepest
+
+
+def _text_of(doc) -> str:
+    """JSON text of what the caller passed: a ``Path`` is a file, a ``str``/``bytes`` is JSON text."""
+    if isinstance(doc, Certificate):
+        return doc.model_dump_json()
+    if isinstance(doc, dict):
+        try:
+            return json.dumps(doc, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise _StructureError(f"the certificate is not JSON data: {str(e)[:120]}") from None
+    if isinstance(doc, os.PathLike):
+        return read_certificate_file(doc)
+    if isinstance(doc, (bytes, bytearray)):
+        if len(doc) > MAX_CERTIFICATE_BYTES:
+            raise _StructureError(f"the certificate is larger than {MAX_CERTIFICATE_BYTES} bytes")
+        try:
+            return bytes(doc).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _StructureError(f"the certificate is not UTF-8 text (byte {e.start})") from None
+    if isinstance(doc, str):
+        if not doc.lstrip().startswith("{"):
+            raise _StructureError("the certificate text is not a JSON object (a str is JSON text; to verify a "
+                                  "file pass a pathlib.Path)")
+        return doc
+    raise _StructureError(f"cannot verify a {type(doc).__name__}: pass a Certificate, a dict, JSON text or a "
+                          "pathlib.Path")
 
 
 def _version_problem(v: Any) -> str | None:
-    if not isinstance(v, str) or v.count(".") != 1 or not all(p.isdigit() for p in v.split(".")):
-        return f"unknown certificate schema version {v!r}; this dpspec reads {SCHEMA_VERSION}"
+    if not isinstance(v, str) or not _VERSION.fullmatch(v):
+        return f"unknown certificate schema version {str(v)[:40]!r}; this dpspec reads {SCHEMA_VERSION}"
     major, minor = v.split(".")
     mine_major, mine_minor = SCHEMA_VERSION.split(".")
     if major != mine_major:
@@ -75,29 +247,130 @@ def _version_problem(v: Any) -> str | None:
     return None
 
 
-def verify(doc, *, raise_on_error: bool = True, data: dict | None = None) -> VerifyReport:
-    """Verify a certificate (model, dict, JSON text or path). Raises ``VerificationError`` on failure
-    unless ``raise_on_error=False``; the report lists every problem found. ``data`` binds the
-    datasets a spec names with ``dataset(name)`` (as for ``dpspec.compile``)."""
-    rep = VerifyReport()
-    doc_data, err = _load(doc)
-    if err:
-        rep.fail(err)
-        return _finish(rep, raise_on_error)
-    vp = _version_problem(doc_data.get("schema_version"))
-    if vp:
-        rep.fail(vp)
-        return _finish(rep, raise_on_error)
+def load_strict(doc) -> Certificate:
+    """Steps 1–2: read ``doc`` and check its structure. Raises ``CertificateReadError`` or
+    ``_StructureError`` (one-line reasons); the Certificate returned is complete and canonical."""
     from pydantic import ValidationError
 
+    text = _text_of(doc)
+    data = parse_certificate_json(text)
+    if data.get("kind") == "run":
+        raise _RunCertificate(data)
+    vp = _version_problem(data.get("schema_version"))
+    if vp:
+        raise _StructureError(vp)
     try:
-        cert = Certificate.model_validate(doc_data)
+        cert = Certificate.model_validate_json(text, strict=True)
     except ValidationError as e:
         first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        rep.fail(f"the certificate does not match the schema: {loc}: {first['msg']} ({e.error_count()} problem(s))")
-        return _finish(rep, raise_on_error)
+        loc = _location(data, first["loc"])
+        raise _StructureError(f"the certificate does not match the schema: {loc}: {first['msg']} "
+                              f"({e.error_count()} problem(s))") from None
+    canonical = json.loads(cert.model_dump_json())
+    diff = _structure_difference(data, canonical, "")
+    if diff:
+        raise _StructureError(diff)
+    counts = Counter(r.name for r in cert.results)
+    dup = sorted(n for n, k in counts.items() if k > 1)[:5]
+    if dup:
+        raise _StructureError(f"result name(s) {', '.join(repr(n) for n in dup)} appear more than once; a certificate "
+                              "lists each release, training and composition exactly once")
+    return cert
+
+
+class _RunCertificate(Exception):
+    def __init__(self, data: dict):
+        self.data = data
+
+
+def _location(data, loc) -> str:
+    """A readable location; result indices are shown with the result's name."""
+    parts, node = [], data
+    for x in loc:
+        if isinstance(x, int) and isinstance(node, list) and 0 <= x < len(node):
+            node = node[x]
+            name = node.get("name") if isinstance(node, dict) else None
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{name if isinstance(name, str) else x}]"]
+            continue
+        parts.append(str(x))
+        node = node.get(x) if isinstance(node, dict) else None
+    return ".".join(parts)[:200]
+
+
+def _structure_difference(doc, canonical, path: str) -> str | None:
+    """The first place where the document is not the canonical serialisation of its model."""
+    if isinstance(canonical, dict):
+        if not isinstance(doc, dict):
+            return f"{path or 'the certificate'}: not an object"
+        missing = [k for k in canonical if k not in doc]
+        if missing:
+            return f"{path + '.' if path else ''}{missing[0]}: required field missing"
+        extra = [k for k in doc if k not in canonical]
+        if extra:
+            return f"{path + '.' if path else ''}{extra[0]}: unknown field"
+        for k in canonical:
+            d = _structure_difference(doc[k], canonical[k], f"{path}.{k}" if path else k)
+            if d:
+                return d
+        return None
+    if isinstance(canonical, list):
+        if not isinstance(doc, list) or len(doc) != len(canonical):
+            return f"{path}: not in canonical form"
+        for i, (a, b) in enumerate(zip(doc, canonical)):
+            d = _structure_difference(a, b, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if type(doc) is bool or type(canonical) is bool or isinstance(doc, str) or isinstance(canonical, str) \
+            or doc is None or canonical is None:
+        return None if (type(doc) is type(canonical) and doc == canonical) else f"{path}: not in canonical form"
+    return None if doc == canonical else f"{path}: {doc!r} is not exactly representable as {canonical!r}"
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+
+def verify(doc, *, raise_on_error: bool = True, data: dict | None = None, trust_code: bool = False) -> VerifyReport:
+    """Verify a certificate: a ``Certificate``, a dict, JSON text (``str``/``bytes``) or a file
+    (``pathlib.Path``; a ``str`` is always text, never a path). Raises ``VerificationError`` on failure
+    unless ``raise_on_error=False``; the report lists every problem found. ``data`` binds the datasets a
+    spec names with ``dataset(name)`` (as for ``dpspec.compile``). ``trust_code=True`` lets the
+    recompilation import and run the user code the embedded spec names (``sampler``/``callable``);
+    without it such a certificate fails verification."""
+    rep = VerifyReport()
+    try:
+        _verify(doc, rep, data, trust_code)
+    except Exception as e:  # a bug must still give a failing report, never a verified one or a traceback
+        rep.fail(f"internal error while verifying ({type(e).__name__}: {str(e)[:200]}); the certificate is "
+                 "NOT verified — this is a bug in dpspec, please report it")
+    return _finish(rep, raise_on_error)
+
+
+def _verify(doc, rep: VerifyReport, data, trust_code: bool) -> None:
+    cert = load_structure(doc, rep, data=data, trust_code=trust_code)
+    if cert is None:
+        return
+    _formula_texts(cert, rep)
+    clean = _recompile(cert, rep, data, trust_code)
+    _formulas(cert, rep, clean)
+    _swm_checks(cert, rep, clean)
+    _execution_checks(cert, rep)
+
+
+def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = False) -> Certificate | None:
+    """Steps 1–3 (read, strict structure, content hash, spec hash) into ``rep``: the certificate if it
+    is well formed, else None. Nothing is recomputed: ``dpspec explain --no-verify`` stops here.
+    A run certificate is verified in full by its own module and None is returned."""
+    try:
+        cert = load_strict(doc)
+    except (CertificateReadError, _StructureError) as e:
+        rep.fail(str(e))
+        return None
+    except _RunCertificate as r:
+        _verify_run(r.data, rep, data, trust_code)
+        return None
     rep.certificate = cert
+    rep.checks.append("structure: strict schema, no duplicate or unknown keys, every field present, unique names")
     if cert.content_hash != content_hash(cert):
         rep.fail("content_hash does not match the content: the certificate was edited after it was issued")
     else:
@@ -106,11 +379,17 @@ def verify(doc, *, raise_on_error: bool = True, data: dict | None = None) -> Ver
         rep.fail("the embedded spec text does not match its sha256")
     else:
         rep.checks.append("spec text matches its sha256")
-    _recompile(cert, rep, data)
-    _formulas(cert, rep)
-    _swm_checks(cert, rep)
-    _execution_checks(cert, rep)
-    return _finish(rep, raise_on_error)
+    return cert
+
+
+def _verify_run(doc: dict, rep: VerifyReport, data, trust_code: bool) -> None:
+    """Run certificates (top-level ``"kind": "run"``) are verified by ``dpspec.certificate.run``."""
+    try:
+        from dpspec.certificate import run as run_certificate
+    except ImportError:
+        rep.fail("this is a run certificate (\"kind\": \"run\"), which this dpspec cannot verify")
+        return
+    run_certificate.verify_run_certificate(doc, rep, data=data, trust_code=trust_code)
 
 
 def _execution_checks(cert: Certificate, rep: VerifyReport) -> None:
@@ -136,112 +415,252 @@ def _finish(rep: VerifyReport, raise_on_error: bool) -> VerifyReport:
     return rep
 
 
-def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None = None) -> None:
+# --- recompilation --------------------------------------------------------------------------------
+
+
+def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_code: bool) -> set[str]:
+    """Compile the embedded spec again (code hooks off unless trusted) and compare every result,
+    direction-aware. Returns the names of the results that compared equal."""
     from dpspec.compiler.compile import compile_spec
+    from dpspec.compiler.hooks import CodeHookRefused, code_hooks, find_hooks
     from dpspec.diagnostics import SpecError, render_all
     from dpspec.frontend import loads
+    from dpspec.parse.parser import parse_text
 
+    tree, _diags = parse_text(cert.spec.canonical_text, cert.spec.source_name)
+    if tree is not None and tree.uses:
+        rep.fail(f"the embedded spec includes other files (`use \"{tree.uses[0].path[:80]}\"`); a certificate's spec "
+                 "is self-contained, and verify reads no file a certificate names")
+        return set()
     spec = loads(cert.spec.canonical_text, name=cert.spec.source_name)
     if not spec.ok:
         rep.fail("the embedded spec no longer compiles:\n" + render_all(spec.diagnostics, spec.sources))
-        return
+        return set()
+    hooks = find_hooks(spec.ir)
+    if hooks and not trust_code:
+        h = hooks[0]
+        where = f" (spec line {h.line})" if h.line else ""
+        rep.fail(f"the embedded spec runs user code: {h.construct}(\"{h.target[:80]}\"){where}"
+                 + (f" and {len(hooks) - 1} more" if len(hooks) > 1 else "")
+                 + "; verify runs no code named by a certificate — rerun with --trust-code (trust_code=True) only "
+                 "if you trust the certificate's author and have reviewed that code")
+        return set()
+    if spec.canonical_text() != cert.spec.canonical_text:
+        rep.fail("the embedded spec text is not in the canonical form dpspec writes (edited after compiling?)")
+        return set()
     try:
-        fresh = compile_spec(spec, data=data)
+        with code_hooks(trust_code):
+            fresh = compile_spec(spec, data=data)
     except SpecError as e:
         rep.fail("the embedded spec no longer compiles:\n" + render_all(e.diagnostics, e.sources))
-        return
-    old = {r.name: r for r in cert.results}
-    new = {r.name: r for r in fresh.certificate.results}
-    if set(old) != set(new):
-        rep.fail(f"the certificate lists results {sorted(old)} but the spec defines {sorted(new)}")
-    for name in sorted(set(old) & set(new)):
+        return set()
+    except CodeHookRefused as e:  # defence in depth: find_hooks should have seen it
+        rep.fail(f"the embedded spec runs user code `{e.target[:80]}`; rerun with --trust-code to allow it")
+        return set()
+    if hooks:
+        rep.checks.append(f"code hooks run (trusted): {', '.join(h.target for h in hooks)}")
+    old = [r.name for r in cert.results]
+    new = [r.name for r in fresh.certificate.results]
+    if old != new:
+        rep.fail(f"the certificate lists results {_names(old)} but the spec defines {_names(new)}")
+        return set()
+    clean: set[str] = set()
+    for rec, re_ in zip(cert.results, fresh.certificate.results):
         diffs: list[str] = []
-        _diff(old[name].model_dump(mode="json"), new[name].model_dump(mode="json"), f"results[{name}]", diffs)
-        for d in diffs[:20]:
-            rep.fail(d)
-        if len(diffs) > 20:
-            rep.fail(f"… and {len(diffs) - 20} more differences in {name}")
+        _compare(rec.model_dump(mode="json"), re_.model_dump(mode="json"), (), diffs,
+                 {f.name: f.check for f in re_.formulas})
+        for d in diffs[:MAX_LISTED_DIFFERENCES]:
+            rep.fail(f"{rec.name}: {d}")
+        if len(diffs) > MAX_LISTED_DIFFERENCES:
+            rep.fail(f"{rec.name}: … and {len(diffs) - MAX_LISTED_DIFFERENCES} more differences")
         if not diffs:
-            rep.checks.append(f"{name}: all numbers recomputed and equal")
+            clean.add(rec.name)
+            rep.checks.append(f"{rec.name}: all numbers recomputed; bounds equal or rounded up by at most "
+                              f"{REL_TOL:g}, everything else equal")
     if fresh.certificate.tool.version != cert.tool.version:
-        rep.checks.append(f"note: issued by dpspec {cert.tool.version}, verified with {fresh.certificate.tool.version}")
+        rep.checks.append(f"note: issued by dpspec {cert.tool.version[:40]!r}, verified with "
+                          f"{fresh.certificate.tool.version}")
+    return clean
 
 
-def _close(a: float, b: float) -> bool:
-    if a == b:
-        return True
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return False
-    return abs(a - b) <= REL_TOL * max(abs(a), abs(b)) + 1e-300
+def _names(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(repr(n[:60]) for n in names[:limit])
+    return f"[{shown}{f', … ({len(names)} in all)' if len(names) > limit else ''}]"
 
 
-def _diff(a, b, path: str, out: list[str]) -> None:
+#: mechanism parameters that are privacy-loss-like bounds or noise scales: may only be rounded up
+UP_PARAMETERS = frozenset({
+    "sigma", "sigma2", "noise_multiplier", "noise_std", "amp_sigma", "noise_multiplier_first",
+    "gradient_noise_std_first", "gradient_noise_std_max", "gradient_noise_std_min",
+    "mu", "sensitivity", "node_sensitivity", "sensitivity_psi", "delta_bar2", "delta_star2", "h_total",
+    "discrepancy_cap", "failure_probability", "overflow_probability",
+})
+#: formulas with check "close" whose value is a noise scale or a loss cap (may only be rounded up)
+UP_CLOSE_FORMULAS = frozenset({"sigma2_thm5_6", "naive_cap"})
+
+
+def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula_names: list | None = None) -> str:
+    """How the number at ``path`` (inside one result) may differ from its recomputed value."""
+    p = [x for x in path if not isinstance(x, int)]
+    if p[:1] == ["guarantee"] and p[1:] in (["epsilon"], ["delta"], ["rdp_epsilons"], ["dp", "epsilon"],
+                                             ["dp", "delta"]):
+        return UP
+    if p == ["numerics", "abs_error_bound"]:
+        return UP
+    if p[:2] == ["mechanism", "parameters"] and len(p) == 3 and (p[2] in UP_PARAMETERS or p[2].startswith("epsilon_")):
+        return UP
+    if p[:1] == ["sensitivity"] and p[1:] in (["deltas"], ["instance_deltas"]):
+        return UP
+    if p[:1] == ["formulas"] and p[1:] in (["value"], ["checks"]) and formula_names is not None:
+        name = formula_names[path[1]] if isinstance(path[1], int) and path[1] < len(formula_names) else None
+        kind = (formula_checks or {}).get(name)
+        if p[1:] == ["checks"] and path[-1] == 0:   # the order α of a check
+            return EXACT
+        if kind == "upper_bound" or name in UP_CLOSE_FORMULAS:
+            return UP
+    return EXACT
+
+
+def _compare(a, b, path: tuple, out: list[str], formula_checks: dict[str, str], formula_names=None) -> None:
+    """Recorded ``a`` against recomputed ``b`` (JSON dumps of one result)."""
+    if not path and isinstance(b, dict):
+        formula_names = [f.get("name") for f in b.get("formulas", [])]
+    where = _path_text(path)
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
-                out.append(f"{path}.{k}: present on one side only")
+                out.append(f"{_path_text(path + (k,))}: present on one side only "
+                           f"({'recorded' if k in a else 'recomputed'})")
             else:
-                _diff(a[k], b[k], f"{path}.{k}", out)
+                _compare(a[k], b[k], path + (k,), out, formula_checks, formula_names)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
-            out.append(f"{path}: {len(a)} items recorded, {len(b)} recomputed")
+            out.append(f"{where}: {len(a)} items recorded, {len(b)} recomputed")
             return
         for i, (x, y) in enumerate(zip(a, b)):
-            _diff(x, y, f"{path}[{i}]", out)
-    elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        if not _close(float(a), float(b)):
-            out.append(f"{path}: recorded {a!r}, recomputed {b!r}")
-    elif a != b:
+            _compare(x, y, path + (i,), out, formula_checks, formula_names)
+    elif _is_number(a) and _is_number(b):
+        if not (_is_float(a) and _is_float(b)):
+            problem = None if (a == b and type(a) is type(b)) else "must be equal (not a double)"
+        elif direction(path, formula_checks, formula_names) == UP:
+            problem = up_problem(float(a), float(b))
+        else:
+            problem = None if (a == b and type(a) is type(b)) else "must be equal"
+        if problem:
+            out.append(f"{where}: recorded {a!r}, recomputed {b!r} — {problem}")
+    elif type(a) is not type(b) or a != b:
         sa, sb = str(a), str(b)
-        out.append(f"{path}: recorded {sa[:80]!r}, recomputed {sb[:80]!r}")
+        out.append(f"{where}: recorded {sa[:80]!r}, recomputed {sb[:80]!r}")
 
 
-def _formulas(cert: Certificate, rep: VerifyReport) -> None:
+def up_problem(recorded: float, recomputed: float) -> str | None:
+    """A bound or noise scale may be recorded equal to or above its recomputed value by rounding
+    (relative REL_TOL); below it never."""
+    if not (math.isfinite(recorded) and math.isfinite(recomputed)):
+        return None if recorded == recomputed else "not finite"
+    if recorded < recomputed:
+        return "recorded BELOW the recomputed value (a bound may only be rounded up: the certificate overstates privacy)"
+    if recorded > recomputed + REL_TOL * abs(recomputed):
+        return f"recorded above the recomputed value by more than rounding (relative {REL_TOL:g})"
+    return None
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_float(x) -> bool:
+    """A number a double represents (an integer beyond ±1.8e308 is not)."""
+    return isinstance(x, float) or (isinstance(x, int) and abs(x) < 2 ** 1023)
+
+
+def _path_text(path: tuple) -> str:
+    out = ""
+    for x in path:
+        out += f"[{x}]" if isinstance(x, int) else (f".{x}" if out else str(x))
+    return out
+
+
+# --- independent re-evaluation ----------------------------------------------------------------------
+
+
+def _formula_texts(cert: Certificate, rep: VerifyReport) -> None:
+    """Every formula must be one the compiler emits, with the compiler's text and LaTeX for that name
+    (the text is compared, never parsed)."""
     from dpspec.compiler import formulas as F
 
     for r in cert.results:
+        for f in r.formulas:
+            text = F.known_text(f.name)
+            if text is None:
+                rep.fail(f"{r.name}: formula {f.name[:60]!r} is not a formula dpspec emits")
+            elif f.sympy != text:
+                rep.fail(f"{r.name}: formula {f.name}: its text is not dpspec's own formula for that name "
+                         f"(recorded {f.sympy[:60]!r}); formula text from a certificate is never evaluated")
+            elif f.latex != F.latex(f.name):
+                rep.fail(f"{r.name}: formula {f.name}: its LaTeX is not dpspec's rendering of the formula")
+
+
+def _formulas(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
+    """Re-evaluate the compiler's formulas at the recorded variables (only for results whose numbers
+    recompiled equal, so the inputs are the compiler's own and the work is bounded)."""
+    import mpmath as mp
+
+    from dpspec.compiler import formulas as F
+
+    for r in cert.results:
+        if r.name not in clean:
+            continue
         tol_abs = r.numerics.abs_error_bound
         for f in r.formulas:
+            if F.known_text(f.name) != f.sympy:
+                continue
             try:
-                if f.checks:
-                    for alpha, recorded in f.checks:
-                        exact = F.evaluate(f.sympy, {**f.variables, "alpha": int(alpha) if alpha == int(alpha) else alpha})
-                        _bound_check(rep, r.name, f.name, f"α = {alpha:g}", recorded, exact, tol_abs)
-                if f.value is not None:
-                    exact = F.evaluate(f.sympy, f.variables)
-                    if f.name == "delta_of_epsilon":
-                        target = r.guarantee.delta
-                        if target is not None and exact > target * (1 + 1e-9):
-                            rep.fail(f"{r.name}: δ(ε) re-evaluated = {exact:.6g} exceeds the certified δ = {target:g}")
-                        else:
-                            rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy ({exact:.4g} ≤ δ)")
-                    elif f.check == "close":
-                        if abs(f.value - exact) > 1e-9 * max(abs(exact), 1e-300):
-                            rep.fail(f"{r.name}: {f.name}: recorded {f.value!r}, re-evaluated {exact!r}")
-                        else:
-                            rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy")
+                for alpha, recorded in f.checks:
+                    a = int(alpha) if float(alpha).is_integer() else alpha
+                    exact = F.evaluate(f.name, {**f.variables, "alpha": a})
+                    _bound_check(rep, r.name, f.name, f"α = {alpha:g}", recorded, exact, tol_abs)
+                if f.value is None:
+                    continue
+                exact = F.evaluate(f.name, f.variables)
+                if f.name == "delta_of_epsilon":
+                    target = r.guarantee.delta
+                    if target is not None and exact > mp.mpf(target):
+                        rep.fail(f"{r.name}: δ(ε) re-evaluated = {float(exact):.6g} exceeds the certified "
+                                 f"δ = {target:g}")
                     else:
-                        _bound_check(rep, r.name, f.name, "value", f.value, exact, tol_abs)
-            except Exception as e:  # a formula that cannot be evaluated is itself a failure
-                rep.fail(f"{r.name}: formula {f.name} could not be re-evaluated: {e}")
+                        rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy ({float(exact):.4g} ≤ δ)")
+                elif f.check == "close" and f.name not in UP_CLOSE_FORMULAS:
+                    if abs(mp.mpf(f.value) - exact) > REL_TOL * abs(exact):
+                        rep.fail(f"{r.name}: {f.name}: recorded {f.value!r}, re-evaluated {float(exact)!r}")
+                    else:
+                        rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy")
+                else:
+                    _bound_check(rep, r.name, f.name, "value", f.value, exact,
+                                 tol_abs if f.check == "upper_bound" else 0.0)
+            except F.FormulaError as e:
+                rep.checks.append(f"note: {r.name}: formula {f.name} not re-evaluated: {e} (its numbers were "
+                                  "recomputed above)")
 
 
-def _swm_checks(cert: Certificate, rep: VerifyReport) -> None:
+def _swm_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
     """Re-evaluate the SWM guarantee from the recorded Δ with mpmath, independently of the accountant:
     Ave (Thm 4.5 / eq. 10), Joint exact (eq. 11), and their Monte-Carlo forms (Thms 4.7/4.8)."""
     import mpmath as mp
 
     for r in cert.results:
         sv = r.sensitivity
-        if sv is None or r.mechanism.name != "swm":
+        if sv is None or r.mechanism.name != "swm" or r.name not in clean:
             continue
         p = r.mechanism.parameters
         alpha, sigma2 = mp.mpf(r.guarantee.alpha), mp.mpf(p["sigma2"])
         rows = sv.instance_deltas or [sv.deltas]
         w = [mp.mpf(x) for x in sv.weights]
         flavour = p["flavour"]
-        with mp.workdps(30):
+        with mp.workdps(40):
             if sigma2 == 0:
+                if any(d != 0 for row in rows for d in row):
+                    rep.fail(f"{r.name}: σ² = 0 (no noise) with a nonzero sensitivity")
                 continue
             c = alpha * (alpha - 1) / (2 * sigma2)
             if flavour == "ave":
@@ -257,18 +676,22 @@ def _swm_checks(cert: Certificate, rep: VerifyReport) -> None:
                 else:
                     vals = [mp.log(mp.exp(v * (alpha - 1)) + mp.expm1(c * d0 ** 2) * t) / (alpha - 1) for v in vals]
                 vals = [min(v, alpha * d0 ** 2 / (2 * sigma2)) for v in vals]
-            exact = float(max(vals))
-        _bound_check(rep, r.name, f"{flavour} SRPP level from the recorded Δ (mpmath)", f"α = {float(alpha):g}",
-                     r.guarantee.epsilon, exact, 1e-9 * max(1.0, exact))
+            exact = max(vals)
+            _bound_check(rep, r.name, f"{flavour} SRPP level from the recorded Δ (mpmath)",
+                         f"α = {float(alpha):g}", r.guarantee.epsilon, exact, REL_TOL * max(1.0, float(exact)))
 
 
 def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
-    slack = 1e-12 * max(1.0, abs(exact))
-    if recorded < exact - slack:
-        rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} is BELOW the exact value {exact!r} "
+    """``recorded`` must not be below ``exact`` (known to EXACT_REL_ERROR), nor above it by more than the
+    stated error bound plus rounding."""
+    import mpmath as mp
+
+    rec = mp.mpf(recorded)
+    if rec < exact - EXACT_REL_ERROR * abs(exact):
+        rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} is BELOW the exact value {float(exact)!r} "
                  "(the certificate overstates privacy)")
-    elif recorded > exact + tol_abs + 1e-9 * max(1.0, abs(exact)):
-        rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} differs from the exact value {exact!r} by more "
-                 f"than the stated error bound {tol_abs:g}")
+    elif rec > exact + tol_abs + REL_TOL * max(1, abs(exact)):
+        rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} differs from the exact value {float(exact)!r} "
+                 f"by more than the stated error bound {tol_abs:g}")
     else:
         rep.checks.append(f"{name}: {fname} at {where} re-evaluated with sympy/mpmath")

@@ -41,12 +41,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("text", "json"), default="text", help="format of diagnostics")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
-    c = sub.add_parser("verify", help="recompute every number of a certificate")
+    trust_help = ("let the recompilation import and run the user code the certificate's spec names "
+                  "(sampler/callable hooks); only for a certificate whose author you trust")
+    c = sub.add_parser("verify", help="recompute every number of a certificate (executes nothing from it)")
     c.add_argument("cert", metavar="CERT.json")
     c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("--trust-code", action="store_true", help=trust_help)
 
-    c = sub.add_parser("explain", help="print a human summary of a certificate")
+    c = sub.add_parser("explain", help="verify a certificate, then print a human summary of it")
     c.add_argument("cert", metavar="CERT.json")
+    c.add_argument("--trust-code", action="store_true", help=trust_help)
+    c.add_argument("--no-verify", action="store_true",
+                   help="summarise a well-formed, unedited certificate without recomputing its numbers")
 
     c = sub.add_parser("fmt", help="format specs: canonical layout, comments and blank-line groups kept")
     c.add_argument("files", nargs="+", metavar="FILE", help="spec files (`-` reads standard input)")
@@ -196,54 +202,57 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
-def _read_cert(path: str):
-    from pydantic import ValidationError
+def _verify_failed(path: str, rep) -> int:
+    """One line per problem on stderr (a single problem: one line in all)."""
+    from dpspec.certificate.verify import printable
 
-    from dpspec.certificate.model import Certificate
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"dpspec: cannot read {path}: {e}", file=sys.stderr)
-        return None
-    try:
-        return Certificate.model_validate_json(text)
-    except ValidationError as e:
-        first = e.errors()[0]
-        print(f"{path}: error: not a dpspec certificate: {'.'.join(map(str, first['loc']))}: {first['msg']}",
-              file=sys.stderr)
-        return None
+    if len(rep.problems) == 1:
+        print(f"{path}: verification FAILED: {printable(rep.problems[0])}", file=sys.stderr)
+    else:
+        for p in rep.problems:
+            print(f"{path}: error: {printable(p)}", file=sys.stderr)
+        print(f"{path}: verification FAILED ({len(rep.problems)} problem(s))", file=sys.stderr)
+    return EXIT_INVALID
 
 
 def cmd_verify(args) -> int:
     from dpspec.certificate.verify import verify
 
-    try:
-        text = Path(args.cert).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"dpspec: cannot read {args.cert}: {e}", file=sys.stderr)
-        return EXIT_INVALID
-    rep = verify(text, raise_on_error=False)
+    rep = verify(Path(args.cert), raise_on_error=False, trust_code=args.trust_code)
     if args.format == "json":
-        print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2))
-    elif rep.ok:
-        for c in rep.checks:
-            print(f"  ✓ {c}")
-        print(f"{args.cert}: verified")
-    else:
-        for p in rep.problems:
-            print(f"{args.cert}: error: {p}", file=sys.stderr)
-        print(f"{args.cert}: verification FAILED ({len(rep.problems)} problem(s))", file=sys.stderr)
-    return EXIT_OK if rep.ok else EXIT_INVALID
+        print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2,
+                         ensure_ascii=False))
+        return EXIT_OK if rep.ok else EXIT_INVALID
+    if not rep.ok:
+        return _verify_failed(args.cert, rep)
+    from dpspec.certificate.verify import printable
+
+    for c in rep.checks:
+        print(f"  ✓ {printable(c)}")
+    print(f"{args.cert}: verified")
+    return EXIT_OK
 
 
 def cmd_explain(args) -> int:
     from dpspec.certificate.explain import explain
+    from dpspec.certificate.verify import VerifyReport, load_structure, verify
 
-    cert = _read_cert(args.cert)
-    if cert is None:
-        return EXIT_INVALID
-    sys.stdout.write(explain(cert))
+    if args.no_verify:  # structure, content hash and spec hash only: the numbers are not recomputed
+        rep = VerifyReport()
+        cert = load_structure(Path(args.cert), rep)
+        if cert is None or not rep.ok:
+            if rep.ok:  # a run certificate (verified by its own module): nothing to summarise here
+                rep.fail("not a compile certificate; `dpspec explain` summarises compile certificates")
+            return _verify_failed(args.cert, rep)
+        sys.stdout.write("NOT VERIFIED: the numbers below were not recomputed (run `dpspec verify`)\n\n"
+                         + explain(cert))
+        return EXIT_OK
+    rep = verify(Path(args.cert), raise_on_error=False, trust_code=args.trust_code)
+    if not rep.ok or rep.certificate is None:
+        if rep.ok:
+            rep.fail("not a compile certificate; `dpspec explain` summarises compile certificates")
+        return _verify_failed(args.cert, rep)
+    sys.stdout.write(explain(rep.certificate))
     return EXIT_OK
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from dpspec import __version__
 from dpspec.certificate.model import (
@@ -93,9 +95,16 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     for t in spec.ir.targets():
         try:
             with memory_budget():  # an allocation past the limit fails cleanly (DPS009 below)
+                check_magnitudes(t)
                 compiled[t.name] = _compile_target(ctx, t, data, compiled)
+                check_certified_numbers(t, compiled[t.name].certificate)
         except CompileError as e:
             errors.append(e.diagnostic)
+        except (OverflowError, ValidationError) as e:
+            if isinstance(e, ValidationError) and not _non_finite(e):
+                raise
+            errors.append(diag("DPS207", f"`{t.name}`: a number of the certificate overflows or is not finite "
+                                         f"({_first_error(e)})", t.guarantee, hint=NUMBERS_HINT))
         except DataNotFoundError as e:
             d = ctx.resolve_protects(t)
             errors.append(diag("DPS419", f"the data of `{d.name}` is not available: {e}", d, "data",
@@ -157,6 +166,101 @@ def compile_text(text: str, name: str = "<string>", **kw) -> Compiled:
     return compile_spec(loads(text, name=name), **kw)
 
 
+# --- numbers a certificate can hold ----------------------------------------------------------------
+
+#: positive scales and targets (ε, σ, σ/C, C, Δ, bound widths) must lie in this range, so that their
+#: squares, products and quotients stay normal doubles
+MAGNITUDE_RANGE = (1e-100, 1e100)
+#: the smallest certified ε for a mechanism with a nonzero sensitivity (never 0: an upper bound that
+#: underflowed or was clamped is recorded as at least this, or the stated error bound if larger)
+MIN_CERTIFIED_EPSILON = sys.float_info.min
+NUMBERS_HINT = ("bring the noise, clip norm, sensitivity or target closer to 1 (see `dpspec rules DPS205` "
+                "and `dpspec rules DPS207`)")
+
+
+def check_magnitudes(t) -> None:
+    """DPS205: every positive scale or target of ``t`` lies in MAGNITUDE_RANGE (zero and negative values
+    are other rules' business). DPS206: an (ε, δ) target is above the accountants' resolution."""
+    lo, hi = MAGNITUDE_RANGE
+    items = [(t.guarantee, "epsilon", getattr(t.guarantee, "epsilon", None), "the target ε")]
+    noise = getattr(t, "noise", None)
+    if noise is not None:
+        items += [(noise, "sigma", noise.sigma, "σ"), (noise, "noise_multiplier", noise.noise_multiplier,
+                                                      "the noise multiplier")]
+    clip = getattr(t, "clipping", None)
+    if clip is not None:
+        items += [(clip, "C", c, "the clip norm C") for c in (clip.C if isinstance(clip.C, tuple) else (clip.C,))]
+    items.append((t, "sensitivity", getattr(t, "sensitivity", None), "the sensitivity"))
+    q = getattr(t, "query", None)
+    if q is not None:
+        items.append((q, "sensitivity", q.sensitivity, "the sensitivity"))
+        for b_lo, b_hi in q.bounds:
+            items += [(q, "bounds", abs(b_lo), "a bound"), (q, "bounds", abs(b_hi), "a bound"),
+                      (q, "bounds", b_hi - b_lo, "the width of the bounds")]
+    for node, field, v, what in items:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and not lo <= v <= hi:
+            _fail("DPS205", f"{what} = {v:g} is outside the range dpspec computes in ([{lo:g}, {hi:g}])", node,
+                  field, hint="rescale the query or the units so that the number is nearer to 1")
+    g = t.guarantee
+    if isinstance(g, ir.DpGuarantee) and g.epsilon is not None and 0 < g.epsilon < GR.MIN_TARGET_EPSILON:
+        _fail("DPS206", f"the target ε = {g.epsilon:g} is below {GR.MIN_TARGET_EPSILON:g}: the (ε, δ) accountants "
+              f"state numerical errors up to {GR.ABS_ERROR:g}, so such a target cannot be certified to its precision",
+              g, "epsilon", hint=f"use a target ε of at least {GR.MIN_TARGET_EPSILON:g}")
+
+
+def certified_epsilon(eps: float, abs_error: float = 0.0) -> float:
+    """A certified ε of a mechanism with a nonzero sensitivity: never 0 (an ε clamped at 0 or
+    underflowed is recorded as the stated error bound, and at least MIN_CERTIFIED_EPSILON)."""
+    return eps if eps > 0 else max(float(abs_error), MIN_CERTIFIED_EPSILON)
+
+
+_NOISE_KEYS = ("sigma", "sigma2", "noise_multiplier", "noise_std", "amp_sigma")
+
+
+def _sensitivity_of(rec: TargetCertificate) -> float | None:
+    p = rec.mechanism.parameters
+    if rec.sensitivity is not None:
+        return max([0.0, *rec.sensitivity.deltas])
+    for k in ("sensitivity", "h_total", "node_sensitivity", "sensitivity_psi", "clip_norm"):
+        v = p.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
+def check_certified_numbers(t, rec: TargetCertificate) -> None:
+    """DPS207, a safety net behind every mechanism: no zero, subnormal or negative noise and no zero ε
+    for a nonzero sensitivity (a noise-free, "perfectly private" certificate is always a numerical
+    accident)."""
+    sens = _sensitivity_of(rec)
+    if rec.kind == "compose" or not sens or sens <= 0:
+        return
+    p = rec.mechanism.parameters
+    for k in _NOISE_KEYS:
+        v = p.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not v >= sys.float_info.min:
+            _fail("DPS207", f"`{t.name}`: the noise {k} = {v!r} is zero or below the normal float range for a "
+                  f"nonzero sensitivity ({sens:.3g}); dpspec never certifies zero noise", t.guarantee,
+                  hint=NUMBERS_HINT)
+    g = rec.guarantee
+    zero = [e for e in ([g.epsilon] if g.epsilon is not None else []) + list(g.rdp_epsilons)
+            + [d.epsilon for d in g.dp] if not e > 0]
+    if zero:
+        _fail("DPS207", f"`{t.name}`: a certified ε is 0 for a nonzero sensitivity ({sens:.3g}): the privacy loss "
+              "underflowed", t.guarantee, hint=NUMBERS_HINT)
+
+
+def _non_finite(e: ValidationError) -> bool:
+    return any(x.get("type") == "finite_number" for x in e.errors())
+
+
+def _first_error(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        x = e.errors()[0]
+        return f"{'.'.join(map(str, x['loc']))}: {x['msg']}"
+    return str(e) or type(e).__name__
+
+
 # --- shared pieces -------------------------------------------------------------------------------
 
 
@@ -212,10 +316,6 @@ def _target(g) -> dict:
         if v is not None:
             out[k] = v
     return out
-
-
-def _round_up(x: float) -> float:
-    return float(np.nextafter(x, math.inf)) if math.isfinite(x) else x
 
 
 def _alpha_grid(spec_ir: ir.SpecIR | None = None) -> np.ndarray:
@@ -389,7 +489,7 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
     else:
-        guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": _round_up(g.alpha * mu * mu / 2)})
+        guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": float(GR.rdp_curve([g.alpha], mu)[0])})
     if g.epsilon is not None and guarantee.epsilon is not None and guarantee.epsilon > g.epsilon * (1 + 1e-9):
         _fail("DPS201", f"certified ε = {guarantee.epsilon:.6g} exceeds the target {g.epsilon:g}", r, "guarantee",
               hint=_DPS201_HINT)
@@ -406,8 +506,9 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
         mech_params["dimension"] = dim
     derivation = sens.derived.statement if sens.derived is not None else "declared by the spec"
     if sens.derived is not None:
-        formulas.append(F.formula("query_sensitivity", sens.derived.formula, sens.derived.variables,
-                                  value=sens.derived.value))
+        fname = F.query_sensitivity_name(r.query.function, u.relation, len(r.query.columns))
+        if fname is not None:  # (a sum over more columns than the formula table holds: value only)
+            formulas.append(F.formula(fname, sens.derived.formula, sens.derived.variables, value=sens.derived.value))
         if sens.declared is not None and sens.declared > sens.derived.value:
             derivation += f"; the larger declared Δ = {sens.declared:g} is used"
     query_record = None
@@ -591,9 +692,13 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     points = []
     best_alpha = None
     conv = None
+    C = _clip_norm(t.clipping)
+    raw_eps = []
     for dl in _deltas(g):
         res = acc.dp_from_curve(curve, dl)
-        points.append(DpPoint(epsilon=res.epsilon, delta=dl))
+        raw_eps.append(res.epsilon)
+        eps = certified_epsilon(res.epsilon, curve.abs_error) if C > 0 else res.epsilon
+        points.append(DpPoint(epsilon=eps, delta=dl))
         if best_alpha is None:
             best_alpha, conv = res.best_alpha, res.conversion
     guarantee = GuaranteeRecord(
@@ -615,7 +720,6 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         if g.epsilon is not None and e_alpha > g.epsilon:
             _fail("DPS201", f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
                   hint=_DPS201_HINT)
-    C = _clip_norm(t.clipping)
     params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
               "sample_rate": rate, "steps": steps, "group_size": K}
     if batch is not None:
@@ -629,7 +733,7 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if isinstance(t.clipping, ir.PerLayerClipping):
         params["per_layer_clip_norms"] = ",".join(f"{c:g}" for c in t.clipping.C)
     formulas = _accountant_formulas(acc_name, K, rate, sigma, steps, curve)
-    if isinstance(g, ir.DpGuarantee):
+    if isinstance(g, ir.DpGuarantee) and raw_eps[0] > 0:  # not when ε is 0 by the TV shortcut (then floored)
         formulas.append(F.formula("rdp_to_dp", F.BALLE_CONVERSION,
                                   {"rdp": _rdp_at(curve.alphas, curve.rdp, best_alpha), "alpha": best_alpha,
                                    "delta": g.delta},
@@ -676,9 +780,9 @@ def _accountant_formulas(acc_name: str, K: int, rate: float, sigma: float, steps
                           {"q": rate, "sigma": sigma, "steps": steps}, checks=checks(ints, ("", "removal")))]
     if acc_name == "poisson":
         out = []
-        for a in (2, 3):
+        for a in F.GROUP_REMOVAL_ORDERS:
             c = checks((float(a),), ("removal",))
-            if c:
+            if c and (K + 1) ** a <= F.MAX_SUM_TERMS:  # only what verify can re-evaluate within its bound
                 out.append(F.formula(f"rdp_group_removal_alpha{a}", F.group_removal(a),
                                      {"q": rate, "sigma": sigma, "steps": steps, "K": K}, value=c[0][1]))
         return out
@@ -771,13 +875,13 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     if any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
         _fail("DPS122", "the parts were accounted on different α grids", c, "parts",
               hint="compose parts certified by the same family of accountants (RDP curves on one grid)")
-    rdp = np.sum([p.rdp_values for p in parts], axis=0)
+    rdp = GR.round_up(np.sum([p.rdp_values for p in parts], axis=0), len(parts) + 1)  # sums rounded up
     exact_gaussian = all(p.gaussian_mu is not None for p in parts)
     points = []
     theorems = ["Mironov 2017, Prop. 1 (RDP composition)"]
     best_alpha = None
     if exact_gaussian:
-        mu = math.sqrt(sum(p.gaussian_mu ** 2 for p in parts))
+        mu = GR.round_up(math.sqrt(sum(p.gaussian_mu ** 2 for p in parts)), 2 * len(parts) + 2)
         theorems = ["Dong, Roth & Su 2019, Cor. 3.3 (Gaussian mechanisms compose to a Gaussian with μ = √Σμ_i²)",
                     "Balle & Wang 2018, Thm 8 (analytic Gaussian mechanism)"]
         for dl in _deltas(g):
@@ -787,7 +891,7 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     else:
         for dl in _deltas(g):
             eps, best = _conversion(alphas, rdp, dl)
-            points.append(DpPoint(epsilon=eps, delta=dl))
+            points.append(DpPoint(epsilon=certified_epsilon(eps, 0.0) if np.any(rdp > 0) else eps, delta=dl))
             if best_alpha is None:
                 best_alpha = best
         theorems.append("Balle et al. 2020, Thm 21 (RDP to (ε, δ))")
@@ -821,5 +925,4 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         numerics=Numerics(method=method, abs_error_bound=err, alpha_grid=_grid_text(alphas),
                           conversion=theorems[-1]),
     )
-    return CompiledTarget(c.name, "compose", record, None, alphas, rdp,
-                          gaussian_mu=math.sqrt(sum(p.gaussian_mu ** 2 for p in parts)) if exact_gaussian else None)
+    return CompiledTarget(c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None)

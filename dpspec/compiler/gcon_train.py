@@ -210,11 +210,11 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     )
     c1, c2 = op["c1"], op["c2"]
     formulas = [
-        F.formula("beta_eq18", "Max(epsilon - epsL, omega*epsilon)/(c*(c1 + c2*ctheta)*Psi)",
+        F.formula("beta_eq18", F.GCON_BETA,
                   {"epsilon": op["epsilon"], "epsL": op["epsilon_lambda"], "omega": op["budget_split"],
                    "c": p["classes"], "c1": c1, "c2": c2, "ctheta": op["c_theta"], "Psi": op["sensitivity"]},
                   value=op["beta"], check="close"),
-        F.formula("c_theta_eq23", "(n1*omega*epsilon*c1 + c*c1*Psi*csf)/(n1*omega*epsilon*Lam - c*c2*Psi*csf)",
+        F.formula("c_theta_eq23", F.GCON_C_THETA,
                   {"n1": p["num_train"], "omega": op["budget_split"], "epsilon": op["epsilon"], "c1": c1, "c2": c2,
                    "c": p["classes"], "Psi": op["sensitivity"], "csf": op["c_sf"], "Lam": op["regularization"]},
                   value=op["c_theta"], check="close"),

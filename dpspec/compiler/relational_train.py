@@ -122,7 +122,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
                                               certify_relational, node_sensitivity, overflow_probability,
                                               tuple_threshold)
-    from dpspec.compiler.compile import _notion, _target
+    from dpspec.compiler.compile import _notion, _target, certified_epsilon
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
@@ -171,7 +171,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     except ValueError as e:
         _fail("DPS611", f"the relational DP-SGD configuration is invalid: {e}", t, "sampling",
               hint="fix the value the message names (`dpspec rules DPS611`)")
-    eps = res.dp.epsilon + 0.0
+    eps = certified_epsilon(res.dp.epsilon)  # never 0 for a node's nonzero sensitivity
     if calibrated and eps > g.epsilon:
         _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
               hint="raise epsilon or train for fewer steps")
@@ -240,7 +240,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.compiler import formulas as F
 
     a_best = float(res.dp.best_alpha)
-    formulas = [F.formula("naive_cap", "T*alpha*sens**2/(2*sigma**2)",
+    formulas = [F.formula("naive_cap", F.RELATIONAL_NAIVE_CAP,
                           {"T": steps, "alpha": a_best, "sens": sens, "sigma": sigma},
                           value=steps * a_best * sens * sens / (2 * sigma * sigma), check="close")]
     record = TargetCertificate(

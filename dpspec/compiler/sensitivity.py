@@ -24,6 +24,7 @@ and ``dpspec verify`` re-evaluates it; the float Δ is the exact value rounded *
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -49,7 +50,12 @@ class Derivation:
 
 def _sqrt_up(x: Fraction) -> float:
     """The smallest float whose square is ≥ x (an upper bound of √x)."""
-    s = math.sqrt(float(x))
+    y, e = x, 0
+    while y > 2 ** 1000:  # float(x) would overflow (Δ² of bounds near 1e308 is above the largest double)
+        y, e = y / 2 ** 200, e + 100
+    while 0 < y < Fraction(1, 2 ** 1000):  # ... or underflow, and the steps below would be subnormal
+        y, e = y * 2 ** 200, e - 100
+    s = math.ldexp(math.sqrt(float(y)), e)
     while Fraction(s) ** 2 < x:
         s = math.nextafter(s, math.inf)
     while s > 0 and Fraction(math.nextafter(s, 0.0)) ** 2 >= x:
@@ -155,9 +161,9 @@ def implied_sensitivity(q: ir.BoundedQuery, unit, n: int | None) -> tuple[Deriva
                       "never the data's row count)")
         if sub:
             statement += ", and the data must have exactly n rows"
-    if sq > Fraction(1e150) ** 2:  # exact, so no overflow here; a float Δ this large is meaningless noise
-        return None, ("the derived sensitivity is above 1e150", "bounds",
-                      "use bounds of a realistic magnitude (at most about 1e150)")
+    if sq > Fraction(sys.float_info.max) ** 2:  # exact, so no overflow here; the float Δ would be inf
+        return None, ("the derived sensitivity overflows a double", "bounds",
+                      "rescale the column so that its bounds are nearer to 1 (see `dpspec rules DPS205`)")
     value = _sqrt_up(sq)
     if value <= 0:
         return None, ("the derived sensitivity is 0", "bounds", "check the bounds")

@@ -230,11 +230,11 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
 
     formulas = []
     if cal.accountant != "amplified" and cal.flavour in ("ave", "joint") and calibrated:
-        formulas.append(F.formula("sigma2_thm5_6", "alpha*H/(2*epsilon)",
+        formulas.append(F.formula("sigma2_thm5_6", F.SRPP_SIGMA2,
                                   {"alpha": g.alpha, "H": cal.h_total, "epsilon": g.epsilon},
                                   value=cal.sigma2, check="close"))
     if cal.accountant != "amplified" and cal.flavour in ("ave", "joint"):
-        formulas.append(F.formula("epsilon_alpha", "alpha*H/(2*sigma2)",
+        formulas.append(F.formula("epsilon_alpha", F.SRPP_EPSILON,
                                   {"alpha": g.alpha, "H": cal.h_total, "sigma2": cal.sigma2}, value=eps))
     warnings = list(cal.warnings)
     if cal.subsampling_aware:

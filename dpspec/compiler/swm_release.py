@@ -12,7 +12,6 @@ Monte-Carlo reading), and a certificate that embeds Δ and a fingerprint of the 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 
 import numpy as np
@@ -37,12 +36,14 @@ SPP_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
 
 
 def _import(target: str, node, field: str):
+    from dpspec.compiler.hooks import import_hook
+
     mod, _, fn = target.partition(":")
     if not mod or not fn:
         _fail("DPS104", f"`{target}` is not of the form \"module:function\"", node, field,
               hint='write "my_package.my_module:my_function"')
     try:
-        obj = getattr(importlib.import_module(mod), fn)
+        obj = import_hook(target)  # refuses (CodeHookRefused) while code hooks are off, e.g. in verify
     except (ImportError, AttributeError) as e:
         _fail("DPS108", f"cannot import `{target}`: {e}", node, field, hint="check the module path and PYTHONPATH")
     if not callable(obj):
@@ -398,7 +399,7 @@ def _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, s
                            "∞-Wasserstein sensitivities of the scenario", parameters=params, calibrated=calibrated)
     formulas = []
     if not calib.monte_carlo and flavour == "ave":
-        formulas.append(F.formula("epsilon_ave_srpp", "alpha*Dbar2/(2*sigma2)",
+        formulas.append(F.formula("epsilon_ave_srpp", F.SWM_AVE_EPSILON,
                                   {"alpha": g.alpha, "Dbar2": _max_bar(calib), "sigma2": calib.sigma2}, value=eps))
     data_arrays = [X, labels] if len(labels) else [X]
     sens = SensitivityRecord(

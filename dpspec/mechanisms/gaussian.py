@@ -265,7 +265,7 @@ class GaussianRelease:
 
         mu = self.mu if self.mu is not None else self.sensitivity / self.sigma
         if delta is None and self.delta is None and self.alpha is not None:
-            eps = math.nextafter(self.alpha * mu * mu / 2, math.inf) if outputs else 0.0
+            eps = float(GR.rdp_curve([self.alpha], mu)[0]) if outputs else 0.0  # as the certificate computes it
             return Spent(self.name, "renyi_dp", outputs, 1, eps, alpha=self.alpha)
         d = delta if delta is not None else self.delta
         eps = GR.epsilon_of_delta(mu, d) if outputs else 0.0
