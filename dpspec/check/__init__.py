@@ -6,6 +6,7 @@ from dpspec.check import rules_gcon as _rules_gcon  # noqa: F401  (DPS7xx)
 from dpspec.check import rules_srpp as _rules_srpp  # noqa: F401  (DPS5xx)
 from dpspec.check import rules_relational as _rules_rel  # noqa: F401  (DPS6xx)
 from dpspec.check import rules_distributed as _rules_dist  # noqa: F401  (DPS80x)
+from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 
 __all__ = ["CATALOGUE", "RuleInfo", "rule", "run_checks"]
