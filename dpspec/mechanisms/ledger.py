@@ -236,25 +236,27 @@ class BatchGuard:
         self._issued.clear()
 
     def resolve(self, idx, rows: int, population: int | None = None) -> np.ndarray:
+        """The step's batch, checked; a refused batch leaves the drawn batches untouched."""
+        drawn = self._issued[0] if self._issued else None
         if idx is None:
-            if not self._issued:
+            if drawn is None:
                 raise CapExceededError(
                     f"`{self.target}`: this step's batch was not drawn by the object's own sampler, so the runtime "
                     f"cannot see which {self.what}s it holds. Draw batches with `.batches()` or pass "
                     f"`idx=` (the training-set indices of the batch's rows) so the per-batch caps can be checked.")
-            idx = self._issued.popleft()
+            idx = drawn
         else:
             idx = np.asarray(idx)
-            if self._issued:
-                drawn = self._issued.popleft()
-                if drawn.shape != idx.shape or not np.array_equal(drawn, idx):
-                    raise CapExceededError(
-                        f"`{self.target}`: the batch passed to this step is not the one `.batches()` drew for it; the "
-                        "certificate's amplification holds only for batches drawn as accounted. Pass the drawn "
-                        "indices (or draw no batch when you sample yourself).")
+            if drawn is not None and (drawn.shape != idx.shape or not np.array_equal(drawn, idx)):
+                raise CapExceededError(
+                    f"`{self.target}`: the batch passed to this step is not the one `.batches()` drew for it; the "
+                    "certificate's amplification holds only for batches drawn as accounted. Pass the drawn "
+                    "indices (or draw no batch when you sample yourself).")
         check_batch_indices(idx, rows, target=self.target, batch_size=self.batch_size,
                             population=population if population is not None else self.population,
                             repeats_allowed=self.repeats_allowed, what=self.what)
+        if drawn is not None:
+            self._issued.popleft()
         return idx
 
 
