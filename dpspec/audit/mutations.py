@@ -188,7 +188,7 @@ def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
             def config(self):
                 return dataclasses.replace(base.config(), epsilon=base.epsilon / k)
 
-        return _LessNoise(**{fld.name: getattr(mechanism, fld.name) for fld in dataclasses.fields(GconMechanism)})
+        return _as(_LessNoise, mechanism)
     raise ValueError(f"no mutation {kind!r} for {type(mechanism).__name__}")
 
 
