@@ -84,6 +84,10 @@ def verify(doc, *, raise_on_error: bool = True, data: dict | None = None) -> Ver
     if err:
         rep.fail(err)
         return _finish(rep, raise_on_error)
+    if doc_data.get("kind") == "run":  # a run certificate: dpspec.certificate.run checks it
+        from dpspec.certificate.run import verify_run
+
+        return verify_run(doc_data, data=data, raise_on_error=raise_on_error)
     vp = _version_problem(doc_data.get("schema_version"))
     if vp:
         rep.fail(vp)

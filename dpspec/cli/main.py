@@ -41,9 +41,20 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("text", "json"), default="text", help="format of diagnostics")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
-    c = sub.add_parser("verify", help="recompute every number of a certificate")
+    c = sub.add_parser("verify", help="recompute every number of a certificate (or of a run certificate)")
     c.add_argument("cert", metavar="CERT.json")
     c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("--certificate", metavar="ORIGINAL.json", help="for a run certificate: the certificate it spends "
+                   "(default: the embedded one)")
+
+    c = sub.add_parser("run-cert", help="write a run certificate: the steps a stopped run took and the ε it spent")
+    c.add_argument("cert", metavar="CERT.json", help="the certificate the run spends")
+    c.add_argument("--target", metavar="NAME", help="the training (default: the certificate's only one)")
+    g = c.add_mutually_exclusive_group(required=True)
+    g.add_argument("--steps", type=int, metavar="N", help="steps the run took")
+    g.add_argument("--ledger", metavar="STATE.json", help="the ledger state the run saved (mechanism.ledger_state())")
+    c.add_argument("--embed", action="store_true", help="embed the original certificate")
+    c.add_argument("-o", "--output", metavar="RUN.json", help="write it here (default: stdout)")
 
     c = sub.add_parser("explain", help="print a human summary of a certificate")
     c.add_argument("cert", metavar="CERT.json")
@@ -79,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
         return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
-                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
+                "fmt": cmd_fmt, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit,
+                "run-cert": cmd_run_cert}[args.cmd](args)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
@@ -190,7 +202,15 @@ def cmd_verify(args) -> int:
     except (OSError, UnicodeDecodeError) as e:
         print(f"dpspec: cannot read {args.cert}: {e}", file=sys.stderr)
         return EXIT_INVALID
-    rep = verify(text, raise_on_error=False)
+    if _is_run_certificate(text):
+        from dpspec.certificate.run import verify_run
+
+        if args.certificate is not None and not Path(args.certificate).is_file():
+            print(f"dpspec: cannot read {args.certificate}: no such file", file=sys.stderr)
+            return EXIT_INVALID
+        rep = verify_run(text, args.certificate, raise_on_error=False)
+    else:
+        rep = verify(text, raise_on_error=False)
     if args.format == "json":
         print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2))
     elif rep.ok:
@@ -202,6 +222,60 @@ def cmd_verify(args) -> int:
             print(f"{args.cert}: error: {p}", file=sys.stderr)
         print(f"{args.cert}: verification FAILED ({len(rep.problems)} problem(s))", file=sys.stderr)
     return EXIT_OK if rep.ok else EXIT_INVALID
+
+
+def _is_run_certificate(text: str) -> bool:
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(d, dict) and d.get("kind") == "run"
+
+
+def cmd_run_cert(args) -> int:
+    from dpspec.certificate.run import run_certificate_for
+    from dpspec.mechanisms.ledger import CertificateGuardError
+
+    for f in (args.cert, args.ledger):
+        if f is not None and not Path(f).is_file():
+            print(f"dpspec: cannot read {f}: no such file", file=sys.stderr)
+            return EXIT_INVALID
+    if args.steps is not None and args.steps < 0:
+        print("dpspec: error: --steps must be ≥ 0", file=sys.stderr)
+        return EXIT_USAGE
+    state = None
+    if args.ledger is not None:
+        try:
+            state = json.loads(Path(args.ledger).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            print(f"{args.ledger}: error: not a ledger state (JSON): {e}", file=sys.stderr)
+            return EXIT_INVALID
+    target = args.target
+    if target is None:
+        cert = _read_cert(args.cert)
+        if cert is None:
+            return EXIT_INVALID
+        names = [r.name for r in cert.results if r.kind != "compose"]
+        if len(names) != 1:
+            print(f"{args.cert}: error: the certificate has {len(names)} targets ({', '.join(names)}): name one "
+                  "with --target", file=sys.stderr)
+            return EXIT_USAGE
+        target = names[0]
+    try:
+        rc = run_certificate_for(Path(args.cert), target, steps=args.steps, ledger_state=state, embed=args.embed)
+    except (ValueError, CertificateGuardError) as e:
+        print(f"{args.cert}: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    text = rc.to_json()
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        eps = ", ".join(f"ε = {p.epsilon:.4g} at " + (f"δ = {p.delta:g}" if p.delta is not None else f"α = {p.alpha:g}")
+                        for p in rc.spent[:2])
+        print(f"{rc.target}: {rc.steps_taken} of {rc.budget_steps} {rc.unit}(s); spent {eps}")
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
 
 
 def cmd_explain(args) -> int:
