@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, run_target, skipped
+from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, SkippedTarget, run_target, skipped
 
 __all__ = ["audit", "AuditReport", "AuditError", "load_subject"]
 
@@ -53,10 +53,11 @@ class AuditReport:
     def rows(self) -> list[list[str]]:
         out = []
         for r in self.results:
+            name = r.label or r.name
             if r.status == "skipped":
-                out.append([r.name, r.mechanism, "—", "—", "—", "skipped", r.note])
+                out.append([name, r.mechanism, "—", "—", "—", "skipped", r.note])
                 continue
-            out.append([r.name, r.mechanism, f"{r.delta:g}", _num(r.epsilon_certified), _num(r.epsilon_lower),
+            out.append([name, r.mechanism, f"{r.delta:g}", _num(r.epsilon_certified), _num(r.epsilon_lower),
                         r.status, f"{r.trials_evaluation}/side, {r.statistic}"])
         return out
 
@@ -66,7 +67,7 @@ class AuditReport:
         for r in self.results:
             if r.status == "skipped":
                 continue
-            lines.append(f"  {r.name}: {r.neighbours}")
+            lines.append(f"  {r.label or r.name}: {r.neighbours}")
             if r.note:
                 lines.append(f"    note: {r.note}")
             if r.ceiling is not None:
@@ -152,7 +153,7 @@ def _targets_for(ctx: AuditContext) -> list[AuditTarget] | str:
 def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterable[str] | None = None,
           trials: int | None = None, seed: int = 0, confidence: float = 0.95, delta: float | None = None,
           selection_fraction: float = 0.2, options: dict[str, dict] | None = None, data: dict | None = None,
-          progress: Callable[[str], None] | None = None) -> AuditReport:
+          progress: Callable[[str], None] | None = None, runtime: bool = True) -> AuditReport:
     """Empirically lower-bound the privacy loss of every release/training in ``subject``.
 
     ``subject``: a ``Compiled``, a ``Spec``, a ``.dps`` path, or a certificate (model, dict, JSON
@@ -162,7 +163,9 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
     ``trials``: outputs per neighbour (default: per mechanism); ``selection_fraction`` of them
     choose the test, the rest evaluate it. ``confidence``: of the one-sided Clopper–Pearson bound.
     ``delta``: the δ at which ε is bounded (default: the certificate's). ``options``: per target
-    name or mechanism name, e.g. ``{"dpsgd": {"steps": 4, "canary_scale": 10}}``.
+    name or mechanism name, e.g. ``{"dpsgd": {"steps": 4, "canary_scale": 10}}``. ``runtime``: also
+    run the runtime audits of each training (:mod:`dpspec.audit.runtime`: normaliser, non-finite
+    gradients, step budget, per-batch caps).
 
     Returns an :class:`AuditReport`; ``report.ok`` is False iff some ε_lower exceeds the
     certified ε (a violation at the given confidence)."""
@@ -191,6 +194,8 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
             report.results.append(skipped(rec.name, rec.mechanism.name, "no runtime mechanism object"))
             continue
         opts = {**options.get(rec.mechanism.name, {}), **options.get(rec.name, {})}
+        if not runtime:
+            opts["runtime"] = False
         ctx = AuditContext(rec.name, rec, mech, compiled, opts, delta, data)
         if progress:
             progress(f"auditing {rec.name} ({rec.mechanism.name})")
@@ -203,6 +208,11 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
             report.results.append(skipped(rec.name, rec.mechanism.name, tlist))
             continue
         for j, t in enumerate(tlist):
+            if isinstance(t, SkippedTarget):
+                report.results.append(skipped(rec.name, rec.mechanism.name, t.reason, t.label))
+                continue
+            if progress and j:
+                progress(f"auditing {t.label()}")
             report.results.append(run_target(t, trials=trials, seed=seed * 1_000_003 + i * 101 + j,
                                              confidence=confidence, selection_fraction=selection_fraction))
     report.seconds = time.perf_counter() - t0

@@ -211,4 +211,6 @@ class DpSgdAudit(AuditTarget):
 
 @register_auditor("dpsgd")
 def _factory(ctx: AuditContext):
-    return [DpSgdAudit(ctx)]
+    from .runtime import dpsgd_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
+
+    return [DpSgdAudit(ctx), *dpsgd_targets(ctx)]

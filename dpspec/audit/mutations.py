@@ -117,6 +117,97 @@ def _dpsgd_classes():
             "nonfinite_voids_step": StepVoidingDpSgd, "no_batch_caps": UncappedDpSgd}
 
 
+@functools.lru_cache(maxsize=None)
+def _srpp_classes():
+    import types
+
+    from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+
+    def permissive_batch(self, idx, rows):
+        if idx is None and self._guard._issued:
+            self._guard._issued.popleft()
+
+    def voiding_policy(self, cs):
+        import torch
+
+        if cs.nonfinite:
+            return {k: torch.full_like(v, float("nan")) for k, v in cs.sums.items()}
+        return cs.sums
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class FreshBudgetSrpp(SrppSgdMechanism):
+        """Every optimizer gets a fresh T-step budget (optimizer() twice ran 2T steps)."""
+
+        def optimizer(self, model, loss_fn=None, *, seed=None, comm=None):
+            from dpspec.srpp import SrppSgdOptimizer
+
+            return SrppSgdOptimizer(model, self.plan, self.calibration, loss_fn, seed=seed, comm=comm, name=self.name)
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class UncappedSrpp(SrppSgdMechanism):
+        """``step()`` accepts any batch (200 copies of one affected record against a cap of 5)."""
+
+        def optimizer(self, model, loss_fn=None, *, seed=None, comm=None):
+            opt = super().optimizer(model, loss_fn, seed=seed, comm=comm)
+            opt._check_batch = types.MethodType(permissive_batch, opt)
+            return opt
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class StepVoidingSrpp(SrppSgdMechanism):
+        """A step with a non-finite per-example gradient is lost (the parameters become non-finite)."""
+
+        def optimizer(self, model, loss_fn=None, *, seed=None, comm=None):
+            opt = super().optimizer(model, loss_fn, seed=seed, comm=comm)
+            opt._nonfinite_policy = types.MethodType(voiding_policy, opt)
+            return opt
+
+    return {"no_step_budget": FreshBudgetSrpp, "no_batch_caps": UncappedSrpp, "nonfinite_voids_step": StepVoidingSrpp}
+
+
+@functools.lru_cache(maxsize=None)
+def _relational_classes():
+    import types
+
+    from dpspec.mechanisms.relational import RelationalMechanism
+
+    def poisoning_total(self, g, factors):
+        return (g * factors(g.norm(dim=1))[:, None]).sum(0)
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class FreshBudgetRelational(RelationalMechanism):
+        """Every trainer gets a fresh budget (`trainer().train(50)` ran 50 steps of a 10-step certificate
+        once the budget check was skipped; here: a new trainer continues past it)."""
+
+        def trainer(self, encoder=None, *, seed=0, private=True, comm=None, graph=None):
+            tr = super().trainer(encoder, seed=seed, private=private, comm=comm, graph=graph)
+            if private:
+                from dpspec.mechanisms.ledger import PrivacyLedger
+
+                tr.ledger = PrivacyLedger(self.name, self.steps, self._spent, fingerprint=self.ledger.fingerprint)
+            return tr
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class UncappedRelational(RelationalMechanism):
+        """``step(batch)`` accepts a batch that breaks the degree cap or NEG-SAMPLE-WOR."""
+
+        def trainer(self, encoder=None, *, seed=0, private=True, comm=None, graph=None):
+            tr = super().trainer(encoder, seed=seed, private=private, comm=comm, graph=graph)
+            tr.check_batch = lambda batch: None
+            return tr
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class PoisonedRelational(RelationalMechanism):
+        """A non-finite per-tuple gradient enters the clipped sum."""
+
+        def trainer(self, encoder=None, *, seed=0, private=True, comm=None, graph=None):
+            tr = super().trainer(encoder, seed=seed, private=private, comm=comm, graph=graph)
+            tr._clipped_total = types.MethodType(poisoning_total, tr)
+            return tr
+
+    return {"no_step_budget": FreshBudgetRelational, "no_batch_caps": UncappedRelational,
+            "nonfinite_poisons_step": PoisonedRelational}
+
+
 def __getattr__(name: str):
     if name == "UnclippedDpSgd":
         return _dpsgd_classes()["no_clipping"]
@@ -173,10 +264,16 @@ def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
             return dataclasses.replace(mechanism, sigma=mechanism.sigma * f("relational_dpsgd"))
         if kind == "no_clipping":  # every tuple keeps its full gradient (thresholds of +inf)
             return dataclasses.replace(mechanism, clipping="none")
+        if kind in ("no_step_budget", "no_batch_caps", "nonfinite_poisons_step"):
+            return _as(_relational_classes()[kind], mechanism)
 
-    if isinstance(mechanism, SrppSgdMechanism) and kind == "noise_scaled":
-        cal = mechanism.calibration
-        return dataclasses.replace(mechanism, calibration=dataclasses.replace(cal, sigma2=cal.sigma2 * f("srpp_sgd") ** 2))
+    if isinstance(mechanism, SrppSgdMechanism):
+        if kind == "noise_scaled":
+            cal = mechanism.calibration
+            return dataclasses.replace(mechanism, calibration=dataclasses.replace(
+                cal, sigma2=cal.sigma2 * f("srpp_sgd") ** 2))
+        if kind in ("no_step_budget", "no_batch_caps", "nonfinite_voids_step"):
+            return _as(_srpp_classes()[kind], mechanism)
     if isinstance(mechanism, SwmRelease) and kind == "delta_underestimated":
         return _swm_scaled(mechanism, f("swm"))
     if isinstance(mechanism, GconMechanism) and kind == "noise_scaled":

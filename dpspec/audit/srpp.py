@@ -139,4 +139,6 @@ class SrppSgdAudit(AuditTarget):
 
 @register_auditor("srpp_sgd")
 def _factory(ctx: AuditContext):
-    return [SrppSgdAudit(ctx)]
+    from .runtime import srpp_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
+
+    return [SrppSgdAudit(ctx), *srpp_targets(ctx)]

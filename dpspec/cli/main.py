@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--target", action="append", metavar="NAME", help="audit only this release/training (repeatable)")
     c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    c.add_argument("--no-runtime-checks", action="store_true",
+                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps)")
     return p
 
 
@@ -354,7 +356,7 @@ def cmd_audit(args) -> int:
     progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
     try:
         rep = audit(args.cert, trials=args.trials, seed=args.seed, confidence=args.confidence, delta=args.delta,
-                    targets=args.target, progress=progress)
+                    targets=args.target, progress=progress, runtime=not args.no_runtime_checks)
     except (AuditError, SpecError) as e:
         print(f"{args.cert}: error: {e}", file=sys.stderr)
         return EXIT_INVALID

@@ -252,9 +252,13 @@ class BatchGuard:
                     f"`{self.target}`: the batch passed to this step is not the one `.batches()` drew for it; the "
                     "certificate's amplification holds only for batches drawn as accounted. Pass the drawn "
                     "indices (or draw no batch when you sample yourself).")
-        check_batch_indices(idx, rows, target=self.target, batch_size=self.batch_size,
-                            population=population if population is not None else self.population,
-                            repeats_allowed=self.repeats_allowed, what=self.what)
+        if drawn is None:  # a batch from the user's own sampler: every cap is checked
+            check_batch_indices(idx, rows, target=self.target, batch_size=self.batch_size,
+                                population=population if population is not None else self.population,
+                                repeats_allowed=self.repeats_allowed, what=self.what)
+        elif drawn.size != int(rows):  # the object's own draw meets the caps by construction
+            raise DataMismatchError(f"`{self.target}`: the batch has {rows} rows but `.batches()` drew "
+                                    f"{drawn.size} {self.what}s for this step")
         if drawn is not None:
             self._issued.popleft()
         return idx

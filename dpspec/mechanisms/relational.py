@@ -97,10 +97,12 @@ class RelationalMechanism(LedgerOwner):
             return MiniLMEncoder(self.graph.texts, max_len=e.max_len, out=e.out, seed=e.seed)
         return MLPEncoder(self.graph.features, hidden=e.hidden, out=e.out, seed=e.seed)
 
-    def trainer(self, encoder=None, *, seed: int = 0, private: bool = True, comm=None):
+    def trainer(self, encoder=None, *, seed: int = 0, private: bool = True, comm=None, graph=None):
         """The Alg. 3 trainer over the capped training graph (``private=False``: the same model and
         batches without clipping or noise, for comparison; it has no budget). A private trainer
-        charges this mechanism's ledger."""
+        charges this mechanism's ledger. ``graph``: run the certified configuration (rate, normaliser,
+        σ, clip, K) on another capped graph — a neighbour, for the audits — with ``encoder`` indexed by
+        its nodes."""
         from dpspec.relational.encoders import SubsetEncoder
         from dpspec.relational.trainer import RelationalTrainer, TrainConfig
 
@@ -108,6 +110,8 @@ class RelationalMechanism(LedgerOwner):
         cfg = TrainConfig(batch_size=self.normalizer, k_neg=self.negatives_per_positive, rate=self.rate,
                           degree_cap=self.degree_cap, clip=self.clip, sigma=self.sigma, clipping=self.clipping,
                           steps=self.steps, lr=self.learning_rate, loss=self.loss, private=private, seed=seed)
+        if graph is not None:
+            return RelationalTrainer(graph, enc, cfg, comm=comm, ledger=self.ledger if private else None)
         return RelationalTrainer(self.train_graph, SubsetEncoder(enc, self.split.train_nodes), cfg, comm=comm,
                                  ledger=self.ledger if private else None)
 
