@@ -249,8 +249,9 @@ class RelationalTrainer:
         cfg = self.cfg
         if cfg.private:
             self.ledger.require(1)  # BudgetExceededError before a batch is drawn or a gradient computed
-        batch = self.sample() if batch is None else batch
-        if cfg.private:
+        if batch is None:
+            batch = self.sample()  # drawn as accounted: the caps hold by construction
+        elif cfg.private:
             self.check_batch(batch)
         b_exp = self.normalizer
         comm, gsize = self.comm, batch.size
