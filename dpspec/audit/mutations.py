@@ -40,7 +40,7 @@ import functools
 import math
 from typing import Any
 
-__all__ = ["mutate", "mutants", "DEFAULT_FACTORS", "UnclippedDpSgd"]
+__all__ = ["mutate", "mutants", "DEFAULT_FACTORS", "RUNTIME_KINDS", "UnclippedDpSgd"]
 
 #: the privacy mutants (what the privacy audits must catch) and the runtime mutants (the runtime's own
 #: earlier holes, caught by the audits of :mod:`dpspec.audit.runtime`)
