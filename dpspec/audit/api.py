@@ -128,6 +128,8 @@ def load_subject(subject, *, data: dict | None = None, check: bool = True):
 
         return compile_spec(load(Path(subject), name=str(subject)), data=data)
     rep = verify(subject, raise_on_error=False, data=data) if check else None
+    if rep is not None and getattr(rep, "run", None) is not None:
+        raise AuditError("this is a run certificate (what one run spent); audit the certificate it names")
     if rep is not None and not rep.ok:
         raise AuditError("the certificate does not verify, so its mechanisms cannot be rebuilt:\n"
                          + "\n".join(f"- {p}" for p in rep.problems))

@@ -198,6 +198,7 @@ class RunVerifyReport:
     problems: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
     run: RunCertificate | None = None
+    certificate: None = None  # the interface of VerifyReport: a run certificate is not a Certificate
 
     def fail(self, msg: str) -> None:
         self.ok = False

@@ -152,6 +152,8 @@ def test_cli_run_cert_and_verify(tmp_path, capsys):
     emb.write_text(json.dumps(d))
     assert cli(["verify", str(emb)]) == 1
     assert cli(["run-cert", str(cert), "--steps", "2", "--target", "nope"]) == 1
+    assert cli(["audit", str(run), "-q"]) == 1  # a run certificate is not audited itself
+    assert "run certificate" in capsys.readouterr().err
 
 
 def test_the_runtime_never_imports_the_compiler(tmp_path):
