@@ -288,6 +288,11 @@ def markdown(res: dict) -> str:
             "* DP-SGD on `dpsgd_records.dps` (q = 0.0043) audits the first 16 steps and compares with the "
             "certified ε of those 16 steps; at this sampling rate the canary is rarely sampled and the audit "
             "has little power — the small audit-friendly specs above are where the power check bites.",
+            "* Runtime audits: the step-budget mutant is not flagged for Poisson DP-SGD at q = 0.1 and for relational "
+            "DP-SGD at σ = 3: the leakage of 25×T steps with a rarely sampled canary (or ~1 canary tuple per step "
+            "against σ = 3) stays below what these samples resolve. The same ledger bug is flagged on the "
+            "full-batch, substitution and SRPP cases (one ledger class serves every trainer), and tests/runtime "
+            "check the refusal itself (BudgetExceededError before any noise).",
             "* SRPP-SGD on `digits_srpp.dps` audits 4 of 70 steps (B = 200 of 1,400, Δ = 5 flipped labels): the worlds rarely differ inside a batch and the noise-scaled mutant stays below the HUC reading; the full-batch label-flip case is where the SRPP power check bites. sa-SRPP certificates are skipped: an on-average notion over the sampling cannot be tested from outputs.", ""]
     return "\n".join(out)
 
