@@ -7,7 +7,8 @@ must show ε_lower ≤ certified ε; a mutant is FLAGGED when ε_lower > certifi
 mutant is reported as such: it means that this audit, at this size, cannot see that bug (the
 mutant's true leakage is below the certificate or below the resolution of the sample).
 
-    .venv/bin/python benchmarks/audit_report.py            # 3–8 min on 2 cores (most of it dpsgd_records)
+    .venv/bin/python benchmarks/audit_report.py            # 3–8 min on 2 idle cores (most of it dpsgd_records),
+                                                           # plus the runtime section (12 min on a loaded machine)
     .venv/bin/python benchmarks/audit_report.py --quick    # ~1 min, smaller samples
 
 A second table audits the runtime paths of the trainers (:mod:`dpspec.audit.runtime`: the public
