@@ -89,7 +89,7 @@ def bench_workload(name, X, y, sizes, B, rounds, warmup):
         o = priv[method]
 
         def f(i):
-            o.step(Xt[batches[i]], yt[batches[i]])
+            o.step(Xt[batches[i]], yt[batches[i]], batches[i].numpy())  # a batch of its own sampler: named by idx
         return f
 
     # opacus

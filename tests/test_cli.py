@@ -79,7 +79,7 @@ def test_compile_to_stdout_is_json(tmp_spec):
 
 
 def test_compile_unreachable_target_is_a_located_error(tmp_spec):
-    p = tmp_spec("privacy p { unit record }\ntrain t { mechanism dpsgd  sampling full_batch  clipping flat(C = 1)\n"
+    p = tmp_spec("privacy p { unit record  dataset_size 1000 }\ntrain t { mechanism dpsgd  sampling full_batch  clipping flat(C = 1)\n"
                  "  steps 1000000  guarantee dp(epsilon = 1e-6, delta = 1e-12) }\n")
     r = run("compile", p, "-o", p.with_suffix(".json"))
     assert r.returncode == 1 and "DPS202" in r.stderr

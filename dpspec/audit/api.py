@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, run_target, skipped
+from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, SkippedTarget, run_target, skipped
 
 __all__ = ["audit", "AuditReport", "AuditError", "load_subject"]
 
@@ -53,10 +53,11 @@ class AuditReport:
     def rows(self) -> list[list[str]]:
         out = []
         for r in self.results:
+            name = r.label or r.name
             if r.status == "skipped":
-                out.append([r.name, r.mechanism, "—", "—", "—", "skipped", r.note])
+                out.append([name, r.mechanism, "—", "—", "—", "skipped", r.note])
                 continue
-            out.append([r.name, r.mechanism, f"{r.delta:g}", _num(r.epsilon_certified), _num(r.epsilon_lower),
+            out.append([name, r.mechanism, f"{r.delta:g}", _num(r.epsilon_certified), _num(r.epsilon_lower),
                         r.status, f"{r.trials_evaluation}/side, {r.statistic}"])
         return out
 
@@ -66,7 +67,7 @@ class AuditReport:
         for r in self.results:
             if r.status == "skipped":
                 continue
-            lines.append(f"  {r.name}: {r.neighbours}")
+            lines.append(f"  {r.label or r.name}: {r.neighbours}")
             if r.note:
                 lines.append(f"    note: {r.note}")
             if r.ceiling is not None:
@@ -129,6 +130,8 @@ def load_subject(subject, *, data: dict | None = None, check: bool = True):
     if isinstance(subject, str) and not subject.lstrip().startswith("{"):
         subject = Path(subject)  # verify reads a str as JSON text, a Path as a file
     rep = verify(subject, raise_on_error=False, data=data) if check else None
+    if rep is not None and getattr(rep, "run", None) is not None:
+        raise AuditError("this is a run certificate (what one run spent); audit the certificate it names")
     if rep is not None and not rep.ok:
         raise AuditError("the certificate does not verify, so its mechanisms cannot be rebuilt:\n"
                          + "\n".join(f"- {p}" for p in rep.problems))
@@ -154,7 +157,7 @@ def _targets_for(ctx: AuditContext) -> list[AuditTarget] | str:
 def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterable[str] | None = None,
           trials: int | None = None, seed: int = 0, confidence: float = 0.95, delta: float | None = None,
           selection_fraction: float = 0.2, options: dict[str, dict] | None = None, data: dict | None = None,
-          progress: Callable[[str], None] | None = None) -> AuditReport:
+          progress: Callable[[str], None] | None = None, runtime: bool = True) -> AuditReport:
     """Empirically lower-bound the privacy loss of every release/training in ``subject``.
 
     ``subject``: a ``Compiled``, a ``Spec``, a ``.dps`` path, or a certificate (model, dict, JSON
@@ -164,7 +167,9 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
     ``trials``: outputs per neighbour (default: per mechanism); ``selection_fraction`` of them
     choose the test, the rest evaluate it. ``confidence``: of the one-sided Clopper–Pearson bound.
     ``delta``: the δ at which ε is bounded (default: the certificate's). ``options``: per target
-    name or mechanism name, e.g. ``{"dpsgd": {"steps": 4, "canary_scale": 10}}``.
+    name or mechanism name, e.g. ``{"dpsgd": {"steps": 4, "canary_scale": 10}}``. ``runtime``: also
+    run the runtime audits of each training (:mod:`dpspec.audit.runtime`: normaliser, non-finite
+    gradients, step budget, per-batch caps).
 
     Returns an :class:`AuditReport`; ``report.ok`` is False iff some ε_lower exceeds the
     certified ε (a violation at the given confidence)."""
@@ -193,6 +198,8 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
             report.results.append(skipped(rec.name, rec.mechanism.name, "no runtime mechanism object"))
             continue
         opts = {**options.get(rec.mechanism.name, {}), **options.get(rec.name, {})}
+        if not runtime:
+            opts["runtime"] = False
         ctx = AuditContext(rec.name, rec, mech, compiled, opts, delta, data)
         if progress:
             progress(f"auditing {rec.name} ({rec.mechanism.name})")
@@ -205,6 +212,11 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
             report.results.append(skipped(rec.name, rec.mechanism.name, tlist))
             continue
         for j, t in enumerate(tlist):
+            if isinstance(t, SkippedTarget):
+                report.results.append(skipped(rec.name, rec.mechanism.name, t.reason, t.label))
+                continue
+            if progress and j:
+                progress(f"auditing {t.label()}")
             report.results.append(run_target(t, trials=trials, seed=seed * 1_000_003 + i * 101 + j,
                                              confidence=confidence, selection_fraction=selection_fraction))
     report.seconds = time.perf_counter() - t0

@@ -54,7 +54,8 @@ import numpy as np
 
 from .stats import epsilon_lower_bound, error_counts, max_certifiable_epsilon, select_threshold
 
-__all__ = ["Claim", "AuditContext", "AuditTarget", "AuditResult", "register_auditor", "AUDITORS", "run_target"]
+__all__ = ["Claim", "AuditContext", "AuditTarget", "AuditResult", "register_auditor", "AUDITORS", "run_target",
+           "SkippedTarget"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ class AuditTarget(ABC):
     symmetric: bool = True
     #: outputs per neighbour when the caller gives no ``trials``
     default_trials: int = 10_000
+    #: at most this many outputs per neighbour whatever the caller asks (None: no limit); the runtime audits,
+    #: whose verdicts are stark, cap their cost this way
+    max_trials: int | None = None
 
     def __init__(self, ctx: AuditContext):
         self.ctx = ctx
@@ -216,6 +220,8 @@ def run_target(target: AuditTarget, *, trials: int | None = None, seed: int = 0,
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     claim = target.claim()
     n = int(trials if trials is not None else target.default_trials)
+    if target.max_trials is not None:
+        n = min(n, int(target.max_trials))
     rng = np.random.default_rng(seed)
     comps = target.components()
     if not comps:
@@ -239,5 +245,14 @@ def run_target(target: AuditTarget, *, trials: int | None = None, seed: int = 0,
         note=claim.note, seconds=time.perf_counter() - t0, label=target.label(), components=subs)
 
 
-def skipped(name: str, mechanism: str, reason: str) -> AuditResult:
-    return AuditResult(name=name, mechanism=mechanism, status="skipped", note=reason)
+def skipped(name: str, mechanism: str, reason: str, label: str = "") -> AuditResult:
+    return AuditResult(name=name, mechanism=mechanism, status="skipped", note=reason, label=label)
+
+
+@dataclass
+class SkippedTarget:
+    """A target a factory returns when its check does not apply to the certificate (with the reason)."""
+
+    name: str
+    label: str
+    reason: str

@@ -2,20 +2,26 @@
 instantiation"; white-box threat model of the certificate: every noisy step is observed).
 
 The runtime object is driven exactly as in training — ``mechanism.batches`` draws each step's batch
-and ``mechanism.private_gradients`` clips, sums, adds noise and normalises — on a tiny model whose
-loss is linear in the parameters, so a record's gradient does not depend on the model state:
+and the mechanism's certified step (``_noisy_sum``: clip, sum, charge the ledger, add noise once;
+``private_gradients`` is that step plus the batch caps and the public normaliser) — on a tiny model
+whose loss is linear in the parameters, so a record's gradient does not depend on the model state:
 
 * the dataset has ``dataset_size`` records; all of them have gradient 0 except the canary slot(s)
   (K slots for a group unit of size K). On D₁ a canary has a gradient of norm ``canary_scale``·C
   (clipped to C by a correct mechanism); on D₀ the slot holds a zero-gradient record (add/remove:
   with the sum un-normalised, this is distributed exactly as removing the canary) or, for the
   substitution relation, an anti-canary of gradient −canary_scale·C (the worst substitution);
-* the adversary sees the un-normalised noisy sum (the mechanism's output times its own
-  normalising constant) of the canary coordinate(s) at each of the first k steps.
+* the adversary sees the un-normalised noisy sum of the canary coordinate(s) at each of the first k
+  steps (the normaliser is a public constant of the certificate; :mod:`dpspec.audit.runtime` audits
+  that it is).
 
-Many independent trials run in one ``private_gradients`` call: trial r owns parameter r of a
-block model and its records touch only that parameter, so per-example clipping and per-coordinate
-noise act on each trial separately; every trial has its own batch stream from ``batches``.
+Many independent trials run in one certified step: trial r owns parameter r of a block model and its
+records touch only that parameter, so per-example clipping and per-coordinate noise act on each trial
+separately; every trial has its own batch stream from ``batches``. Each chunk of trials runs on a
+fresh copy of the mechanism (its own ledger: every trial is one run of at most T steps).
+
+:mod:`dpspec.audit.runtime` adds the runtime audits of the same certificate entry (the public
+normaliser, non-finite gradients, the step budget and the per-batch cap).
 
 Statistics (chosen on the selection split): the log-likelihood ratio of the certified model
 (mixture over the canary's inclusion; Poisson, without replacement, groups), the sum and the
@@ -138,6 +144,8 @@ class DpSgdAudit(AuditTarget):
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
 
+        import dataclasses
+
         mech = self.ctx.mechanism
         out = np.empty((n, self.k * self.L))
         seeds = rng.integers(0, 2**63 - 1, size=n + 1)
@@ -150,7 +158,8 @@ class DpSgdAudit(AuditTarget):
         for c0 in range(0, n, chunk):
             R = min(chunk, n - c0)
             model = _block_model(R, self.L)
-            streams = [mech.batches(self.n, np.random.default_rng(int(seeds[c0 + r])), self.k) for r in range(R)]
+            run = dataclasses.replace(mech)  # a fresh run (its own ledger) of the same mechanism
+            streams = [run.batches(self.n, np.random.default_rng(int(seeds[c0 + r])), self.k) for r in range(R)]
             for t in range(self.k):
                 batches = [np.asarray(next(it)) for it in streams]
                 sizes = [b.size for b in batches]
@@ -162,10 +171,9 @@ class DpSgdAudit(AuditTarget):
                     row += idx.size
                 xb = torch.from_numpy(x)
                 yb = torch.zeros(len(x), dtype=torch.float64)
-                grads = mech.private_gradients(model, _linear_loss, xb, yb, self.n, generator=gen)
-                denom = mech.expected_batch(self.n)
-                for layer, key in enumerate(sorted(grads, key=lambda s: int(s.split(".")[-1]))):
-                    out[c0:c0 + R, t * self.L + layer] = grads[key].detach().numpy() * denom
+                sums, _cs = run._noisy_sum(model, _linear_loss, xb, yb, generator=gen)
+                for layer, key in enumerate(sorted(sums, key=lambda s: int(s.split(".")[-1]))):
+                    out[c0:c0 + R, t * self.L + layer] = sums[key].detach().numpy()
         return out
 
     # --- statistics --------------------------------------------------------------------------------
@@ -203,4 +211,6 @@ class DpSgdAudit(AuditTarget):
 
 @register_auditor("dpsgd")
 def _factory(ctx: AuditContext):
-    return [DpSgdAudit(ctx)]
+    from .runtime import dpsgd_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
+
+    return [DpSgdAudit(ctx), *dpsgd_targets(ctx)]

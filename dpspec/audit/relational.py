@@ -103,4 +103,6 @@ class RelationalAudit(AuditTarget):
 
 @register_auditor("relational_dpsgd")
 def _factory(ctx: AuditContext):
-    return [RelationalAudit(ctx)]
+    from .runtime import relational_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
+
+    return [RelationalAudit(ctx), *relational_targets(ctx)]

@@ -21,6 +21,7 @@ one-parameter construction does not cover them).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -118,7 +119,8 @@ class SrppSgdAudit(AuditTarget):
             model = torch.nn.Linear(1, 1, bias=False)
             with torch.no_grad():
                 model.weight.zero_()
-            opt = self.mech.optimizer(model, _linear_loss, seed=int(seeds[i]))
+            # every trial is one run: a fresh copy of the mechanism (its own ledger)
+            opt = dataclasses.replace(self.mech).optimizer(model, _linear_loss, seed=int(seeds[i]))
             for t, idx in enumerate(opt.batches(self.n)):
                 if t >= self.k:
                     break
@@ -137,4 +139,6 @@ class SrppSgdAudit(AuditTarget):
 
 @register_auditor("srpp_sgd")
 def _factory(ctx: AuditContext):
-    return [SrppSgdAudit(ctx)]
+    from .runtime import srpp_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
+
+    return [SrppSgdAudit(ctx), *srpp_targets(ctx)]

@@ -330,24 +330,26 @@ def _structure_difference(doc, canonical, path: str) -> str | None:
 # --- the checks -----------------------------------------------------------------------------------
 
 
-def verify(doc, *, raise_on_error: bool = True, data: dict | None = None, trust_code: bool = False) -> VerifyReport:
+def verify(doc, *, raise_on_error: bool = True, data: dict | None = None, trust_code: bool = False,
+           original=None) -> VerifyReport:
     """Verify a certificate: a ``Certificate``, a dict, JSON text (``str``/``bytes``) or a file
     (``pathlib.Path``; a ``str`` is always text, never a path). Raises ``VerificationError`` on failure
     unless ``raise_on_error=False``; the report lists every problem found. ``data`` binds the datasets a
     spec names with ``dataset(name)`` (as for ``dpspec.compile``). ``trust_code=True`` lets the
     recompilation import and run the user code the embedded spec names (``sampler``/``callable``);
-    without it such a certificate fails verification."""
+    without it such a certificate fails verification. ``original``: for a run certificate, the
+    certificate it spends (default: the one embedded in it)."""
     rep = VerifyReport()
     try:
-        _verify(doc, rep, data, trust_code)
+        _verify(doc, rep, data, trust_code, original)
     except Exception as e:  # a bug must still give a failing report, never a verified one or a traceback
         rep.fail(f"internal error while verifying ({type(e).__name__}: {str(e)[:200]}); the certificate is "
                  "NOT verified — this is a bug in dpspec, please report it")
     return _finish(rep, raise_on_error)
 
 
-def _verify(doc, rep: VerifyReport, data, trust_code: bool) -> None:
-    cert = load_structure(doc, rep, data=data, trust_code=trust_code)
+def _verify(doc, rep: VerifyReport, data, trust_code: bool, original=None) -> None:
+    cert = load_structure(doc, rep, data=data, trust_code=trust_code, original=original)
     if cert is None:
         return
     _formula_texts(cert, rep)
@@ -357,7 +359,7 @@ def _verify(doc, rep: VerifyReport, data, trust_code: bool) -> None:
     _execution_checks(cert, rep)
 
 
-def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = False) -> Certificate | None:
+def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = False, original=None) -> Certificate | None:
     """Steps 1–3 (read, strict structure, content hash, spec hash) into ``rep``: the certificate if it
     is well formed, else None. Nothing is recomputed: ``dpspec explain --no-verify`` stops here.
     A run certificate is verified in full by its own module and None is returned."""
@@ -367,7 +369,7 @@ def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = Fals
         rep.fail(str(e))
         return None
     except _RunCertificate as r:
-        _verify_run(r.data, rep, data, trust_code)
+        _verify_run(r.data, rep, data, trust_code, original)
         return None
     rep.certificate = cert
     rep.checks.append("structure: strict schema, no duplicate or unknown keys, every field present, unique names")
@@ -382,14 +384,15 @@ def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = Fals
     return cert
 
 
-def _verify_run(doc: dict, rep: VerifyReport, data, trust_code: bool) -> None:
-    """Run certificates (top-level ``"kind": "run"``) are verified by ``dpspec.certificate.run``."""
-    try:
-        from dpspec.certificate import run as run_certificate
-    except ImportError:
-        rep.fail("this is a run certificate (\"kind\": \"run\"), which this dpspec cannot verify")
-        return
-    run_certificate.verify_run_certificate(doc, rep, data=data, trust_code=trust_code)
+def _verify_run(doc: dict, rep: VerifyReport, data, trust_code: bool, original=None) -> None:
+    """Run certificates (top-level ``"kind": "run"``, already read strictly) are verified by
+    ``dpspec.certificate.run`` against their original certificate, which is verified in full here."""
+    from dpspec.certificate.run import verify_run
+
+    rrep = verify_run(doc, original, data=data, raise_on_error=False, trust_code=trust_code)
+    rep.checks.extend(rrep.checks)
+    for p in rrep.problems:
+        rep.fail(p)
 
 
 def _execution_checks(cert: Certificate, rep: VerifyReport) -> None:

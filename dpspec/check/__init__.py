@@ -8,6 +8,7 @@ from dpspec.check import rules_relational as _rules_rel  # noqa: F401  (DPS6xx)
 from dpspec.check import rules_distributed as _rules_dist  # noqa: F401  (DPS80x)
 from dpspec.check import rules_conformance as _rules_conf  # noqa: F401  (DPS14x)
 from dpspec.check import rules_numbers as _rules_numbers  # noqa: F401  (DPS205–207)
+from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 
 __all__ = ["CATALOGUE", "RuleInfo", "rule", "run_checks"]

@@ -472,8 +472,8 @@ def check_sizes(ctx: Context):
 @rule("DPS127", "a size is needed and not given",
       bad=_UNIT + "train t { mechanism dpsgd  sampling poisson(expected_batch = 256)  clipping flat(C = 1)  steps 100  "
                   "guarantee dp(epsilon = 8, delta = 1e-6) }",
-      good=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.004)  clipping flat(C = 1)  steps 100  "
-                   "guarantee dp(epsilon = 8, delta = 1e-6) }",
+      good=_UNIT.replace("record", "record  dataset_size 60000") + "train t { mechanism dpsgd  sampling "
+           "poisson(expected_batch = 256)  clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
       explanation="An expected batch, a without-replacement batch or a number of epochs needs the (public) "
                   "dataset size to become a rate or a number of steps.")
 def check_needs_size(ctx: Context):
@@ -496,8 +496,8 @@ def check_needs_size(ctx: Context):
 
 @rule("DPS128", "training is missing a setting its mechanism needs",
       bad=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.01)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
-      good=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.01)  clipping flat(C = 1)  steps 100  "
-                   "guarantee dp(epsilon = 8, delta = 1e-6) }",
+      good=_UNIT.replace("record", "record  dataset_size 60000") + "train t { mechanism dpsgd  sampling "
+           "poisson(rate = 0.01)  clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
       explanation="DP-SGD needs sampling, clipping (the sensitivity) and a length (steps or epochs).")
 def check_training_settings(ctx: Context):
     for t in ctx.spec.trainings:

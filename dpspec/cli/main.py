@@ -47,6 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("cert", metavar="CERT.json")
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("--trust-code", action="store_true", help=trust_help)
+    c.add_argument("--certificate", metavar="ORIGINAL.json", help="for a run certificate: the certificate it spends "
+                   "(default: the embedded one)")
+
+    c = sub.add_parser("run-cert", help="write a run certificate: the steps a stopped run took and the ε it spent")
+    c.add_argument("cert", metavar="CERT.json", help="the certificate the run spends")
+    c.add_argument("--target", metavar="NAME", help="the training (default: the certificate's only one)")
+    g = c.add_mutually_exclusive_group(required=True)
+    g.add_argument("--steps", type=int, metavar="N", help="steps the run took")
+    g.add_argument("--ledger", metavar="STATE.json", help="the ledger state the run saved (mechanism.ledger_state())")
+    c.add_argument("--embed", action="store_true", help="embed the original certificate")
+    c.add_argument("-o", "--output", metavar="RUN.json", help="write it here (default: stdout)")
 
     c = sub.add_parser("explain", help="verify a certificate, then print a human summary of it")
     c.add_argument("cert", metavar="CERT.json")
@@ -84,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--target", action="append", metavar="NAME", help="audit only this release/training (repeatable)")
     c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    c.add_argument("--no-runtime-checks", action="store_true",
+                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps)")
     return p
 
 
@@ -96,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
         return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
-                "fmt": cmd_fmt, "plot": cmd_plot, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit}[args.cmd](args)
+                "fmt": cmd_fmt, "plot": cmd_plot, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit,
+                "run-cert": cmd_run_cert}[args.cmd](args)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
@@ -202,6 +216,19 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
+def _read_cert(path: str):
+    """A certificate read as `dpspec verify` reads it (bounded, strict structure), or None after a message."""
+    from dpspec.certificate import verify as V
+
+    try:
+        return V.load_strict(Path(path))
+    except (V.CertificateReadError, V._StructureError) as e:
+        print(f"{path}: error: {e}", file=sys.stderr)
+    except V._RunCertificate:
+        print(f"{path}: error: this is a run certificate; give the certificate the run spends", file=sys.stderr)
+    return None
+
+
 def _verify_failed(path: str, rep) -> int:
     """One line per problem on stderr (a single problem: one line in all)."""
     from dpspec.certificate.verify import printable
@@ -218,7 +245,8 @@ def _verify_failed(path: str, rep) -> int:
 def cmd_verify(args) -> int:
     from dpspec.certificate.verify import verify
 
-    rep = verify(Path(args.cert), raise_on_error=False, trust_code=args.trust_code)
+    rep = verify(Path(args.cert), raise_on_error=False, trust_code=args.trust_code,
+                 original=Path(args.certificate) if args.certificate else None)
     if args.format == "json":
         print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2,
                          ensure_ascii=False))
@@ -230,6 +258,52 @@ def cmd_verify(args) -> int:
     for c in rep.checks:
         print(f"  ✓ {printable(c)}")
     print(f"{args.cert}: verified")
+    return EXIT_OK
+
+
+def cmd_run_cert(args) -> int:
+    from dpspec.certificate.run import run_certificate_for
+    from dpspec.mechanisms.ledger import CertificateGuardError
+
+    for f in (args.cert, args.ledger):
+        if f is not None and not Path(f).is_file():
+            print(f"dpspec: cannot read {f}: no such file", file=sys.stderr)
+            return EXIT_INVALID
+    if args.steps is not None and args.steps < 0:
+        print("dpspec: error: --steps must be ≥ 0", file=sys.stderr)
+        return EXIT_USAGE
+    state = None
+    if args.ledger is not None:
+        try:
+            state = json.loads(Path(args.ledger).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            print(f"{args.ledger}: error: not a ledger state (JSON): {e}", file=sys.stderr)
+            return EXIT_INVALID
+    target = args.target
+    if target is None:
+        cert = _read_cert(args.cert)
+        if cert is None:
+            return EXIT_INVALID
+        names = [r.name for r in cert.results if r.kind != "compose"]
+        if len(names) != 1:
+            print(f"{args.cert}: error: the certificate has {len(names)} targets ({', '.join(names)}): name one "
+                  "with --target", file=sys.stderr)
+            return EXIT_USAGE
+        target = names[0]
+    try:
+        rc = run_certificate_for(Path(args.cert), target, steps=args.steps, ledger_state=state, embed=args.embed)
+    except (ValueError, CertificateGuardError) as e:
+        print(f"{args.cert}: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    text = rc.to_json()
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        eps = ", ".join(f"ε = {p.epsilon:.4g} at " + (f"δ = {p.delta:g}" if p.delta is not None else f"α = {p.alpha:g}")
+                        for p in rc.spent[:2])
+        print(f"{rc.target}: {rc.steps_taken} of {rc.budget_steps} {rc.unit}(s); spent {eps}")
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
 
 
@@ -399,7 +473,7 @@ def cmd_audit(args) -> int:
     progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
     try:
         rep = audit(args.cert, trials=args.trials, seed=args.seed, confidence=args.confidence, delta=args.delta,
-                    targets=args.target, progress=progress)
+                    targets=args.target, progress=progress, runtime=not args.no_runtime_checks)
     except (AuditError, SpecError) as e:
         print(f"{args.cert}: error: {e}", file=sys.stderr)
         return EXIT_INVALID

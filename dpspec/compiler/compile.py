@@ -137,6 +137,10 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
         spec=SpecRecord(source_name=spec.program.root, canonical_text=text, sha256=sha256_text(text)),
         results=[c.certificate for c in compiled.values()],
     ).sealed()
+    for c in compiled.values():  # the runtime objects carry the sealed certificate they run under
+        bind = getattr(c.mechanism, "bind_certificate", None)
+        if callable(bind):
+            bind(cert, c.name)
     return Compiled(spec, cert, compiled)
 
 
@@ -562,7 +566,9 @@ def _grid_text(alphas: np.ndarray) -> str:
 
 
 def _dpsgd_plan(ctx: Context, t: ir.Training):
-    """Sampling → (scheme name for the accountant, rate, batch size, dataset size, steps)."""
+    """Sampling → (scheme name for the accountant, rate, batch size, dataset size, steps). The batch size is
+    the public normaliser of the noisy sum (expected batch qN, B, or N for full batch); without it the
+    normaliser would be read from the data (DPS160)."""
     from dpspec.check.rules import dataset_size
 
     n = dataset_size(ctx, t)
@@ -580,6 +586,11 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
               hint="use poisson(expected_batch = 256), without_replacement(batch_size = 256) or full_batch")
     if rate > 1:
         _fail("DPS126", f"the sampling rate {rate:g} is above 1", t, "sampling", hint="use a smaller batch")
+    if batch is None:
+        from dpspec.check.rules_runtime import NORMALISER_HINT
+
+        _fail("DPS160", f"`{t.name}` would divide its noisy gradient sum by a batch size read from the data",
+              t, "sampling", hint=NORMALISER_HINT)
     if t.schedule.steps is not None:
         steps = t.schedule.steps
     else:
@@ -722,8 +733,8 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
                   hint=_DPS201_HINT)
     params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
               "sample_rate": rate, "steps": steps, "group_size": K}
-    if batch is not None:
-        params["batch_size"] = batch
+    params["batch_size"] = batch
+    params["normalizer"] = float(batch)  # the public constant the noisy sum is divided by, at run time too
     if n is not None:
         params["dataset_size"] = n
     if t.schedule.learning_rate is not None:
@@ -761,7 +772,10 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
                  batch_size=batch, dataset_size=n, learning_rate=t.schedule.learning_rate or 0.1,
                  momentum=t.schedule.momentum or 0.0,
                  per_layer_clip=tuple(t.clipping.C) if isinstance(t.clipping, ir.PerLayerClipping) else None,
-                 name=t.name)
+                 name=t.name, normalizer=float(batch), group_size=K, relation=relation,
+                 rdp_alphas=tuple(map(float, curve.alphas)),
+                 delta=g.delta if isinstance(g, ir.DpGuarantee) else None,
+                 alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha)
     return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp))
 
 

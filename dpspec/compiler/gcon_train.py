@@ -177,7 +177,8 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
                          huber_delta=t.loss.delta if t.loss else None, encoder=t.encoder or ir.EncoderSpec(kind="mlp"),
                          pseudo_labels=bool(t.pseudo_labels), split=t.split or ir.SplitSpec(),
                          inference=t.inference or "private_graph", graph=unit_decl.data,
-                         certified_beta=op["beta"], certified_amp_sigma=amp["sigma"],
+                         certified_beta=op["beta"], certified_amp_sigma=amp["sigma"], amp_fraction=AMP_FRACTION,
+                         grad_tol=GRAD_TOL, certified_epsilon=cal["epsilon_total"], certified_delta=cal["delta_total"],
                          bound_graph=ds if isinstance(unit_decl.data, ir.NamedData) else None)
     return record, mech
 

@@ -256,5 +256,6 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                                clipping=mode, degree_cap=K, negatives_per_positive=k, rate=rate, steps=steps,
                                learning_rate=t.schedule.learning_rate or 1e-3,
                                loss=(t.loss.kind if t.loss else "infonce"),
-                               encoder=t.encoder or ir.EncoderSpec(kind="mlp", hidden=256))
+                               encoder=t.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
+                               negatives=negatives, delta=g.delta, num_edges=m, num_nodes=n)
     return record, mech

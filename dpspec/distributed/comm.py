@@ -19,7 +19,11 @@ sums and records the injected vector (reduced − clean) — a test hook, it dou
 
 :meth:`Comm.check_consensus` all-reduces (min, max) of a 52-bit digest (CRC-32 and size) of the global batch: if any
 rank drew a different batch (a seed mismatch would silently change the sampling distribution) it
-raises :class:`DistributedSoundnessError` (DPS806) on every rank.
+raises :class:`DistributedSoundnessError` (DPS806) on every rank. The trainers call
+:meth:`Comm.check_step`, which adds each rank's privacy-ledger state to the digest: every rank keeps
+the same ledger (charged at the same steps, before the noise), so every rank refuses a step beyond
+the certified budget at the same step and no collective is left waiting; a rank resumed from another
+checkpoint is caught at its first step.
 """
 
 from __future__ import annotations
@@ -176,6 +180,15 @@ class Comm:
             raise DistributedSoundnessError(
                 f"the ranks drew different global batches{where}: the sampling would not be the declared "
                 "sampling over the whole dataset", hint="give every rank the same seed; do not shuffle per worker")
+
+    def check_step(self, idx, ledger=None, step: int | None = None) -> None:
+        """:meth:`check_consensus` of the global batch together with the privacy ledger's state: every
+        rank keeps its own ledger of the run, and they must agree (same certificate, same steps taken)
+        so that every rank refuses a step beyond the budget at the same step (DPS806 otherwise)."""
+        a = np.asarray(idx, dtype=np.int64).ravel()
+        if ledger is not None:
+            a = np.concatenate([a, np.array([ledger.consensus_token(), a.size], dtype=np.int64)])
+        self.check_consensus(a, step)
 
     def broadcast_parameters(self, module_or_tensors) -> None:
         """Copy rank 0's parameters to every rank (what DDP does at construction)."""

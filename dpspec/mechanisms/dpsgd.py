@@ -1,15 +1,22 @@
 """The DP-SGD runtime: samples batches as accounted, clips per-example gradients, adds noise.
 
-What the certificate assumes, this object does:
+What the certificate assumes, this object does — and it refuses to do anything else:
 - Poisson sampling draws each example independently with probability q at every step (the
   batch size is random, possibly 0); without-replacement sampling draws a fresh uniform subset
   of exactly B examples at every step. Never "shuffle and call it Poisson".
 - Per-example gradients come from ``torch.func`` (vmap over grad; shared utilities in
   :mod:`dpspec.mechanisms.per_example`, with the equivalent ghost-norm path for Sequential MLPs);
   each is clipped to ℓ2 norm ≤ C (flat) or each layer to C_l (per-layer, total C = √Σ C_l²)
-  before summation.
+  before summation. A non-finite per-example gradient is replaced by zero (inside the clip ball,
+  so one example still moves the sum by at most C) and counted; the step is never dropped.
 - The clipped sum gets N(0, (σC)² I) noise exactly once per step, then is divided by the
-  *expected* batch size qn (or B), a data-independent constant.
+  certificate's ``normalizer`` — the public expected batch size qN (or B, or N for full batch) —
+  never by a size read from the data (under insertion/removal the noise scale would reveal it).
+- Every step is charged to the privacy ledger *before* its noise is drawn; beyond the certified
+  number of steps :class:`~dpspec.mechanisms.ledger.BudgetExceededError` is raised.
+- A step's batch is named by training-set indices (the batch ``batches()`` drew, or ``idx=``):
+  each example at most once, exactly B of them for without-replacement sampling
+  (:class:`~dpspec.mechanisms.ledger.CapExceededError` otherwise).
 
 torch is imported lazily: compiling a spec never imports it.
 """
@@ -22,19 +29,26 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from dpspec.mechanisms.ledger import (BatchGuard, DataMismatchError, LedgerOwner, PrivacyLedger, Spent,
+                                      fingerprint)
+
 
 @dataclass
 class TrainingReport:
+    """What a run did. ``batch_sizes`` and ``nonfinite_events`` (step, number of examples whose
+    gradient was non-finite and replaced by zero) are functions of the private data: they are not
+    covered by the certificate and must not be published."""
+
     steps: int
     noise_std: float
     batch_sizes: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
-    skipped_nonfinite: list[int] = field(default_factory=list)
+    nonfinite_events: list[tuple[int, int]] = field(default_factory=list)
     injected_noise_std: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
-class DpSgd:
+class DpSgd(LedgerOwner):
     noise_multiplier: float
     clip_norm: float
     sampling: str  # "poisson", "without_replacement" or "full_batch"
@@ -46,78 +60,188 @@ class DpSgd:
     momentum: float = 0.0
     per_layer_clip: tuple[float, ...] | None = None
     name: str = "train"
+    # the public constant the noisy sum is divided by (default: qN, B or N from the fields above)
+    normalizer: float | None = None
+    group_size: int = 1
+    relation: str = "add_remove"
+    # the certificate's α grid and guarantee (δ for (ε, δ), α for RDP): privacy_spent's defaults
+    rdp_alphas: tuple[float, ...] | None = None
+    delta: float | None = None
+    alpha: float | None = None
+    ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
+    _guard: BatchGuard = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        norm = self.normalizer
+        if norm is None:
+            if self.sampling == "without_replacement":
+                norm = self.batch_size
+            elif self.sampling == "full_batch":
+                norm = self.dataset_size
+            elif self.batch_size is not None:
+                norm = self.batch_size
+            elif self.dataset_size is not None:
+                norm = self.sample_rate * self.dataset_size
+        if norm is None or not (float(norm) > 0) or not math.isfinite(float(norm)):
+            raise ValueError(f"`{self.name}`: DP-SGD divides the noisy sum by a public constant (the expected batch "
+                             "size); give dataset_size (or the batch size) so that it is not read from the data "
+                             "(rule DPS160)")
+        object.__setattr__(self, "normalizer", float(norm))
+        fp = fingerprint(mechanism="dpsgd", sigma=self.noise_multiplier, clip=self.clip_norm, sampling=self.sampling,
+                         rate=self.sample_rate, steps=self.steps, batch=self.batch_size, n=self.dataset_size,
+                         normalizer=self.normalizer, group=self.group_size, relation=self.relation)
+        object.__setattr__(self, "ledger", PrivacyLedger(self.name, self.steps, self._spent, fingerprint=fp))
+        fixed = int(self.batch_size) if self.sampling == "without_replacement" else None
+        object.__setattr__(self, "_guard", BatchGuard(self.name, batch_size=fixed, what="example"))
 
     @property
     def noise_std(self) -> float:
         """Standard deviation of the noise added to the clipped gradient sum (σ·C)."""
         return self.noise_multiplier * self.clip_norm
 
+    # --- the ledger's accountant (the certificate's own, at the steps taken) ------------------------
+
+    def _accountant_name(self) -> str:
+        if self.sampling == "without_replacement":
+            return "wor_substitution" if self.relation == "substitution" else "wor"
+        return "poisson"
+
+    def _spent(self, steps: int, delta: float | None) -> Spent:
+        from dpspec import accounting as acc
+
+        if delta is None and self.delta is None and self.alpha is None:
+            raise ValueError(f"`{self.name}`: give the δ at which to report ε")
+        use_rdp = delta is None and self.delta is None
+        name = self._accountant_name()
+        rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
+        base = dict(target=self.name, steps=steps, budget_steps=self.steps)
+        if steps == 0:
+            return Spent(notion="renyi_dp" if use_rdp else "approximate_dp", epsilon=0.0,
+                         delta=None if use_rdp else (delta if delta is not None else self.delta),
+                         alpha=self.alpha if use_rdp else None, note="no step taken", accountant=name, **base)
+        alphas = None if self.rdp_alphas is None else np.asarray(self.rdp_alphas, dtype=float)
+        if use_rdp and alphas is not None and self.alpha not in set(alphas.tolist()):
+            alphas = np.sort(np.append(alphas, self.alpha))
+        curve = acc.dpsgd_rdp_curve(self.noise_multiplier, rate, steps, sampling=name, group_size=self.group_size,
+                                    dataset_size=self.dataset_size if name != "poisson" else None, alphas=alphas)
+        if use_rdp:
+            i = int(np.flatnonzero(np.asarray(curve.alphas) == self.alpha)[0])
+            return Spent(notion="renyi_dp", epsilon=float(np.asarray(curve.rdp)[i]), alpha=self.alpha,
+                         accountant=curve.theorem, **base)
+        d = float(delta if delta is not None else self.delta)
+        res = acc.dp_from_curve(curve, d)
+        return Spent(notion="approximate_dp", epsilon=float(res.epsilon), delta=d,
+                     accountant=f"{curve.theorem}; {res.conversion}", **base)
+
     # --- sampling ---------------------------------------------------------------------------------
 
-    def batches(self, n: int, rng: np.random.Generator, steps: int | None = None) -> Iterator[np.ndarray]:
-        """Index arrays, one per step, drawn exactly as the accountant assumes."""
-        if self.dataset_size is not None and n != self.dataset_size:
-            raise ValueError(f"the data has {n} examples but the certificate assumes dataset_size = "
-                             f"{self.dataset_size}; recompile with the right size")
-        for _ in range(self.steps if steps is None else steps):
-            if self.sampling == "poisson":
-                yield np.flatnonzero(rng.random(n) < self.sample_rate)
-            elif self.sampling == "without_replacement":
-                yield rng.choice(n, size=int(self.batch_size), replace=False)
-            else:
-                yield np.arange(n)
+    def _check_size(self, n: int) -> None:
+        # Without replacement, the accountant uses N (rate B/N): another size is another analysis. Poisson and
+        # full-batch analyses do not depend on N (the normaliser is the certificate's constant), and refusing a
+        # dataset of N ± 1 records would itself reveal a membership under insertion/removal.
+        if self.sampling == "without_replacement" and self.dataset_size is not None and n != self.dataset_size:
+            raise DataMismatchError(f"`{self.name}`: the data has {n} examples but the certificate samples "
+                                    f"{int(self.batch_size)} of dataset_size = {self.dataset_size} per step; "
+                                    "recompile with the right size")
 
-    def expected_batch(self, n: int) -> float:
-        if self.sampling == "without_replacement":
-            return float(self.batch_size)
-        return self.sample_rate * n
+    def batches(self, n: int, rng: np.random.Generator, steps: int | None = None) -> Iterator[np.ndarray]:
+        """Index arrays, one per step, drawn exactly as the accountant assumes (at most the steps the
+        ledger has left: more raises :class:`BudgetExceededError` before any batch is drawn)."""
+        total = self.ledger.remaining if steps is None else int(steps)
+        self.ledger.require(total)
+        self._check_size(int(n))
+        return self._draw(int(n), rng, total)
+
+    def _draw(self, n: int, rng: np.random.Generator, total: int) -> Iterator[np.ndarray]:
+        for _ in range(total):
+            if self.sampling == "poisson":
+                idx = np.flatnonzero(rng.random(n) < self.sample_rate)
+            elif self.sampling == "without_replacement":
+                idx = rng.choice(n, size=int(self.batch_size), replace=False)
+            else:
+                idx = np.arange(n)
+            yield self._guard.issue(idx)
+
+    def expected_batch(self, n: int | None = None) -> float:
+        """The certificate's normaliser (``n`` is ignored: the normaliser never depends on the data)."""
+        return self._normaliser(n)
+
+    def _normaliser(self, n: int | None) -> float:
+        return self.normalizer
 
     # --- one private step ---------------------------------------------------------------------------
 
-    def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int, generator=None, comm=None):
-        """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
-
-        Per-example gradients and clipping come from :mod:`dpspec.mechanisms.per_example` (torch.func
-        vmap over grad; the ghost-norm path for Sequential MLPs). If any example has a non-finite
-        gradient the returned gradients are non-finite, so that :meth:`train` skips the step and
-        records it (the behaviour of this runtime since its first version).
-        """
-        import torch
-
+    def _clipped_sum(self, model, loss_fn: Callable, xb, yb):
         from dpspec.mechanisms.per_example import clipped_grad_sum, trainable_parameters
 
         params = trainable_parameters(model)
         if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
             raise ValueError(f"per-layer clipping gives {len(self.per_layer_clip)} norms for "
                              f"{len(params)} parameter tensors")
-        cs = clipped_grad_sum(model, loss_fn, xb, yb,
-                              clip=None if self.per_layer_clip is not None else self.clip_norm,
-                              per_layer_clips=self.per_layer_clip)
-        summed = cs.sums
-        if cs.nonfinite:
-            summed = {k: torch.full_like(v, float("nan")) for k, v in summed.items()}
-        denom = self.expected_batch(n)
+        return clipped_grad_sum(model, loss_fn, xb, yb,
+                                clip=None if self.per_layer_clip is not None else self.clip_norm,
+                                per_layer_clips=self.per_layer_clip)
+
+    def _nonfinite_policy(self, cs) -> dict:
+        """The clipped sums to noise. Non-finite per-example gradients were replaced by zero inside
+        ``clipped_grad_sum`` (zero is in the clip ball: sensitivity C holds); the step goes on."""
+        return cs.sums
+
+    def _noisy_sum(self, model, loss_fn: Callable, xb, yb, generator=None, comm=None):
+        """(un-normalised noisy clipped sums, ClippedSum): the certified step on this batch. The ledger is
+        charged before the noise is drawn."""
+        import torch
+
+        cs = self._clipped_sum(model, loss_fn, xb, yb)
+        summed = self._nonfinite_policy(cs)
+        self.ledger.charge(1)
+        std = self.noise_std
         if comm is not None:
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
             # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
-            std = self.noise_std
-            reduced = comm.noisy_sum(summed, lambda i, s: torch.normal(0.0, std, size=s.shape, generator=generator,
-                                                                       dtype=s.dtype))
-            return {k: v / denom for k, v in reduced.items()}
-        out = {}
-        for k, s in summed.items():
-            noise = torch.normal(0.0, self.noise_std, size=s.shape, generator=generator, dtype=s.dtype)
-            out[k] = (s + noise) / denom
-        return out
+            return comm.noisy_sum(summed, lambda i, s: torch.normal(0.0, std, size=s.shape, generator=generator,
+                                                                    dtype=s.dtype)), cs
+        out = {k: s + torch.normal(0.0, std, size=s.shape, generator=generator, dtype=s.dtype)
+               for k, s in summed.items()}
+        return out, cs
+
+    def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
+        global_rows = rows
+        if comm is not None and idx is not None:
+            lo, hi = comm.bounds(len(idx))
+            if hi - lo != rows:
+                raise DataMismatchError(f"`{self.name}`: this rank holds {rows} rows of a batch whose shard is "
+                                        f"{hi - lo}")
+            global_rows = len(idx)
+        self._guard.resolve(idx, global_rows, population=n)
+
+    def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int | None = None, generator=None, comm=None,
+                          *, idx=None, report: TrainingReport | None = None):
+        """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
+
+        ``idx``: the training-set indices of the batch's rows (default: the batch ``batches()`` drew
+        for this step); checked against the certificate's caps. ``n``: the number of examples the
+        batch was drawn from (checked for without-replacement sampling; never used to normalise).
+        With ``comm``, (xb, yb) is this rank's shard of the global batch ``idx``."""
+        if n is not None:
+            self._check_size(int(n))
+        self._check_batch(idx, int(xb.shape[0]), n, comm)
+        noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm)
+        if report is not None and cs.nonfinite:
+            report.nonfinite_events.append((self.ledger.steps_taken - 1, int(cs.nonfinite)))
+        denom = self._normaliser(n)
+        return {k: v / denom for k, v in noisy.items()}
 
     # --- a whole run -------------------------------------------------------------------------------
 
     def train(self, model, X, y, loss_fn: Callable | None = None, *, seed: int | None = None,
               progress: bool = False, steps: int | None = None, comm=None) -> TrainingReport:
-        """Train ``model`` in place on tensors (X, y) for the certified number of steps.
+        """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
+        them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
 
         ``comm`` (a :class:`dpspec.distributed.Comm`): run data-parallel — every rank draws the same
-        global batch, clips its shard, and the noise is added once per step (docs/distributed.md)."""
+        global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
+        every rank keeps the same ledger, checked with the batch at every step."""
         import torch
 
         if loss_fn is None:
@@ -127,22 +251,21 @@ class DpSgd:
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=self.learning_rate,
                               momentum=self.momentum)
-        total = self.steps if steps is None else min(steps, self.steps)
+        total = self.ledger.remaining if steps is None else int(steps)
+        self.ledger.require(max(total, 1 if steps is None else 0))  # a run with nothing left is refused
+        batches = self.batches(n, rng, total)
         rep = TrainingReport(steps=total, noise_std=self.noise_std)
         names = [k for k, p in model.named_parameters() if p.requires_grad]
         if comm is not None:
             comm.broadcast_parameters(model)
-        for t, idx in enumerate(self.batches(n, rng, total)):
+        for t, idx in enumerate(batches):
             if comm is not None:
-                comm.check_consensus(idx, t)
+                comm.check_step(idx, self.ledger, t)
                 local = comm.shard(idx)
                 xb, yb = X[local], y[local]
             else:
                 xb, yb = X[idx], y[idx]
-            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm)
-            if not all(torch.isfinite(g).all() for g in grads.values()):
-                rep.skipped_nonfinite.append(t)  # recorded, never silent: the step is dropped
-                continue
+            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep)
             for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
                 p.grad = grads[k]
             opt.step()

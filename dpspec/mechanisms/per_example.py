@@ -4,9 +4,10 @@
   single-example loss, ``functional_call`` with the model's parameters and buffers): each example
   is evaluated as a batch of one, so its gradient depends on nothing but that example.
 * :func:`clipped_grad_sum` — Σ_i clip(g_i) for flat ℓ2 clipping (g·min{1, C/‖g‖₂}) or per-layer
-  clipping (each parameter tensor e clipped to C_e), with non-finite per-example gradients dropped
-  (contribution 0, which stays inside the clip ball, so the sensitivity argument is unchanged) and
-  counted — never silently.
+  clipping (each parameter tensor e clipped to C_e), with a non-finite per-example gradient
+  replaced by zero (inside the clip ball, so the sensitivity argument is unchanged; the callers keep
+  their public normaliser and never drop the step) and counted — never silently. This is the one
+  non-finite policy of every trainer (docs/threat-model.md §1); the count is private.
 
 Two implementations of the clipped sum, checked against each other in the tests:
 
@@ -75,7 +76,8 @@ class ClippedSum:
     """Σ_i clip(g_i) per parameter, with bookkeeping.
 
     ``norms``: (B,) pre-clip per-example ℓ2 norms (flat) or (B, E) per block; ``nonfinite``: number of
-    examples dropped for non-finite gradients (their indices in ``nonfinite_index``); ``losses``: (B,)
+    examples whose non-finite gradient was replaced by zero (their indices in ``nonfinite_index``; a
+    function of the private data); ``losses``: (B,)
     per-example losses (nan where non-finite); ``method``: the implementation used.
     """
 

@@ -2,9 +2,22 @@
 
     g~_t = (1/b) [ sum_i gbar(T_i) + N(0, sigma^2 C^2 I) ],   Theta <- optimizer(Theta, g~_t),
 
-b = rate * |E_bar| the expected batch size (not |B+|); empty Poisson batches still add noise.
-The optimizer (Adam by default, as in the paper) is post-processing.  ``private=False`` trains
-the same model on the same batches without clipping or noise (the non-private baseline).
+b = rate * |E_bar| the expected batch size (not |B+|), a public constant of the configuration;
+empty Poisson batches still add noise. The optimizer (Adam by default, as in the paper) is
+post-processing.  ``private=False`` trains the same model on the same batches without clipping or
+noise (the non-private baseline; no privacy ledger).
+
+What the certificate assumes, a private trainer enforces:
+
+* at most ``steps`` steps, counted by a :class:`~dpspec.mechanisms.ledger.PrivacyLedger` (shared by
+  every trainer of one :class:`~dpspec.mechanisms.relational.RelationalMechanism`) and charged
+  before a step's noise is drawn: :class:`~dpspec.mechanisms.ledger.BudgetExceededError` beyond;
+* every batch — sampled here or passed to :meth:`RelationalTrainer.step` by the user's loop — keeps
+  the caps of the node-level sensitivity: positives are distinct edges of the capped training graph
+  (so a node is in at most K positive tuples), each node is a negative of at most one tuple (Alg. 2),
+  k_neg negatives per tuple: :class:`~dpspec.mechanisms.ledger.CapExceededError` otherwise;
+* a non-finite per-tuple gradient is replaced by zero (inside every clip threshold) and counted in
+  ``result.nonfinite_events`` (a private count); the step goes on.
 
 Privacy: :meth:`RelationalTrainer.accounting` evaluates every valid accountant for the run's
 configuration (:func:`dpspec.accounting.relational.relational_accountants`).
@@ -23,6 +36,8 @@ from torch.func import grad, vmap
 from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError,
                                           node_sensitivity, overflow_probability,
                                           relational_accountants)
+
+from dpspec.mechanisms.ledger import CapExceededError, PrivacyLedger, Spent, fingerprint
 
 from .capping import max_degree
 from .clipping import clip_factors, tuple_thresholds
@@ -51,6 +66,7 @@ class TrainConfig:
     chunk: int = 64                   # tuples per vmap call
     seed: int = 0
     log_every: int = 0
+    rate: float | None = None         # the certified Poisson rate (default: batch_size / |E_bar|)
 
 
 def per_tuple_grads(encoder, params: dict, batch: TupleBatch, loss: str, scale: float,
@@ -109,16 +125,26 @@ def batched_losses(encoder, params, batch: TupleBatch, loss: str, scale: float,
 
 @dataclass
 class TrainResult:
+    """What a run did; ``batch_sizes``, ``losses`` and ``nonfinite_events`` (step, tuples whose non-finite
+    gradient was replaced by zero) are functions of the private graph, not covered by the certificate."""
+
     losses: list = field(default_factory=list)
     batch_sizes: list = field(default_factory=list)
     seconds: float = 0.0
     steps: int = 0
+    nonfinite_events: list = field(default_factory=list)
+
+
+def _engine_only(steps: int, delta) -> Spent:
+    raise ValueError("this trainer was built without a certificate: use `compiled.mechanism.trainer()` or "
+                     ":meth:`RelationalTrainer.accounting` to ask what it spent")
 
 
 class RelationalTrainer:
     """Alg. 3 on a degree-capped private graph."""
 
-    def __init__(self, graph: RelationalGraph, encoder, cfg: TrainConfig, use_ghost: bool = True, comm=None):
+    def __init__(self, graph: RelationalGraph, encoder, cfg: TrainConfig, use_ghost: bool = True, comm=None,
+                 ledger: PrivacyLedger | None = None):
         if cfg.degree_cap < 1:
             raise RelationalSoundnessError("degree_cap must be >= 1", rule="DPS607")
         if max_degree(graph.edges, graph.num_nodes) > cfg.degree_cap:
@@ -131,7 +157,9 @@ class RelationalTrainer:
         if cfg.private:
             node_sensitivity(cfg.clipping, cfg.degree_cap, cfg.k_neg)     # DPS601 for freq_paper
         self.graph, self.encoder, self.cfg = graph, encoder, cfg
-        self.rate = min(1.0, cfg.batch_size / graph.num_edges)
+        self.rate = float(cfg.rate) if cfg.rate is not None else min(1.0, cfg.batch_size / graph.num_edges)
+        # the public normaliser b = rate·|E_bar| of the configuration (never the realised |B+|)
+        self.normalizer = self.rate * graph.num_edges if cfg.rate is None else float(cfg.batch_size)
         self.config = RelationalConfig(graph.num_edges, graph.num_nodes, self.rate,
                                        cfg.degree_cap, cfg.k_neg, cfg.clipping,
                                        "wor" if cfg.k_neg > 0 else "none", "poisson")
@@ -152,8 +180,66 @@ class RelationalTrainer:
         # every rank); a rank clips its contiguous shard of the tuples, the noise is added once (rank 0)
         self.comm = comm
         self.shards: list = []  # with comm: (step, global positive rows of this rank's tuples)
+        if ledger is None:
+            ledger = PrivacyLedger("relational_dpsgd", cfg.steps, _engine_only, fingerprint=fingerprint(
+                mechanism="relational_trainer", sigma=cfg.sigma, clip=cfg.clip, rate=self.rate, K=cfg.degree_cap,
+                k=cfg.k_neg, clipping=cfg.clipping, steps=cfg.steps, m=graph.num_edges, n=graph.num_nodes))
+        elif ledger.budget_steps != cfg.steps:
+            raise ValueError(f"the ledger covers {ledger.budget_steps} steps, the configuration {cfg.steps}")
+        self.ledger = ledger
+        self._edge_keys = np.sort(_pair_keys(graph.edges, graph.num_nodes))
         if comm is not None:
             comm.broadcast_parameters(list(self.params.values()))
+
+    def privacy_spent(self, delta: float | None = None) -> Spent:
+        return self.ledger.privacy_spent(delta)
+
+    def state_dict(self) -> dict:
+        """Checkpoint state (with the encoder's parameters): the ledger, the optimizer, the samplers'
+        generator. Loading it into a trainer of another certificate is refused."""
+        return {"ledger": self.ledger.state_dict(), "optimizer": self.opt.state_dict(),
+                "rng": self.rng.bit_generator.state, "steps": self.result.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ledger.load_state_dict(state["ledger"])  # DataMismatchError for another certificate
+        self.opt.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.result.steps = int(state["steps"])
+
+    def check_batch(self, batch: TupleBatch) -> None:
+        """The caps the node-level sensitivity needs (module docstring); CapExceededError otherwise."""
+        cfg, n = self.cfg, self.graph.num_nodes
+        pos, neg = np.asarray(batch.pos), np.asarray(batch.neg)
+        if pos.ndim != 2 or pos.shape[1] != 2 or neg.shape != (pos.shape[0], cfg.k_neg):
+            raise CapExceededError(f"a batch of tuples needs (b, 2) positives and (b, {cfg.k_neg}) negatives, got "
+                                   f"{pos.shape} and {neg.shape}")
+        if pos.size == 0:
+            return
+        if min(pos.min(), neg.min() if neg.size else 0) < 0 or max(pos.max(), neg.max() if neg.size else 0) >= n:
+            raise CapExceededError(f"the batch names nodes outside 0..{n - 1}")
+        keys = _pair_keys(pos, n)
+        at = np.searchsorted(self._edge_keys, keys)
+        known = (at < self._edge_keys.size) & (self._edge_keys[np.minimum(at, self._edge_keys.size - 1)] == keys)
+        if not known.all():
+            u, v = pos[np.argmin(known)]
+            raise CapExceededError(
+                f"positive ({u}, {v}) is not an edge of the degree-capped training graph: the degree cap K = "
+                f"{cfg.degree_cap} bounds a node's positive tuples only for edges of that graph. Sample with "
+                "`trainer.sample()`.")
+        if np.unique(keys).size != keys.size:
+            raise CapExceededError("an edge appears twice among the batch's positives; Poisson sampling takes each "
+                                   "capped edge at most once, and the degree cap K bounds a node's tuples only then")
+        deg = np.bincount(pos.ravel(), minlength=n)
+        if deg.max() > cfg.degree_cap:
+            raise CapExceededError(
+                f"node {int(deg.argmax())} is in {int(deg.max())} positive tuples of this batch, above the degree cap "
+                f"K = {cfg.degree_cap} of the certificate (its sensitivity assumes at most K)")
+        if neg.size:
+            cnt = np.bincount(neg.ravel(), minlength=n)
+            if cnt.max() > 1:
+                raise CapExceededError(
+                    f"node {int(cnt.argmax())} is a negative of {int(cnt.max())} tuples; NEG-SAMPLE-WOR (Alg. 2) draws "
+                    "distinct negatives, and the sensitivity assumes a node is a negative of at most one tuple")
 
     def sample(self) -> TupleBatch:
         pos = self.sampler()
@@ -161,11 +247,16 @@ class RelationalTrainer:
 
     def step(self, batch: TupleBatch | None = None) -> float:
         cfg = self.cfg
-        batch = self.sample() if batch is None else batch
-        b_exp = self.rate * self.graph.num_edges
+        if cfg.private:
+            self.ledger.require(1)  # BudgetExceededError before a batch is drawn or a gradient computed
+        if batch is None:
+            batch = self.sample()  # drawn as accounted: the caps hold by construction
+        elif cfg.private:
+            self.check_batch(batch)
+        b_exp = self.normalizer
         comm, gsize = self.comm, batch.size
         if comm is not None:
-            comm.check_consensus(np.concatenate([batch.pos.ravel(), batch.neg.ravel()]), self.result.steps)
+            comm.check_step(np.concatenate([batch.pos.ravel(), batch.neg.ravel()]), self.ledger, self.result.steps)
         params = {k: v.detach() for k, v in self.params.items()}
         shapes = [(k, v.shape, v.numel()) for k, v in params.items()]
         if cfg.private:
@@ -189,23 +280,27 @@ class RelationalTrainer:
                     return torch.as_tensor(clip_factors(norms.detach().numpy(), t),
                                            dtype=norms.dtype)
 
+                total = None
                 if self.ghost is not None:
-                    gsum, _, losses = self.ghost.run(
+                    gsum, norms, losses = self.ghost.run(
                         lambda: batched_losses(self.encoder, self.params, batch, cfg.loss,
                                                cfg.scale, cfg.margin), batch.size, factors)
-                    named = {id(p): k for k, p in self.params.items()}
-                    parts = {named[id(p)]: v for p, v in gsum.items()}
-                    total = torch.cat([parts[k].reshape(-1) if k in parts
-                                       else torch.zeros(num) for k, _, num in shapes])
-                else:
+                    if bool(torch.isfinite(norms).all()):
+                        named = {id(p): k for k, p in self.params.items()}
+                        parts = {named[id(p)]: v for p, v in gsum.items()}
+                        total = torch.cat([parts[k].reshape(-1) if k in parts
+                                           else torch.zeros(num) for k, _, num in shapes])
+                if total is None:  # the vmap path (also when a tuple's gradient is non-finite)
                     g, losses = per_tuple_grads(self.encoder, params, batch, cfg.loss, cfg.scale,
                                                 cfg.margin, cfg.chunk)
-                    total = (g * factors(g.norm(dim=1))[:, None]).sum(0)
-                loss_val = float(losses.mean())
+                    total = self._clipped_total(g, factors)
+                loss_val = float(losses[torch.isfinite(losses)].mean()) if bool(torch.isfinite(losses).any()) \
+                    else float("nan")
+            self.ledger.charge(1)  # before the step's noise is drawn
             if comm is not None:
                 sc = cfg.sigma * cfg.clip
-                lsum = torch.tensor([0.0 if batch.size == 0 else loss_val * batch.size, float(batch.size)],
-                                    dtype=total.dtype)
+                lsum = torch.tensor([0.0 if batch.size == 0 or not math.isfinite(loss_val) else loss_val * batch.size,
+                                     float(batch.size)], dtype=total.dtype)
                 (total,) = comm.noisy_sum([total], lambda i, v: torch.randn(v.shape) * sc)
                 comm.all_reduce_sum(lsum)  # reporting only
                 loss_val = float(lsum[0] / lsum[1]) if gsize else float("nan")
@@ -231,9 +326,24 @@ class RelationalTrainer:
         self.result.steps += 1
         return loss_val
 
+    def _clipped_total(self, g: torch.Tensor, factors) -> torch.Tensor:
+        """Σ_i f_i g_i with a non-finite per-tuple gradient replaced by zero (inside every threshold)."""
+        ok = torch.isfinite(g).all(dim=1)
+        if not bool(ok.all()):
+            self.result.nonfinite_events.append((self.result.steps, int((~ok).sum())))
+            g = torch.where(ok[:, None], g, torch.zeros((), dtype=g.dtype))
+        return (g * factors(g.norm(dim=1))[:, None]).sum(0)
+
     def train(self, steps: int | None = None) -> TrainResult:
+        """Run the remaining certified steps (or ``steps`` of them; more raises BudgetExceededError before
+        any step)."""
+        if self.cfg.private:
+            total = self.ledger.remaining if steps is None else int(steps)
+            self.ledger.require(max(total, 1 if steps is None else 0))  # a run with nothing left is refused
+        else:
+            total = self.cfg.steps if steps is None else int(steps)
         t0 = time.time()
-        for s in range(steps if steps is not None else self.cfg.steps):
+        for s in range(total):
             lv = self.step()
             if self.cfg.log_every and (s + 1) % self.cfg.log_every == 0:
                 print(f"step {s + 1}: loss {lv:.4f}")
@@ -258,6 +368,12 @@ class RelationalTrainer:
 
     def overflow_probability(self, steps: int | None = None) -> float:
         return overflow_probability(self.config, self.cfg.steps if steps is None else steps)
+
+
+def _pair_keys(edges, num_nodes: int) -> np.ndarray:
+    """One int64 key per undirected pair (min · n + max)."""
+    e = np.sort(np.asarray(edges, dtype=np.int64).reshape(-1, 2), axis=1)
+    return e[:, 0] * int(num_nodes) + e[:, 1]
 
 
 def embed_nodes(encoder, params, ids) -> np.ndarray:

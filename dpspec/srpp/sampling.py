@@ -133,7 +133,9 @@ class Sampling:
 
     def batches(self, n: int, rng: np.random.Generator, steps: int) -> Iterator[np.ndarray]:
         if n != self.dataset_size:
-            raise ValueError(f"the data has {n} examples but the certificate assumes dataset_size = "
-                             f"{self.dataset_size}; recalibrate with the right size")
+            from dpspec.mechanisms.ledger import DataMismatchError
+
+            raise DataMismatchError(f"the data has {n} examples but the certificate assumes dataset_size = "
+                                    f"{self.dataset_size}; recalibrate with the right size")
         for _ in range(int(steps)):
             yield self.draw(rng)

@@ -21,7 +21,7 @@ def _one(report):
 
 def test_gaussian_release_passes_and_has_power(compiled_specs):
     c = compiled_specs("gaussian_release.dps")
-    r = _one(audit(c, seed=0, trials=200_000))
+    r = _one(audit(c, runtime=False, seed=0, trials=200_000))
     assert r.status == "pass" and r.epsilon_certified == pytest.approx(1.0, abs=1e-6)
     assert 0.1 < r.epsilon_lower <= r.epsilon_certified  # observed ≈ 0.23; the exact ε is 1.0
 
@@ -29,13 +29,13 @@ def test_gaussian_release_passes_and_has_power(compiled_specs):
 def test_gaussian_release_noise_scaled_down_is_flagged(compiled_specs):
     c = compiled_specs("gaussian_release.dps")
     bad = mutate(c.mechanism, "noise_scaled", 0.25)
-    r = _one(audit(c, mechanisms={"total_hours": bad}, seed=1, trials=200_000))
+    r = _one(audit(c, runtime=False, mechanisms={"total_hours": bad}, seed=1, trials=200_000))
     assert r.violation and r.epsilon_lower > 2.0  # observed ≈ 3; true ε of the mutant ≈ 4
 
 
 def test_gaussian_audit_at_another_delta_uses_that_point(compiled_specs):
     c = compiled_specs("gaussian_release.dps")
-    r = _one(audit(c, seed=0, trials=20_000, delta=1e-5))
+    r = _one(audit(c, runtime=False, seed=0, trials=20_000, delta=1e-5))
     assert r.delta == 1e-5 and r.epsilon_certified == pytest.approx(0.8725, abs=1e-3)
     assert r.status == "pass"
 
@@ -49,10 +49,10 @@ def test_gaussian_secure_mode_is_audited_through_its_own_sampler(compiled_specs,
     monkeypatch.setattr(secrets, "randbelow", random.Random(0).randrange)
     c = compiled_specs("gaussian_release.dps")
     secure = dataclasses.replace(c.mechanism, secure=True)
-    r = _one(audit(c, mechanisms={"total_hours": secure}, seed=0, trials=8_000))
+    r = _one(audit(c, runtime=False, mechanisms={"total_hours": secure}, seed=0, trials=8_000))
     assert r.status == "pass"
     weak = dataclasses.replace(secure, sigma=secure.sigma / 8)
-    r = _one(audit(c, mechanisms={"total_hours": weak}, seed=0, trials=8_000))
+    r = _one(audit(c, runtime=False, mechanisms={"total_hours": weak}, seed=0, trials=8_000))
     assert r.violation
 
 
@@ -64,7 +64,7 @@ def test_gaussian_secure_mode_is_audited_through_its_own_sampler(compiled_specs,
 
 def test_dpsgd_poisson_passes(compiled_specs):
     c = compiled_specs("DPSGD_POISSON")
-    r = _one(audit(c, seed=0, trials=2000))
+    r = _one(audit(c, runtime=False, seed=0, trials=2000))
     assert r.status == "pass" and r.epsilon_certified == pytest.approx(2.0, rel=1e-5)
     assert r.epsilon_headline == r.epsilon_certified  # all 4 steps observed
 
@@ -73,7 +73,7 @@ def test_dpsgd_poisson_passes(compiled_specs):
 def test_dpsgd_poisson_mutants_are_flagged(compiled_specs, kind):
     c = compiled_specs("DPSGD_POISSON")
     bad = mutants(c, "model")[kind]
-    r = _one(audit(c, mechanisms={"model": bad}, seed=1, trials=2000))
+    r = _one(audit(c, runtime=False, mechanisms={"model": bad}, seed=1, trials=2000))
     assert r.violation, (kind, r.epsilon_lower, r.epsilon_certified)
     assert r.epsilon_lower > 2.5
 
@@ -81,35 +81,35 @@ def test_dpsgd_poisson_mutants_are_flagged(compiled_specs, kind):
 def test_dpsgd_full_batch_lower_bound_is_informative(compiled_specs):
     """Without subsampling the canary is seen at every step: the audit gets close to the certificate."""
     c = compiled_specs("DPSGD_FULL_BATCH")
-    r = _one(audit(c, seed=0, trials=3000))
+    r = _one(audit(c, runtime=False, seed=0, trials=3000))
     assert r.status == "pass"
     assert r.epsilon_lower > 0.3 * r.epsilon_certified
     bad = mutate(c.mechanism, "noise_scaled", 0.25)
-    assert _one(audit(c, mechanisms={"model": bad}, seed=1, trials=3000)).violation
+    assert _one(audit(c, runtime=False, mechanisms={"model": bad}, seed=1, trials=3000)).violation
     with pytest.raises(ValueError):
         mutate(c.mechanism, "rate_misreported")  # nothing to misreport in full-batch training
 
 
 def test_dpsgd_substitution_per_layer(compiled_specs):
     c = compiled_specs("DPSGD_SUBSTITUTION")
-    r = _one(audit(c, seed=0, trials=2000))
+    r = _one(audit(c, runtime=False, seed=0, trials=2000))
     assert r.status == "pass" and "anti-canary" in r.neighbours
     for kind in ("noise_scaled", "no_clipping"):
         bad = mutants(c, "model")[kind]
-        assert _one(audit(c, mechanisms={"model": bad}, seed=1, trials=2000)).violation, kind
+        assert _one(audit(c, runtime=False, mechanisms={"model": bad}, seed=1, trials=2000)).violation, kind
 
 
 def test_dpsgd_group_unit(compiled_specs):
     c = compiled_specs("DPSGD_GROUP")
-    r = _one(audit(c, seed=0, trials=2000))
+    r = _one(audit(c, runtime=False, seed=0, trials=2000))
     assert r.status == "pass" and "group of 2" in r.neighbours
     bad = mutants(c, "model")["no_clipping"]
-    assert _one(audit(c, mechanisms={"model": bad}, seed=1, trials=2000)).violation
+    assert _one(audit(c, runtime=False, mechanisms={"model": bad}, seed=1, trials=2000)).violation
 
 
 def test_dpsgd_prefix_is_compared_with_the_prefix_certificate(compiled_specs):
     c = compiled_specs("DPSGD_POISSON")
-    r = _one(audit(c, seed=0, trials=400, options={"dpsgd": {"steps": 2}}))
+    r = _one(audit(c, runtime=False, seed=0, trials=400, options={"dpsgd": {"steps": 2}}))
     assert r.epsilon_certified < r.epsilon_headline  # ε of 2 steps < ε of all 4
     assert "first 2 of 4 steps" in r.note and r.status == "pass"
 
@@ -119,26 +119,26 @@ def test_dpsgd_prefix_is_compared_with_the_prefix_certificate(compiled_specs):
 
 def test_swm_joint_groups_passes_and_underestimated_delta_is_flagged(compiled_specs):
     c = compiled_specs("groups_swm.dps")
-    r = _one(audit(c, seed=0, trials=15_000, targets=["group_means"]))
+    r = _one(audit(c, runtime=False, seed=0, trials=15_000, targets=["group_means"]))
     assert r.status == "pass" and "Joint-SPP" in r.notion and "V uniform on the sphere" in r.neighbours
     bad = mutants(c, "group_means")["delta_underestimated"]
-    r = _one(audit(c, mechanisms={"group_means": bad}, seed=1, trials=15_000, targets=["group_means"]))
+    r = _one(audit(c, runtime=False, mechanisms={"group_means": bad}, seed=1, trials=15_000, targets=["group_means"]))
     assert r.violation and r.epsilon_lower > 1.2 * r.epsilon_certified  # observed ≈ 4.8 vs 2.6
 
 
 def test_swm_ave_per_record_audits_each_slice(compiled_specs):
     c = compiled_specs("groups_swm.dps")
-    r = _one(audit(c, seed=0, trials=6_000, targets=["record_values"]))
+    r = _one(audit(c, runtime=False, seed=0, trials=6_000, targets=["record_values"]))
     assert r.status == "pass" and len(r.components) == 3
     assert r.epsilon_lower == pytest.approx(sum(x.epsilon_lower for x in r.components) / 3)
 
 
 def test_swm_ave_separated_records_mutant_is_flagged(compiled_specs):
     c, data = compiled_specs("swm_separated")
-    r = _one(audit(c, seed=0, trials=8_000, data=data))
+    r = _one(audit(c, runtime=False, seed=0, trials=8_000, data=data))
     assert r.status == "pass"
     bad = mutants(c, "value")["delta_underestimated"]
-    r = _one(audit(c, mechanisms={"value": bad}, seed=1, trials=8_000, data=data))
+    r = _one(audit(c, runtime=False, mechanisms={"value": bad}, seed=1, trials=8_000, data=data))
     assert r.violation, (r.epsilon_lower, r.epsilon_certified)
 
 
@@ -147,8 +147,8 @@ def test_swm_ave_separated_records_mutant_is_flagged(compiled_specs):
 
 def test_gcon_passes_and_noise_scaled_down_is_flagged(compiled_specs):
     c = compiled_specs("GCON_SMALL")
-    r = _one(audit(c, seed=0, trials=200))
+    r = _one(audit(c, runtime=False, seed=0, trials=200))
     assert r.status == "pass" and "edge" in r.neighbours
     bad = mutants(c, "clf")["noise_scaled"]
-    r = _one(audit(c, mechanisms={"clf": bad}, seed=1, trials=200))
+    r = _one(audit(c, runtime=False, mechanisms={"clf": bad}, seed=1, trials=200))
     assert r.violation, (r.epsilon_lower, r.epsilon_certified)

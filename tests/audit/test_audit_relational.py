@@ -19,7 +19,7 @@ def compiled():
 
 
 def test_real_mechanism_passes(compiled):
-    r = audit(compiled, seed=0, trials=2000).results[0]
+    r = audit(compiled, runtime=False, seed=0, trials=2000).results[0]
     assert r.status == "pass" and r.epsilon_lower <= r.epsilon_certified
     assert "without node" in r.neighbours
 
@@ -27,10 +27,10 @@ def test_real_mechanism_passes(compiled):
 @pytest.mark.parametrize("kind", ["noise_scaled", "no_clipping"])
 def test_mutants_are_flagged(compiled, kind):
     bad = mutants(compiled, "links")[kind]
-    r = audit(compiled, mechanisms={"links": bad}, seed=1, trials=2000).results[0]
+    r = audit(compiled, runtime=False, mechanisms={"links": bad}, seed=1, trials=2000).results[0]
     assert r.violation, (kind, r.epsilon_lower, r.epsilon_certified)
 
 
 def test_prefix_claim_uses_the_prefix_accountant(compiled):
-    r = audit(compiled, seed=0, trials=200, options={"relational_dpsgd": {"steps": 2}}).results[0]
+    r = audit(compiled, runtime=False, seed=0, trials=200, options={"relational_dpsgd": {"steps": 2}}).results[0]
     assert r.epsilon_certified < r.epsilon_headline and "first 2 of 4" in r.note

@@ -33,15 +33,15 @@ def _compiled(sampling="full_batch", units="gradient", g="ave_srpp(alpha = 8, ep
 @pytest.mark.parametrize("units", ["gradient", "parameter"])
 def test_real_mechanism_passes_and_noise_scaled_mutant_is_flagged(units):
     c = _compiled(units=units)
-    r = audit(c, seed=0, trials=500).results[0]
+    r = audit(c, runtime=False, seed=0, trials=500).results[0]
     assert r.status == "pass" and r.epsilon_lower <= r.epsilon_certified
     bad = mutants(c, "model")["noise_scaled"]
-    m = audit(c, mechanisms={"model": bad}, seed=1, trials=500).results[0]
+    m = audit(c, runtime=False, mechanisms={"model": bad}, seed=1, trials=500).results[0]
     assert m.violation, (m.epsilon_lower, m.epsilon_certified)
     assert m.epsilon_certified == r.epsilon_certified  # the claim comes from the certificate, not the object
 
 
 def test_sa_certificates_are_skipped_with_the_reason():
     c = _compiled(sampling="without_replacement(batch_size = 5)", g="sa_ave_srpp(alpha = 8, epsilon = 0.5)")
-    r = audit(c, seed=0, trials=100).results[0]
+    r = audit(c, runtime=False, seed=0, trials=100).results[0]
     assert r.status == "skipped" and "on-average" in r.note

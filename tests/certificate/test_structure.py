@@ -227,21 +227,25 @@ def test_every_model_forbids_unknown_keys_and_non_finite_floats():
 
 
 def test_a_run_certificate_goes_to_the_run_module(monkeypatch):
+    from dpspec.certificate import run
+
     seen = {}
 
-    def verify_run_certificate(doc, report, *, data=None, trust_code=False):
-        seen["doc"] = doc
-        report.checks.append("run checked")
+    def verify_run(doc, original, *, data=None, raise_on_error=True, trust_code=False):
+        seen["doc"], seen["trust"] = doc, trust_code
+        rep = run.RunVerifyReport()
+        rep.checks.append("run checked")
+        return rep
 
-    monkeypatch.setitem(sys.modules, "dpspec.certificate.run",
-                        types.SimpleNamespace(verify_run_certificate=verify_run_certificate))
+    monkeypatch.setattr(run, "verify_run", verify_run)
     rep = dpspec.verify('{"kind": "run", "x": 1}', raise_on_error=False)
-    assert rep.ok and seen["doc"] == {"kind": "run", "x": 1} and "run checked" in rep.checks
+    assert rep.ok and seen == {"doc": {"kind": "run", "x": 1}, "trust": False} and "run checked" in rep.checks
 
 
-def test_a_run_certificate_without_the_run_module_fails_clearly(monkeypatch):
-    monkeypatch.setitem(sys.modules, "dpspec.certificate.run", None)  # import fails
-    failing('{"kind": "run"}', "run certificate")
+def test_a_forged_run_certificate_fails_with_a_reason_not_an_internal_error():
+    rep = failing('{"kind": "run"}', "run certificate")
+    assert not any("internal error" in p for p in rep.problems)
+    failing('{"kind": "run", "kind": "run"}', "duplicate")
 
 
 def test_many_results_fail_with_a_bounded_report(doc, resealed):

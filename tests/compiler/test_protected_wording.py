@@ -90,7 +90,7 @@ def test_gaussian_release_names_the_data_it_reads(unit, data, words):
 
 
 def test_dpsgd_names_the_training_examples():
-    _, r = protected("privacy p { unit record }\ntrain t { mechanism dpsgd  sampling poisson(rate = 0.01)  "
+    _, r = protected("privacy p { unit record  dataset_size 1000 }\ntrain t { mechanism dpsgd  sampling poisson(rate = 0.01)  "
                      "clipping flat(C = 1)  steps 10  guarantee dp(epsilon = 8, delta = 1e-6) }")
     assert r.protected.description == "one record (row) of the training data the loader samples from, inserted or removed"
 
@@ -98,7 +98,7 @@ def test_dpsgd_names_the_training_examples():
 def test_a_composition_names_each_part_reading_of_the_one_unit():
     c = dpspec.compile("privacy p { unit record  data dataset(rows) }\n"
                        "release a { mechanism gaussian  query count()  noise gaussian(sigma = 5)  guarantee dp(delta = 1e-6) }\n"
-                       "train m { mechanism dpsgd  sampling poisson(rate = 0.01)  clipping flat(C = 1)  steps 10  "
+                       "train m { mechanism dpsgd  sampling poisson(rate = 0.01)  clipping flat(C = 1)  steps 10  dataset_size 1000  "
                        "noise_multiplier 1.1  guarantee dp(delta = 1e-6) }\n"
                        "compose both { parts [a, m]  guarantee dp(delta = 1e-6) }")
     d = c.certificate.results[-1].protected.description

@@ -87,6 +87,8 @@ def test_data_dependent_problems_are_named_errors(text, rule):
 
 torch = pytest.importorskip("torch")
 
+from dpspec.mechanisms.ledger import BudgetExceededError  # noqa: E402
+
 
 def test_runtime_trainer_uses_the_certified_noise_and_cap():
     torch.set_num_threads(1)
@@ -100,8 +102,9 @@ def test_runtime_trainer_uses_the_certified_noise_and_cap():
     tr.train(3)
     out = mech.evaluate(tr.encoder.parent, tr.params)
     assert 0 < out["mrr"] <= 1
-    with pytest.raises(ValueError):
-        mech.train(steps=p["steps"] + 1)
+    with pytest.raises(BudgetExceededError):  # the certificate's steps, 3 of which are spent
+        mech.train(steps=p["steps"] - 2)
+    assert mech.ledger.steps_taken == 3
 
 
 ARRAYS = """privacy people {{ unit node  data dataset(g) }}

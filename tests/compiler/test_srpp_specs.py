@@ -1,6 +1,7 @@
 """SRPP-SGD specs: the compiled σ equals the library's calibration, sa is never labelled SRPP,
 verify catches edits, the runtime injects exactly the certified noise, and bad plans are named errors."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 import dpspec
 from dpspec import srpp
+from dpspec.mechanisms.ledger import BudgetExceededError
 
 SPEC = """scenario prevalence {{ secret share in {{low, high}} }}
 train model {{
@@ -115,14 +117,15 @@ def test_runtime_injects_the_certified_noise(units):
         return torch.nn.Sequential(torch.nn.Linear(40, 96), torch.nn.Tanh(), torch.nn.Linear(96, 10))
 
     m_a, m_b = model(), model()
-    a, b = mech.optimizer(m_a, seed=0), mech.optimizer(m_b, seed=0)
-    at = 5
+    # two runs: the second from a fresh copy of the mechanism (its own ledger)
+    a, b = mech.optimizer(m_a, seed=0), dataclasses.replace(mech).optimizer(m_b, seed=0)
+    at, idx = 5, np.arange(20)
     for _ in range(at):
-        a.step(X[:20], y[:20])
-        b.step(X[:20], y[:20])
+        a.step(X[:20], y[:20], idx)
+        b.step(X[:20], y[:20], idx)
     b.gen.manual_seed(12345)
-    a.step(X[:20], y[:20])
-    b.step(X[:20], y[:20])
+    a.step(X[:20], y[:20], idx)
+    b.step(X[:20], y[:20], idx)
     d = (_flat(m_a) - _flat(m_b)).numpy()
     got = float(np.std(d) / math.sqrt(2))
     sigma = r.mechanism.parameters["sigma"]
@@ -140,11 +143,14 @@ def test_training_refuses_more_steps_than_certified():
     model = torch.nn.Linear(40, 10)
     opt = mech.optimizer(model, seed=0)
     X, y = torch.randn(200, 40), torch.randint(0, 10, (200,))
-    opt.step(X[:20], y[:20])
-    opt.step(X[:20], y[:20])
-    with pytest.raises(srpp.SrppSoundnessError) as e:
-        opt.step(X[:20], y[:20])
-    assert e.value.rule == "DPS510"
+    idx = np.arange(20)
+    opt.step(X[:20], y[:20], idx)
+    opt.step(X[:20], y[:20], idx)
+    with pytest.raises(BudgetExceededError) as e:
+        opt.step(X[:20], y[:20], idx)
+    assert e.value.rule == "DPS161"
+    with pytest.raises(BudgetExceededError):  # a second optimizer of the same mechanism shares the ledger
+        mech.optimizer(torch.nn.Linear(40, 10), seed=1).step(X[:20], y[:20], idx)
 
 
 @pytest.mark.parametrize("text, rule", [

@@ -103,3 +103,22 @@ def test_sharding_partitions_and_backend_errors():
     if not torch.cuda.is_available():
         with pytest.raises(DistributedSoundnessError, match="nccl needs CUDA"):
             spawn(workers.consensus_probe, 2, backend="nccl")
+
+
+
+@pytest.mark.slow
+def test_runtime_guards_hold_on_every_rank():
+    """Same ledger on every rank (refusing the step beyond the budget together; a rank resumed from another
+    checkpoint caught at the first step), non-finite examples zeroed on the rank that clips them exactly as
+    in one process, user-batch caps refused on every rank before any collective."""
+    single = workers.nonfinite_shard(Comm(), single=True)
+    r0, r1 = spawn(workers.runtime_guards, 2)
+    assert r0["budget"] == r1["budget"] and r0["budget"]["refused"] == "DPS161" and r0["budget"]["steps"] == 4
+    assert r0["diverging"] == r1["diverging"] == "DPS806"
+    n0, n1 = r0["nonfinite"], r1["nonfinite"]
+    assert single["nonfinite"]  # the example was sampled at least once
+    assert all(torch.isfinite(v).all() for v in n0["params"].values())
+    assert _same_params(n0["params"], single["params"])
+    assert _same_params(n0["params"], n1["params"], atol=0.0)
+    assert n1["nonfinite"] == single["nonfinite"] and not n0["nonfinite"]  # counted where it was clipped
+    assert r0["srpp_cap"] == r1["srpp_cap"] == "DPS162"

@@ -87,7 +87,7 @@ def test_clipping_matches_a_manual_loop_and_bounds_each_example():
     assert float(torch.sqrt(sum(v.pow(2).sum() for v in one.sums.values()))) <= C * (1 + 1e-6)
 
 
-def test_nonfinite_examples_are_dropped_and_counted():
+def test_nonfinite_examples_are_zeroed_and_counted():
     for model in (_mlp(), Custom()):
         x, y = _batch(10)
         x[4, 0, 0] = float("nan")
