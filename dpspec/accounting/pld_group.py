@@ -1,0 +1,108 @@
+"""Group privacy with PLD: Poisson group-K amplification by dominating pairs.
+
+Relation: a group g of K elements is inserted into or removed from the dataset
+(x' = x u g or x = x' u g, |g| = K; "a user owning at most K records"), Poisson rate q,
+Gaussian noise multiplier sigma, per-element sensitivity 1.
+
+Theorem (Schuchardt, Stoian, Kosmala & Guennemann, NeurIPS 2024, "Unified mechanism-specific
+amplification by subsampling and group privacy amplification", the dominating-pair /
+approximate-DP version of Thm 4.2 of the ICML-era text, seed 002; see
+``shared/digests/group-amplification.md`` §3.6-3.7 and §3.10):
+
+    remove:  P = sum_{k=0}^K Bin(k | K, q) N(k, sigma^2),   Q = N(0, sigma^2)
+    insert:  (Q, P)
+
+is a dominating pair of one DP-SGD step for every alpha >= 0.
+
+Proof sketch.  (1) Condition the Poisson batch on the number k of group members sampled
+(probability Bin(k|K,q)); couple all conditional batch laws by drawing a clean batch of
+x' and inserting the members of g in a uniformly random order, so the k-th batch differs
+from the clean one by k insertions (d(y_k, y_l) <= |k - l|).  (2) The hockey-stick
+divergence is jointly convex, so H_alpha(M(x) || M(x')) <= E_coupling H_alpha(sum_k w_k
+N(f(y_k), s^2 I) || N(f(y_0), s^2 I)) (conditional optimal transport, their Thm 3.4, with
+H_alpha in place of the Renyi moment).  (3) Under ||f(y_k) - f(y_l)|| <= |k - l| the worst
+case of this mixture-vs-Gaussian divergence has collinear, equally spaced means f(y_k) =
+k e_1 (their App. H), which leaves the one-dimensional pair above.  Composition over steps:
+Zhu, Dong & Wang 2022 Thm 10.  K = 1 gives the single-element pair exactly (w = (1-q, q)).
+
+Only pure insertions or pure removals of the group are covered (mixed insert/remove
+splits are not).  The authors account with dp_accounting's MixtureGaussianPrivacyLoss; here
+the same pair goes through the pessimistic CTD + tilted-FFT machinery of :mod:`.pld`.
+
+Comparison point: :func:`pld_group_lemma_epsilon` -- PLD accounting of one element, then
+the group-privacy lemma for (eps, delta)-DP: a mechanism that is (e, d)-DP is
+(K e, d sum_{i<K} e^{i e})-DP for datasets K insertions/removals apart (Vadhan 2017
+Lemma 2.2 / Dwork & Roth 2014 Thm 2.2, by chaining neighbours).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import _validate as V
+from .pld import PldResult, pld_dpsgd
+
+THEOREM_PLD_GROUP = ("Poisson group-K dominating pair (sum_k Bin(k|K,q) N(k,s^2), N(0,s^2)) "
+                     "and its reverse (Schuchardt et al. NeurIPS 2024, dominating-pair version "
+                     "of Thm 4.2)")
+THEOREM_GROUP_LEMMA = ("group-privacy lemma for (eps, delta)-DP: (e, d) -> (K e, d sum_{i<K} "
+                       "e^{i e}) (Vadhan 2017 Lemma 2.2)")
+
+
+def pld_group_epsilon(sigma, rate, steps, delta, group_size, discretization=None) -> float:
+    """Certified epsilon of Poisson DP-SGD for a group of ``group_size`` elements
+    (the dominating pair of the module docstring)."""
+    return pld_dpsgd(sigma, rate, steps, "poisson", group_size,
+                     discretization=discretization).epsilon(delta).epsilon
+
+
+def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
+                            discretization=None) -> PldResult:
+    """PLD epsilon of one element, then the group lemma (a looser comparison point).
+
+    Finds the smallest e' on a grid (relative step 1e-4) with
+    delta_1(e') * sum_{i<K} e^{i e'} <= delta, where delta_1 is the certified PLD delta of a
+    single element; returns epsilon = K e'."""
+    k = V.integer("group_size", group_size, lo=1)
+    dl = V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    pld = pld_dpsgd(sigma, rate, steps, "poisson", 1, discretization=discretization)
+
+    def factor(e):
+        return float(k) if e == 0.0 else math.expm1(k * e) / math.expm1(e)
+
+    def ok(e):
+        return pld.delta(e).delta * factor(e) <= dl
+
+    if k == 1:
+        return pld.epsilon(dl)
+    # e' lies between eps_1(delta / K) / K ... eps_1(delta / factor) -- bracket and bisect
+    hi = pld.epsilon(dl / k).epsilon
+    if not math.isfinite(hi):
+        return _result(math.inf, dl, k, pld)
+    if ok(0.0):
+        return _result(0.0, dl, k, pld)
+    lo = 0.0
+    while not ok(hi):
+        lo, hi = hi, max(2 * hi, 1e-3)
+        if hi > 1e4:
+            return _result(math.inf, dl, k, pld)
+    for _ in range(100):
+        if hi - lo <= 1e-4 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return _result(k * hi * (1 + 1e-15), dl, k, pld)
+
+
+def _result(eps, delta, k, pld):
+    return PldResult(epsilon=float(eps), delta=delta, by_direction=(("group_lemma", eps),),
+                     delta_error=0.0, discretization=pld.discretization, fft_length=0,
+                     tilts=(), relation=f"add_remove_group_{k}",
+                     theorem=f"{THEOREM_GROUP_LEMMA} applied to [{pld.theorem}]",
+                     method="bisection on e' with the certified single-element delta(e')",
+                     gdp_mu=None)
+
+
