@@ -52,6 +52,7 @@ LOG_HALF = math.log(0.5)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 TAIL = 1e-28                   # P-mass left outside the grid (rounded pessimistically)
 _NEWTON_MAX = 400
+GRID_MAX = 1 << 22             # largest single-step grid (the caller coarsens d beyond it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,38 +149,46 @@ def _g_prime(y: np.ndarray, log_c: np.ndarray, t: np.ndarray) -> np.ndarray:
         return sum(w * tk for w, tk in zip(ws, t)) / sum(ws)
 
 
-def _g_inverse(v: np.ndarray, log_c: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """y with g(y) = v.  g is convex and monotone; ``v`` must lie in its range.
+def _g_inverse(v: np.ndarray, log_c: np.ndarray, t: np.ndarray, unit: float) -> np.ndarray:
+    """y with g(y) = v, where t_k = k * unit (k integer >= 0) and v lies in the range of g.
 
-    K = 1 (c = (c_0, c_1), t = (0, t_1)): closed form
-        y = (log(expm1(v) + c_1) - log c_1 + t_1^2/2) / t_1.
-    K >= 2: Newton from the side where the convex g lies above its tangents (the iterates
-    then move monotonically to the root), started at a bound of the root obtained from
-    g(y) >= log c_K + t_K y - t_K^2/2.
-    """
+    With w = unit * y and a_k = c_k e^{-t_k^2/2}, e^{g} = c_0 + sum_{k>=1} a_k e^{k w}, so
+    w solves F(w) = log sum_{k>=1} a_k e^{k w} = log r, r = e^v - c_0 = c_0 expm1(v - log c_0)
+    (no cancellation).  F is convex with slopes in [k_min, k_max], so Newton started at
+    w_0 = min_k (log r - log a_k) / k >= root (each term alone gives such a bound) moves
+    monotonically to the root and shrinks the distance by >= 1 - k_min/k_max per step.
+    One mixture component with k >= 1 (the Poisson case): w = log r - log a_1 exactly."""
     v = np.asarray(v, float)
-    nz = np.isfinite(log_c)
-    lc, tt = log_c[nz], t[nz]
-    if tt.size == 1:                                   # one Gaussian: g is affine
-        return (v - lc[0] + 0.5 * tt[0] ** 2) / tt[0]
-    if tt.size == 2 and tt[0] == 0.0:
-        c1 = math.exp(lc[1])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            e1 = np.log(np.expm1(v) + c1) - lc[1]
-        return (e1 + 0.5 * tt[1] ** 2) / tt[1]
-    k = int(np.argmax(np.abs(tt)))
-    y = (v - lc[k] + 0.5 * tt[k] ** 2) / tt[k]          # the root lies on the convex side
-    active = np.ones(v.shape, bool)
-    for _ in range(_NEWTON_MAX):
-        idx = np.nonzero(active)[0]
-        if idx.size == 0:
-            break
-        yi = y[idx]
-        step = (_g(yi, log_c, t) - v[idx]) / _g_prime(yi, log_c, t)
-        step = np.where(np.isfinite(step), step, 0.0)
-        y[idx] = yi - step
-        active[idx] = np.abs(step) > 4e-16 * (1.0 + np.abs(yi))
-    return y
+    kk = np.rint(t / unit).astype(int)
+    pos = kk >= 1
+    k_pos = kk[pos].astype(float)
+    la = log_c[pos] - 0.5 * t[pos] ** 2
+    has0 = np.any(kk == 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if has0:
+            lc0 = float(log_c[kk == 0][0])
+            log_r = lc0 + np.log(np.expm1(v - lc0))
+        else:
+            log_r = v.copy()
+        w = np.min((log_r[:, None] - la[None, :]) / k_pos[None, :], axis=1)
+    if k_pos.size > 1:
+        active = np.isfinite(w)
+        for _ in range(_NEWTON_MAX):
+            idx = np.nonzero(active)[0]
+            if idx.size == 0:
+                break
+            x = la[None, :] + k_pos[None, :] * w[idx, None]
+            m = np.max(x, axis=1)
+            e = np.exp(x - m[:, None])
+            se = e.sum(axis=1)
+            F = m + np.log(se) - log_r[idx]
+            Fp = (e * k_pos[None, :]).sum(axis=1) / se
+            step = F / Fp
+            w[idx] = w[idx] - step
+            # converged: at (or, by rounding, just past) the root, or a step of ~ulps
+            active[idx] = (F > 4 * U * (1.0 + np.abs(log_r[idx]))) & \
+                (np.abs(step) > 4 * U * (1.0 + np.abs(w[idx])))
+    return w / unit
 
 
 # ------------------------------------------------------------------- mixture CDFs in logs
@@ -280,11 +289,15 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
         P = (np.array([0.0]), np.array([0.0]))
         Q = (log_c, t)
     log_c0 = float(log_w[0]) if keep[0] else -math.inf    # g -> log c_0 at the flat end
+    # y-range holding all but ~tail of P: every component j with a_j > tail / J contributes
+    # a_j Phi(-(y - m_j)) <= tail / J above y_hi (the mass outside is handled exactly anyway,
+    # so this only trades accuracy for grid size)
     z = float(-special.ndtri(tail))
-    # y-range holding all but ~tail of P (the mass outside is handled exactly anyway)
-    heavy = P[0] >= math.log(tail)
+    J = P[0].size
+    heavy = P[0] > math.log(tail / J)
     y_lo = float(np.min(P[1])) - z
-    y_hi = float(np.max(P[1][heavy] if np.any(heavy) else P[1])) + z
+    zj = -special.ndtri(np.minimum(tail / (J * np.exp(P[0][heavy])), 0.5))
+    y_hi = float(np.max(P[1][heavy] + zj)) if np.any(heavy) else float(np.max(P[1]))
     l_lo = s * float(_g(np.array([y_lo]), log_c, t)[0])   # L is increasing in y
     l_hi = s * float(_g(np.array([y_hi]), log_c, t)[0])
     i_lo = int(math.floor(l_lo / d))
@@ -296,6 +309,9 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
         i_lo = max(i_lo, int(math.floor(log_c0 / d)))
     if i_hi <= i_lo:
         i_hi = i_lo + 1
+    if i_hi - i_lo + 1 > GRID_MAX:
+        from ._pld_fft import WindowTooLarge
+        raise WindowTooLarge(i_hi - i_lo + 1)
     idx = np.arange(i_lo, i_hi + 1)
     eps = idx * d
     v = s * eps                                              # g(y) = s * eps
@@ -303,7 +319,7 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
     inside = v > log_c0 if math.isfinite(log_c0) else np.ones(v.shape, bool)
     y = np.full(v.shape, -np.inf if direction == "remove" else np.inf)
     if np.any(inside):
-        y[inside] = _g_inverse(v[inside], log_c, t)
+        y[inside] = _g_inverse(v[inside], log_c, t, s * mu)
     # residual |L(y_i) - e_i| (with its evaluation error) and the loss density at e_i: the
     # computed y_i misplace at most ~2 resid x density of mass across e_i
     resid = np.zeros(v.shape)

@@ -60,7 +60,7 @@ from scipy import special
 from . import _validate as V
 from ._pld_fft import (WindowTooLarge, compose_pass, make_component, saddle_for_delta,
                        saddle_point)
-from ._pld_pmf import mixture_pmf, symmetrized_pmf
+from ._pld_pmf import TAIL, mixture_pmf, symmetrized_pmf
 
 DEFAULT_DISCRETIZATION = 1e-4
 COARSE = 8            # grid factor of the first, cheap certification of every direction
@@ -144,23 +144,25 @@ class PldStep:
                 - special.gammaln(k - kk + 1.0) + kk * math.log(self.rate)
                 + (k - kk) * math.log1p(-self.rate))
 
-    def pmfs(self, d: float):
-        """(remove PMF, add PMF) on the grid spacing d (the same object if symmetric)."""
-        return _pmfs_cached(self.kind, self.sigma, self.rate, self.shift, self.group_size, d)
+    def pmfs(self, d: float, tail: float = TAIL):
+        """(remove PMF, add PMF) on the grid spacing d (the same object if symmetric); P-mass
+        ~``tail`` outside the grid is rounded pessimistically (exact, only less tight)."""
+        return _pmfs_cached(self.kind, self.sigma, self.rate, self.shift, self.group_size, d,
+                            tail)
 
 
 @functools.lru_cache(maxsize=32)
-def _pmfs_cached(kind, sigma, rate, shift, group_size, d):
+def _pmfs_cached(kind, sigma, rate, shift, group_size, d, tail):
     step = PldStep(kind, sigma, 1, rate, shift, group_size)
     lw = step.log_weights()
     mu = shift / sigma
     if kind == "wor_substitution" and rate < 1.0:
-        p = symmetrized_pmf(lw, mu, d)
+        p = symmetrized_pmf(lw, mu, d, tail)
         return p, p
-    rem = mixture_pmf(lw, mu, "remove", d)
+    rem = mixture_pmf(lw, mu, "remove", d, tail)
     if step.symmetric:
         return rem, rem
-    return rem, mixture_pmf(lw, mu, "add", d)
+    return rem, mixture_pmf(lw, mu, "add", d, tail)
 
 
 # ---------------------------------------------------------------------------------- results
@@ -233,10 +235,11 @@ class Pld:
         """mu with the composition exactly mu-GDP (all steps unsubsampled Gaussians), else
         None.  Gaussian mechanisms compose as mu = sqrt(sum_t mu_t^2) (Dong et al. 2022
         Cor 3.3)."""
-        shifts = [s.gaussian_shift for s in self.steps]
+        live = [s for s in self.steps if s.count > 0]
+        shifts = [s.gaussian_shift for s in live]
         if any(m is None for m in shifts):
             return None
-        return math.sqrt(math.fsum(s.count * m * m for s, m in zip(self.steps, shifts)))
+        return math.sqrt(math.fsum(s.count * m * m for s, m in zip(live, shifts)))
 
     @property
     def theorem(self) -> str:
@@ -249,7 +252,7 @@ class Pld:
 
     @property
     def symmetric(self) -> bool:
-        return all(s.symmetric for s in self.steps)
+        return all(s.symmetric for s in self.steps if s.count > 0)
 
     @property
     def total_steps(self) -> int:
@@ -260,14 +263,14 @@ class Pld:
 
     # --------------------------------------------------------------------- internals
 
-    def _components(self, direction: str, d: float):
-        key = ("comps", direction, d)
+    def _components(self, direction: str, d: float, tail: float = TAIL):
+        key = ("comps", direction, d, tail)
         if key not in self._cache:
             comps = []
             for s in self.steps:
                 if s.count == 0:
                     continue
-                rem, add = s.pmfs(d)
+                rem, add = s.pmfs(d, tail)
                 comps.append(make_component(add if direction == "add" else rem, s.count))
             self._cache[key] = comps
         return self._cache[key]
@@ -275,12 +278,18 @@ class Pld:
     def _directions(self):
         return ("symmetric",) if self.symmetric else ("remove", "add")
 
-    def _pass(self, direction, d, lam, tau):
-        key = ("pass", direction, d, round(lam, 4), tau)
+    def _pass(self, direction, d, lam, tau, tail=TAIL):
+        key = ("pass", direction, d, lam, tau, tail)
         if key not in self._cache:
-            comps = self._components(direction, d)
+            comps = self._components(direction, d, tail)
             self._cache[key] = compose_pass(comps, d, lam, tau)
         return self._cache[key]
+
+    def _tail(self, delta: float) -> float:
+        """Per-step P-mass left outside the single-step grids for a query at ``delta``:
+        ~1e-4 delta / T (a power of ten), so the +inf atoms it creates add <~ 1e-4 delta."""
+        x = min(max(1e-4 * delta / max(self.total_steps, 1), 1e-30), 1e-12)
+        return 10.0 ** math.floor(math.log10(x))
 
     def _with_grid(self, fn):
         """Run fn(d), coarsening the grid (x2 steps) when the FFT would be too long."""
@@ -292,34 +301,34 @@ class Pld:
                 d = d * 2.0 ** math.ceil(math.log2(e.needed / (1 << 22)) + 0.1)
         raise RuntimeError("PLD grid could not be coarsened enough")  # pragma: no cover
 
-    def _eps_direction(self, direction, d, delta, lam=None):
+    def _eps_direction(self, direction, d, delta, lam=None, tail=TAIL):
         """Certified eps of one direction on grid d: (eps, error budget, tilt, FFT length).
 
         Up to three tilted passes: the first at ``lam`` (default: the saddle-point guess for
         ``delta``), then at the saddle point of the eps found; the smallest certified eps
         wins (each pass certifies on its own)."""
-        comps = self._components(direction, d)
+        comps = self._components(direction, d, tail)
         tau = min(1e-10, 1e-6 * delta)
         if lam is None:
             lam = saddle_for_delta(comps, delta, d)
+        lam = _quantize(lam)
         best = (math.inf, math.inf, lam, 0)
         tried = set()
         for _ in range(3):
-            key = round(lam, 4)
-            if key in tried:
+            if lam in tried:
                 break
-            tried.add(key)
-            p = self._pass(direction, d, lam, tau)
+            tried.add(lam)
+            p = self._pass(direction, d, lam, tau, tail)
             eps, err = p.epsilon_for(delta)
             if eps < best[0]:
                 best = (eps, err, lam, p.n_fft)
             if math.isfinite(eps) and err <= 1e-3 * delta:
                 break
             if math.isfinite(eps):
-                lam = saddle_point(comps, eps, d)
+                lam = _quantize(saddle_point(comps, eps, d))
             else:
                 est = p.epsilon_estimate(delta)
-                lam = saddle_point(comps, est, d) if lam == 0.0 else 0.0
+                lam = _quantize(saddle_point(comps, est, d)) if lam == 0.0 else 0.0
         return best
 
     def _eps_all(self, d, delta):
@@ -331,10 +340,11 @@ class Pld:
         delta at a smaller eps holds at every larger eps)."""
         dirs = self._directions()
         dc = d * COARSE
+        tail = self._tail(delta)
         coarse = {}
         for dr in dirs:
             try:
-                coarse[dr] = (*self._eps_direction(dr, dc, delta), dc)
+                coarse[dr] = (*self._eps_direction(dr, dc, delta, None, tail), dc)
             except WindowTooLarge:
                 coarse[dr] = (math.inf, math.inf, 0.0, 0, dc)
         order = sorted(dirs, key=lambda dr: -coarse[dr][0])
@@ -347,8 +357,8 @@ class Pld:
                 continue
             hint = None
             if math.isfinite(c[0]):
-                hint = saddle_point(self._components(dr, d), c[0], d)
-            f = (*self._eps_direction(dr, d, delta, hint), d)
+                hint = saddle_point(self._components(dr, d, tail), c[0], d)
+            f = (*self._eps_direction(dr, d, delta, hint, tail), d)
             out[dr] = f if f[0] <= c[0] else c
             bar = max(bar, out[dr][0])
         return [(dr, *out[dr]) for dr in dirs]
@@ -390,14 +400,14 @@ class Pld:
             rows = []
             for dr in self._directions():
                 comps = self._components(dr, d)
-                lam = saddle_point(comps, e, d)
+                lam = _quantize(saddle_point(comps, e, d))
                 best = None
                 for lm in ([lam, 0.0] if lam > 0 else [0.0]):
                     p = self._pass(dr, d, lm, 1e-30)
                     dlt, err = p.delta_at(e)
                     if best is None or dlt < best[1]:
                         best = (dr, dlt, err, lm, p.n_fft)
-                    if math.isfinite(dlt) and err <= 1e-3 * max(dlt, 1e-300):
+                    if math.isfinite(dlt):       # lam = 0 only if eps is below the window
                         break
                 rows.append(best)
             return rows
@@ -424,6 +434,13 @@ class Pld:
                          delta_error=0.0, discretization=self.discretization, fft_length=0,
                          tilts=(), relation=self.relation, theorem=self.theorem,
                          method="no steps", gdp_mu=self.gdp_mu)
+
+
+def _quantize(lam: float) -> float:
+    """Tilts on a 2 % geometric grid (any tilt is valid; this lets queries share passes)."""
+    if lam <= 1e-3:
+        return 0.0
+    return float(1.02 ** round(math.log(lam) / math.log(1.02)))
 
 
 # ------------------------------------------------------------------- the analytic Gaussian

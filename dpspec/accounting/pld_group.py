@@ -27,7 +27,8 @@ Zhu, Dong & Wang 2022 Thm 10.  K = 1 gives the single-element pair exactly (w = 
 
 Only pure insertions or pure removals of the group are covered (mixed insert/remove
 splits are not).  The authors account with dp_accounting's MixtureGaussianPrivacyLoss; here
-the same pair goes through the pessimistic CTD + tilted-FFT machinery of :mod:`.pld`.
+the same pair goes through the pessimistic CTD + tilted-FFT machinery of :mod:`.pld`
+(``pld_dpsgd(..., sampling="poisson", group_size=K)``; relation "add_remove_group_K").
 
 Comparison point: :func:`pld_group_lemma_epsilon` -- PLD accounting of one element, then
 the group-privacy lemma for (eps, delta)-DP: a mechanism that is (e, d)-DP is
@@ -40,7 +41,8 @@ from __future__ import annotations
 import math
 
 from . import _validate as V
-from .pld import PldResult, pld_dpsgd
+from ._pld_fft import saddle_point
+from .pld import PldResult, _quantize, pld_dpsgd
 
 THEOREM_PLD_GROUP = ("Poisson group-K dominating pair (sum_k Bin(k|K,q) N(k,s^2), N(0,s^2)) "
                      "and its reverse (Schuchardt et al. NeurIPS 2024, dominating-pair version "
@@ -49,42 +51,44 @@ THEOREM_GROUP_LEMMA = ("group-privacy lemma for (eps, delta)-DP: (e, d) -> (K e,
                        "e^{i e}) (Vadhan 2017 Lemma 2.2)")
 
 
-def pld_group_epsilon(sigma, rate, steps, delta, group_size, discretization=None) -> float:
-    """Certified epsilon of Poisson DP-SGD for a group of ``group_size`` elements
-    (the dominating pair of the module docstring)."""
-    return pld_dpsgd(sigma, rate, steps, "poisson", group_size,
-                     discretization=discretization).epsilon(delta).epsilon
-
-
 def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
                             discretization=None) -> PldResult:
     """PLD epsilon of one element, then the group lemma (a looser comparison point).
 
-    Finds the smallest e' on a grid (relative step 1e-4) with
-    delta_1(e') * sum_{i<K} e^{i e'} <= delta, where delta_1 is the certified PLD delta of a
-    single element; returns epsilon = K e'."""
+    The smallest e' (bisection to relative 1e-4) with
+    max_direction delta_1(e') * sum_{i<K} e^{i e'} <= delta, where delta_1 is the certified
+    single-element PLD delta; returns epsilon = K e'.  Since the sum is >= K,
+    e' >= eps_1(delta / K), which brackets the search from below."""
     k = V.integer("group_size", group_size, lo=1)
     dl = V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     pld = pld_dpsgd(sigma, rate, steps, "poisson", 1, discretization=discretization)
+    if k == 1:
+        return pld.epsilon(dl)
+    lo = pld.epsilon(dl / k).epsilon
+    if not math.isfinite(lo):
+        return _result(math.inf, dl, k, pld)
 
     def factor(e):
         return float(k) if e == 0.0 else math.expm1(k * e) / math.expm1(e)
 
-    def ok(e):
-        return pld.delta(e).delta * factor(e) <= dl
+    # one tilted pass per direction, at the saddle point of the lower bracket
+    d = pld.discretization
+    target = dl / factor(lo)
+    tail = pld._tail(target)
+    tau = min(1e-10, 1e-6 * target)
+    passes = []
+    for dr in pld._directions():
+        comps = pld._components(dr, d, tail)
+        lam = _quantize(saddle_point(comps, lo, d))
+        passes.append(pld._pass(dr, d, lam, tau, tail))
 
-    if k == 1:
-        return pld.epsilon(dl)
-    # e' lies between eps_1(delta / K) / K ... eps_1(delta / factor) -- bracket and bisect
-    hi = pld.epsilon(dl / k).epsilon
-    if not math.isfinite(hi):
-        return _result(math.inf, dl, k, pld)
-    if ok(0.0):
-        return _result(0.0, dl, k, pld)
-    lo = 0.0
+    def ok(e):
+        return max(p.delta_at(e)[0] for p in passes) * factor(e) <= dl
+
+    hi = max(lo, 1e-6) * 1.01
     while not ok(hi):
-        lo, hi = hi, max(2 * hi, 1e-3)
-        if hi > 1e4:
+        lo, hi = hi, hi * 1.5
+        if hi > 1e5:
             return _result(math.inf, dl, k, pld)
     for _ in range(100):
         if hi - lo <= 1e-4 * hi:
