@@ -240,8 +240,9 @@ class Pass:
             z = ly - l
             mz = float(np.max(z))
             B = np.cumsum(np.exp(z - mz)[::-1])[::-1]            # e^{-mz} sum y e^{-l}
-            # e^{l_j} B_{j+1}: the e^{eps}-weighted mass above l_j (<= A_{j+1})
-            EB1 = np.concatenate([B[1:] * np.exp(l[:-1] + mz), [0.0]])
+            # e^{l_j} B_{j+1}: the e^{eps}-weighted mass above l_j (<= A_{j+1}), in logs
+            with np.errstate(divide="ignore"):
+                EB1 = np.concatenate([np.exp(np.log(B[1:]) + mz + l[:-1]), [0.0]])
         EB1 = np.where(np.isfinite(EB1), EB1, np.inf)
         A1 = np.concatenate([A[1:], [0.0]])
         EB1 = np.minimum(EB1, A1)

@@ -72,7 +72,7 @@ def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
         return float(k) if e == 0.0 else math.expm1(k * e) / math.expm1(e)
 
     # one tilted pass per direction, at the saddle point of the lower bracket
-    d = pld.discretization
+    d = pld.grid
     target = dl / factor(lo)
     tail = pld._tail(target)
     tau = min(1e-10, 1e-6 * target)
@@ -103,7 +103,7 @@ def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
 
 def _result(eps, delta, k, pld):
     return PldResult(epsilon=float(eps), delta=delta, by_direction=(("group_lemma", eps),),
-                     delta_error=0.0, discretization=pld.discretization, fft_length=0,
+                     delta_error=0.0, discretization=pld.grid, fft_length=0,
                      tilts=(), relation=f"add_remove_group_{k}",
                      theorem=f"{THEOREM_GROUP_LEMMA} applied to [{pld.theorem}]",
                      method="bisection on e' with the certified single-element delta(e')",
