@@ -40,7 +40,7 @@ Relative errors (the PMFs' eta, tilting and untilting in float) are collected in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import fft as sfft
@@ -210,47 +210,77 @@ class Pass:
     trunc_hi: float            # bound on the untilted mass above the window
     tau_lo: float              # bound on the mass below the window (inf unless lam = 0)
     n_fft: int
+    _memo: dict = field(default_factory=dict, repr=False)
 
     @property
     def losses(self) -> np.ndarray:
         return (self.lo + np.arange(self.log_y.size)) * self.d
 
-    def _fft_w(self, l: np.ndarray) -> np.ndarray:
-        """sqrt(sum_{i >= j} e^{2(C - lam l_i)}) for every j (closed-form geometric sums)."""
-        n = l.size
-        cnt = np.arange(n, 0, -1, dtype=float)
+    def _fft_w(self, j: np.ndarray) -> np.ndarray:
+        """Upper bounds on sqrt(sum_{i >= j} e^{2(C - lam l_i)}) at window indices j:
+        sqrt(n - j) e^C for lam = 0, else e^{C - lam l_j} / sqrt(1 - e^{-2 lam d})."""
+        n = self.log_y.size
         if self.lam == 0.0:
-            return np.sqrt(cnt) * math.exp(self.log_C)
-        q2 = 2.0 * self.lam * self.d
+            return np.sqrt(n - j.astype(float)) * math.exp(self.log_C)
+        l = (self.lo + j) * self.d
         with np.errstate(over="ignore", under="ignore"):
-            geo = -np.expm1(-q2 * cnt) / -math.expm1(-q2)
-            return np.exp(self.log_C - self.lam * l) * np.sqrt(geo)
+            return np.exp(self.log_C - self.lam * l) / math.sqrt(-math.expm1(-2 * self.lam * self.d))
 
-    def deltas_on_grid(self):
-        """(l, delta_j, (A, EB, err)) with delta_j the certified delta at eps = l_j, where
-        A[j] = sum_{i >= j} y_i and EB[j] = sum_{i >= j} y_i e^{l_{j-1} - l_i} (mass strictly
-        above l_{j-1} and its e^{eps}-weighted part).  Sums in linear space, scaled by the
-        largest term; entries that underflow are < 1e-300 in total (UNDERFLOW)."""
-        l = self.losses
-        ly = self.log_y
-        n = ly.size
-        with np.errstate(under="ignore", over="ignore"):
+    def _A(self):
+        """Suffix sums A[j] = sum_{i >= j} y_i (linear, scaled by the largest term; entries
+        that underflow are < 1e-300 in total, see UNDERFLOW)."""
+        if "A" not in self._memo:
+            ly = self.log_y
             my = float(np.max(ly))
-            A = np.cumsum(np.exp(ly - my)[::-1])[::-1] * math.exp(my)
-            z = ly - l
-            mz = float(np.max(z))
-            B = np.cumsum(np.exp(z - mz)[::-1])[::-1]            # e^{-mz} sum y e^{-l}
-            # e^{l_j} B_{j+1}: the e^{eps}-weighted mass above l_j (<= A_{j+1}), in logs
-            with np.errstate(divide="ignore"):
-                EB1 = np.concatenate([np.exp(np.log(B[1:]) + mz + l[:-1]), [0.0]])
-        EB1 = np.where(np.isfinite(EB1), EB1, np.inf)
+            with np.errstate(under="ignore"):
+                self._memo["A"] = np.cumsum(np.exp(ly - my)[::-1])[::-1] * math.exp(my)
+        return self._memo["A"]
+
+    def deltas_on_grid(self, delta: float | None = None):
+        """(j, l_j, delta_j, (A, Bj, mz, err_j)) for window indices j in a range that must
+        contain the first j with delta_j <= ``delta`` (all j if ``delta`` is None):
+        delta_j is the certified delta at eps = l_j, A[j] = sum_{i >= j} y_i (full window),
+        Bj[k] = e^{-mz} sum_{i >= j_k} y_i e^{-l_i} on the range.
+
+        The range: delta_j <= rel (M + A_{j+1} + max err) gives an upper end; and since every
+        mass at least K = ceil(1/d) bins above l_j contributes >= (1 - e^{-K d}),
+        delta_j >= rel (M + (1 - e^{-Kd}) A_{j+K}) gives a lower end."""
+        n = self.log_y.size
+        A = self._A()
         A1 = np.concatenate([A[1:], [0.0]])
-        EB1 = np.minimum(EB1, A1)
-        W1 = np.concatenate([self._fft_w(l)[1:], [0.0]])
-        core = np.maximum(A1 - EB1, 0.0)
-        err = 4.0 * n * U * A1 + self.dR2 * W1 + self.trunc_hi + UNDERFLOW
-        delta = self.rel_factor * (self.inf_mass + core + err)
-        return l, delta, (A, B, mz, err)
+        err_max = 4.0 * n * U * A1[0] + self.dR2 * float(self._fft_w(np.array([0]))[0]) \
+            + self.trunc_hi + UNDERFLOW
+        a, b = 0, n
+        if delta is not None:
+            up = self.rel_factor * (self.inf_mass + A1 + err_max)
+            ok = np.nonzero(up <= delta)[0]
+            if ok.size:
+                b = int(ok[0]) + 1
+            K = max(1, int(math.ceil(1.0 / self.d)))
+            AK = np.concatenate([A[K:], np.zeros(min(K, n))])[:n]
+            low = self.rel_factor * (self.inf_mass + -math.expm1(-K * self.d) * AK)
+            bad = np.nonzero(low[:b] > delta)[0]
+            if bad.size:
+                a = int(bad[-1])
+        j = np.arange(a, b)
+        l = (self.lo + j) * self.d
+        # B over [a, n): e^{-mz} sum_{i >= j} y_i e^{-l_i}
+        lt = (self.lo + np.arange(a, n)) * self.d
+        z = self.log_y[a:] - lt
+        mz = float(np.max(z)) if z.size else 0.0
+        with np.errstate(under="ignore", over="ignore", divide="ignore"):
+            Bfull = np.cumsum(np.exp(z - mz)[::-1])[::-1]
+            Bj = Bfull[: b - a]
+            B1 = np.concatenate([Bfull[1:], [0.0]])[: b - a]
+            EB1 = np.exp(np.log(B1) + mz + l)            # e^{l_j} B_{j+1} <= A_{j+1}
+        A1r = A1[a:b]
+        EB1 = np.minimum(np.where(np.isfinite(EB1), EB1, np.inf), A1r)
+        W1 = self._fft_w(np.minimum(j + 1, n - 1))
+        W1 = np.where(j + 1 < n, W1, 0.0)
+        core = np.maximum(A1r - EB1, 0.0)
+        err = 4.0 * n * U * A1r + self.dR2 * W1 + self.trunc_hi + UNDERFLOW
+        dlt = self.rel_factor * (self.inf_mass + core + err)
+        return j, l, dlt, (A, Bj, mz, err)
 
     def delta_at(self, eps: float) -> tuple[float, float]:
         """Certified delta(eps) by a direct sum, and the absolute error budget in it."""
@@ -272,29 +302,33 @@ class Pass:
     def epsilon_for(self, delta: float) -> tuple[float, float]:
         """Smallest certified eps >= 0 with delta(eps) <= delta (and the absolute error
         budget at that eps); (inf, inf) if this pass cannot certify it."""
-        l, dg, (A, B, mz, err) = self.deltas_on_grid()
+        jj, l, dg, (A, Bj, mz, err) = self.deltas_on_grid(delta)
         ok = np.nonzero(dg <= delta)[0]
         if ok.size == 0:
             return math.inf, math.inf
-        j = int(ok[0])
+        k = int(ok[0])
+        j = int(jj[k])
+        lj = float(l[k])
         if j == 0:
-            if l[0] <= 0.0:
+            if lj <= 0.0:
                 cand = 0.0
             elif self.lam > 0:
                 return math.inf, math.inf            # the answer is below this tilt's window
             else:
                 # eps in [0, l_0]: all window mass lies above eps
-                cand = self._solve(delta, A[0], B[0], mz,
-                                   err[0] + self.tau_lo + 4 * l.size * U * A[0], 0.0,
-                                   float(l[0]))
+                cand = self._solve(delta, A[0], Bj[0], mz,
+                                   err[k] + self.tau_lo + 4 * self.log_y.size * U * A[0],
+                                   0.0, lj)
+        elif k == 0:
+            cand = lj                                  # (not reached: the range starts lower)
         else:
             # eps in [l_{j-1}, l_j]: the mass above eps is indices >= j
-            cand = self._solve(delta, A[j], B[j], mz, err[j - 1], float(l[j - 1]), float(l[j]))
+            cand = self._solve(delta, A[j], Bj[k], mz, err[k - 1], float(l[k - 1]), lj)
         cand = max(cand, 0.0)
         cand = cand + 4.0 * U * abs(cand) + 1e-15 if cand > 0 else 0.0
         dlt, e = self.delta_at(cand)
         if dlt > delta:                                # fall back to the grid point
-            cand = max(float(l[j]), 0.0)
+            cand = max(lj, 0.0)
             dlt, e = self.delta_at(cand)
             if dlt > delta:
                 return math.inf, math.inf
@@ -302,7 +336,7 @@ class Pass:
 
     def epsilon_estimate(self, delta: float) -> float:
         """Uncertified eps(delta) of this pass without error terms (to choose a tilt)."""
-        l, dg, (A, B, mz, err) = self.deltas_on_grid()
+        jj, l, dg, (A, Bj, mz, err) = self.deltas_on_grid()
         raw = dg / self.rel_factor - err
         ok = np.nonzero(raw <= delta)[0]
         return float(l[ok[0]]) if ok.size else float(l[-1])

@@ -58,7 +58,7 @@ import numpy as np
 from scipy import special
 
 from . import _validate as V
-from ._pld_fft import (WindowTooLarge, compose_pass, make_component, saddle_for_delta,
+from ._pld_fft import (N_MAX, WindowTooLarge, compose_pass, make_component, saddle_for_delta,
                        saddle_point)
 from ._pld_pmf import TAIL, mixture_pmf, symmetrized_pmf
 
@@ -359,6 +359,9 @@ class Pld:
                 coarse[dr] = (*self._eps_direction(dr, dc, delta, None, tail), dc)
             except WindowTooLarge:
                 coarse[dr] = (math.inf, math.inf, 0.0, 0, dc)
+        n_coarse = max(c[3] for c in coarse.values())
+        if n_coarse * COARSE > N_MAX:                 # the fine grid cannot fit: coarsen now
+            raise WindowTooLarge(n_coarse * COARSE)
         order = sorted(dirs, key=lambda dr: -coarse[dr][0])
         out = {}
         bar = -math.inf
