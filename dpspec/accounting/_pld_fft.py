@@ -280,12 +280,13 @@ class Pass:
         core = np.maximum(A1r - EB1, 0.0)
         err = 4.0 * n * U * A1r + self.dR2 * W1 + self.trunc_hi + UNDERFLOW
         dlt = self.rel_factor * (self.inf_mass + core + err)
+        dlt = np.where(np.isnan(dlt), np.inf, dlt)
         return j, l, dlt, (A, Bj, mz, err)
 
     def delta_at(self, eps: float) -> tuple[float, float]:
         """Certified delta(eps) by a direct sum, and the absolute error budget in it."""
         l = self.losses
-        if eps < l[0] and self.lam > 0:
+        if eps < l[0] and math.isinf(self.tau_lo):
             return math.inf, math.inf
         m = l > eps
         ly, lm = self.log_y[m], l[m]
@@ -312,7 +313,7 @@ class Pass:
         if j == 0:
             if lj <= 0.0:
                 cand = 0.0
-            elif self.lam > 0:
+            elif math.isinf(self.tau_lo):
                 return math.inf, math.inf            # the answer is below this tilt's window
             else:
                 # eps in [0, l_0]: all window mass lies above eps
@@ -383,15 +384,16 @@ def _window(comps, rs, lam, d, log_C, tau):
     lo_loss = max(base * d, float(np.max((log_tau - km) / tm))) if tm.size else base * d
     hi = min(top, int(math.ceil(hi_loss / d)) + 1)
     lo = max(base, int(math.floor(lo_loss / d)) - 1)
-    return base, lo, max(hi, lo)
+    return base, lo, max(hi, lo), top
 
 
 def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
     """One tilted FFT composition of ``comps`` (a non-empty list of Component)."""
+    tau = min(max(tau, 1e-300), 0.5)
     tilted = [_tilt(c, lam, d) for c in comps]
     rs = [t[0] for t in tilted]
     log_C = float(sum(c.count * t[1] for c, t in zip(comps, tilted)))
-    base, lo, hi = _window(comps, rs, lam, d, log_C, tau)
+    base, lo, hi, top = _window(comps, rs, lam, d, log_C, tau)
     width = hi - lo + 1
     n = sfft.next_fast_len(width, real=True)
     if n > N_MAX:
@@ -429,8 +431,10 @@ def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
     dR2 = (sum_terms * math.exp(growth) + C_FFT * U * log2n * normR
            + U * (tot_T * (4.0 + 2.0 * math.pi) + 4.0 * m) * normR + 2.0 * U * m / math.e)
     l = (lo + np.arange(width)) * d
+    # true masses lie in [0, 1]: clipping the computed ones there only reduces their error
+    # (FFT noise far below the tilted bulk is amplified by e^{C - lam l} when untilted)
     with np.errstate(divide="ignore"):
-        log_y = np.log(np.maximum(R, 0.0)) + (log_C - lam * l)
+        log_y = np.minimum(np.log(np.maximum(R, 0.0)) + (log_C - lam * l), 0.0)
     # the +inf atom: prod (fin + inf)^T - prod fin^T, from a = sum T log1p(inf / fin)
     if any(c.fin_mass <= 0.0 for c in comps):
         inf_mass = 1.0
@@ -442,7 +446,8 @@ def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
     rel = sum(c.count * (c.rel_err + t[2]) for c, t in zip(comps, tilted))
     rel += 4.0 * U * (2.0 + abs(log_C) + float(np.max(np.abs(lam * l))))
     rel_factor = 1.0 / (1.0 - rel) if rel < 0.5 else math.inf
-    trunc_hi = tau * math.exp(min(log_C - lam * (hi + 1) * d, 700.0))
+    # tails cut off by the window (nothing lies beyond the support [base, top])
+    trunc_hi = 0.0 if hi >= top else tau * math.exp(min(log_C - lam * (hi + 1) * d, 700.0))
+    tau_lo = 0.0 if lo <= base else (tau if lam == 0.0 else math.inf)
     return Pass(d=d, lam=lam, lo=lo, log_y=log_y, inf_mass=inf_mass, rel_factor=rel_factor,
-                dR2=dR2, log_C=log_C, trunc_hi=trunc_hi,
-                tau_lo=tau if lam == 0.0 else math.inf, n_fft=n)
+                dR2=dR2, log_C=log_C, trunc_hi=trunc_hi, tau_lo=tau_lo, n_fft=n)

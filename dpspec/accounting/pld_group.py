@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import _validate as V
 from ._pld_fft import saddle_point
 from .pld import PldResult, _quantize, pld_dpsgd
@@ -55,10 +57,12 @@ def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
                             discretization=None) -> PldResult:
     """PLD epsilon of one element, then the group lemma (a looser comparison point).
 
-    The smallest e' (bisection to relative 1e-4) with
-    max_direction delta_1(e') * sum_{i<K} e^{i e'} <= delta, where delta_1 is the certified
-    single-element PLD delta; returns epsilon = K e'.  Since the sum is >= K,
-    e' >= eps_1(delta / K), which brackets the search from below."""
+    The smallest e' on the loss grid with max_direction delta_1(e') * sum_{i<K} e^{i e'} <=
+    delta, where delta_1 is the certified single-element PLD delta; returns epsilon = K e'.
+    Since the sum is >= K, e' >= eps_1(delta / K).  Infinite (no certificate) when the
+    lemma needs delta_1 below ~1e-120 or beyond the tilts tried (e.g. sigma = 0.5, q = 1e-4,
+    T = 2, delta = 1e-10, K = 8, where the tight group epsilon is ~7 and the lemma's would be
+    several hundred); this function is a comparison point, not a certificate path."""
     k = V.integer("group_size", group_size, lo=1)
     dl = V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     pld = pld_dpsgd(sigma, rate, steps, "poisson", 1, discretization=discretization)
@@ -68,42 +72,60 @@ def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
     if not math.isfinite(lo):
         return _result(math.inf, dl, k, pld)
 
-    def factor(e):
-        return float(k) if e == 0.0 else math.expm1(k * e) / math.expm1(e)
+    def log_factor(e):
+        """log sum_{i<K} e^{i e} = log(expm1(K e) / expm1(e)) (vectorised, stable)."""
+        e = np.atleast_1d(np.asarray(e, float))
+        out = np.full(e.shape, math.log(k))
+        big = e > 30.0
+        mid = (e > 0.0) & ~big
+        out[big] = (k - 1) * e[big] + np.log1p(-np.exp(-k * e[big])) - np.log1p(-np.exp(-e[big]))
+        out[mid] = np.log(np.expm1(k * e[mid]) / np.expm1(e[mid]))
+        return out
 
-    # one tilted pass per direction, at the saddle point of the lower bracket
-    d = pld.grid
-    target = dl / factor(lo)
-    tail = pld._tail(target)
-    tau = min(1e-10, 1e-6 * target)
-    passes = []
-    for dr in pld._directions():
-        comps = pld._components(dr, d, tail)
-        lam = _quantize(saddle_point(comps, lo, d))
-        passes.append(pld._pass(dr, d, lam, tau, tail))
+    # one tilted pass per direction, at the saddle point of the lower bracket.  The lemma
+    # multiplies delta_1 by up to e^{(K-1) e'}, so the single-step grids and the FFT window
+    # must keep far less than delta of mass outside: tails 1e-30, then (if the answer lies
+    # beyond those grids) 1e-120.
 
-    def ok(e):
-        return max(p.delta_at(e)[0] for p in passes) * factor(e) <= dl
+    def search(d, tail):
+        """The smallest grid loss e' >= lo with max_direction delta_1(e') * sum e^{i e'} <=
+        delta, where delta_1(e') is the certified delta at the largest grid point <= e'
+        (delta_1 is non-increasing, so that is an upper bound).  Each direction's delta_1
+        is the pointwise minimum over passes tilted at the saddle points of lo, 4 lo, 16 lo
+        (the answer can lie far above lo, where a pass tilted at lo is too noisy)."""
+        per_dir = []
+        for dr in pld._directions():
+            comps = pld._components(dr, d, tail)
+            lams = sorted({_quantize(saddle_point(comps, f * lo, d)) for f in (1, 4, 16)})
+            per_dir.append([pld._pass(dr, d, lam, tail, tail).deltas_on_grid(None)[1:3]
+                            for lam in lams])
+        cand = np.unique(np.concatenate([c[0] for cs in per_dir for c in cs] + [np.array([lo])]))
+        cand = cand[cand >= lo]
+        worst = np.zeros(cand.size)
+        for cs in per_dir:
+            best = np.full(cand.size, np.inf)
+            for l, dg in cs:
+                idx = np.searchsorted(l, cand, side="right") - 1
+                best = np.minimum(best, np.where(idx >= 0, dg[np.maximum(idx, 0)], np.inf))
+            worst = np.maximum(worst, best)
+        with np.errstate(divide="ignore"):
+            good = np.log(worst) + log_factor(cand) <= math.log(dl)
+        hit = np.nonzero(good)[0]
+        return float(cand[hit[0]]) if hit.size else math.inf
 
-    hi = max(lo, 1e-6) * 1.01
-    while not ok(hi):
-        lo, hi = hi, hi * 1.5
-        if hi > 1e5:
-            return _result(math.inf, dl, k, pld)
-    for _ in range(100):
-        if hi - lo <= 1e-4 * hi:
+    # every certified delta_1 includes UNDERFLOW = 1e-300: no e' >= lo can then pass
+    if math.log(1e-300) + float(log_factor(lo)[0]) > math.log(dl):
+        return _result(math.inf, dl, k, pld)
+    for tail in (1e-30, 1e-120):
+        hi, d = pld._with_grid(lambda d: search(d, tail))
+        if math.isfinite(hi):
             break
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return _result(k * hi * (1 + 1e-15), dl, k, pld)
+    return _result(k * hi * (1 + 1e-15), dl, k, pld, d)
 
 
-def _result(eps, delta, k, pld):
+def _result(eps, delta, k, pld, d=None):
     return PldResult(epsilon=float(eps), delta=delta, by_direction=(("group_lemma", eps),),
-                     delta_error=0.0, discretization=pld.grid, fft_length=0,
+                     delta_error=0.0, discretization=pld.grid if d is None else d, fft_length=0,
                      tilts=(), relation=f"add_remove_group_{k}",
                      theorem=f"{THEOREM_GROUP_LEMMA} applied to [{pld.theorem}]",
                      method="bisection on e' with the certified single-element delta(e')",
