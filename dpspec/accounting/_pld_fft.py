@@ -446,8 +446,10 @@ def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
     rel = sum(c.count * (c.rel_err + t[2]) for c, t in zip(comps, tilted))
     rel += 4.0 * U * (2.0 + abs(log_C) + float(np.max(np.abs(lam * l))))
     rel_factor = 1.0 / (1.0 - rel) if rel < 0.5 else math.inf
-    # tails cut off by the window (nothing lies beyond the support [base, top])
-    trunc_hi = 0.0 if hi >= top else tau * math.exp(min(log_C - lam * (hi + 1) * d, 700.0))
-    tau_lo = 0.0 if lo <= base else (tau if lam == 0.0 else math.inf)
+    # tails cut off by the window (nothing lies beyond the support [base, top]); x2 covers
+    # the float error of the Chernoff exponents (relative ~1e-12)
+    trunc_hi = 0.0 if hi >= top else \
+        2.0 * tau * math.exp(min(log_C - lam * (hi + 1) * d, 700.0))
+    tau_lo = 0.0 if lo <= base else (2.0 * tau if lam == 0.0 else math.inf)
     return Pass(d=d, lam=lam, lo=lo, log_y=log_y, inf_mass=inf_mass, rel_factor=rel_factor,
                 dR2=dR2, log_C=log_C, trunc_hi=trunc_hi, tau_lo=tau_lo, n_fft=n)

@@ -331,6 +331,17 @@ def test_fft_error_bound_holds_against_long_double_convolution():
     assert err <= 0.1 * p.dR2 or err < 1e-15
 
 
+def test_log_ndtr_error_model():
+    """The PMF builder assumes |log_ndtr(z) - log Phi(z)| <= 8u (1 + |log Phi(z)|)."""
+    from scipy import special
+    zs = np.concatenate([np.linspace(-38, 8, 400), -np.logspace(-8, 1.5, 50)])
+    with mp.workdps(40):
+        for z in zs:
+            exact = mp.log(mp.ncdf(mp.mpf(float(z))))
+            got = float(special.log_ndtr(z))
+            assert abs(got - float(exact)) <= 8 * _pld_pmf.U * (1 + abs(float(exact)))
+
+
 def test_fft_roundtrip_error_is_far_below_the_assumed_constant():
     rng = np.random.default_rng(1)
     from scipy import fft as sfft
