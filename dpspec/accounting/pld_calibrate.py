@@ -6,9 +6,9 @@ Contract of :func:`calibrate_pld_sigma` (the same shape as
 
 * the returned sigma is the upper end ``hi`` of a final bracket [lo, hi] with
   hi / lo - 1 <= ``SIGMA_RTOL`` (1e-3) where the certified PLD epsilon (on the requested
-  grid, :meth:`dpspec.accounting.pld.Pld.epsilon`) is <= the target at ``hi`` and > the
-  target at ``lo``; so the result never exceeds the target and is at most 0.1 % above the
-  smallest sigma certifiable on that grid;
+  grid, or the automatic one: :meth:`dpspec.accounting.pld.Pld.epsilon`) is <= the target
+  at ``hi`` and > the target at ``lo``; so the result never exceeds the target and is at
+  most 0.1 % above the smallest sigma certifiable that way;
 * sigma is searched in [``SIGMA_MIN``, ``SIGMA_MAX``] = [1e-2, 1e6]; an unreachable target
   (sigma > 1e6 needed), a trivial one (met at sigma = 1e-2), rate = 0 or steps = 0 raise
   ValueError.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from . import _validate as V
-from .pld import COARSE, _disc, _gauss_log_delta, dpsgd_step, pld_dpsgd
+from .pld import COARSE, DEFAULT_DISCRETIZATION, _disc, _gauss_log_delta, dpsgd_step, pld_dpsgd
 
 SIGMA_RTOL = 1e-3
 SIGMA_MIN = 1e-2
@@ -158,8 +158,8 @@ def calibrate_pld_sigma(target_epsilon, delta, rate, steps, sampling="poisson", 
     probe = _Probe(rate, t, dl, target, sampling, group_size, dataset_size)
     u_min, u_max = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
     u0 = math.log(_initial_sigma(step, t, dl, target))
-    # phase 1: coarse grid, to 1 % in sigma
-    dc = min(d * COARSE, 1.0)
+    # phase 1: coarse grid, to 1 % in sigma (d = None: the automatic grid in phase 2)
+    dc = min((d if d is not None else DEFAULT_DISCRETIZATION) * COARSE, 1.0)
     lo, hi = _bracket(probe, u0, dc, u_min, u_max, target, dl)
     lo, hi = _shrink(probe, lo, hi, dc, math.log1p(_COARSE_RTOL))
     # phase 2: the requested grid.  eps_fine <= eps_coarse, so the fine root is <= hi.

@@ -268,6 +268,16 @@ def _gaussian_rdp_curve(sigma):
                         abs_error=0.0)
 
 
+def test_calibration_contract_and_anchors():
+    """sigma for eps = 1 at q = 0.01, T = 1000, delta = 1e-5 (shared/anchors.md: dp_accounting
+    PLD 1.4147, prv_accountant 1.4196, Opacus PRV 1.4258): certified, minimal within 0.1 %."""
+    s = acc.calibrate_pld_sigma(1.0, 1e-5, 0.01, 1000)
+    assert acc.pld_epsilon(s, 0.01, 1000, 1e-5) <= 1.0
+    assert acc.pld_epsilon(s / 1.001, 0.01, 1000, 1e-5) > 1.0
+    assert 1.410 < s < 1.4196
+    assert s < acc.calibrate_dpsgd_sigma(1.0, 1e-5, 0.01, 1000)
+
+
 def test_relation_mismatch_is_refused():
     with pytest.raises(ValueError, match="same neighbouring relation"):
         acc.pld_compose(acc.pld_dpsgd(1.0, 0.01, 10),
