@@ -64,6 +64,7 @@ from ._pld_pmf import TAIL, mixture_pmf, symmetrized_pmf
 
 DEFAULT_DISCRETIZATION = 1e-4
 COARSE = 8            # grid factor of the first, cheap certification of every direction
+_KEEP_PASSES = 8      # FFT passes cached per Pld (each up to 2^22 floats)
 SAMPLINGS = ("poisson", "wor", "wor_substitution")
 
 THEOREM_COMPOSITION = "composition of dominating pairs (Zhu, Dong & Wang 2022 Thm 10)"
@@ -151,7 +152,7 @@ class PldStep:
                             tail)
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=8)
 def _pmfs_cached(kind, sigma, rate, shift, group_size, d, tail):
     step = PldStep(kind, sigma, 1, rate, shift, group_size)
     lw = step.log_weights()
@@ -294,6 +295,9 @@ class Pld:
         key = ("pass", direction, d, lam, tau, tail)
         if key not in self._cache:
             comps = self._components(direction, d, tail)
+            passes = [k for k in self._cache if k[0] == "pass"]
+            for k in passes[: max(0, len(passes) - _KEEP_PASSES + 1)]:
+                del self._cache[k]                    # keep memory bounded (oldest first)
             self._cache[key] = compose_pass(comps, d, lam, tau)
         return self._cache[key]
 
@@ -310,7 +314,7 @@ class Pld:
             try:
                 return fn(d), d
             except WindowTooLarge as e:
-                d = d * 2.0 ** math.ceil(math.log2(e.needed / (1 << 22)) + 0.1)
+                d = d * 2.0 ** math.ceil(math.log2(e.needed / N_MAX) + 0.1)
         raise RuntimeError("PLD grid could not be coarsened enough")  # pragma: no cover
 
     def _eps_direction(self, direction, d, delta, lam=None, tail=TAIL):
