@@ -36,6 +36,10 @@ SRPP-SGD: :func:`huc`, :func:`sa_huc`, :func:`hypergeometric_k2`, :func:`binomia
 :func:`srpp_sgd_sigma2`, :func:`srpp_sgd_epsilon`, :func:`calibrate_srpp_sgd`.
 Relational DP-SGD: :func:`coupled_sampling_rdp`, :func:`coupled_sampling_rdp_standard_clipping`,
 :func:`relational_accountants`, :func:`calibrate_relational_sigma`, :func:`certify_relational`.
+PLD (privacy-loss distributions, pessimistic with a stated error bound): :class:`Pld`,
+:class:`PldResult`, :class:`PldCurve`, :func:`pld_gaussian`, :func:`pld_dpsgd`,
+:func:`pld_compose`, :func:`pld_epsilon`, :func:`calibrate_pld_sigma`,
+:func:`pld_group_lemma_epsilon`.
 Errors: :class:`SoundnessError` (every family's unprovable configuration, with a rule id).
 """
 
@@ -59,6 +63,17 @@ from .huc import (  # SRPP-SGD History-Uniform Cap accountants (Zhang & Vorobeyc
     srpp_sgd_epsilon,
     srpp_sgd_sigma2,
 )
+from .pld import (  # PLD accounting (dominating pairs, Zhu-Dong-Wang 2022; CTD, Doroshenko et al. 2022)
+    Pld,
+    PldCurve,
+    PldResult,
+    pld_compose,
+    pld_dpsgd,
+    pld_epsilon,
+    pld_gaussian,
+)
+from .pld_calibrate import calibrate_pld_sigma
+from .pld_group import pld_group_lemma_epsilon  # group lemma comparison (Vadhan 2017 Lemma 2.2)
 from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq. (3), Thm C.1)
     calibrate_relational_sigma,
     certify_relational,
@@ -69,6 +84,15 @@ from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq
 
 __all__ = [
     "DEFAULT_ALPHAS",
+    "Pld",
+    "PldCurve",
+    "PldResult",
+    "calibrate_pld_sigma",
+    "pld_compose",
+    "pld_dpsgd",
+    "pld_epsilon",
+    "pld_gaussian",
+    "pld_group_lemma_epsilon",
     "DpResult",
     "RdpCurve",
     "SoundnessError",
