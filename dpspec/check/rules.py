@@ -583,9 +583,10 @@ def check_delta_vs_n(ctx: Context):
             continue
         d = ctx.resolve_protects(t)
         n = getattr(t, "dataset_size", None) or (d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None)
-        if n and g.delta >= 1.0 / n and 0 < g.delta < 1:
+        # (a negative or zero size is DPS105's; log10 of the size itself: 1/n may underflow to 0)
+        if n and n >= 1 and g.delta >= 1.0 / n and 0 < g.delta < 1:
             yield diag("DPS131", f"delta = {g.delta:g} is not below 1/n = {1 / n:.3g}", g, "delta",
-                       hint=f"use delta well below 1/n, e.g. {10 ** math.floor(math.log10(1 / n) - 1):g}")
+                       hint=f"use delta well below 1/n, e.g. {10.0 ** (-math.ceil(math.log10(n)) - 1):g}")
 
 
 # --- resource limits ------------------------------------------------------------------------------
