@@ -1,0 +1,45 @@
+"""New hostile inputs tried in the review of issues 13 and 17 (those that found a gap, kept as
+regression tests)."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+import dpspec
+from dpspec.certificate.run import RunCertificate, verify_run
+
+torch.set_num_threads(1)
+
+DPSGD = """privacy people { unit record  dataset_size 20 }
+train model { protect people  mechanism dpsgd  sampling poisson(rate = 0.25)  clipping flat(C = 1.0)  steps 8
+  guarantee dp(epsilon = 2, delta = 1e-5) }
+"""
+
+
+@pytest.fixture(scope="module")
+def run_doc():
+    c = dpspec.compile(DPSGD)
+    c.mechanism.train(torch.nn.Linear(3, 2), torch.zeros(20, 3), torch.zeros(20, dtype=torch.long), seed=0, steps=5)
+    return json.loads(c.mechanism.run_certificate(embed=c.certificate).to_json())
+
+
+def _sealed(d):
+    return RunCertificate.model_validate(d).sealed().to_json()
+
+
+def test_the_genuine_run_certificate_verifies(run_doc):
+    assert verify_run(json.dumps(run_doc), raise_on_error=False).ok
+
+
+@pytest.mark.parametrize("field, text", [("note", "\x1b[31mthis run spent nothing\x1b[0m"),
+                                         ("accountant", "none: no privacy was spent"),
+                                         ("note", "\u202eevil")])
+def test_a_resealed_run_certificate_with_forged_text_fails(run_doc, field, text):
+    """Found in review: `note` and `accountant` were not compared with the ledger's, so a resealed run
+    certificate carrying any text verified."""
+    d = copy.deepcopy(run_doc)
+    d[field] = text
+    rep = verify_run(_sealed(d), raise_on_error=False)
+    assert not rep.ok and any(p.startswith(f"{field}:") for p in rep.problems)
