@@ -43,3 +43,19 @@ def test_a_resealed_run_certificate_with_forged_text_fails(run_doc, field, text)
     d[field] = text
     rep = verify_run(_sealed(d), raise_on_error=False)
     assert not rep.ok and any(p.startswith(f"{field}:") for p in rep.problems)
+
+
+@pytest.mark.parametrize("text", ["[" * 200000 + "]" * 200000, '{"a": ' * 100000 + "1" + "}" * 100000,
+                                  '{"a": ' * 40 + "1" + "}" * 40])
+def test_plot_refuses_deeply_nested_json_cleanly(tmp_path, text):
+    """Found in review: `dpspec plot` on 200,000 nested brackets crashed with exit 3 (RecursionError);
+    `verify` and `explain` refused it with one line."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "deep.json"
+    p.write_text(text, encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "dpspec", "plot", str(p), "-o", str(tmp_path / "x.png")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "nested more than" in r.stderr + r.stdout and "Traceback" not in r.stderr
