@@ -59,3 +59,21 @@ def test_plot_refuses_deeply_nested_json_cleanly(tmp_path, text):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "nested more than" in r.stderr + r.stdout and "Traceback" not in r.stderr
+
+
+def test_diagnostics_never_echo_control_or_bidi_characters_of_a_spec(tmp_path):
+    """Found in review: DPS006 said "unexpected control character '\\x1b'" and then printed the source
+    line with the raw ESC (and bidi overrides) to the terminal. Now they are shown escaped and the caret
+    still points at the character."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "s.dps"
+    p.write_text('privacy p { unit record  description "ok \u202e x \x1b[31mred" }\n', encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "dpspec", "check", str(p)], capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "DPS006" in out
+    assert "\x1b" not in out and "\u202e" not in out
+    line = next(ln for ln in out.splitlines() if ln.startswith(" 1 | "))
+    caret = next(ln for ln in out.splitlines() if "^" in ln)
+    assert line[caret.index("^"):].startswith("\\x1b") and caret.count("^") == 4
