@@ -77,3 +77,20 @@ def test_diagnostics_never_echo_control_or_bidi_characters_of_a_spec(tmp_path):
     line = next(ln for ln in out.splitlines() if ln.startswith(" 1 | "))
     caret = next(ln for ln in out.splitlines() if "^" in ln)
     assert line[caret.index("^"):].startswith("\\x1b") and caret.count("^") == 4
+
+
+@pytest.mark.parametrize("content, reason", [("[" * 200000 + "]" * 200000, "nested more than"),
+                                             ('{"steps_taken": 1, "steps_taken": 5}', "appears twice")])
+def test_run_cert_refuses_a_hostile_ledger_state_cleanly(tmp_path, content, reason):
+    """Found in review: `dpspec run-cert --ledger` parsed the state with plain json.loads: 200,000 nested
+    brackets crashed it (RecursionError, exit 3) and duplicate keys were silently collapsed."""
+    import subprocess
+    import sys
+
+    cert = tmp_path / "c.json"
+    cert.write_text(dpspec.compile(DPSGD).certificate.model_dump_json(), encoding="utf-8")
+    state = tmp_path / "state.json"
+    state.write_text(content, encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "dpspec", "run-cert", str(cert), "--ledger", str(state)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and reason in r.stderr and "Traceback" not in r.stderr, r.stderr
