@@ -86,7 +86,7 @@ def render(d: Diagnostic, sources: dict[str, str]) -> str:
     """Render like a compiler: ``file:line:col: error[DPS104]: message``, source line, caret, hint."""
     s = d.span
     where = f"{s.file}:{s.line}:{s.col}: " if s else ""
-    out = [f"{where}{d.severity}[{d.rule}]: {d.message}"]
+    out = [_escaped_text(f"{where}{d.severity}[{d.rule}]: {d.message}")]
     text = sources.get(s.file) if s else None
     if s and text is not None:
         lines = text.split("\n")
@@ -102,14 +102,29 @@ def render(d: Diagnostic, sources: dict[str, str]) -> str:
             col0 = s.col - 1 - start + (1 if start else 0)
             width = (s.end_col - s.col) if s.end_line == s.line else max(1, len(src) - col0)
             width = max(1, min(width, max(1, len(src) - col0)))
+            # control and bidi characters are shown escaped (a spec's bytes never reach the terminal as
+            # escape sequences or reorder the line), the caret widened to match
+            shown = [_escaped(ch) for ch in src]
+            col0, width = (sum(map(len, shown[:max(col0, 0)])),
+                           max(1, sum(map(len, shown[max(col0, 0):max(col0, 0) + width]))))
+            src = "".join(shown)
             out.append(f" {pad} |")
             out.append(f" {gutter} | {src}")
             out.append(f" {pad} | {' ' * max(col0, 0)}{'^' * width}")
     if d.hint:
-        out.append(f"  = hint: {d.hint}")
+        out.append(_escaped_text(f"  = hint: {d.hint}"))
     for n in d.notes:
-        out.append(f"  = note: {n}")
+        out.append(_escaped_text(f"  = note: {n}"))
     return "\n".join(out)
+
+
+def _escaped(ch: str) -> str:
+    return ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+
+
+def _escaped_text(text: str) -> str:
+    """``text`` with control and format (bidi) characters escaped, newlines kept."""
+    return "".join(ch if ch == "\n" else _escaped(ch) for ch in text)
 
 
 def render_all(diags: Iterable[Diagnostic], sources: dict[str, str]) -> str:

@@ -72,6 +72,7 @@ def read_certificate(path: str | Path):
     from pydantic import ValidationError
 
     from dpspec.certificate.model import Certificate
+    from dpspec.certificate.verify import MAX_JSON_DEPTH, _depth
 
     p = Path(path)
     try:
@@ -92,6 +93,11 @@ def read_certificate(path: str | Path):
         raise CertificateReadError(f"{path} is not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     except ValueError as e:
         raise CertificateReadError(f"{path}: {e}") from None
+    except RecursionError:  # e.g. 100,000 nested brackets: refused like `dpspec verify` refuses them
+        raise CertificateReadError(f"{path} is nested more than {MAX_JSON_DEPTH} levels deep: not a certificate") \
+            from None
+    if _depth(obj) > MAX_JSON_DEPTH:
+        raise CertificateReadError(f"{path} is nested more than {MAX_JSON_DEPTH} levels deep: not a certificate")
     try:
         return Certificate.model_validate(obj)
     except ValidationError as e:

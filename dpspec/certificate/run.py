@@ -366,6 +366,13 @@ def _check_against(rc: RunCertificate, found, rep: RunVerifyReport, data: dict |
                               f"{want[(p.delta, p.alpha)]:.6g} certified) with the certificate's accountant")
         if s.exact_for_run != rc.exact_for_run:
             rep.fail(f"exact_for_run: recorded {rc.exact_for_run}, the mechanism's ledger says {s.exact_for_run}")
+    # the descriptive fields are the ledger's own words too: a verified run certificate carries no text
+    # its accountant did not write (a forged `note` or `accountant` would otherwise be sealed as verified)
+    last = led.spent_at(rc.steps_taken, rc.spent[-1].delta) if rc.spent else None
+    if last is not None:
+        for name, recorded, recomputed in (("accountant", rc.accountant, last.accountant), ("note", rc.note, last.note)):
+            if recorded != recomputed:
+                rep.fail(f"{name}: recorded {recorded!r}, the certificate's accountant writes {recomputed!r}")
 
 
 def _finish(rep: RunVerifyReport, raise_on_error: bool) -> RunVerifyReport:

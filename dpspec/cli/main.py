@@ -267,17 +267,22 @@ def cmd_run_cert(args) -> int:
 
     for f in (args.cert, args.ledger):
         if f is not None and not Path(f).is_file():
-            print(f"dpspec: cannot read {f}: no such file", file=sys.stderr)
+            why = "not a regular file" if os.path.lexists(f) else "no such file"
+            print(f"dpspec: cannot read {f}: {why}", file=sys.stderr)
             return EXIT_INVALID
     if args.steps is not None and args.steps < 0:
         print("dpspec: error: --steps must be ≥ 0", file=sys.stderr)
         return EXIT_USAGE
     state = None
     if args.ledger is not None:
-        try:
-            state = json.loads(Path(args.ledger).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            print(f"{args.ledger}: error: not a ledger state (JSON): {e}", file=sys.stderr)
+        from dpspec.certificate.verify import (CertificateReadError, _StructureError, parse_certificate_json,
+                                               read_certificate_file)
+
+        try:  # the certificate reader's rules: a bounded regular file, strict JSON, bounded nesting
+            state = parse_certificate_json(read_certificate_file(args.ledger))
+        except (CertificateReadError, _StructureError) as e:
+            why = str(e).replace("the certificate", "the ledger state")
+            print(f"{args.ledger}: error: not a ledger state (JSON): {why}", file=sys.stderr)
             return EXIT_INVALID
     target = args.target
     if target is None:
