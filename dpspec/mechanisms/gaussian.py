@@ -231,7 +231,18 @@ class GaussianRelease:
         sensitivity ≤ ``sensitivity`` w.r.t. the protected unit (the query evaluated on values
         clamped to the certified bounds, a mean divided by the certified n, …). Nothing here can
         check that; prefer ``release(data)``, which evaluates the certified query itself. The answer
-        must have the certified dimension."""
+        must have the certified dimension.
+
+        Refused for a release whose certificate says the query is evaluated on the data
+        (``query.evaluated_on = "data"``): its Δ is derived from the clamping that ``release(data)``
+        does, and an answer computed elsewhere would not be covered by that certificate. To release
+        an answer of your own, declare it as one (``query vector(dimension = d, sensitivity = Δ)``)."""
+        if self.query is not None:
+            raise CertificateGuardError(
+                f"`{self.name}` is certified for `{self.query.text()}` evaluated by dpspec on the data (values "
+                "clamped to the certified bounds): call release(data); an answer computed elsewhere is not covered "
+                "by this certificate (declare `query vector(dimension = d, sensitivity = Δ)` to release your own "
+                "answer)")
         a = np.asarray(answer, dtype=float)
         dim = self.dimension
         if a.ndim > 1 or (dim is not None and a.size != dim):

@@ -115,8 +115,8 @@ def test_a_release_releases_once_and_reports_what_it_spent():
     assert mech.privacy_spent(delta=1e-8).epsilon == pytest.approx(c.certificate.results[0].guarantee.dp[2].epsilon)
     with pytest.raises(BudgetExceededError):
         mech.release()
-    with pytest.raises(BudgetExceededError):
-        mech.release_answer(1.0)
+    with pytest.raises(CertificateGuardError, match="release\\(data\\)"):
+        mech.release_answer(1.0)  # a query dpspec evaluates on the data: no answer from elsewhere
 
 
 def test_an_rdp_release_reports_epsilon_alpha():
@@ -181,7 +181,7 @@ def test_histogram_counts_clamped_values_in_equal_bins():
 
 
 def test_release_answer_keeps_the_caveat_and_the_dimension():
-    c = dpspec.compile(spec("sum(x1, x2, bounds = [0, 1])", data=None))
+    c = dpspec.compile(spec("vector(dimension = 2, sensitivity = 1)", data=None))
     mech = c.mechanism
     assert "Caveat" in mech.release_answer.__doc__
     with pytest.raises(DataMismatchError, match="dimension 2"):
@@ -190,6 +190,14 @@ def test_release_answer_keeps_the_caveat_and_the_dimension():
     assert np.shape(out) == (2,)
     with pytest.raises(BudgetExceededError):
         mech.release_answer([1.0, 2.0])
+
+
+def test_release_answer_is_refused_when_the_certificate_evaluates_the_query_on_the_data():
+    c = dpspec.compile(spec("sum(x1, x2, bounds = [0, 1])", data=None))
+    assert c.certificate.results[0].query.evaluated_on == "data"
+    with pytest.raises(CertificateGuardError, match="vector"):
+        c.mechanism.release_answer([1e9, 1e9])  # would bypass the clamp the derived Δ rests on
+    assert c.mechanism.privacy_spent().steps == 0  # nothing charged
 
 
 def test_a_vector_release_has_no_query_to_evaluate():
