@@ -34,6 +34,17 @@ class Context:
     spec: ir.SpecIR
     failed: set[str] = field(default_factory=set)
     _definitions: dict | None = field(default=None, repr=False)
+    _sensitivities: dict = field(default_factory=dict, repr=False)
+
+    def release_sensitivity(self, release, unit, n):
+        """``dpspec.compiler.sensitivity.release_sensitivity``, computed once per release: several rules
+        (DPS129, DPS140) need it, and the exact derivation was 40 % of `check` on a large spec."""
+        key = (id(release), id(unit), n)  # the IR outlives the context, so ids are stable here
+        if key not in self._sensitivities:
+            from dpspec.compiler.sensitivity import release_sensitivity
+
+            self._sensitivities[key] = release_sensitivity(release, unit, n)
+        return self._sensitivities[key]
 
     def definition(self, name: str) -> "ir.Scenario | ir.PrivacyUnitDecl | None":
         """The scenario or privacy block called ``name`` (the first one), by an index built once:

@@ -526,8 +526,6 @@ def check_training_settings(ctx: Context):
       explanation="A Gaussian release needs the query's ℓ2 sensitivity w.r.t. the protected unit: declared with "
                   "`sensitivity`, or derived from declared bounds of a sum/mean/count/histogram on record units.")
 def check_release_sensitivity(ctx: Context):
-    from dpspec.compiler.sensitivity import derive_sensitivity
-
     for r in ctx.spec.releases:
         if r.mechanism != "gaussian":
             continue
@@ -535,7 +533,7 @@ def check_release_sensitivity(ctx: Context):
         if u is None:
             continue
         n = d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None
-        _value, problem = derive_sensitivity(r, u, n)
+        problem = ctx.release_sensitivity(r, u, n).problem
         if problem:
             msg, field, hint = problem
             yield diag("DPS129", msg, r.query if (field and r.query is not None and field != "sensitivity") else r,

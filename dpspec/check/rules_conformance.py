@@ -45,13 +45,13 @@ def _unit_of(ctx: Context, t):
                   "Δ, or drop the bounds (the sensitivity is then an assumption about an answer the caller "
                   "computes, and `release_answer` is the only way to release it).")
 def check_declared_sensitivity(ctx: Context):
-    from dpspec.compiler.sensitivity import query_text, release_sensitivity
+    from dpspec.compiler.sensitivity import query_text
 
     for r in ctx.spec.releases:
         d, u = _unit_of(ctx, r)
         if r.mechanism != "gaussian" or u is None or r.query is None:
             continue
-        s = release_sensitivity(r, u, d.dataset_size)
+        s = ctx.release_sensitivity(r, u, d.dataset_size)
         if s.declared_below_derived:
             node = r if r.sensitivity is not None else r.query
             yield diag("DPS140", f"the declared sensitivity {s.declared:g} is below Δ = {s.derived.value:.6g} that "
