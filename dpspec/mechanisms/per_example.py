@@ -18,7 +18,9 @@ Two implementations of the clipped sum, checked against each other in the tests:
   materialising per-example gradients, and the clipped sum is one matrix product (s ⊙ δ)ᵀ a.
   The per-example losses still come from ``vmap`` over the loss on batches of one, and the
   allow-list of layers guarantees that example i's output depends only on example i.
-* ``method="auto"`` — ghost when supported, else vmap.
+* ``method="loop"`` — one autograd pass per example (a batch of one each): for layers ``vmap`` has no
+  batching rule for (e.g. ``nn.GRU``); slower, the same numbers.
+* ``method="auto"`` — ghost when supported, else vmap, else (vmap raised) loop.
 """
 
 from __future__ import annotations
@@ -156,10 +158,13 @@ def _check_clips(model, clip, per_layer_clips):
     return None, pcs
 
 
-def _vmap_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
+def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedSum:
     import torch
 
-    g, loss = per_example_grads(model, loss_fn, xb, yb, with_loss=True)
+    if loop:
+        g, loss = _per_example_loop(model, loss_fn, xb, yb)
+    else:
+        g, loss = per_example_grads(model, loss_fn, xb, yb, with_loss=True)
     names = list(g.keys())
     B = xb.shape[0]
     sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
@@ -187,7 +192,25 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
         norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
     idx = torch.nonzero(bad).flatten().tolist()
     loss = torch.where(bad, torch.full((), float("nan"), dtype=loss.dtype), loss.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "vmap", clipped)
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped)
+
+
+def _per_example_loop(model, loss_fn, xb, yb):
+    """The (B, *shape) per-example gradients and (B,) losses of :func:`per_example_grads`, one
+    autograd pass per example (each a batch of one)."""
+    import torch
+
+    params = {k: v.detach().requires_grad_(True) for k, v in trainable_parameters(model).items()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    f = _single_loss(model, loss_fn, buffers)
+    rows, losses = {k: [] for k in params}, []
+    for i in range(int(xb.shape[0])):
+        loss = f(params, xb[i], yb[i])
+        gs = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        for (k, v), g in zip(params.items(), gs):
+            rows[k].append(torch.zeros_like(v) if g is None else g)
+        losses.append(loss.detach())
+    return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses)
 
 
 def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
@@ -275,8 +298,8 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
 
     params = trainable_parameters(model)
     clip, pcs = _check_clips(model, clip, per_layer_clips)
-    if method not in ("auto", "vmap", "ghost"):
-        raise ValueError(f"method must be 'auto', 'vmap' or 'ghost', got {method!r}")
+    if method not in ("auto", "vmap", "ghost", "loop"):
+        raise ValueError(f"method must be 'auto', 'vmap', 'ghost' or 'loop', got {method!r}")
     B = int(xb.shape[0])
     if B == 0:
         z = {k: torch.zeros_like(v) for k, v in params.items()}
@@ -289,4 +312,11 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
         except _GhostUnsupported:
             if method == "ghost":
                 raise ValueError("method='ghost' needs 2-D inputs to every nn.Linear layer") from None
-    return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    if method == "loop":
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+    if method == "vmap":
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    try:
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    except RuntimeError:  # a layer vmap cannot batch (nn.GRU): the same gradients, one example at a time
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
