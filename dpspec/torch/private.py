@@ -190,6 +190,7 @@ class _Session:
         self.dataset, self.collate_fn = dataset, collate_fn
         self.pending: _Batch | None = None
         self._grads_set: dict = {}
+        self._criterion_checked = False
 
     @property
     def ledger(self):
@@ -222,30 +223,48 @@ class _Session:
         return x, y
 
     def check_loss(self, b: _Batch) -> None:
+        """The loop back-propagated ``criterion(out, y)`` (mean or sum over the batch) into the output. The
+        first time, also that ``criterion`` on the batch is the mean of its per-example values (what the
+        private step computes: each example alone); after that one autograd call on the batch suffices."""
         G, out = b.out_grad, b.out
         if G is None or out is None or out.shape[0] == 0:
             return
-        from torch.func import grad, vmap
-
         crit = self.criterion
-        o = out.detach()
+        B = out.shape[0]
+        o = out.detach().requires_grad_(True)
         y = b.y.to(o.device) if torch.is_tensor(b.y) else b.y
-        def one(oi, ti):
-            return crit(oi.unsqueeze(0), ti.unsqueeze(0))
-
-        try:
-            R = vmap(grad(one))(o, y)
-        except RuntimeError:  # a criterion vmap cannot batch: one example at a time
-            R = torch.stack([grad(one)(o[i], y[i]) for i in range(o.shape[0])])
-        for scale in (1.0 / o.shape[0], 1.0):
-            ref = R * scale
-            if float((G - ref).norm()) <= 1e-4 * max(float(ref.norm()), float(G.norm())) + 1e-12:
-                return
+        with torch.enable_grad():
+            (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
+            if not self._criterion_checked and B > 1:
+                per = self._per_example_output_grads(o, y)
+                if not (_close(R, per / B) or _close(R, per)):
+                    raise CriterionMismatchError(
+                        f"`{self.ledger.target}`: `criterion(output, target)` on a batch is not the mean of its "
+                        "per-example values (or their sum), so the private step (which computes each example's gradient from "
+                        "`criterion` on that example alone) would not train the loss of your loop. Give a "
+                        "per-example criterion averaged over the batch (e.g. F.cross_entropy).")
+                self._criterion_checked = True
+        if _close(G, R) or _close(G, R * B):
+            return
         raise CriterionMismatchError(
             f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "
             "sum over the batch). The private step computes each example's gradient from `criterion` on that "
             "example alone (a loss that couples examples, or another loss, is not what is clipped and noised): "
             "pass the loss you train with as make_private(..., criterion=...)")
+
+    def _per_example_output_grads(self, o, y):
+        from torch.func import vmap
+
+        crit = self.criterion
+
+        def one(oi, ti):
+            return crit(oi.unsqueeze(0), ti.unsqueeze(0))
+
+        try:  # Σ_i criterion(o_i, y_i): its gradient in o_i is example i's (each term sees o_i only)
+            losses = vmap(one)(o, y)
+        except RuntimeError:  # a criterion vmap cannot batch: one example at a time
+            losses = torch.stack([one(o[i], y[i]) for i in range(o.shape[0])])
+        return torch.autograd.grad(losses.sum(), o)[0]
 
     def check_param_grads(self) -> None:
         for k, p in self.module.named_parameters():
@@ -263,6 +282,10 @@ class _Session:
     def record_param_grads(self) -> None:
         self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters()
                            if p.grad is not None}
+
+
+def _close(a, b) -> bool:
+    return float((a - b).norm()) <= 1e-4 * max(float(a.norm()), float(b.norm())) + 1e-12
 
 
 def _empty_like(batch):

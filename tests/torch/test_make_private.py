@@ -312,6 +312,19 @@ def test_the_loop_loss_must_be_the_per_example_criterion():
     (ce(model(xb), yb) + 0.1 * sum((p ** 2).sum() for p in m2.parameters())).backward()  # a regulariser
     with pytest.raises(dt.CriterionMismatchError):
         opt.step()
+    # a criterion that couples the examples of a batch is not what the private step computes
+    c4 = compile_dpsgd(steps=2)
+    m4 = mlp()
+
+    def centred(out, t):
+        return ce(out - out.mean(dim=0), t)
+
+    model, opt, loader = dt.make_private(c4, m4, torch.optim.SGD(m4.parameters(), lr=0.1), dataset("mlp"),
+                                         criterion=centred, seed=0)
+    xb, yb = next(iter(loader))
+    centred(model(xb), yb).backward()
+    with pytest.raises(dt.CriterionMismatchError, match="per-example"):
+        opt.step()
     # the loss the model is trained with can be given
     c3 = compile_dpsgd(steps=2)
     m3 = mlp()
