@@ -1573,10 +1573,14 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
     log_target = math.log(target)
 
     memo: dict = {}
+    from dpspec.progress import progress
+
+    evals = progress(desc="relational σ search", unit="eval")
 
     def f(u, include):
         key = (u, tuple(include))
         if key not in memo:      # = relational_accountants(...).epsilon, lazily (same float)
+            evals.update()
             memo[key] = _search_epsilon(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
                                         include=include)
         e = memo[key]
@@ -1636,6 +1640,7 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
         except ValueError:
             u0 = 0.0
     u = solve(chosen, u0)
+    evals.close()
     sigma = math.exp(u)
     if f(u, chosen) > 0:                      # pragma: no cover - the bracket end was verified
         raise RuntimeError("calibrate_relational_sigma: final sigma does not meet the target")

@@ -239,6 +239,7 @@ class DpSgd(LedgerOwner):
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
 
+        A progress bar on stderr (:mod:`dpspec.progress`; ``progress`` is kept for compatibility).
         ``comm`` (a :class:`dpspec.distributed.Comm`): run data-parallel — every rank draws the same
         global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
         every rank keeps the same ledger, checked with the batch at every step."""
@@ -258,7 +259,9 @@ class DpSgd(LedgerOwner):
         names = [k for k, p in model.named_parameters() if p.requires_grad]
         if comm is not None:
             comm.broadcast_parameters(model)
-        for t, idx in enumerate(batches):
+        from dpspec.progress import progress as bar
+
+        for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
             if comm is not None:
                 comm.check_step(idx, self.ledger, t)
                 local = comm.shard(idx)
@@ -270,8 +273,6 @@ class DpSgd(LedgerOwner):
                 p.grad = grads[k]
             opt.step()
             rep.batch_sizes.append(len(idx))
-            if progress and (t % max(1, total // 20) == 0 or t == total - 1):
-                print(f"  step {t + 1}/{total}", flush=True)
         return rep
 
 
