@@ -1557,7 +1557,7 @@ SEARCH_ALPHAS = np.array([1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 2
 
 def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, steps,
                                accountants: Sequence[str] | None = None,
-                               alphas=None, rel_tol=2e-3) -> float:
+                               alphas=None, rel_tol=2e-3, on_eval=None) -> float:
     """Smallest sigma (up to ``rel_tol``) whose pointwise-min epsilon over ``accountants`` (default:
     every valid one, as :func:`relational_accountants`) is <= ``target_epsilon`` on ``alphas``
     (default :data:`SEARCH_ALPHAS`).  Returns the upper end of the final bracket, where the target
@@ -1565,7 +1565,8 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
 
     Search: the cheap accountants (all but Thm C.1's quadrature) give an upper bracket, then
     regula falsi with the Illinois modification on (log sigma, log epsilon), which is nearly
-    linear, so a handful of expensive evaluations suffice.
+    linear, so a handful of expensive evaluations suffice. ``on_eval()`` is called before each
+    evaluation (a progress bar's update; it changes nothing).
     """
     target = V.real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
     a = SEARCH_ALPHAS if alphas is None else np.sort(V.alphas("alphas", alphas))
@@ -1573,14 +1574,12 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
     log_target = math.log(target)
 
     memo: dict = {}
-    from dpspec.progress import progress
-
-    evals = progress(desc="relational σ search", unit="eval")
 
     def f(u, include):
         key = (u, tuple(include))
         if key not in memo:      # = relational_accountants(...).epsilon, lazily (same float)
-            evals.update()
+            if on_eval is not None:
+                on_eval()
             memo[key] = _search_epsilon(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
                                         include=include)
         e = memo[key]
@@ -1640,7 +1639,6 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
         except ValueError:
             u0 = 0.0
     u = solve(chosen, u0)
-    evals.close()
     sigma = math.exp(u)
     if f(u, chosen) > 0:                      # pragma: no cover - the bracket end was verified
         raise RuntimeError("calibrate_relational_sigma: final sigma does not meet the target")

@@ -49,6 +49,17 @@ def trainable_parameters(model) -> dict:
     return params
 
 
+def _single_loss_out(model, loss_fn, buffers):
+    """As :func:`_single_loss`, with the example's output as auxiliary value."""
+    from torch.func import functional_call
+
+    def loss_one(p, x, y):
+        out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
+        return loss_fn(out, y.unsqueeze(0)), out.squeeze(0).detach()
+
+    return loss_one
+
+
 def _single_loss(model, loss_fn, buffers):
     from torch.func import functional_call
 
@@ -91,6 +102,8 @@ class ClippedSum:
     losses: object
     method: str
     clipped_fraction: float
+    # (B, *out) the model's outputs, each computed on its example alone (ghost, vmap, loop); None if not kept
+    outputs: object = None
 
 
 def _ghost_layers(model):
@@ -162,9 +175,15 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
     import torch
 
     if loop:
-        g, loss = _per_example_loop(model, loss_fn, xb, yb)
+        g, loss, outputs = _per_example_loop(model, loss_fn, xb, yb)
     else:
-        g, loss = per_example_grads(model, loss_fn, xb, yb, with_loss=True)
+        from torch.func import grad_and_value, vmap
+
+        params = trainable_parameters(model)
+        buffers = {k: v.detach() for k, v in model.named_buffers()}
+        f = _single_loss_out(model, loss_fn, buffers)
+        g, (loss, outputs) = vmap(grad_and_value(f, has_aux=True), in_dims=(None, 0, 0),
+                                  randomness="different")(params, xb, yb)
     names = list(g.keys())
     B = xb.shape[0]
     sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
@@ -192,7 +211,7 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
     idx = torch.nonzero(bad).flatten().tolist()
     loss = torch.where(bad, torch.full((), float("nan"), dtype=loss.dtype), loss.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped)
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
 
 
 def _per_example_loop(model, loss_fn, xb, yb):
@@ -202,15 +221,16 @@ def _per_example_loop(model, loss_fn, xb, yb):
 
     params = {k: v.detach().requires_grad_(True) for k, v in trainable_parameters(model).items()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
-    f = _single_loss(model, loss_fn, buffers)
-    rows, losses = {k: [] for k in params}, []
+    f = _single_loss_out(model, loss_fn, buffers)
+    rows, losses, outs = {k: [] for k in params}, [], []
     for i in range(int(xb.shape[0])):
-        loss = f(params, xb[i], yb[i])
+        loss, out = f(params, xb[i], yb[i])
+        outs.append(out)
         gs = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
         for (k, v), g in zip(params.items(), gs):
             rows[k].append(torch.zeros_like(v) if g is None else g)
         losses.append(loss.detach())
-    return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses)
+    return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses), torch.stack(outs)
 
 
 def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
@@ -284,7 +304,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     sums = {k: sums[k] for k in names}
     idx = torch.nonzero(bad).flatten().tolist()
     losses = torch.where(bad, torch.full((), float("nan"), dtype=losses.dtype), losses.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped)
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
 
 def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = None,

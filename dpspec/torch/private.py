@@ -112,8 +112,14 @@ class _DpSgdBackend:
     def draw(self) -> np.ndarray:
         return next(self.mech.batches(self.n, self.rng, 1))
 
-    def step(self, x, y, idx) -> None:
-        grads = self.mech.private_gradients(self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx)
+    def clipped_sum(self, x, y):
+        """This batch's clipped per-example gradient sum (nothing charged, no noise), with the outputs of
+        the per-example forward: the model's forward returns them, so the loop's forward is not repeated."""
+        return self.mech._clipped_sum(self.model, self.criterion, x, y)
+
+    def step(self, x, y, idx, clipped=None) -> None:
+        grads = self.mech.private_gradients(self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx,
+                                            clipped=clipped)
         for k, p in self.model.named_parameters():
             if p.requires_grad:
                 p.grad = grads[k].to(p.device)
@@ -160,7 +166,9 @@ class _SrppBackend:
             self.ledger.require(1)
             raise
 
-    def step(self, x, y, idx) -> None:
+    clipped_sum = None  # the SRPP-SGD step computes its own
+
+    def step(self, x, y, idx, clipped=None) -> None:
         self.opt.step(x, y, idx)
 
     def state_dict(self) -> dict:
@@ -182,6 +190,7 @@ class _Batch:
     x_model: Any = None   # the input the forward saw (x, possibly moved to a device)
     out: Any = None       # the forward's output (a leaf: the loop's backward stops there)
     out_grad: Any = None  # what the loop's backward put on it
+    clipped: Any = None   # the clipped sum computed with that output (DP-SGD), used by the step
 
 
 class _Session:
@@ -341,6 +350,14 @@ class PrivateModel(nn.Module):
                 f"`{s.ledger.target}`: a train-mode forward on an input that is not the batch the private loader "
                 "drew for this step; the certificate covers only batches drawn as accounted. Train on the "
                 "loader make_private returned (call `model.eval()` to evaluate on other data).")
+        b.clipped = None
+        if s.backend.clipped_sum is not None and x.shape[0] > 0:
+            # the private step's own per-example forward (each example alone): its outputs are the output
+            y = b.y.to(x.device) if torch.is_tensor(b.y) else b.y
+            cs = s.backend.clipped_sum(x, y)
+            if cs.outputs is not None:
+                b.clipped, out = cs, cs.outputs
+                return self._leaf(b, x, out)
         with torch.no_grad():
             if x.shape[0] == 0:  # an empty Poisson batch: some layers refuse 0 rows; the output has 0 rows
                 try:
@@ -350,6 +367,10 @@ class PrivateModel(nn.Module):
                     out = self._module(proto)[:0]
             else:
                 out = self._module(x)
+        return self._leaf(b, x, out)
+
+    @staticmethod
+    def _leaf(b: _Batch, x, out):
         if not torch.is_tensor(out) or not out.is_floating_point():
             raise TypeError("the private model must return a floating-point tensor (wrap a model that returns a "
                             "structure, e.g. a Hugging Face model: `forward(x): return hf(x).logits`)")
@@ -419,7 +440,7 @@ class PrivateOptimizer(torch.optim.Optimizer):
         s.check_loss(b)
         x = b.x_model if b.x_model is not None else b.x
         y = b.y.to(x.device) if torch.is_tensor(b.y) and torch.is_tensor(x) else b.y
-        s.backend.step(x, y, b.idx)
+        s.backend.step(x, y, b.idx, b.clipped)
         s.pending = None
         s.record_param_grads()
 
