@@ -333,8 +333,11 @@ class PrivateModel(nn.Module):
     def __getattr__(self, name):
         try:
             return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_module"], name)
+        except AttributeError:  # the wrapped model's attributes (not while being built or copied)
+            modules = self.__dict__.get("_modules")
+            if modules is None or "_module" not in modules or name.startswith("__"):
+                raise
+            return getattr(modules["_module"], name)
 
     def forward(self, *args, **kwargs):
         s = self._session
