@@ -1557,7 +1557,7 @@ SEARCH_ALPHAS = np.array([1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 2
 
 def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, steps,
                                accountants: Sequence[str] | None = None,
-                               alphas=None, rel_tol=2e-3) -> float:
+                               alphas=None, rel_tol=2e-3, on_eval=None) -> float:
     """Smallest sigma (up to ``rel_tol``) whose pointwise-min epsilon over ``accountants`` (default:
     every valid one, as :func:`relational_accountants`) is <= ``target_epsilon`` on ``alphas``
     (default :data:`SEARCH_ALPHAS`).  Returns the upper end of the final bracket, where the target
@@ -1565,7 +1565,8 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
 
     Search: the cheap accountants (all but Thm C.1's quadrature) give an upper bracket, then
     regula falsi with the Illinois modification on (log sigma, log epsilon), which is nearly
-    linear, so a handful of expensive evaluations suffice.
+    linear, so a handful of expensive evaluations suffice. ``on_eval()`` is called before each
+    evaluation (a progress bar's update; it changes nothing).
     """
     target = V.real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
     a = SEARCH_ALPHAS if alphas is None else np.sort(V.alphas("alphas", alphas))
@@ -1577,6 +1578,8 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
     def f(u, include):
         key = (u, tuple(include))
         if key not in memo:      # = relational_accountants(...).epsilon, lazily (same float)
+            if on_eval is not None:
+                on_eval()
             memo[key] = _search_epsilon(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
                                         include=include)
         e = memo[key]

@@ -186,7 +186,9 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
     if unknown:
         raise AuditError(f"mechanisms given for unknown target(s) {', '.join(sorted(unknown))}")
     report = AuditReport(seed=seed, confidence=confidence, spec=compiled.certificate.spec.source_name)
-    for i, rec in enumerate(compiled.certificate.results):
+    from dpspec.progress import progress as bar
+
+    for i, rec in enumerate(bar(compiled.certificate.results, desc="audit", unit="target")):
         if wanted is not None and rec.name not in wanted:
             continue
         if rec.kind == "compose":

@@ -352,11 +352,17 @@ def _verify(doc, rep: VerifyReport, data, trust_code: bool, original=None) -> No
     cert = load_structure(doc, rep, data=data, trust_code=trust_code, original=original)
     if cert is None:
         return
-    _formula_texts(cert, rep)
-    clean = _recompile(cert, rep, data, trust_code)
-    _formulas(cert, rep, clean)
-    _swm_checks(cert, rep, clean)
-    _execution_checks(cert, rep)
+    from dpspec.progress import progress
+
+    with progress(total=3, desc="verify", unit="stage") as bar:
+        _formula_texts(cert, rep)
+        clean = _recompile(cert, rep, data, trust_code)
+        bar.update()
+        _formulas(cert, rep, clean)
+        bar.update()
+        _swm_checks(cert, rep, clean)
+        _execution_checks(cert, rep)
+        bar.update()
 
 
 def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = False, original=None) -> Certificate | None:

@@ -68,3 +68,26 @@ register_front_end("DPS163", "data or a checkpoint that differs from the certifi
                                "SRPP-SGD's N, the capped graph of relational DP-SGD, GCON's calibration), data of "
                                "another size raises DataMismatchError; so does a ledger state (checkpoint) written "
                                "under another certificate.")
+register_front_end("DPS164", "a layer whose per-example gradients the analysis cannot cover", "run",
+                   bad="(see tests/torch/test_validator.py) dpspec.torch.make_private(compiled, nn.Sequential("
+                       "nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2)), optimizer, loader)",
+                   good=GOOD,
+                   explanation="DP-SGD bounds what one example changes in a step by one clipped per-example "
+                               "gradient. BatchNorm (and SyncBatchNorm) normalises by the statistics of the whole "
+                               "batch, so each example's gradient depends on the others, and it stores running "
+                               "statistics of the private data in the model without noise; InstanceNorm with "
+                               "track_running_stats=True stores them too. `dpspec.torch.validate(model)` lists such "
+                               "layers (make_private raises ModuleValidationError); `dpspec.torch.fix(model)` returns "
+                               "a copy with each replaced: BatchNorm -> GroupNorm, InstanceNorm without running "
+                               "statistics.")
+register_front_end("DPS165", "a training loop whose loss is not the per-example criterion", "run",
+                   bad="(see tests/torch/test_make_private.py) loss = ce(model(x), y, label_smoothing=0.3) with "
+                       "make_private(..., criterion=ce)",
+                   good=GOOD,
+                   explanation="The private step of `dpspec.torch.make_private` computes each example's gradient "
+                               "from `criterion` on that example alone (so it depends on that example only) and "
+                               "replaces `.grad` with the clipped, noised sum. The loss a loop back-propagates must "
+                               "be that criterion, averaged or summed over the batch, and nothing may reach the "
+                               "parameters around the model's output (a regulariser: use the optimizer's "
+                               "weight_decay); otherwise `optimizer.step()` raises CriterionMismatchError before "
+                               "anything is charged or drawn. Pass the loss you train with as `criterion=`.")

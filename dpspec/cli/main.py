@@ -38,14 +38,16 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a spec: calibrate noise and write a certificate")
     c.add_argument("file", metavar="FILE")
     c.add_argument("-o", "--output", metavar="CERT.json", help="write the certificate here (default: stdout)")
-    c.add_argument("--format", choices=("text", "json"), default="text", help="format of diagnostics")
-    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    c.add_argument("--format", choices=("text", "json"), default="text",
+                   help="format of diagnostics and, with -o, of the summary (json: path and each target's ε)")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress bars)")
 
     trust_help = ("let the recompilation import and run the user code the certificate's spec names "
                   "(sampler/callable hooks); only for a certificate whose author you trust")
     c = sub.add_parser("verify", help="recompute every number of a certificate (executes nothing from it)")
     c.add_argument("cert", metavar="CERT.json")
     c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     c.add_argument("--trust-code", action="store_true", help=trust_help)
     c.add_argument("--certificate", metavar="ORIGINAL.json", help="for a run certificate: the certificate it spends "
                    "(default: the embedded one)")
@@ -108,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.cmd:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
+        if getattr(args, "quiet", False):  # progress bars (stderr, TTY only) off as well
+            from dpspec.progress import set_quiet
+
+            set_quiet(True)
         return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
                 "fmt": cmd_fmt, "plot": cmd_plot, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit,
                 "run-cert": cmd_run_cert}[args.cmd](args)
@@ -207,13 +213,29 @@ def cmd_compile(args) -> int:
         except OSError as e:
             print(f"dpspec: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
             return EXIT_INVALID
-        if not args.quiet:
+        if args.format == "json":  # machine-readable summary (stdout carries only this JSON)
+            print(json.dumps(_compile_summary(args.output, compiled.certificate), indent=2, ensure_ascii=False))
+        elif not args.quiet:
             for r in compiled.certificate.results:
                 print(summary_line(r))
             print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _compile_summary(output: str, cert) -> dict:
+    """`dpspec compile -o CERT.json --format json`: where the certificate went and each target's guarantee."""
+    targets = []
+    for r in cert.results:
+        g = r.guarantee
+        params = r.mechanism.parameters
+        targets.append({k: v for k, v in {
+            "name": r.name, "kind": r.kind, "mechanism": r.mechanism.name, "notion": r.notion.name,
+            "epsilon": g.epsilon, "delta": g.delta, "alpha": g.alpha,
+            "noise_multiplier": params.get("noise_multiplier"), "sigma": params.get("sigma"),
+            "steps": params.get("steps"), "warnings": list(r.warnings)}.items() if v is not None})
+    return {"ok": True, "output": output, "content_hash": cert.content_hash, "targets": targets}
 
 
 def _read_cert(path: str):

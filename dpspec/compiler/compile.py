@@ -92,7 +92,9 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     ctx = Context(spec.ir)
     compiled: dict[str, CompiledTarget] = {}
     errors: list[Diagnostic] = []
-    for t in spec.ir.targets():
+    from dpspec.progress import progress
+
+    for t in progress(spec.ir.targets(), desc="compile", unit="target"):
         try:
             with memory_budget():  # an allocation past the limit fails cleanly (DPS009 below)
                 check_magnitudes(t)

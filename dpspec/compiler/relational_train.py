@@ -150,7 +150,10 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                                            hint="use a smaller batch or fewer negatives per positive")
         if t.noise is None:
             try:
-                sigma = calibrate_relational_sigma(g.epsilon, delta_acc, config, steps)
+                from dpspec.progress import progress
+
+                with progress(desc="relational σ search", unit="eval") as bar:
+                    sigma = calibrate_relational_sigma(g.epsilon, delta_acc, config, steps, on_eval=bar.update)
             except RelationalSoundnessError:
                 raise
             except ValueError as e:

@@ -167,7 +167,9 @@ class MLPEncoder:
         opt = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
         xb = Xt[torch.as_tensor(train_idx)]
         yb = torch.as_tensor(y, dtype=torch.long)
-        for _ in range(self.epochs):
+        from dpspec.progress import progress
+
+        for _ in progress(range(self.epochs), desc="GCON encoder", unit="epoch"):
             opt.zero_grad()
             h = torch.relu(self.w1_(xb))
             if self.dropout > 0:

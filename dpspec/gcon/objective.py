@@ -250,7 +250,9 @@ def solve_certified(obj: PerturbedObjective, grad_tol: float, *, max_iter: int =
     # aim below the tolerance so that the rounding bound fits in the remaining slack
     tol_j = 0.25 * grad_tol / math.sqrt(obj.c)
     iters: list[int] = []
-    for j in range(obj.c):
+    from dpspec.progress import progress
+
+    for j in progress(range(obj.c), desc="GCON solver", unit="class"):
         th, k = _newton_class(obj, j, Theta[:, j].copy(), tol_j, max_iter)
         Theta[:, j] = th
         iters.append(k)

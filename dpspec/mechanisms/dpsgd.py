@@ -187,12 +187,13 @@ class DpSgd(LedgerOwner):
         ``clipped_grad_sum`` (zero is in the clip ball: sensitivity C holds); the step goes on."""
         return cs.sums
 
-    def _noisy_sum(self, model, loss_fn: Callable, xb, yb, generator=None, comm=None):
+    def _noisy_sum(self, model, loss_fn: Callable, xb, yb, generator=None, comm=None, clipped=None):
         """(un-normalised noisy clipped sums, ClippedSum): the certified step on this batch. The ledger is
-        charged before the noise is drawn."""
+        charged before the noise is drawn. ``clipped``: this batch's ClippedSum, already computed by
+        :meth:`_clipped_sum` (dpspec.torch computes it in the model's forward)."""
         import torch
 
-        cs = self._clipped_sum(model, loss_fn, xb, yb)
+        cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
         summed = self._nonfinite_policy(cs)
         self.ledger.charge(1)
         std = self.noise_std
@@ -216,7 +217,7 @@ class DpSgd(LedgerOwner):
         self._guard.resolve(idx, global_rows, population=n)
 
     def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int | None = None, generator=None, comm=None,
-                          *, idx=None, report: TrainingReport | None = None):
+                          *, idx=None, report: TrainingReport | None = None, clipped=None):
         """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
 
         ``idx``: the training-set indices of the batch's rows (default: the batch ``batches()`` drew
@@ -226,7 +227,7 @@ class DpSgd(LedgerOwner):
         if n is not None:
             self._check_size(int(n))
         self._check_batch(idx, int(xb.shape[0]), n, comm)
-        noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm)
+        noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm, clipped)
         if report is not None and cs.nonfinite:
             report.nonfinite_events.append((self.ledger.steps_taken - 1, int(cs.nonfinite)))
         denom = self._normaliser(n)
@@ -239,6 +240,7 @@ class DpSgd(LedgerOwner):
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
 
+        A progress bar on stderr (:mod:`dpspec.progress`; ``progress`` is kept for compatibility).
         ``comm`` (a :class:`dpspec.distributed.Comm`): run data-parallel — every rank draws the same
         global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
         every rank keeps the same ledger, checked with the batch at every step."""
@@ -258,7 +260,9 @@ class DpSgd(LedgerOwner):
         names = [k for k, p in model.named_parameters() if p.requires_grad]
         if comm is not None:
             comm.broadcast_parameters(model)
-        for t, idx in enumerate(batches):
+        from dpspec.progress import progress as bar
+
+        for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
             if comm is not None:
                 comm.check_step(idx, self.ledger, t)
                 local = comm.shard(idx)
@@ -270,8 +274,6 @@ class DpSgd(LedgerOwner):
                 p.grad = grads[k]
             opt.step()
             rep.batch_sizes.append(len(idx))
-            if progress and (t % max(1, total // 20) == 0 or t == total - 1):
-                print(f"  step {t + 1}/{total}", flush=True)
         return rep
 
 

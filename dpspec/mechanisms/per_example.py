@@ -18,7 +18,9 @@ Two implementations of the clipped sum, checked against each other in the tests:
   materialising per-example gradients, and the clipped sum is one matrix product (s ⊙ δ)ᵀ a.
   The per-example losses still come from ``vmap`` over the loss on batches of one, and the
   allow-list of layers guarantees that example i's output depends only on example i.
-* ``method="auto"`` — ghost when supported, else vmap.
+* ``method="loop"`` — one autograd pass per example (a batch of one each): for layers ``vmap`` has no
+  batching rule for (e.g. ``nn.GRU``); slower, the same numbers.
+* ``method="auto"`` — ghost when supported, else vmap, else (vmap raised) loop.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ def trainable_parameters(model) -> dict:
     if not params:
         raise ValueError("model has no trainable parameters (every parameter has requires_grad=False)")
     return params
+
+
+def _single_loss_out(model, loss_fn, buffers):
+    """As :func:`_single_loss`, with the example's output as auxiliary value."""
+    from torch.func import functional_call
+
+    def loss_one(p, x, y):
+        out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
+        return loss_fn(out, y.unsqueeze(0)), out.squeeze(0).detach()
+
+    return loss_one
 
 
 def _single_loss(model, loss_fn, buffers):
@@ -89,6 +102,8 @@ class ClippedSum:
     losses: object
     method: str
     clipped_fraction: float
+    # (B, *out) the model's outputs, each computed on its example alone (ghost, vmap, loop); None if not kept
+    outputs: object = None
 
 
 def _ghost_layers(model):
@@ -156,10 +171,19 @@ def _check_clips(model, clip, per_layer_clips):
     return None, pcs
 
 
-def _vmap_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
+def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedSum:
     import torch
 
-    g, loss = per_example_grads(model, loss_fn, xb, yb, with_loss=True)
+    if loop:
+        g, loss, outputs = _per_example_loop(model, loss_fn, xb, yb)
+    else:
+        from torch.func import grad_and_value, vmap
+
+        params = trainable_parameters(model)
+        buffers = {k: v.detach() for k, v in model.named_buffers()}
+        f = _single_loss_out(model, loss_fn, buffers)
+        g, (loss, outputs) = vmap(grad_and_value(f, has_aux=True), in_dims=(None, 0, 0),
+                                  randomness="different")(params, xb, yb)
     names = list(g.keys())
     B = xb.shape[0]
     sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
@@ -187,7 +211,26 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
         norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
     idx = torch.nonzero(bad).flatten().tolist()
     loss = torch.where(bad, torch.full((), float("nan"), dtype=loss.dtype), loss.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "vmap", clipped)
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
+
+
+def _per_example_loop(model, loss_fn, xb, yb):
+    """The (B, *shape) per-example gradients and (B,) losses of :func:`per_example_grads`, one
+    autograd pass per example (each a batch of one)."""
+    import torch
+
+    params = {k: v.detach().requires_grad_(True) for k, v in trainable_parameters(model).items()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    f = _single_loss_out(model, loss_fn, buffers)
+    rows, losses, outs = {k: [] for k in params}, [], []
+    for i in range(int(xb.shape[0])):
+        loss, out = f(params, xb[i], yb[i])
+        outs.append(out)
+        gs = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        for (k, v), g in zip(params.items(), gs):
+            rows[k].append(torch.zeros_like(v) if g is None else g)
+        losses.append(loss.detach())
+    return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses), torch.stack(outs)
 
 
 def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
@@ -261,7 +304,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     sums = {k: sums[k] for k in names}
     idx = torch.nonzero(bad).flatten().tolist()
     losses = torch.where(bad, torch.full((), float("nan"), dtype=losses.dtype), losses.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped)
+    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
 
 def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = None,
@@ -275,8 +318,8 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
 
     params = trainable_parameters(model)
     clip, pcs = _check_clips(model, clip, per_layer_clips)
-    if method not in ("auto", "vmap", "ghost"):
-        raise ValueError(f"method must be 'auto', 'vmap' or 'ghost', got {method!r}")
+    if method not in ("auto", "vmap", "ghost", "loop"):
+        raise ValueError(f"method must be 'auto', 'vmap', 'ghost' or 'loop', got {method!r}")
     B = int(xb.shape[0])
     if B == 0:
         z = {k: torch.zeros_like(v) for k, v in params.items()}
@@ -289,4 +332,11 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
         except _GhostUnsupported:
             if method == "ghost":
                 raise ValueError("method='ghost' needs 2-D inputs to every nn.Linear layer") from None
-    return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    if method == "loop":
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+    if method == "vmap":
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    try:
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    except RuntimeError:  # a layer vmap cannot batch (nn.GRU): the same gradients, one example at a time
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)

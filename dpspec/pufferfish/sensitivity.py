@@ -220,6 +220,9 @@ def sliced_sensitivity_report(
     cache: dict = {}
     done = 0
     buffer_bytes = 0
+    from dpspec.progress import progress as bar
+
+    directions_bar = bar(total=m, desc="sliced sensitivity", unit="direction")
     for c0 in range(0, m, chunk_size):
         Uc = np.ascontiguousarray(U[c0:c0 + chunk_size])
         k = Uc.shape[0]
@@ -251,8 +254,10 @@ def sliced_sensitivity_report(
                         Z[r, c0:c0 + k] = vals
             del proj
         done += k
+        directions_bar.update(k)
         if progress is not None:
             progress(done, m)
+    directions_bar.close()
     dkw = None
     if estimator == "dkw":
         dkw = {"rho_per_band": float(rho), "radii": {f"{k[0]}|{k[1]}": v for k, v in radii.items()}}

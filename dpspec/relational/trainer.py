@@ -26,6 +26,7 @@ configuration (:func:`dpspec.accounting.relational.relational_accountants`).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -343,10 +344,12 @@ class RelationalTrainer:
         else:
             total = self.cfg.steps if steps is None else int(steps)
         t0 = time.time()
-        for s in range(total):
+        from dpspec.progress import progress
+
+        for s in progress(range(total), desc="train relational", unit="step"):
             lv = self.step()
             if self.cfg.log_every and (s + 1) % self.cfg.log_every == 0:
-                print(f"step {s + 1}: loss {lv:.4f}")
+                print(f"step {s + 1}: loss {lv:.4f}", file=sys.stderr)
         self.result.seconds += time.time() - t0
         return self.result
 

@@ -549,7 +549,11 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
         out = np.empty((len(self.couplers), self.M))
         deterministic = True
         max_mis = 0
+        from dpspec.progress import progress
+
+        draws = progress(total=len(self.couplers) * self.M, desc="SRPP discrepancy (Monte Carlo)", unit="draw")
         for a, coupler in enumerate(self.couplers):
+            draws.update(self.M)
             first = None
             for m in range(self.M):
                 mask = self._mask(coupler(rng), N)
@@ -566,6 +570,7 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
                     out[a, m] = K / s.normalizer
                 else:
                     out[a, m] = (K / idx.size) if idx.size else 0.0
+        draws.close()
         est = MonteCarloEstimate(out, deterministic, max_mis)
         self._cache[key] = est
         return est

@@ -292,11 +292,11 @@ def _run(opt: PrivateSgdEngine, X, y, steps, progress, t0) -> TrainingReport:
     n = len(X)
     total = opt.remaining if steps is None else int(steps)
     opt.ledger.require(max(total, 1 if steps is None else 0))  # a run with nothing left is refused
-    for i, idx in enumerate(itertools.islice(opt.batches(n), total)):
+    from dpspec.progress import progress as bar
+
+    for idx in bar(itertools.islice(opt.batches(n), total), total=total, desc="train srpp_sgd", unit="step"):
         ii = opt.torch.as_tensor(idx, dtype=opt.torch.long)
         opt.step(X[ii], y[ii], idx)
-        if progress and (i % max(1, total // 10) == 0 or i == total - 1):
-            print(f"  step {i + 1}/{total}", flush=True)
     opt.report.steps_taken = opt.t
     opt.report.seconds = time.perf_counter() - t0
     return opt.report

@@ -1,0 +1,16 @@
+"""dpspec for your own PyTorch loop (torch is imported only when this package is).
+
+    model, optimizer, loader = dpspec.torch.make_private(compiled, model, optimizer, data_loader)
+    dpspec.torch.validate(model)   # layers the analysis cannot cover (DPS164), e.g. BatchNorm
+    dpspec.torch.fix(model)        # a copy with each replaced (BatchNorm -> GroupNorm)
+
+See docs/training.md.
+"""
+
+from dpspec.torch.private import (CriterionMismatchError, PrivateDataLoader, PrivateModel, PrivateOptimizer,
+                                  SamplingOverrideWarning, UnsupportedTrainingError, make_private)
+from dpspec.torch.validator import ModuleIssue, ModuleValidationError, fix, validate
+
+__all__ = ["make_private", "validate", "fix", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader",
+           "ModuleIssue", "ModuleValidationError", "CriterionMismatchError", "SamplingOverrideWarning",
+           "UnsupportedTrainingError"]

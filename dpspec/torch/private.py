@@ -1,0 +1,527 @@
+"""``make_private``: a compiled training's runtime behind the ordinary PyTorch loop.
+
+    model, optimizer, loader = dpspec.torch.make_private(compiled, model, optimizer, data_loader)
+    for x, y in loader:                         # batches drawn exactly as the certificate says
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()                        # clip per example, noise, charge the ledger, step
+    optimizer.get_epsilon(delta)                # ε spent so far (the certificate's accountant)
+
+Nothing here re-implements the runtime: the loader draws with the mechanism's own sampler
+(``DpSgd.batches`` / the SRPP-SGD optimizer's ``batches``), and ``optimizer.step()`` calls the
+mechanism's own private step (``DpSgd.private_gradients`` — per-example gradients by ``torch.func``
+on batches of one, clipped, non-finite ones zeroed, noise σC added once, divided by the certificate's
+normaliser, ledger charged before the noise — or ``SrppSgdOptimizer.step``). Every guard of the
+runtime applies unchanged: the step budget (BudgetExceededError), the per-batch caps and the
+batch-of-this-step rule (CapExceededError), the data size where the analysis uses it
+(DataMismatchError). What the wrapper adds (docs/training.md):
+
+* the private gradient is computed from ``criterion`` on each example alone — never from the
+  gradient your loop's ``backward()`` left in ``.grad``, which a loss coupling the examples of a
+  batch would make unsound. Your loop's loss is checked against it at every step: the gradient it
+  back-propagated into the model's output must be the per-example criterion's (mean or sum over
+  the batch), and nothing else may have reached the parameters (a regulariser: use the optimizer's
+  ``weight_decay``), else :class:`CriterionMismatchError` (DPS165);
+* a train-mode forward must be on the batch the loader drew for this step (CapExceededError), and
+  a drawn batch must be stepped on before the next is drawn (skipping a batch — say, one whose loss
+  is NaN — would choose batches by their content, which the sampling analysis does not cover);
+* the model is checked by :func:`dpspec.torch.validate` (DPS164: no BatchNorm).
+
+In train mode the wrapped model's forward runs without an autograd graph (the private step makes its
+own), so your ``backward()`` only reaches the output: the wasted batch gradient is not computed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from dpspec.mechanisms.ledger import BudgetExceededError, CapExceededError, CertificateGuardError, DataMismatchError
+from dpspec.torch.validator import validate
+
+__all__ = ["make_private", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader", "CriterionMismatchError",
+           "SamplingOverrideWarning", "UnsupportedTrainingError"]
+
+
+class CriterionMismatchError(CertificateGuardError, ValueError):
+    """The loss a loop back-propagated is not the per-example criterion the private step uses (DPS165)."""
+
+    rule = "DPS165"
+
+
+class UnsupportedTrainingError(TypeError):
+    """The compiled target is not a training whose steps are (x, y) batches of a DataLoader."""
+
+
+class SamplingOverrideWarning(UserWarning):
+    """make_private draws its own batches; the DataLoader's batch size, sampler and shuffle are ignored."""
+
+
+# --- which runtime -------------------------------------------------------------------------------------
+
+
+def _resolve(compiled, target: str | None):
+    from dpspec.mechanisms.dpsgd import DpSgd
+    from dpspec.mechanisms.relational import RelationalMechanism
+    from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+
+    trainers = (DpSgd, SrppSgdMechanism, RelationalMechanism)
+    mech = compiled
+    if hasattr(compiled, "mechanisms") and hasattr(compiled, "certificate"):
+        mechs = compiled.mechanisms
+        if target is not None:
+            if target not in mechs:
+                raise KeyError(f"the spec has no target `{target}` (targets: {', '.join(sorted(mechs))})")
+            mech = mechs[target]
+        else:
+            found = {k: m for k, m in mechs.items() if isinstance(m, trainers)}
+            if len(found) != 1:
+                raise ValueError(f"the spec has {len(found)} trainings ({', '.join(sorted(found)) or 'none'}): "
+                                 "give target=NAME")
+            mech = next(iter(found.values()))
+    if isinstance(mech, RelationalMechanism):
+        raise UnsupportedTrainingError(
+            f"`{mech.name}` is a relational DP-SGD training: its steps are tuples sampled from the degree-capped "
+            "graph (positive edges and negatives drawn under the caps K and k), not (x, y) batches of a DataLoader, "
+            "and its per-tuple gradients involve two nodes' encodings. Use its own trainer: "
+            "`compiled.mechanism.trainer()` / `.train()` (docs/training.md)")
+    if not isinstance(mech, (DpSgd, SrppSgdMechanism)):
+        raise UnsupportedTrainingError(f"make_private needs a compiled DP-SGD or SRPP-SGD training, got "
+                                       f"{type(mech).__name__}")
+    return mech
+
+
+class _DpSgdBackend:
+    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
+        self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
+        self.ledger = mech.ledger
+        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator().manual_seed(int(self.rng.integers(2**62)))
+        mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
+        self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
+        self.describe = {"poisson": f"Poisson sampling, rate q = {mech.sample_rate:.6g}",
+                         "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
+                         "full_batch": "the full batch"}.get(mech.sampling, mech.sampling)
+
+    def draw(self) -> np.ndarray:
+        return next(self.mech.batches(self.n, self.rng, 1))
+
+    def clipped_sum(self, x, y):
+        """This batch's clipped per-example gradient sum (nothing charged, no noise), with the outputs of
+        the per-example forward: the model's forward returns them, so the loop's forward is not repeated."""
+        return self.mech._clipped_sum(self.model, self.criterion, x, y)
+
+    def step(self, x, y, idx, clipped=None) -> None:
+        grads = self.mech.private_gradients(self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx,
+                                            clipped=clipped)
+        for k, p in self.model.named_parameters():
+            if p.requires_grad:
+                p.grad = grads[k].to(p.device)
+        self.inner.step()
+
+    def state_dict(self) -> dict:
+        return {"ledger": self.ledger.state_dict(), "optimizer": self.inner.state_dict(),
+                "rng": self.rng.bit_generator.state, "generator": self.gen.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ledger.load_state_dict(state["ledger"])
+        self.inner.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.gen.set_state(state["generator"])
+
+
+class _SrppBackend:
+    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
+        s = mech.plan.sampling
+        if n != s.dataset_size:
+            raise DataMismatchError(f"`{mech.name}`: the data has {n} examples but the certificate assumes "
+                                    f"dataset_size = {s.dataset_size}; recompile with the right size")
+        o = mech.plan.optimizer
+        if optimizer is not None:
+            warnings.warn(f"`{mech.name}` is an SRPP-SGD training: its certificate depends on the optimizer "
+                          f"(SGD, momentum {o.momentum:g}, the certified learning-rate schedule), so the step uses "
+                          f"that optimizer, not the {type(optimizer).__name__} you passed", SamplingOverrideWarning,
+                          stacklevel=3)
+        self.mech, self.model, self.criterion, self.n = mech, model, criterion, n
+        self.ledger = mech.ledger
+        self.opt = mech.optimizer(model, criterion, seed=seed)
+        self.inner = self.opt.opt
+        self._it = None
+        self.rate = float(s.rate)
+        self.describe = f"{s.scheme} sampling, rate {s.rate:.6g}"
+
+    def draw(self) -> np.ndarray:
+        if self._it is None:
+            self._it = self.opt.batches(self.n)
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = None
+            self.ledger.require(1)
+            raise
+
+    clipped_sum = None  # the SRPP-SGD step computes its own
+
+    def step(self, x, y, idx, clipped=None) -> None:
+        self.opt.step(x, y, idx)
+
+    def state_dict(self) -> dict:
+        return {"srpp": self.opt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.opt.load_state_dict(state["srpp"])
+        self._it = None
+
+
+# --- the session shared by the three objects -------------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    idx: np.ndarray
+    x: Any
+    y: Any
+    x_model: Any = None   # the input the forward saw (x, possibly moved to a device)
+    out: Any = None       # the forward's output (a leaf: the loop's backward stops there)
+    out_grad: Any = None  # what the loop's backward put on it
+    clipped: Any = None   # the clipped sum computed with that output (DP-SGD), used by the step
+
+
+class _Session:
+    def __init__(self, backend, module, criterion, dataset, collate_fn):
+        self.backend, self.module, self.criterion = backend, module, criterion
+        self.dataset, self.collate_fn = dataset, collate_fn
+        self.pending: _Batch | None = None
+        self._grads_set: dict = {}
+        self._criterion_checked = False
+
+    @property
+    def ledger(self):
+        return self.backend.ledger
+
+    def fetch(self, idx: np.ndarray):
+        ds = self.dataset
+        if isinstance(ds, torch.utils.data.TensorDataset):
+            ii = torch.as_tensor(idx, dtype=torch.long)
+            batch = tuple(t[ii] for t in ds.tensors)
+        elif len(idx):
+            batch = self.collate_fn([ds[int(i)] for i in idx])
+        else:  # an empty Poisson batch: the structure of one example, with 0 rows
+            batch = _empty_like(self.collate_fn([ds[0]]))
+        if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+            raise TypeError("make_private needs a dataset of (input, target) pairs")
+        return batch[0], batch[1]
+
+    def next_batch(self):
+        if self.pending is not None:
+            raise CapExceededError(
+                f"`{self.ledger.target}`: the batch drawn before was not stepped on. Every batch the loader draws "
+                "must be used by `optimizer.step()` before the next one: skipping batches (for instance those "
+                "whose loss is NaN — non-finite gradients are zeroed by the step) would choose batches by their "
+                "content, which the sampling analysis does not cover. Gradient accumulation across Poisson "
+                "batches is not covered either (docs/training.md).")
+        idx = self.backend.draw()
+        x, y = self.fetch(idx)
+        self.pending = _Batch(idx, x, y)
+        return x, y
+
+    def check_loss(self, b: _Batch) -> None:
+        """The loop back-propagated ``criterion(out, y)`` (mean or sum over the batch) into the output. The
+        first time, also that ``criterion`` on the batch is the mean of its per-example values (what the
+        private step computes: each example alone); after that one autograd call on the batch suffices."""
+        G, out = b.out_grad, b.out
+        if G is None or out is None or out.shape[0] == 0:
+            return
+        crit = self.criterion
+        B = out.shape[0]
+        o = out.detach().requires_grad_(True)
+        y = b.y.to(o.device) if torch.is_tensor(b.y) else b.y
+        with torch.enable_grad():
+            (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
+            if not self._criterion_checked and B > 1:
+                per = self._per_example_output_grads(o, y)
+                if not (_close(R, per / B) or _close(R, per)):
+                    raise CriterionMismatchError(
+                        f"`{self.ledger.target}`: `criterion(output, target)` on a batch is not the mean of its "
+                        "per-example values (or their sum), so the private step (which computes each example's gradient from "
+                        "`criterion` on that example alone) would not train the loss of your loop. Give a "
+                        "per-example criterion averaged over the batch (e.g. F.cross_entropy).")
+                self._criterion_checked = True
+        if _close(G, R) or _close(G, R * B):
+            return
+        raise CriterionMismatchError(
+            f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "
+            "sum over the batch). The private step computes each example's gradient from `criterion` on that "
+            "example alone (a loss that couples examples, or another loss, is not what is clipped and noised): "
+            "pass the loss you train with as make_private(..., criterion=...)")
+
+    def _per_example_output_grads(self, o, y):
+        from torch.func import vmap
+
+        crit = self.criterion
+
+        def one(oi, ti):
+            return crit(oi.unsqueeze(0), ti.unsqueeze(0))
+
+        try:  # Σ_i criterion(o_i, y_i): its gradient in o_i is example i's (each term sees o_i only)
+            losses = vmap(one)(o, y)
+        except RuntimeError:  # a criterion vmap cannot batch: one example at a time
+            losses = torch.stack([one(o[i], y[i]) for i in range(o.shape[0])])
+        return torch.autograd.grad(losses.sum(), o)[0]
+
+    def check_param_grads(self) -> None:
+        for k, p in self.module.named_parameters():
+            g = p.grad
+            if g is None or not p.requires_grad:
+                continue
+            seen = self._grads_set.get(k)
+            if seen is None or seen != (id(g), g._version):
+                raise CriterionMismatchError(
+                    f"`{self.ledger.target}`: a gradient reached parameter `{k}` directly (not through the model's "
+                    "output), e.g. a regulariser added to the loss; the private step replaces `.grad` with the "
+                    "clipped, noised per-example gradient and would drop it silently. Use the optimizer's "
+                    "`weight_decay` (a post-processing of the noisy gradient) instead.")
+
+    def record_param_grads(self) -> None:
+        self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters()
+                           if p.grad is not None}
+
+
+def _close(a, b) -> bool:
+    return float((a - b).norm()) <= 1e-4 * max(float(a.norm()), float(b.norm())) + 1e-12
+
+
+def _empty_like(batch):
+    if torch.is_tensor(batch):
+        return batch[:0]
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_empty_like(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _empty_like(v) for k, v in batch.items()}
+    return batch
+
+
+def _same_input(x, drawn) -> bool:
+    if x is drawn:
+        return True
+    if not (torch.is_tensor(x) and torch.is_tensor(drawn)) or x.shape != drawn.shape or x.dtype != drawn.dtype:
+        return False
+    return bool(torch.equal(x.detach().to(drawn.device), drawn))
+
+
+# --- the three objects ---------------------------------------------------------------------------------
+
+
+class PrivateModel(nn.Module):
+    """The user's model (``.module``); in train mode its forward takes the batch the loader drew."""
+
+    def __init__(self, module: nn.Module, session: _Session):
+        super().__init__()
+        self._module = module
+        object.__setattr__(self, "_session", session)
+
+    @property
+    def module(self) -> nn.Module:
+        return self._module
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:  # the wrapped model's attributes (not while being built or copied)
+            modules = self.__dict__.get("_modules")
+            if modules is None or "_module" not in modules or name.startswith("__"):
+                raise
+            return getattr(modules["_module"], name)
+
+    def forward(self, *args, **kwargs):
+        s = self._session
+        b = s.pending
+        if not self.training or not torch.is_grad_enabled() or b is None:
+            return self._module(*args, **kwargs)
+        if len(args) != 1 or kwargs:
+            raise TypeError("in train mode the private model takes the batch's input only: `model(x)` with the x "
+                            "the loader returned")
+        x = args[0]
+        if not _same_input(x, b.x):
+            raise CapExceededError(
+                f"`{s.ledger.target}`: a train-mode forward on an input that is not the batch the private loader "
+                "drew for this step; the certificate covers only batches drawn as accounted. Train on the "
+                "loader make_private returned (call `model.eval()` to evaluate on other data).")
+        b.clipped = None
+        if s.backend.clipped_sum is not None and x.shape[0] > 0:
+            # the private step's own per-example forward (each example alone): its outputs are the output
+            y = b.y.to(x.device) if torch.is_tensor(b.y) else b.y
+            cs = s.backend.clipped_sum(x, y)
+            if cs.outputs is not None:
+                b.clipped, out = cs, cs.outputs
+                return self._leaf(b, x, out)
+        with torch.no_grad():
+            if x.shape[0] == 0:  # an empty Poisson batch: some layers refuse 0 rows; the output has 0 rows
+                try:
+                    out = self._module(x)
+                except RuntimeError:
+                    proto = s.fetch(np.zeros(1, dtype=np.int64))[0].to(x.device)
+                    out = self._module(proto)[:0]
+            else:
+                out = self._module(x)
+        return self._leaf(b, x, out)
+
+    @staticmethod
+    def _leaf(b: _Batch, x, out):
+        if not torch.is_tensor(out) or not out.is_floating_point():
+            raise TypeError("the private model must return a floating-point tensor (wrap a model that returns a "
+                            "structure, e.g. a Hugging Face model: `forward(x): return hf(x).logits`)")
+        out = out.detach().requires_grad_(True)
+        b.x_model, b.out, b.out_grad = x, out, None
+        out.register_hook(lambda g: setattr(b, "out_grad", g.detach()))
+        return out
+
+
+class PrivateDataLoader:
+    """Draws each step's batch with the mechanism's sampler (Poisson: possibly empty). One pass is one
+    epoch (about 1/q steps), cut at the steps the ledger has left; iterating with nothing left raises
+    :class:`BudgetExceededError`."""
+
+    def __init__(self, session: _Session):
+        self._s = session
+        self.dataset = session.dataset
+        self.sample_rate = session.backend.rate
+        self.steps_per_epoch = max(1, int(round(1.0 / self.sample_rate)))
+
+    def __len__(self) -> int:
+        return max(0, min(self.steps_per_epoch, self._s.ledger.remaining))
+
+    def __iter__(self):
+        self._s.ledger.require(1)  # BudgetExceededError: the certificate's steps are all taken
+        for _ in range(len(self)):
+            if self._s.ledger.remaining == 0:
+                return
+            yield self._s.next_batch()
+
+
+class PrivateOptimizer(torch.optim.Optimizer):
+    """The user's optimizer behind the certified private step (``.original_optimizer``)."""
+
+    def __init__(self, inner, session: _Session, mechanism):
+        # share the wrapped optimizer's state (LR schedulers see the same param_groups); no super().__init__
+        self.original_optimizer = inner
+        self.defaults = inner.defaults
+        self.param_groups = inner.param_groups
+        self.state = inner.state
+        self._optimizer_step_pre_hooks = OrderedDict()
+        self._optimizer_step_post_hooks = OrderedDict()
+        self._optimizer_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_state_dict_post_hooks = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks = OrderedDict()
+        self._session = session
+        self.mechanism = mechanism
+
+    def __repr__(self) -> str:
+        return f"PrivateOptimizer({self.original_optimizer!r}, target={self.mechanism.name!r})"
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.original_optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure: Callable | None = None):
+        if closure is not None:
+            raise TypeError("the private step takes no closure: the gradient is recomputed per example")
+        s = self._session
+        b = s.pending
+        if b is None:
+            s.ledger.require(1)
+            raise CapExceededError(
+                f"`{s.ledger.target}`: no batch drawn by the private loader is waiting for this step; iterate the "
+                "loader make_private returned (each step uses the batch it drew)")
+        s.check_param_grads()
+        s.check_loss(b)
+        x = b.x_model if b.x_model is not None else b.x
+        y = b.y.to(x.device) if torch.is_tensor(b.y) and torch.is_tensor(x) else b.y
+        s.backend.step(x, y, b.idx, b.clipped)
+        s.pending = None
+        s.record_param_grads()
+
+    # --- the privacy ledger ---------------------------------------------------------------------------
+
+    def privacy_spent(self, delta: float | None = None):
+        """ε spent after the steps taken (:class:`~dpspec.mechanisms.ledger.Spent`), the certificate's accountant."""
+        return self.mechanism.privacy_spent(delta)
+
+    def get_epsilon(self, delta: float | None = None) -> float:
+        """ε spent so far at ``delta`` (default: the certificate's δ; SRPP-SGD: ε(α), no δ)."""
+        return float(self.privacy_spent(delta).epsilon)
+
+    @property
+    def steps_taken(self) -> int:
+        return self._session.ledger.steps_taken
+
+    @property
+    def steps_remaining(self) -> int:
+        return self._session.ledger.remaining
+
+    def ledger_state(self) -> dict:
+        return self.mechanism.ledger_state()
+
+    def state_dict(self) -> dict:
+        """The wrapped optimizer's state, the ledger and the samplers' generators (a checkpoint)."""
+        return {"dpspec": self._session.backend.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from :meth:`state_dict` (a state of another certificate raises DataMismatchError)."""
+        if not isinstance(state, dict) or "dpspec" not in state:
+            raise DataMismatchError("a private optimizer resumes from its own state_dict() (with the ledger)")
+        self._session.backend.load_state_dict(state["dpspec"])
+        self._session.pending = None
+
+
+def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterion: Callable | None = None,
+                 target: str | None = None, seed: int | None = None):
+    """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
+
+    ``compiled``: ``dpspec.compile(spec)`` (``target=`` picks a training when it has several) or the
+    mechanism object. ``optimizer``: any torch optimizer over ``model``'s parameters (DP-SGD: it post-
+    processes the noisy gradient; SRPP-SGD: ignored with a warning, its certificate fixes the optimizer).
+    ``data_loader``: only its ``dataset`` (and ``collate_fn``) is used; batches are drawn as certified
+    and its batch size / sampler / shuffle are ignored (a :class:`SamplingOverrideWarning` says so).
+    ``criterion``: the per-example loss ``criterion(output, target)`` (default cross-entropy); the loop's
+    loss must be it (mean or sum). ``seed``: for reproducible sampling and noise (never in production).
+    Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
+    :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
+    mech = _resolve(compiled, target)
+    if isinstance(model, PrivateModel):
+        raise ValueError("this model is already wrapped by make_private")
+    validate(model, strict=True)
+    if criterion is None:
+        criterion = nn.functional.cross_entropy
+    dataset = getattr(data_loader, "dataset", data_loader)
+    n = len(dataset)
+    collate = getattr(data_loader, "collate_fn", None) or torch.utils.data.default_collate
+    from dpspec.mechanisms.dpsgd import DpSgd
+
+    if optimizer is not None:
+        ours = {id(p) for p in model.parameters()}
+        if any(id(p) not in ours for g in optimizer.param_groups for p in g["params"]):
+            raise ValueError("the optimizer holds parameters that are not the model's (after dpspec.torch.fix(model), "
+                             "build the optimizer on the returned model)")
+    if isinstance(mech, DpSgd):
+        if optimizer is None:
+            raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
+        backend = _DpSgdBackend(mech, model, optimizer, criterion, n, seed)
+    else:
+        backend = _SrppBackend(mech, model, optimizer, criterion, n, seed)
+    bs = getattr(data_loader, "batch_size", None)
+    if data_loader is not dataset:
+        warnings.warn(f"make_private draws each step's batch as the certificate of `{mech.name}` says "
+                      f"({backend.describe}); the DataLoader's batch_size={bs}, sampler and shuffle are ignored",
+                      SamplingOverrideWarning, stacklevel=2)
+    session = _Session(backend, model, criterion, dataset, collate)
+    return (PrivateModel(model, session), PrivateOptimizer(backend.inner, session, mech),
+            PrivateDataLoader(session))
+
+
