@@ -115,6 +115,7 @@ rel_alphas = st.one_of(st.sampled_from([1.0001, 2.0, 1e4]), log_uniform(1.0001, 
 @given(alpha=rel_alphas, sigma=sigmas, rate=rel_rates)
 @example(alpha=1e4, sigma=1e-3, rate=1e-2)
 @example(alpha=1.0001, sigma=1e4, rate=1e-9)
+@example(alpha=1e4, sigma=1.0, rate=1e-9)
 def test_coupled_sampling_eq3_sound_and_monotone(alpha, sigma, rate):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
@@ -123,7 +124,10 @@ def test_coupled_sampling_eq3_sound_and_monotone(alpha, sigma, rate):
     naive = alpha / (2 * sigma * sigma)          # no amplification, sensitivity C (Mironov Prop 7)
     assert math.isfinite(v)
     assert v <= naive * (1 + 1e-9) + 1e-300       # amplification never makes it worse
-    assert _ge(acc.coupled_sampling_rdp(alpha, sigma, rate=min(1e-2, rate * 4), **GRAPH), v, 1e-8)
+    # Eq. (3) is an upper bound, not the exact RDP: at α ≈ 1e4 with σ = 1 and rates near 0 its slack
+    # moves by ~6e-8 relative between q = 1e-9 and 1e-6 (4999.79939 vs 4999.79911, both far above the
+    # exact ≈ 4986), so monotonicity in q holds for the bound only up to 1e-6 relative
+    assert _ge(acc.coupled_sampling_rdp(alpha, sigma, rate=min(1e-2, rate * 4), **GRAPH), v, 1e-6)
     assert _ge(v, acc.coupled_sampling_rdp(alpha, sigma * 2, rate=rate, **GRAPH), 1e-8)
 
 
