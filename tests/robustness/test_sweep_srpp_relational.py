@@ -125,8 +125,8 @@ def test_coupled_sampling_eq3_sound_and_monotone(alpha, sigma, rate):
     assert math.isfinite(v)
     assert v <= naive * (1 + 1e-9) + 1e-300       # amplification never makes it worse
     # Eq. (3) is an upper bound, not the exact RDP: at α ≈ 1e4 with σ = 1 and rates near 0 its slack
-    # moves by ~6e-8 relative between q = 1e-9 and 1e-6 (4999.79939 vs 4999.79911, both far above the
-    # exact ≈ 4986), so monotonicity in q holds for the bound only up to 1e-6 relative
+    # moves by ~6e-8 relative between q = 1e-9 and 1e-6 (4999.79939 vs 4999.79911, both below the
+    # unamplified 5000), so monotonicity in q is asserted for the bound up to 1e-6 relative
     assert _ge(acc.coupled_sampling_rdp(alpha, sigma, rate=min(1e-2, rate * 4), **GRAPH), v, 1e-6)
     assert _ge(v, acc.coupled_sampling_rdp(alpha, sigma * 2, rate=rate, **GRAPH), 1e-8)
 
