@@ -168,7 +168,7 @@ def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
     grid = _delta_grid(deltas)
     try:
         if r.mechanism.name == "gaussian" and isinstance(params.get("mu"), (int, float)):
-            from dpspec.compiler.gaussian_release import epsilon_of_delta
+            from dpspec.accounting.analytic_gaussian import epsilon_of_delta
 
             eps = [epsilon_of_delta(float(params["mu"]), float(d)) for d in grid]
             return Series("analytic Gaussian (Balle & Wang 2018, Thm 8)", tuple(grid), tuple(eps), False), None

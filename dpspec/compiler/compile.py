@@ -39,7 +39,7 @@ from dpspec.check.framework import Context, diag
 from dpspec.data import DataAccessError, DataNotFoundError
 from dpspec.limits import LimitExceeded, hint as limit_hint, limit, memory_budget
 from dpspec.compiler import formulas as F
-from dpspec.compiler import gaussian_release as GR
+from dpspec.accounting import analytic_gaussian as GR
 from dpspec.compiler.errors import CompileError, fail as _fail
 from dpspec.compiler.sensitivity import column_bounds
 from dpspec.diagnostics import Diagnostic, SpecError
