@@ -51,7 +51,7 @@ def clipping_mode(c) -> str:
 
 def prepare_graph(t: ir.Training, unit_decl, bound):
     """(full graph, split, capped training graph) — deterministic given the spec."""
-    from dpspec.compiler.gcon_train import load_graph
+    from dpspec.gcon.data import load_graph
     from dpspec.relational import cap_degrees, from_graph_dataset, node_disjoint_split
 
     enc = t.encoder or ir.EncoderSpec(kind="mlp")
@@ -122,7 +122,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
                                               certify_relational, node_sensitivity, overflow_probability,
                                               tuple_threshold)
-    from dpspec.compiler.compile import _notion, _target, certified_epsilon
+    from dpspec.compiler.common import _notion, _target, certified_epsilon
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee

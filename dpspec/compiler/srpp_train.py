@@ -151,7 +151,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
     """(TargetCertificate, SrppSgdMechanism) for a checked `srpp_sgd` training on n records."""
     from dpspec import srpp
     from dpspec.accounting.huc import SrppSoundnessError, srpp_sgd_epsilon
-    from dpspec.compiler.compile import _notion, _target
+    from dpspec.compiler.common import _notion, _target
 
     g = t.guarantee
     try:
@@ -265,7 +265,7 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
     """Thm 5.8: independently randomised SRPP-SGD runs at one α, flavour and slice profile compose
     by adding their ε (sa runs only with sa runs); otherwise DPS504."""
     from dpspec.accounting.huc import SrppSoundnessError, compose_srpp_sgd
-    from dpspec.compiler.compile import _notion, _target, composed_protected
+    from dpspec.compiler.common import _notion, _target, composed_protected
 
     g = c.guarantee
 
