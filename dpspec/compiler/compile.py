@@ -332,15 +332,25 @@ def _release_table(r: ir.Release, d, bound):
     return table, (b.name if isinstance(b, ir.NamedData) else None)
 
 
+def _compile_family(ctx: Context, t, data) -> CompiledTarget:
+    """Compile ``t`` with the compile function its family declares (dpspec.families)."""
+    from dpspec.families import family, load
+
+    fam = family(t.mechanism)
+    if fam is None or not fam.compile:
+        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism",
+              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
+    return load(fam.compile)(ctx, t, data)
+
+
 def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
+    return _compile_family(ctx, r, data)
+
+
+def compile_gaussian(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     from dpspec.check.rules_pufferfish import query_dimension
     from dpspec.compiler.sensitivity import evaluated_on_data, release_sensitivity
 
-    if r.mechanism == "swm":
-        return _compile_swm(ctx, r, data)
-    if r.mechanism != "gaussian":
-        _fail("DPS110", f"mechanism `{r.mechanism}` cannot be compiled by this build", r, "mechanism",
-              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
     protected, d, u = _protected(ctx, r)
     n = d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None
     sens = release_sensitivity(r, u, n)
@@ -441,13 +451,6 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu)
 
 
-def _compile_swm(ctx: Context, r: ir.Release, data) -> CompiledTarget:
-    from dpspec.compiler.swm_release import compile_swm
-
-    record, mech = compile_swm(ctx, r, ctx.resolve_protects(r), data)
-    return CompiledTarget(r.name, "release", record, mech)
-
-
 
 
 
@@ -495,13 +498,6 @@ def _clip_norm(c) -> float:
     return c.C
 
 
-def _compile_gcon(ctx: Context, t: ir.Training, data) -> CompiledTarget:
-    from dpspec.compiler.gcon_train import compile_gcon
-
-    record, mech = compile_gcon(ctx, t, ctx.resolve_protects(t), data)
-    return CompiledTarget(t.name, "train", record, mech)
-
-
 EXECUTION_SAMPLING = ("every rank draws the same global batch by the declared sampling over the whole dataset "
                       "(shared seed, digest checked at every step) and clips its contiguous shard before the "
                       "all-reduce")
@@ -522,39 +518,13 @@ def _with_execution(c: CompiledTarget, e: ir.Execution) -> CompiledTarget:
     return c
 
 
-def _compile_relational(ctx: Context, t: ir.Training, data) -> CompiledTarget:
-    from dpspec.compiler.relational_train import compile_relational
-    from dpspec.data import DataNotFoundError
-
-    d = ctx.resolve_protects(t)
-    try:
-        record, mech = compile_relational(ctx, t, d, data)
-    except DataNotFoundError as e:
-        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
-              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
-    return CompiledTarget(t.name, "train", record, mech)
-
-
-def _compile_srpp(ctx: Context, t: ir.Training, data) -> CompiledTarget:
-    from dpspec.compiler.srpp_train import compile_srpp, srpp_dataset_size
-
-    protected, d, _u = _protected(ctx, t)
-    record, mech = compile_srpp(ctx, t, protected, srpp_dataset_size(ctx, t, d, data))
-    return CompiledTarget(t.name, "train", record, mech)
-
-
 def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     if t.execution is not None:  # where it runs never changes what it guarantees
         return _with_execution(_compile_training(ctx, t.model_copy(update={"execution": None}), data), t.execution)
-    if t.mechanism == "gcon":
-        return _compile_gcon(ctx, t, data)
-    if t.mechanism == "srpp_sgd":
-        return _compile_srpp(ctx, t, data)
-    if t.mechanism == "relational_dpsgd":
-        return _compile_relational(ctx, t, data)
-    if t.mechanism != "dpsgd":
-        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism",
-              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
+    return _compile_family(ctx, t, data)
+
+
+def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     from dpspec import accounting as acc
 
     protected, d, u = _protected(ctx, t)
@@ -761,10 +731,12 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         missing = [p for p in c.parts if p not in done]
         _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts",
               hint="fix the errors reported for those parts; a composition is compiled after its parts")
-    if all(p.certificate.mechanism.name == "srpp_sgd" for p in parts):
-        from dpspec.compiler.srpp_train import compose_srpp
+    from dpspec.families import family, load
 
-        return CompiledTarget(c.name, "compose", compose_srpp(c, parts), None)
+    names = {p.certificate.mechanism.name for p in parts}
+    own = family(next(iter(names))) if len(names) == 1 else None
+    if own is not None and own.compose:  # the family composes by its own theorem
+        return CompiledTarget(c.name, "compose", load(own.compose)(c, parts), None)
     g = c.guarantee
     first = parts[0].certificate
     alphas = parts[0].rdp_alphas

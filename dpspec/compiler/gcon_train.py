@@ -23,6 +23,7 @@ from dpspec.certificate.model import (
 )
 from dpspec.compiler.errors import fail as _fail
 from dpspec.gcon.data import graph_from_arrays, load_graph  # noqa: F401 - re-exported
+from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
 
 AMP_FRACTION = 0.01
@@ -148,3 +149,9 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
                                   "PPR-propagated features; Erlang-radius noise in the objective plus Gaussian "
                                   "output noise for the solver residual", parameters=params, calibrated=True),
         guarantee=guarantee, assumptions=asm, formulas=formulas, numerics=numerics, warnings=warnings)
+
+
+def compile_target(ctx, t: ir.Training, data):
+    """The family's compile function (dpspec.families): a CompiledTarget for ``t``."""
+    record, mech = compile_gcon(ctx, t, ctx.resolve_protects(t), data)
+    return CompiledTarget(t.name, "train", record, mech)

@@ -34,6 +34,7 @@ from dpspec.certificate.model import (
     TargetCertificate,
 )
 from dpspec.compiler.errors import fail as _fail
+from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
 
 _NEGATIVES = {"without_replacement": "wor", "with_replacement": "with_replacement", "in_batch": "in_batch",
@@ -259,3 +260,16 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                                encoder=t.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
                                negatives=negatives, delta=g.delta, num_edges=m, num_nodes=n)
     return record, mech
+
+
+def compile_target(ctx, t: ir.Training, data):
+    """The family's compile function (dpspec.families): a CompiledTarget for ``t``."""
+    from dpspec.data import DataNotFoundError
+
+    d = ctx.resolve_protects(t)
+    try:
+        record, mech = compile_relational(ctx, t, d, data)
+    except DataNotFoundError as e:
+        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
+              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
+    return CompiledTarget(t.name, "train", record, mech)

@@ -31,6 +31,7 @@ from dpspec.certificate.model import (
     TargetCertificate,
 )
 from dpspec.compiler.errors import fail as _fail
+from dpspec.compiler.common import CompiledTarget, _protected
 from dpspec.ir import models as ir
 
 #: which spec field a soundness rule points at
@@ -306,3 +307,10 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
         numerics=Numerics(method="sum of the parts' ε(α) (Thm 5.8), rounded up", abs_error_bound=0.0,
                           alpha_grid=f"single order α = {comp.alpha:g}"),
         warnings=list(comp.warnings))
+
+
+def compile_target(ctx, t: ir.Training, data):
+    """The family's compile function (dpspec.families): a CompiledTarget for ``t``."""
+    protected, d, _u = _protected(ctx, t)
+    record, mech = compile_srpp(ctx, t, protected, srpp_dataset_size(ctx, t, d, data))
+    return CompiledTarget(t.name, "train", record, mech)
