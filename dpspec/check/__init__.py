@@ -24,4 +24,13 @@ def _register_family_rules() -> None:
 
 _register_family_rules()
 
-__all__ = ["CATALOGUE", "RuleInfo", "rule", "run_checks"]
+def catalogue() -> dict[str, RuleInfo]:
+    """Every rule id a user can see: the checker's rules, the front-end, compile and run-time ids, and the
+    accountants' own (``rules_accounting``; imports numpy/scipy, so ``dpspec check`` does not call it)."""
+    from dpspec.check import rules_accounting
+
+    rules_accounting.register()
+    return CATALOGUE
+
+
+__all__ = ["CATALOGUE", "RuleInfo", "catalogue", "rule", "run_checks"]
