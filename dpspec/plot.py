@@ -31,6 +31,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from dpspec.families import FAMILIES
+
 MAX_CERTIFICATE_BYTES = 64 * 1024 * 1024
 KINDS = ("curve", "steps", "rdp")
 FORMATS = (".png", ".svg", ".pdf")
@@ -185,7 +187,8 @@ def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
     return None, "no ε(α) curve recorded: the certified pairs only"
 
 
-_STEPPED = ("dpsgd", "relational_dpsgd")
+# RDP-accounted step-by-step trainings (dpspec.families: `stepped`), whose ε after t steps is recomputed
+_STEPPED = tuple(k for k, f in FAMILIES.items() if f.stepped)
 
 
 def _steps_panel(r) -> Panel:
