@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpspec.certificate.model import Notion, Protected, TargetCertificate
-from dpspec.compiler.errors import CompileError, fail as _fail  # noqa: F401 - shared by the family modules
+from dpspec.compiler.errors import CompileError  # noqa: F401 - shared by the family modules
+from dpspec.compiler.errors import fail as _fail  # noqa: F401 - shared by the family modules
 from dpspec.ir import models as ir
 
 if TYPE_CHECKING:
