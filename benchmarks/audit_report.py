@@ -164,7 +164,7 @@ def run(quick: bool, seed: int, runtime: bool = True) -> dict:
     for f in GAUSSIAN_POWER:
         r = audit(c, mechanisms={"total_hours": mutate(c.mechanism, "noise_scaled", f)},
                   trials=100_000 if quick else 400_000, seed=seed + 2).results[0]
-        from dpspec.compiler.gaussian_release import epsilon_of_delta
+        from dpspec.accounting.analytic_gaussian import epsilon_of_delta
 
         true_eps = epsilon_of_delta(99.0 / (c.mechanism.sigma * f), 1e-6)
         power.append({"factor": f, "true_epsilon": true_eps, "epsilon_lower": r.epsilon_lower, "flagged": r.violation})

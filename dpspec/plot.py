@@ -31,6 +31,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from dpspec.families import FAMILIES
+
 MAX_CERTIFICATE_BYTES = 64 * 1024 * 1024
 KINDS = ("curve", "steps", "rdp")
 FORMATS = (".png", ".svg", ".pdf")
@@ -174,7 +176,7 @@ def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
     grid = _delta_grid(deltas)
     try:
         if r.mechanism.name == "gaussian" and isinstance(params.get("mu"), (int, float)):
-            from dpspec.compiler.gaussian_release import epsilon_of_delta
+            from dpspec.accounting.analytic_gaussian import epsilon_of_delta
 
             eps = [epsilon_of_delta(float(params["mu"]), float(d)) for d in grid]
             return Series("analytic Gaussian (Balle & Wang 2018, Thm 8)", tuple(grid), tuple(eps), False), None
@@ -191,7 +193,8 @@ def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
     return None, "no ε(α) curve recorded: the certified pairs only"
 
 
-_STEPPED = ("dpsgd", "relational_dpsgd")
+# RDP-accounted step-by-step trainings (dpspec.families: `stepped`), whose ε after t steps is recomputed
+_STEPPED = tuple(k for k, f in FAMILIES.items() if f.stepped)
 
 
 def _steps_panel(r) -> Panel:

@@ -47,13 +47,9 @@ from .calibrate import calibrate_dpsgd_sigma
 from .conversion import dp_from_curve, rdp_to_dp
 from .curve import DEFAULT_ALPHAS, DpResult, RdpCurve, compose
 from .dpsgd import dpsgd_epsilon, dpsgd_rdp_curve
-from .gaussian import gaussian_rdp
-from .poisson import poisson_gaussian_rdp, poisson_gaussian_rdp_baseline
-from .rr import poisson_rr_rdp, wor_rr_rdp
-from .wor import wor_gaussian_rdp
-from .swm import swm_sigma2  # Pufferfish SWM calibration (Zhang & Vorobeychik Thms 4.5-4.8)
-from .gcon import gcon_calibration  # GCON objective perturbation (Wei et al. Thm 1, F4-F11)
 from .errors import SoundnessError
+from .gaussian import gaussian_rdp
+from .gcon import gcon_calibration  # GCON objective perturbation (Wei et al. Thm 1, F4-F11)
 from .huc import (  # SRPP-SGD History-Uniform Cap accountants (Zhang & Vorobeychik Prop 5.1, Thms 5.6-5.8)
     binomial_k2,
     calibrate_srpp_sgd,
@@ -74,6 +70,7 @@ from .pld import (  # PLD accounting (dominating pairs, Zhu-Dong-Wang 2022; CTD,
 )
 from .pld_calibrate import calibrate_pld_sigma
 from .pld_group import pld_group_lemma_epsilon  # group lemma comparison (Vadhan 2017 Lemma 2.2)
+from .poisson import poisson_gaussian_rdp, poisson_gaussian_rdp_baseline
 from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq. (3), Thm C.1)
     calibrate_relational_sigma,
     certify_relational,
@@ -81,6 +78,9 @@ from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq
     coupled_sampling_rdp_standard_clipping,
     relational_accountants,
 )
+from .rr import poisson_rr_rdp, wor_rr_rdp
+from .swm import swm_sigma2  # Pufferfish SWM calibration (Zhang & Vorobeychik Thms 4.5-4.8)
+from .wor import wor_gaussian_rdp
 
 __all__ = [
     "DEFAULT_ALPHAS",

@@ -18,8 +18,7 @@ import numpy as np
 from ._logmath import LOG_FACTORIAL, ULP, segment_logsumexp
 
 
-def binomial_mixture_log_psi_m1(alphas: np.ndarray, log_w0: float, log_r: float,
-                                log_d: np.ndarray, rel_d: np.ndarray):
+def binomial_mixture_log_psi_m1(alphas: np.ndarray, log_w0: float, log_r: float, log_d: np.ndarray, rel_d: np.ndarray):
     """log(Psi_alpha - 1) for integer alphas >= 2 and its relative error bound.
 
     log_d[j], rel_d[j] (j = 0..max alpha): log D_j and a bound on its relative error.
@@ -39,8 +38,7 @@ def binomial_mixture_log_psi_m1(alphas: np.ndarray, log_w0: float, log_r: float,
     # D_j carries rel_d[j]; the log-sum-exp adds ~ulp log2(n).
     mag_d = np.maximum.accumulate(np.abs(np.where(np.isfinite(log_d), log_d, 0.0)))
     rel_d_max = np.maximum.accumulate(rel_d)
-    rel = (8.0 * ULP * (3.0 * lf[al] + al * (abs(log_w0) + abs(log_r)) + mag_d[al]
-                        + np.log2(al) + 2.0) + rel_d_max[al])
+    rel = 8.0 * ULP * (3.0 * lf[al] + al * (abs(log_w0) + abs(log_r)) + mag_d[al] + np.log2(al) + 2.0) + rel_d_max[al]
     return log_i, rel
 
 

@@ -95,8 +95,13 @@ def log_ndtr(x):
 def log_binom_pmf(k: np.ndarray, n: int, log_p: float, log_1mp: float) -> np.ndarray:
     """log Bin(k | n, p) from log p and log(1-p) (no cancellation for tiny p)."""
     k = np.asarray(k, dtype=float)
-    return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
-            + k * log_p + (n - k) * log_1mp)
+    return (
+        special.gammaln(n + 1.0)
+        - special.gammaln(k + 1.0)
+        - special.gammaln(n - k + 1.0)
+        + k * log_p
+        + (n - k) * log_1mp
+    )
 
 
 class _LogFactorialTable:
@@ -143,8 +148,7 @@ def log_g(a: np.ndarray, v: np.ndarray, log1pv: np.ndarray) -> np.ndarray:
       cancellation factor (|expm1 y| + |a v|)/g is at most ~20/min(|a|, |a-1|)
       (e.g. 1.7e3 at a = 1.01), which :func:`log_g_rel_error` accounts for.
     """
-    a, v, log1pv = np.broadcast_arrays(np.asarray(a, float), np.asarray(v, float),
-                                       np.asarray(log1pv, float))
+    a, v, log1pv = np.broadcast_arrays(np.asarray(a, float), np.asarray(v, float), np.asarray(log1pv, float))
     out = np.empty(a.shape, dtype=float)
     abs_a = np.abs(a)
     rho = 0.5 / np.maximum(abs_a, 2.0)
@@ -174,8 +178,11 @@ def log_g(a: np.ndarray, v: np.ndarray, log1pv: np.ndarray) -> np.ndarray:
                 # log(1 + a v): for huge v (a > 1) use log v from log(1+v).
                 log_v = lb + np.log1p(-np.exp(-np.maximum(lb, 1e-300)))
                 huge = ~np.isfinite(ab * vb) | (lb > 30.0)
-                log1pav = np.where(huge & (ab > 0), np.logaddexp(0.0, np.log(np.abs(ab)) + log_v),
-                                   np.log1p(np.where(huge, 0.0, ab * vb)))
+                log1pav = np.where(
+                    huge & (ab > 0),
+                    np.logaddexp(0.0, np.log(np.abs(ab)) + log_v),
+                    np.log1p(np.where(huge, 0.0, ab * vb)),
+                )
                 res[big_exp] = yb + np.log1p(-np.exp(log1pav - yb))
             if np.any(big_lin):
                 ab, lb, yb = aa[big_lin], lv[big_lin], y[big_lin]
@@ -197,5 +204,5 @@ def log_g_rel_error(a: np.ndarray) -> np.ndarray:
     the absolute error of the log-integrand).
     """
     a = np.asarray(a, float)
-    dist = np.minimum(np.abs(a), np.abs(a - 1.0))   # g degenerates at a = 0 and a = 1
+    dist = np.minimum(np.abs(a), np.abs(a - 1.0))  # g degenerates at a = 0 and a = 1
     return 16.0 * ULP * (1.0 + 20.0 / np.maximum(dist, 1e-300))

@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import fft as sfft
 
-U = 2.0 ** -53
+U = 2.0**-53
 C_FFT = 8.0
-TAU = 1e-30            # tilted mass allowed outside the window (each side)
-N_MAX = 1 << 22        # longest FFT
-UNDERFLOW = 1e-300     # bound on all masses lost to float underflow in one pass
+TAU = 1e-30  # tilted mass allowed outside the window (each side)
+N_MAX = 1 << 22  # longest FFT
+UNDERFLOW = 1e-300  # bound on all masses lost to float underflow in one pass
 
 
 class WindowTooLarge(Exception):
@@ -80,10 +80,10 @@ class Component:
 def make_component(pmf, count: int) -> Component:
     probs = np.asarray(pmf.probs, dtype=float)
     nz = np.nonzero(probs > 0)[0]
-    if nz.size == 0:                                     # all mass at +inf
+    if nz.size == 0:  # all mass at +inf
         p, first = np.array([0.0]), int(pmf.offset)
     else:
-        p = np.array(probs[nz[0]:nz[-1] + 1])
+        p = np.array(probs[nz[0] : nz[-1] + 1])
         first = int(pmf.offset) + int(nz[0])
     with np.errstate(divide="ignore"):
         log_p = np.log(p)
@@ -91,9 +91,15 @@ def make_component(pmf, count: int) -> Component:
     log_p.setflags(write=False)
     # the real sum of the float masses, to ~n 1e-19 relative (long-double accumulation)
     fin = float(np.sum(p, dtype=np.longdouble))
-    return Component(p=p, log_p=log_p, first=first, inf_mass=float(pmf.inf_mass),
-                     fin_mass=fin, rel_err=float(pmf.rel_err) + 2e-19 * p.size,
-                     count=int(count))
+    return Component(
+        p=p,
+        log_p=log_p,
+        first=first,
+        inf_mass=float(pmf.inf_mass),
+        fin_mass=fin,
+        rel_err=float(pmf.rel_err) + 2e-19 * p.size,
+        count=int(count),
+    )
 
 
 def _lse_rows(x: np.ndarray) -> np.ndarray:
@@ -201,14 +207,14 @@ class Pass:
 
     d: float
     lam: float
-    lo: int                    # grid index of the window start
-    log_y: np.ndarray          # log of the untilted composed masses on the window
+    lo: int  # grid index of the window start
+    log_y: np.ndarray  # log of the untilted composed masses on the window
     inf_mass: float
     rel_factor: float
-    dR2: float                 # bound on ||R_fft - R||_2 (tilted, normalised)
-    log_C: float               # C = sum_c T_c log Z_c(lam)
-    trunc_hi: float            # bound on the untilted mass above the window
-    tau_lo: float              # bound on the mass below the window (inf unless lam = 0)
+    dR2: float  # bound on ||R_fft - R||_2 (tilted, normalised)
+    log_C: float  # C = sum_c T_c log Z_c(lam)
+    trunc_hi: float  # bound on the untilted mass above the window
+    tau_lo: float  # bound on the mass below the window (inf unless lam = 0)
     n_fft: int
     _memo: dict = field(default_factory=dict, repr=False)
 
@@ -248,8 +254,7 @@ class Pass:
         n = self.log_y.size
         A = self._A()
         A1 = np.concatenate([A[1:], [0.0]])
-        err_max = 4.0 * n * U * A1[0] + self.dR2 * float(self._fft_w(np.array([0]))[0]) \
-            + self.trunc_hi + UNDERFLOW
+        err_max = 4.0 * n * U * A1[0] + self.dR2 * float(self._fft_w(np.array([0]))[0]) + self.trunc_hi + UNDERFLOW
         a, b = 0, n
         if delta is not None:
             up = self.rel_factor * (self.inf_mass + A1 + err_max)
@@ -272,7 +277,7 @@ class Pass:
             Bfull = np.cumsum(np.exp(z - mz)[::-1])[::-1]
             Bj = Bfull[: b - a]
             B1 = np.concatenate([Bfull[1:], [0.0]])[: b - a]
-            EB1 = np.exp(np.log(B1) + mz + l)            # e^{l_j} B_{j+1} <= A_{j+1}
+            EB1 = np.exp(np.log(B1) + mz + l)  # e^{l_j} B_{j+1} <= A_{j+1}
         A1r = A1[a:b]
         EB1 = np.minimum(np.where(np.isfinite(EB1), EB1, np.inf), A1r)
         W1 = self._fft_w(np.minimum(j + 1, n - 1))
@@ -314,21 +319,21 @@ class Pass:
             if lj <= 0.0:
                 cand = 0.0
             elif math.isinf(self.tau_lo):
-                return math.inf, math.inf            # the answer is below this tilt's window
+                return math.inf, math.inf  # the answer is below this tilt's window
             else:
                 # eps in [0, l_0]: all window mass lies above eps
-                cand = self._solve(delta, A[0], Bj[0], mz,
-                                   err[k] + self.tau_lo + 4 * self.log_y.size * U * A[0],
-                                   0.0, lj)
+                cand = self._solve(
+                    delta, A[0], Bj[0], mz, err[k] + self.tau_lo + 4 * self.log_y.size * U * A[0], 0.0, lj
+                )
         elif k == 0:
-            cand = lj                                  # (not reached: the range starts lower)
+            cand = lj  # (not reached: the range starts lower)
         else:
             # eps in [l_{j-1}, l_j]: the mass above eps is indices >= j
             cand = self._solve(delta, A[j], Bj[k], mz, err[k - 1], float(l[k - 1]), lj)
         cand = max(cand, 0.0)
         cand = cand + 4.0 * U * abs(cand) + 1e-15 if cand > 0 else 0.0
         dlt, e = self.delta_at(cand)
-        if dlt > delta:                                # fall back to the grid point
+        if dlt > delta:  # fall back to the grid point
             cand = max(lj, 0.0)
             dlt, e = self.delta_at(cand)
             if dlt > delta:
@@ -360,8 +365,9 @@ def _tilt(comp: Component, lam: float, d: float):
     arg = lam * l - logz
     with np.errstate(under="ignore"):
         r = comp.p * np.exp(arg)
-    rho = 4.0 * U * (1.0 + float(np.max(np.abs(arg)))) \
-        + 4.0 * U * (abs(logz) + math.log2(comp.p.size + 1.0))   # the normalisation
+    rho = 4.0 * U * (1.0 + float(np.max(np.abs(arg)))) + 4.0 * U * (
+        abs(logz) + math.log2(comp.p.size + 1.0)
+    )  # the normalisation
     return r, logz, rho
 
 
@@ -374,8 +380,7 @@ def _window(comps, rs, lam, d, log_C, tau):
         m1 = float((r * li).sum())
         var += c.count * float((r * (li - m1) ** 2).sum())
     sd = math.sqrt(max(var, d * d))
-    thetas = np.array(sorted({*(4.0 ** k / sd for k in range(-1, 5)),
-                              *(4.0 ** k for k in range(-1, 4))}))
+    thetas = np.array(sorted({*(4.0**k / sd for k in range(-1, 5)), *(4.0**k for k in range(-1, 4))}))
     log_tau = math.log(tau)
     kp = cumulant(comps, lam + thetas, d) - log_C
     hi_loss = min(top * d, float(np.min((kp - log_tau) / thetas)))
@@ -403,10 +408,10 @@ def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
     sum_terms = growth = 0.0
     for c, r in zip(comps, rs):
         arr = np.zeros(n)
-        if r.size > n:                 # slot of absolute index first + i is i mod n
+        if r.size > n:  # slot of absolute index first + i is i mod n
             np.add.at(arr, np.arange(r.size) % n, r)
         else:
-            arr[:r.size] = r
+            arr[: r.size] = r
         norm2 = float(np.sqrt((arr * arr).sum()))
         X = sfft.rfft(arr)
         del arr
@@ -424,12 +429,16 @@ def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
         Y = P if Y is None else Y * P
     R = sfft.irfft(Y, n)
     del Y
-    R = np.roll(R, -((lo - base) % n))[:width]      # slot j <-> absolute base + j (mod n)
+    R = np.roll(R, -((lo - base) % n))[:width]  # slot j <-> absolute base + j (mod n)
     normR = float(np.sqrt((R * R).sum()))
     m = len(comps)
     tot_T = sum(c.count for c in comps)
-    dR2 = (sum_terms * math.exp(growth) + C_FFT * U * log2n * normR
-           + U * (tot_T * (4.0 + 2.0 * math.pi) + 4.0 * m) * normR + 2.0 * U * m / math.e)
+    dR2 = (
+        sum_terms * math.exp(growth)
+        + C_FFT * U * log2n * normR
+        + U * (tot_T * (4.0 + 2.0 * math.pi) + 4.0 * m) * normR
+        + 2.0 * U * m / math.e
+    )
     l = (lo + np.arange(width)) * d
     # true masses lie in [0, 1]: clipping the computed ones there only reduces their error
     # (FFT noise far below the tilted bulk is amplified by e^{C - lam l} when untilted)
@@ -448,8 +457,18 @@ def compose_pass(comps, d: float, lam: float, tau: float = TAU) -> Pass:
     rel_factor = 1.0 / (1.0 - rel) if rel < 0.5 else math.inf
     # tails cut off by the window (nothing lies beyond the support [base, top]); x2 covers
     # the float error of the Chernoff exponents (relative ~1e-12)
-    trunc_hi = 0.0 if hi >= top else \
-        2.0 * tau * math.exp(min(log_C - lam * (hi + 1) * d, 700.0))
+    trunc_hi = 0.0 if hi >= top else 2.0 * tau * math.exp(min(log_C - lam * (hi + 1) * d, 700.0))
     tau_lo = 0.0 if lo <= base else (2.0 * tau if lam == 0.0 else math.inf)
-    return Pass(d=d, lam=lam, lo=lo, log_y=log_y, inf_mass=inf_mass, rel_factor=rel_factor,
-                dR2=dR2, log_C=log_C, trunc_hi=trunc_hi, tau_lo=tau_lo, n_fft=n)
+    return Pass(
+        d=d,
+        lam=lam,
+        lo=lo,
+        log_y=log_y,
+        inf_mass=inf_mass,
+        rel_factor=rel_factor,
+        dR2=dR2,
+        log_C=log_C,
+        trunc_hi=trunc_hi,
+        tau_lo=tau_lo,
+        n_fft=n,
+    )

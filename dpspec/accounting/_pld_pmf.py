@@ -47,12 +47,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-U = 2.0 ** -53                 # unit round-off of float64
+U = 2.0**-53  # unit round-off of float64
 LOG_HALF = math.log(0.5)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-TAIL = 1e-28                   # P-mass left outside the grid (rounded pessimistically)
+TAIL = 1e-28  # P-mass left outside the grid (rounded pessimistically)
 _NEWTON_MAX = 400
-GRID_MAX = 1 << 22             # largest single-step grid (the caller coarsens d beyond it)
+GRID_MAX = 1 << 22  # largest single-step grid (the caller coarsens d beyond it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,13 +128,13 @@ def _g_with_err(y: np.ndarray, log_c: np.ndarray, t: np.ndarray):
         for ck, tk, e in zip(c, t, es):
             em = np.expm1(np.minimum(e, 700.0))
             s = s + ck * em
-            es_err = es_err + ck * (np.exp(np.minimum(e, 700.0)) * 2 * U * (np.abs(tk * y) + tk * tk)
-                                    + 2 * U * np.abs(em))
+            es_err = es_err + ck * (
+                np.exp(np.minimum(e, 700.0)) * 2 * U * (np.abs(tk * y) + tk * tk) + 2 * U * np.abs(em)
+            )
         near = np.isfinite(s) & (np.abs(s) < 0.5)
         out = np.where(near, np.log1p(np.where(near, s, 0.0)), lse)
         emax = np.maximum.reduce([np.abs(e) for e in es])
-        err = np.where(near, 2.5 * es_err + 4 * U * np.abs(out),
-                       4 * U * (np.abs(out) + emax + math.log2(len(t) + 1.0)))
+        err = np.where(near, 2.5 * es_err + 4 * U * np.abs(out), 4 * U * (np.abs(out) + emax + math.log2(len(t) + 1.0)))
     tmax, tmin = float(np.max(t)), float(np.min(t))
     inf_out = (np.isposinf(y) & (tmax > 0)) | (np.isneginf(y) & (tmin < 0))
     return np.where(inf_out, np.inf, out), np.where(np.isfinite(err), err, np.inf)
@@ -186,8 +186,7 @@ def _g_inverse(v: np.ndarray, log_c: np.ndarray, t: np.ndarray, unit: float) -> 
             step = F / Fp
             w[idx] = w[idx] - step
             # converged: at (or, by rounding, just past) the root, or a step of ~ulps
-            active[idx] = (F > 4 * U * (1.0 + np.abs(log_r[idx]))) & \
-                (np.abs(step) > 4 * U * (1.0 + np.abs(w[idx])))
+            active[idx] = (F > 4 * U * (1.0 + np.abs(log_r[idx]))) & (np.abs(step) > 4 * U * (1.0 + np.abs(w[idx])))
     return w / unit
 
 
@@ -202,7 +201,7 @@ def _log_cdf_both(y: np.ndarray, log_a: np.ndarray, m: np.ndarray):
     for la, mj in zip(log_a, m):
         z = y - mj
         with np.errstate(divide="ignore", invalid="ignore"):
-            small = special.log_ndtr(-np.abs(z))            # log Phi(-|z|) <= log 1/2
+            small = special.log_ndtr(-np.abs(z))  # log Phi(-|z|) <= log 1/2
             big = np.log1p(-np.exp(small))
         neg = z < 0
         lF_terms.append(np.where(neg, small, big) + la)
@@ -224,8 +223,7 @@ def _log_abs_err(y: np.ndarray, lv: np.ndarray, m: np.ndarray) -> np.ndarray:
     mm = float(np.max(np.abs(m)))
     ay = np.where(np.isfinite(y), np.abs(y), 0.0)
     arg = 2.0 * U * (ay + mm) * (ay + mm + 1.0)
-    err = 8.0 * U * (1.0 + np.abs(np.where(np.isfinite(lv), lv, 0.0))) + arg \
-        + 4.0 * U * math.log2(m.size + 2.0)
+    err = 8.0 * U * (1.0 + np.abs(np.where(np.isfinite(lv), lv, 0.0))) + arg + 4.0 * U * math.log2(m.size + 2.0)
     return np.where(np.isfinite(y), err, 0.0)
 
 
@@ -246,13 +244,11 @@ class _Dist:
             # upper side: P = S_i (1 - e^{-D}),  D = lS_i - lS_{i+1}
             dS = lS[:-1] - lS[1:]
             mS = np.exp(lS[:-1]) * -np.expm1(-dS)
-            eS = np.exp(lS[:-1]) * (aS[:-1] * -np.expm1(-dS) + np.exp(-dS) * (aS[:-1] + aS[1:])
-                                    + 4 * U)
+            eS = np.exp(lS[:-1]) * (aS[:-1] * -np.expm1(-dS) + np.exp(-dS) * (aS[:-1] + aS[1:]) + 4 * U)
             # lower side: P = F_{i+1} (1 - e^{-D}),  D = lF_{i+1} - lF_i
             dF = lF[1:] - lF[:-1]
             mF = np.exp(lF[1:]) * -np.expm1(-dF)
-            eF = np.exp(lF[1:]) * (aF[1:] * -np.expm1(-dF) + np.exp(-dF) * (aF[:-1] + aF[1:])
-                                   + 4 * U)
+            eF = np.exp(lF[1:]) * (aF[1:] * -np.expm1(-dF) + np.exp(-dF) * (aF[:-1] + aF[1:]) + 4 * U)
             # straddling the median: P = 1 - F_i - S_{i+1}
             mM = 1.0 - np.exp(lF[:-1]) - np.exp(lS[1:])
             eM = 4 * U + aF[:-1] * np.exp(lF[:-1]) + aS[1:] * np.exp(lS[1:])
@@ -288,7 +284,7 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
     else:
         P = (np.array([0.0]), np.array([0.0]))
         Q = (log_c, t)
-    log_c0 = float(log_w[0]) if keep[0] else -math.inf    # g -> log c_0 at the flat end
+    log_c0 = float(log_w[0]) if keep[0] else -math.inf  # g -> log c_0 at the flat end
     # y-range holding all but ~tail of P: every component j with a_j > tail / J contributes
     # a_j Phi(-(y - m_j)) <= tail / J above y_hi (the mass outside is handled exactly anyway,
     # so this only trades accuracy for grid size)
@@ -298,7 +294,7 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
     y_lo = float(np.min(P[1])) - z
     zj = -special.ndtri(np.minimum(tail / (J * np.exp(P[0][heavy])), 0.5))
     y_hi = float(np.max(P[1][heavy] + zj)) if np.any(heavy) else float(np.max(P[1]))
-    l_lo = s * float(_g(np.array([y_lo]), log_c, t)[0])   # L is increasing in y
+    l_lo = s * float(_g(np.array([y_lo]), log_c, t)[0])  # L is increasing in y
     l_hi = s * float(_g(np.array([y_hi]), log_c, t)[0])
     i_lo = int(math.floor(l_lo / d))
     i_hi = int(math.ceil(l_hi / d))
@@ -311,10 +307,11 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
         i_hi = i_lo + 1
     if i_hi - i_lo + 1 > GRID_MAX:
         from ._pld_fft import WindowTooLarge
+
         raise WindowTooLarge(i_hi - i_lo + 1)
     idx = np.arange(i_lo, i_hi + 1)
     eps = idx * d
-    v = s * eps                                              # g(y) = s * eps
+    v = s * eps  # g(y) = s * eps
     # grid points in y; outside the range of g they are -inf (remove) / +inf (add)
     inside = v > log_c0 if math.isfinite(log_c0) else np.ones(v.shape, bool)
     y = np.full(v.shape, -np.inf if direction == "remove" else np.inf)
@@ -362,13 +359,25 @@ def _ctd_parts(log_w, mu: float, direction: str, d: float, tail: float):
     S = np.concatenate([[P_below], b]) + surv
     boundary = 4.0 * resid * dens
     E = np.concatenate([[eP_below], err_b]) + esurv + boundary + 4 * U * S
-    return dict(i_lo=i_lo, eps=eps, S=S, E=E, inf=inf_mass, err_inf=err_inf, b=b, err_b=err_b,
-                qsurv=qsurv, eqsurv=eqsurv + boundary, P_below=P_below, P_above=P_above)
+    return dict(
+        i_lo=i_lo,
+        eps=eps,
+        S=S,
+        E=E,
+        inf=inf_mass,
+        err_inf=err_inf,
+        b=b,
+        err_b=err_b,
+        qsurv=qsurv,
+        eqsurv=eqsurv + boundary,
+        P_below=P_below,
+        P_above=P_above,
+    )
 
 
 def _from_tail_sums(Uj: np.ndarray, inf_up: float) -> np.ndarray:
     """PMF with tail sums >= (1 - u) Uj (after making Uj non-increasing and >= inf_up)."""
-    Uj = np.minimum(np.where(np.isfinite(Uj), Uj, 1.0), 1.0)   # exact tail sums are <= 1
+    Uj = np.minimum(np.where(np.isfinite(Uj), Uj, 1.0), 1.0)  # exact tail sums are <= 1
     Uj = np.maximum.accumulate(np.maximum(Uj, inf_up)[::-1])[::-1]
     probs = np.maximum(Uj - np.concatenate([Uj[1:], [inf_up]]), 0.0)
     probs.setflags(write=False)
@@ -382,9 +391,16 @@ def mixture_pmf(log_w, mu: float, direction: str, d: float, tail: float = TAIL) 
     c = _ctd_parts(log_w, mu, direction, d, tail)
     inf_up = c["inf"] + c["err_inf"]
     probs = _from_tail_sums(c["S"] + c["E"], inf_up)
-    return StepPmf(d=d, offset=int(c["i_lo"]), probs=probs, inf_mass=float(inf_up),
-                   rel_err=2 * U, build_error=float(max(np.max(c["E"]), c["err_inf"])),
-                   lower_mass=float(c["P_below"]), upper_mass=float(c["P_above"]))
+    return StepPmf(
+        d=d,
+        offset=int(c["i_lo"]),
+        probs=probs,
+        inf_mass=float(inf_up),
+        rel_err=2 * U,
+        build_error=float(max(np.max(c["E"]), c["err_inf"])),
+        lower_mass=float(c["P_below"]),
+        upper_mass=float(c["P_above"]),
+    )
 
 
 def symmetrized_pmf(log_w, mu: float, d: float, tail: float = TAIL) -> StepPmf:
@@ -404,20 +420,28 @@ def symmetrized_pmf(log_w, mu: float, d: float, tail: float = TAIL) -> StepPmf:
     if i_lo > 0 or i_hi < 1:
         raise ValueError("the symmetrised grid must contain 0 and 1")
     inf_up = c["inf"] + c["err_inf"]
-    pos = np.arange(1 - i_lo, n)                      # grid indices 1..i_hi
+    pos = np.arange(1 - i_lo, n)  # grid indices 1..i_hi
     U_pos = (c["S"] + c["E"])[pos]
     # thresholds -j, j = i_hi..0: need b_j (cell j -> j+1) and Q(L > e_{j+1}), j + 1 <= i_hi
-    jj = np.arange(i_hi - 1, -1, -1)                   # j = i_hi-1 .. 0
-    pj = jj - i_lo                                     # position of grid j (cell j)
+    jj = np.arange(i_hi - 1, -1, -1)  # j = i_hi-1 .. 0
+    pj = jj - i_lo  # position of grid j (cell j)
     b_lo = np.maximum(c["b"][pj] - c["err_b"][pj], 0.0)
     q_lo = np.maximum(c["qsurv"][pj + 1] - c["eqsurv"][pj + 1], 0.0)
     with np.errstate(under="ignore"):
         low = q_lo + np.exp(-eps[pj + 1]) * b_lo
     U_neg = np.minimum(1.0, 1.0 - low * (1 - 4 * U) + 4 * U)
     # index -i_hi: nothing lies below it -> tail sum 1
-    Uj = np.concatenate([[1.0], U_neg, U_pos])          # thresholds -i_hi .. i_hi
+    Uj = np.concatenate([[1.0], U_neg, U_pos])  # thresholds -i_hi .. i_hi
     probs = _from_tail_sums(Uj, inf_up)
     err = float(max(np.max(c["E"][pos]), c["err_inf"], float(np.max(U_neg - (1 - low)))))
-    return StepPmf(d=d, offset=-int(i_hi), probs=probs, inf_mass=float(inf_up), rel_err=2 * U,
-                   build_error=err, lower_mass=0.0, upper_mass=float(c["P_above"]),
-                   symmetric=True)
+    return StepPmf(
+        d=d,
+        offset=-int(i_hi),
+        probs=probs,
+        inf_mass=float(inf_up),
+        rel_err=2 * U,
+        build_error=err,
+        lower_mass=0.0,
+        upper_mass=float(c["P_above"]),
+        symmetric=True,
+    )

@@ -39,11 +39,11 @@ import numpy as np
 
 from ._logmath import LOG_SQRT_2PI, ULP, log1mexp, log_g, log_g_rel_error, log_ndtr
 
-SAFETY = 10.0          # factor on the step-halving error estimate
-RTOL = 1e-11           # target relative discretisation error before refinement stops
-TAIL_SIGMAS = 14.0     # window half-margin in standard deviations (Phi(-14) ~ 8e-45)
-MAX_LEVELS = 6         # at most 2**6 refinements of the initial step
-MAX_FINE_NODES_PER_ROW = 2 ** 18
+SAFETY = 10.0  # factor on the step-halving error estimate
+RTOL = 1e-11  # target relative discretisation error before refinement stops
+TAIL_SIGMAS = 14.0  # window half-margin in standard deviations (Phi(-14) ~ 8e-45)
+MAX_LEVELS = 6  # at most 2**6 refinements of the initial step
+MAX_FINE_NODES_PER_ROW = 2**18
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,9 @@ class QuadResult:
     """log of the estimate of I = Psi - 1 and of an upper bound on |I - estimate|."""
 
     log_value: np.ndarray
-    log_err: np.ndarray          # log of the absolute error bound on I
-    nodes: np.ndarray            # number of fine nodes used per row
-    converged: np.ndarray        # False: node budget exhausted (error is inf)
+    log_err: np.ndarray  # log of the absolute error bound on I
+    nodes: np.ndarray  # number of fine nodes used per row
+    converged: np.ndarray  # False: node budget exhausted (error is inf)
 
 
 def _mixture_parts(z: np.ndarray, lw: np.ndarray, sigma: float, k_axis: int = 0):
@@ -72,8 +72,9 @@ def _mixture_parts(z: np.ndarray, lw: np.ndarray, sigma: float, k_axis: int = 0)
     # L - 1 = sum_{k>=1} w_k expm1(s_k): each term is exact to a few ulps, no 1 - 1.
     sk, lw1 = (s[1:], lw[1:]) if k_axis == 0 else (s[:, 1:], lw[:, 1:])
     with np.errstate(over="ignore", divide="ignore", under="ignore"):
-        mag = lw1 + np.where(sk > 30.0, sk + np.log1p(-np.exp(-np.abs(sk))),
-                             np.log(np.abs(np.expm1(np.minimum(sk, 30.0)))))
+        mag = lw1 + np.where(
+            sk > 30.0, sk + np.log1p(-np.exp(-np.abs(sk))), np.log(np.abs(np.expm1(np.minimum(sk, 30.0))))
+        )
         v = np.sum(np.sign(sk) * np.exp(mag), axis=k_axis)
     return logL, v
 
@@ -132,8 +133,8 @@ def _integrate(parts_fn, combine_fn, zL, zR, h0, rtol: np.ndarray, grp=None):
         z0_grp = np.full(n_grp, np.inf)
         np.minimum.at(z0_grp, g, zL[todo])
         z0, h = z0_grp[g], h_grp[g]
-        i_lo = 2 * np.floor((zL[todo] - z0) / h).astype(np.int64)   # even: coarse nodes
-        i_hi = 2 * np.ceil((zR[todo] - z0) / h).astype(np.int64)    # are the even ones
+        i_lo = 2 * np.floor((zL[todo] - z0) / h).astype(np.int64)  # even: coarse nodes
+        i_hi = 2 * np.ceil((zR[todo] - z0) / h).astype(np.int64)  # are the even ones
         i_hi = np.maximum(i_hi, i_lo + 8)
         n_fine = i_hi - i_lo + 1
         over = n_fine > MAX_FINE_NODES_PER_ROW
@@ -189,12 +190,14 @@ def _log_error(log_T, log_d, conv, log_tail, log_edge, rel_round) -> np.ndarray:
     The tails bound both the integral outside the window and the trapezoid nodes
     omitted there (hence the factor 2, plus the edge values for the nearest nodes)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        parts = np.stack([
-            np.log(SAFETY) + log_d,
-            math.log(2.0) + log_tail,
-            log_edge,
-            np.log(rel_round) + log_T,
-        ])
+        parts = np.stack(
+            [
+                np.log(SAFETY) + log_d,
+                math.log(2.0) + log_tail,
+                log_edge,
+                np.log(rel_round) + log_T,
+            ]
+        )
         parts = np.where(np.isnan(parts), np.inf, parts)
         m = np.max(parts, axis=0)
         m_safe = np.where(np.isfinite(m), m, 0.0)
@@ -226,16 +229,23 @@ def _rel_round(a: np.ndarray, magnitude: np.ndarray, n: np.ndarray) -> np.ndarra
     return log_g_rel_error(a) + 8.0 * ULP * (magnitude + 60.0 + np.log2(np.maximum(n, 2)))
 
 
-def mixture_psi_m1(alphas: np.ndarray, lw: np.ndarray, sigma: float, direction: str,
-                   integer_alpha: np.ndarray, zstar: np.ndarray | None = None) -> QuadResult:
+def mixture_psi_m1(
+    alphas: np.ndarray,
+    lw: np.ndarray,
+    sigma: float,
+    direction: str,
+    integer_alpha: np.ndarray,
+    zstar: np.ndarray | None = None,
+) -> QuadResult:
     """Psi - 1 of the removal or insertion pair for the mixture with log weights lw.
 
     alphas: orders > 1 (one row each).  lw: log w_k, k = 0..K (sum w_k = 1).
     zstar (insertion only): the modes ``insertion_modes(alphas, [lw], sigma)[0]`` if already
     computed.
     """
-    return mixture_psi_m1_batch(alphas, [lw], sigma, direction, integer_alpha,
-                                None if zstar is None else np.asarray(zstar, float)[None, :])[0]
+    return mixture_psi_m1_batch(
+        alphas, [lw], sigma, direction, integer_alpha, None if zstar is None else np.asarray(zstar, float)[None, :]
+    )[0]
 
 
 class _Weights:
@@ -258,7 +268,7 @@ class _Weights:
         ``_mixture_parts(z_m, lws[m], sigma)`` with the other nodes z_m of its mixture m, if
         ``k_axis`` is 0 when they are two or more and 1 when z_m is a single node (see
         :func:`_mixture_parts`).  A single mixture is computed as it always was."""
-        if self.size.size == 1:             # one mixture: as it always was
+        if self.size.size == 1:  # one mixture: as it always was
             return _mixture_parts(z, self.stacks[int(self.size[0])][:, 0], sigma)
         logL = np.empty(z.size)
         v = np.empty(z.size)
@@ -273,9 +283,9 @@ class _Weights:
         return logL, v
 
 
-def mixture_psi_m1_batch(alphas: np.ndarray, lws, sigma: float, direction: str,
-                         integer_alpha: np.ndarray,
-                         zstar: np.ndarray | None = None) -> list[QuadResult]:
+def mixture_psi_m1_batch(
+    alphas: np.ndarray, lws, sigma: float, direction: str, integer_alpha: np.ndarray, zstar: np.ndarray | None = None
+) -> list[QuadResult]:
     """:func:`mixture_psi_m1` of several mixtures (log weights ``lws``) at the same orders, in
     one pass: each mixture's rows get their own node lattices (``_integrate``'s groups), its
     own window, step and tails, so the results are bit for bit those of one mixture at a time.
@@ -289,7 +299,7 @@ def mixture_psi_m1_batch(alphas: np.ndarray, lws, sigma: float, direction: str,
         return []
     c = TAIL_SIGMAS
     s2 = sigma * sigma
-    mix = np.repeat(np.arange(nl), na)                  # row i * na + j: lws[i], alphas[j]
+    mix = np.repeat(np.arange(nl), na)  # row i * na + j: lws[i], alphas[j]
     al = np.tile(alphas, nl)
     K = np.array([lw.size - 1 for lw in lws], dtype=float)[mix]
     a = al if direction == "removal" else 1.0 - al
@@ -326,9 +336,8 @@ def mixture_psi_m1_batch(alphas: np.ndarray, lws, sigma: float, direction: str,
     logL_R, v_R = weights.parts(zR, mix, sigma, k_axis)
     # magnitude of the log-terms anywhere in the window (|a log L| + z^2/(2 s2)):
     # each is computed with absolute error ~ulp * magnitude.
-    mag = (np.abs(a) * np.maximum(np.abs(logL_L), np.abs(logL_R))
-           + np.maximum(zL ** 2, zR ** 2) / (2 * s2))
-    rtol = np.maximum(RTOL, 4.0 * _rel_round(a, mag, np.full(a.shape, 2 ** 20)))
+    mag = np.abs(a) * np.maximum(np.abs(logL_L), np.abs(logL_R)) + np.maximum(zL**2, zR**2) / (2 * s2)
+    rtol = np.maximum(RTOL, 4.0 * _rel_round(a, mag, np.full(a.shape, 2**20)))
     log_T, log_d, nodes, conv, h = _integrate(parts, combine, zL, zR, h0, rtol, grp)
 
     # --- tails outside [zL, zR] (rigorous bounds; see module docstring) ---
@@ -342,8 +351,7 @@ def mixture_psi_m1_batch(alphas: np.ndarray, lws, sigma: float, direction: str,
         # right: g <= L^alpha and log L(z) <= log L(zR) + K (z - zR)/sigma^2 for z >= zR, so
         # int_{zR}^inf phi L^alpha <= exp(alpha log L(zR) - alpha K zR/s2 + (alpha K)^2/(2 s2))
         #                             * Phi(-(zR - alpha K)/sigma)
-        right = (al * logL_R - al * K * zR / s2 + (al * K) ** 2 / (2 * s2)
-                 + log_ndtr(-(zR - al * K) / sigma))
+        right = al * logL_R - al * K * zR / s2 + (al * K) ** 2 / (2 * s2) + log_ndtr(-(zR - al * K) / sigma)
     else:
         # left (z < zL <= z* <= 0): g_a(L-1) <= L^a there, and phi L^a is log-concave with
         # curvature <= -1/sigma^2 and mode z*, so the tail is <= f(z*) sqrt(2 pi) sigma Phi(-c).
@@ -358,8 +366,9 @@ def mixture_psi_m1_batch(alphas: np.ndarray, lws, sigma: float, direction: str,
     log_edge = np.log(h) + np.logaddexp(fL, fR)
     rel = _rel_round(a, mag + np.abs(log_T), nodes)
     log_err = _log_error(log_T, log_d, conv, log_tail, log_edge, rel)
-    return [QuadResult(log_T[r], log_err[r], nodes[r], conv[r])
-            for r in (slice(i * na, (i + 1) * na) for i in range(nl))]
+    return [
+        QuadResult(log_T[r], log_err[r], nodes[r], conv[r]) for r in (slice(i * na, (i + 1) * na) for i in range(nl))
+    ]
 
 
 def _mixture_strip(lw: np.ndarray, sigma: float) -> float:
@@ -377,7 +386,7 @@ def _mixture_strip(lw: np.ndarray, sigma: float) -> float:
     floor = math.pi / K
     k = np.arange(K + 1, dtype=float)
     la = lw - 0.5 * k * k / (sigma * sigma)
-    beta = (la[0] - la[K]) / K                 # P(e^beta t): equal end coefficients
+    beta = (la[0] - la[K]) / K  # P(e^beta t): equal end coefficients
     c = la + k * beta
     c = c - np.max(c)
     angle = floor
@@ -435,8 +444,8 @@ def _bisect_modes(alphas: np.ndarray, lws, sigma: float, k_axis: int) -> np.ndar
     rows = max(lw.size for lw in lws)
     lw_cols = np.full((rows, nl), -np.inf)
     for i, lw in enumerate(lws):
-        lw_cols[:lw.size, i] = lw
-    lw_cols = np.repeat(lw_cols, na, axis=1)                 # column i * na + j: lws[i], alphas[j]
+        lw_cols[: lw.size, i] = lw
+    lw_cols = np.repeat(lw_cols, na, axis=1)  # column i * na + j: lws[i], alphas[j]
     K = np.repeat(np.array([lw.size - 1 for lw in lws], dtype=float), na)
     a = np.tile(alphas, nl)
     k = np.arange(rows, dtype=float)[:, None]
@@ -456,8 +465,9 @@ def _bisect_modes(alphas: np.ndarray, lws, sigma: float, k_axis: int) -> np.ndar
         pos = mid + am1 * m > 0
         hi_new = np.where(pos, mid, hi)
         lo_new = np.where(pos, lo, mid)
-        if (np.array_equal(hi_new.view(np.int64), hi.view(np.int64))
-                and np.array_equal(lo_new.view(np.int64), lo.view(np.int64))):
+        if np.array_equal(hi_new.view(np.int64), hi.view(np.int64)) and np.array_equal(
+            lo_new.view(np.int64), lo.view(np.int64)
+        ):
             break
         lo, hi = lo_new, hi_new
     return (0.5 * (lo + hi)).reshape(nl, na)
@@ -476,25 +486,29 @@ def two_mixture_psi_m1(alphas: np.ndarray, w: float, sigma: float) -> QuadResult
         logP, logQ, v = p
         return logQ + log_g(alphas[rows], v, logP - logQ) + _log_phi(z, sigma)
 
-    mag = np.maximum(zL ** 2, zR ** 2) / (2 * s2)
+    mag = np.maximum(zL**2, zR**2) / (2 * s2)
     ends = [_two_mixture_parts(zz, w, sigma) for zz in (zL, zR)]
     for logP, logQ, _ in ends:
         mag = mag + alphas * np.abs(logP - logQ) + np.abs(logQ)
-    rtol = np.maximum(RTOL, 4.0 * _rel_round(alphas, mag, np.full(alphas.shape, 2 ** 20)))
-    log_T, log_d, nodes, conv, h = _integrate(lambda z, g: _two_mixture_parts(z, w, sigma),
-                                              combine, zL, zR, h0, rtol)
+    rtol = np.maximum(RTOL, 4.0 * _rel_round(alphas, mag, np.full(alphas.shape, 2**20)))
+    log_T, log_d, nodes, conv, h = _integrate(lambda z, g: _two_mixture_parts(z, w, sigma), combine, zL, zR, h0, rtol)
     lw_, l1w = math.log(w), math.log1p(-w)
     # left (z < zL <= -1/2, so P <= 1 <= Q): integrand <= alpha(1-P) + (alpha-1)(Q-1)
     #   <= alpha w + (alpha-1) w M_{-1}; integral = alpha w Phi(zL/s) + (alpha-1) w Phi((zL+1)/s)
-    left = np.logaddexp(np.log(alphas) + lw_ + log_ndtr(zL / sigma),
-                        np.log(alphas - 1.0) + lw_ + log_ndtr((zL + 1.0) / sigma))
+    left = np.logaddexp(
+        np.log(alphas) + lw_ + log_ndtr(zL / sigma), np.log(alphas - 1.0) + lw_ + log_ndtr((zL + 1.0) / sigma)
+    )
     # right (z > zR >= 1/2, so P >= 1 >= Q >= 1-w): integrand <= P^alpha (1-w)^{1-alpha}
     logP_R = ends[1][0]
-    right = ((1.0 - alphas) * l1w + alphas * logP_R - alphas * zR / s2 + alphas ** 2 / (2 * s2)
-             + log_ndtr(-(zR - alphas) / sigma))
+    right = (
+        (1.0 - alphas) * l1w
+        + alphas * logP_R
+        - alphas * zR / s2
+        + alphas**2 / (2 * s2)
+        + log_ndtr(-(zR - alphas) / sigma)
+    )
     log_tail = np.logaddexp(left, right)
-    fs = [logQ + log_g(alphas, v, logP - logQ) + _log_phi(zz, sigma)
-          for zz, (logP, logQ, v) in zip((zL, zR), ends)]
+    fs = [logQ + log_g(alphas, v, logP - logQ) + _log_phi(zz, sigma) for zz, (logP, logQ, v) in zip((zL, zR), ends)]
     log_edge = np.log(h) + np.logaddexp(fs[0], fs[1])
     rel = _rel_round(alphas, mag + np.abs(log_T), nodes)
     return QuadResult(log_T, _log_error(log_T, log_d, conv, log_tail, log_edge, rel), nodes, conv)

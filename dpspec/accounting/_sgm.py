@@ -13,15 +13,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._exact import (binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bounds_from_rel,
-                     rdp_from_log_psi_m1)
+from ._exact import binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bounds_from_rel, rdp_from_log_psi_m1
 from ._logmath import ULP, log_expm1
 from ._quadrature import mixture_psi_m1
 
 THEOREM_SGM = "Mironov-Talwar-Zhang 2019 §3.3 (Poisson SGM)"
-METHOD_SGM = ("integer alpha: exact positive-term binomial sum of Psi-1 (float64, error "
-              "~ulp x log-magnitudes); real alpha: trapezoid quadrature of E[g_alpha(L-1)] "
-              "with step-halving error estimate x10 and closed-form tail bounds")
+METHOD_SGM = (
+    "integer alpha: exact positive-term binomial sum of Psi-1 (float64, error "
+    "~ulp x log-magnitudes); real alpha: trapezoid quadrature of E[g_alpha(L-1)] "
+    "with step-halving error estimate x10 and closed-form tail bounds"
+)
 
 
 class Evaluated(NamedTuple):
@@ -46,8 +47,11 @@ def no_amplification(alphas: np.ndarray, sigma: float, k: int = 1) -> Evaluated:
 def cap(ev: Evaluated, bound: Evaluated) -> Evaluated:
     """Pointwise min of two certified upper bounds of the same quantity."""
     take = bound.rdp < ev.rdp
-    return Evaluated(np.where(take, bound.rdp, ev.rdp), np.where(take, bound.err, ev.err),
-                     [b if t else s for t, s, b in zip(take, ev.sources, bound.sources)])
+    return Evaluated(
+        np.where(take, bound.rdp, ev.rdp),
+        np.where(take, bound.err, ev.err),
+        [b if t else s for t, s, b in zip(take, ev.sources, bound.sources)],
+    )
 
 
 def sgm_curve(alphas: np.ndarray, sigma: float, rate: float) -> Evaluated:
@@ -69,9 +73,8 @@ def sgm_curve(alphas: np.ndarray, sigma: float, rate: float) -> Evaluated:
         with np.errstate(divide="ignore"):
             log_d = log_expm1(np.where(j >= 2, t, 1.0))
         log_d[:2] = -np.inf
-        rel_d = 4.0 * ULP * (1.0 + t)          # expm1 and its rounded argument
-        log_i, rel = binomial_mixture_log_psi_m1(a_int, math.log1p(-rate), math.log(rate),
-                                                 log_d, rel_d)
+        rel_d = 4.0 * ULP * (1.0 + t)  # expm1 and its rounded argument
+        log_i, rel = binomial_mixture_log_psi_m1(a_int, math.log1p(-rate), math.log(rate), log_d, rel_d)
         lo, hi = log_bounds_from_rel(log_i, rel)
         rdp[ints], err[ints] = rdp_from_log_psi_m1(alphas[ints], lo, hi)
     if np.any(~ints):

@@ -9,16 +9,18 @@ import numbers
 import numpy as np
 
 
-def real(name: str, x, *, lo: float | None = None, hi: float | None = None,
-         lo_open: bool = False, hi_open: bool = False) -> float:
+def real(
+    name: str, x, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False
+) -> float:
     """A finite real in the given range."""
     if isinstance(x, bool) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
         raise ValueError(f"{name} must be a real number, got {x!r}")
     v = float(x)
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")
-    bad = ((lo is not None and (v < lo or (lo_open and v == lo)))
-           or (hi is not None and (v > hi or (hi_open and v == hi))))
+    bad = (lo is not None and (v < lo or (lo_open and v == lo))) or (
+        hi is not None and (v > hi or (hi_open and v == hi))
+    )
     if bad:
         left = "(" if lo_open else "["
         right = ")" if hi_open else "]"
@@ -34,9 +36,8 @@ def integer(name: str, x, *, lo: int | None = None, hi: int | None = None) -> in
         raise ValueError(f"{name} must be an integer, got {x!r}")
     if isinstance(x, (numbers.Integral, np.integer)):
         v = int(x)
-    elif isinstance(x, (numbers.Real, np.floating)) and math.isfinite(float(x)) \
-            and float(x).is_integer():
-        v = int(x)
+    elif isinstance(x, (numbers.Real, np.floating)) and math.isfinite(float(x)) and float(x).is_integer():
+        v = int(float(x))
     else:
         raise ValueError(f"{name} must be an integer, got {x!r}")
     if (lo is not None and v < lo) or (hi is not None and v > hi):

@@ -29,7 +29,7 @@ from .dpsgd import StepSpec, epsilon_on
 SIGMA_RTOL = 1e-4
 SIGMA_MIN = 1e-2
 SIGMA_MAX = 1e6
-_WINDOW = 12          # orders kept on each side of the current optimal order
+_WINDOW = 12  # orders kept on each side of the current optimal order
 _MAX_PROBES = 200
 
 
@@ -66,7 +66,7 @@ class _Objective:
         self.calls += 1
         eps, i = epsilon_on(self.spec, math.exp(u), self.steps, self.delta, self.grid[lo:hi])
         if (i == 0 and lo > 0) or (i == hi - lo - 1 and hi < n):
-            return self.full(u)   # optimum at the window edge: look at every order
+            return self.full(u)  # optimum at the window edge: look at every order
         self.center = lo + i
         return self._f(eps)
 
@@ -79,8 +79,9 @@ def _initial_guess(spec: StepSpec, steps: int, delta: float, target: float) -> f
     return min(max(scale / math.sqrt(math.log1p(x)), 2 * SIGMA_MIN), SIGMA_MAX / 2)
 
 
-def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson",
-                          group_size=1, dataset_size=None) -> float:
+def calibrate_dpsgd_sigma(
+    target_epsilon, delta, rate, steps, sampling="poisson", group_size=1, dataset_size=None
+) -> float:
     """Smallest noise multiplier (within relative 1e-4) whose certified epsilon
     (:func:`dpsgd_epsilon`) is <= ``target_epsilon``; never above the target.
 
@@ -93,8 +94,7 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
     t = V.integer("steps", steps, lo=0)
     spec = StepSpec(rate, sampling, group_size, dataset_size)
     if spec.rate == 0.0 or t == 0:
-        raise ValueError("rate = 0 or steps = 0: epsilon is 0 for every sigma, "
-                         "there is no smallest sigma to calibrate")
+        raise ValueError("rate = 0 or steps = 0: epsilon is 0 for every sigma, there is no smallest sigma to calibrate")
     obj = _Objective(spec, t, d, target)
     u_min, u_max = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
 
@@ -112,10 +112,12 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
             if u_new >= u_max:
                 raise ValueError(
                     f"target_epsilon={target:g} is unreachable: even sigma={SIGMA_MAX:g} gives "
-                    f"epsilon > target (delta={d:g}, rate={spec.rate:g}, steps={t})")
+                    f"epsilon > target (delta={d:g}, rate={spec.rate:g}, steps={t})"
+                )
             raise ValueError(
                 f"target_epsilon={target:g} is met already by sigma={SIGMA_MIN:g}; "
-                "calibration below that noise level is not supported")
+                "calibration below that noise level is not supported"
+            )
         f_new = obj.fast(u_new)
         if math.isfinite(f_new) and math.isfinite(prev[1]) and f_new != prev[1]:
             s = (f_new - prev[1]) / (u_new - prev[0])
@@ -128,7 +130,7 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
 
     # --- phase 2: shrink to hi/lo <= 1 + rtol; probes straddle the secant estimate ---
     tol = math.log1p(SIGMA_RTOL)
-    last_side, streak = None, 0   # the same end moving again and again: the secant stalls
+    last_side, streak = None, 0  # the same end moving again and again: the secant stalls
     for _ in range(_MAX_PROBES):
         width = hi[0] - lo[0]
         if width <= tol:
@@ -144,8 +146,7 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
         # f(hi) ~ -690, which pins the secant to lo and shrinks the bracket by only ~tol per
         # probe; likewise when one end has moved twice in a row.  Bisect then.
         informative = abs(lo[1]) < 50.0 and abs(hi[1]) < 50.0 and streak < 2
-        if (width > 8 * tol and informative and math.isfinite(lo[1]) and math.isfinite(hi[1])
-                and lo[1] != hi[1]):
+        if width > 8 * tol and informative and math.isfinite(lo[1]) and math.isfinite(hi[1]) and lo[1] != hi[1]:
             u_s = lo[0] + lo[1] * width / (lo[1] - hi[1])
         else:
             u_s = lo[0] + 0.5 * width
@@ -162,7 +163,7 @@ def calibrate_dpsgd_sigma(target_epsilon, delta, rate, steps, sampling="poisson"
             f2 = obj.fast(u2)
             if f2 > 0:
                 lo = (u2, f2)
-                streak, last_side = 0, None   # the probes straddled the root
+                streak, last_side = 0, None  # the probes straddled the root
             else:
                 hi = (u2, f2)
     else:  # pragma: no cover - the bracket shrinks geometrically
@@ -182,6 +183,6 @@ def _extend_down(obj: _Objective, u: float, u_min: float, target: float, d: floa
         if u_new <= u_min:
             raise ValueError(
                 f"target_epsilon={target:g} is met already by sigma={SIGMA_MIN:g}; "
-                "calibration below that noise level is not supported")
+                "calibration below that noise level is not supported"
+            )
         u, step = u_new, step * 2
-

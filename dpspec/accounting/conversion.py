@@ -34,8 +34,9 @@ def _check_delta(delta) -> float:
     return V.real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
 
 
-def convert(alphas: np.ndarray, rdp: np.ndarray, delta: float,
-            conversion: str = "balle2020") -> tuple[float, float, int]:
+def convert(
+    alphas: np.ndarray, rdp: np.ndarray, delta: float, conversion: str = "balle2020"
+) -> tuple[float, float, int]:
     """Validated-input core: (epsilon, best alpha, index of best alpha)."""
     log_d = math.log(delta)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -49,7 +50,7 @@ def convert(alphas: np.ndarray, rdp: np.ndarray, delta: float,
         eps = eps + 8.0 * ULP * (np.abs(rdp) + np.abs(t2) + np.abs(t3))
     eps = np.where(np.isfinite(rdp), eps, np.inf)
     with np.errstate(invalid="ignore"):
-        tv_ok = delta * delta + np.expm1(-rdp) > 4.0 * ULP   # margin for the float test
+        tv_ok = delta * delta + np.expm1(-rdp) > 4.0 * ULP  # margin for the float test
     if np.any(tv_ok):
         idx = int(np.argmax(tv_ok))
         return 0.0, float(alphas[idx]), idx
@@ -88,5 +89,6 @@ def dp_from_curve(curve: RdpCurve, delta, conversion="balle2020") -> DpResult:
     V.choice("conversion", conversion, tuple(CONVERSIONS))
     eps, best, idx = convert(curve.alphas, curve.rdp, d, conversion)
     edge = eps > 0.0 and curve.alphas.size > 1 and idx in (0, curve.alphas.size - 1)
-    return DpResult(epsilon=eps, delta=d, best_alpha=best, curve=curve,
-                    conversion=CONVERSIONS[conversion], at_grid_edge=bool(edge))
+    return DpResult(
+        epsilon=eps, delta=d, best_alpha=best, curve=curve, conversion=CONVERSIONS[conversion], at_grid_edge=bool(edge)
+    )

@@ -27,15 +27,17 @@ from . import _validate as V
 #: 144 ... 256 (step 16) and 20 integer points spaced by 2^(1/4) from 304 to 8192,
 #: for very private settings (sigma >= 5, small rates) whose optimal order is in the
 #: hundreds or thousands.  Orders <= 10.9 that are not integers use quadrature.
-DEFAULT_ALPHAS = np.concatenate([
-    1.0 + np.arange(1, 10) / 100.0,
-    1.0 + np.arange(10, 200, 5) / 100.0,
-    np.arange(30, 110) / 10.0,
-    np.arange(11, 65, dtype=float),
-    np.arange(68, 129, 4, dtype=float),
-    np.arange(144, 257, 16, dtype=float),
-    np.round(256.0 * 2.0 ** (np.arange(1, 21) / 4.0)),
-])
+DEFAULT_ALPHAS = np.concatenate(
+    [
+        1.0 + np.arange(1, 10) / 100.0,
+        1.0 + np.arange(10, 200, 5) / 100.0,
+        np.arange(30, 110) / 10.0,
+        np.arange(11, 65, dtype=float),
+        np.arange(68, 129, 4, dtype=float),
+        np.arange(144, 257, 16, dtype=float),
+        np.round(256.0 * 2.0 ** (np.arange(1, 21) / 4.0)),
+    ]
+)
 DEFAULT_ALPHAS.setflags(write=False)
 
 
@@ -66,14 +68,13 @@ class RdpCurve:
     theorem: str
     method: str
     abs_error: float
-    abs_errors: np.ndarray = field(default=None)  # type: ignore[assignment]
+    abs_errors: np.ndarray = field(default=None)  # type: ignore[arg-type]
     sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alphas", _frozen(self.alphas))
         object.__setattr__(self, "rdp", _frozen(self.rdp))
-        errs = np.full(self.alphas.shape, self.abs_error) if self.abs_errors is None \
-            else self.abs_errors
+        errs = np.full(self.alphas.shape, self.abs_error) if self.abs_errors is None else self.abs_errors
         object.__setattr__(self, "abs_errors", _frozen(errs))
         if not (self.alphas.shape == self.rdp.shape == self.abs_errors.shape):
             raise ValueError("alphas, rdp and abs_errors must have the same shape")
@@ -82,13 +83,17 @@ class RdpCurve:
         if np.any(np.isnan(self.rdp)) or np.any(self.rdp < 0):
             raise ValueError("rdp values must be >= 0 (inf allowed, NaN not)")
 
-    def scaled(self, steps: int) -> "RdpCurve":
+    def scaled(self, steps: int) -> RdpCurve:
         """The curve of ``steps`` adaptive compositions (RDP adds, Mironov 2017 Prop 1)."""
         steps = V.integer("steps", steps, lo=0)
-        return _make(self.alphas, self.rdp * steps, self.abs_errors * steps
-                     + 4e-16 * self.rdp * steps, self.theorem if steps == 1 else
-                     f"{steps} x [{self.theorem}] (RDP composition, Mironov 2017 Prop 1)",
-                     self.method, self.sources)
+        return _make(
+            self.alphas,
+            self.rdp * steps,
+            self.abs_errors * steps + 4e-16 * self.rdp * steps,
+            self.theorem if steps == 1 else f"{steps} x [{self.theorem}] (RDP composition, Mironov 2017 Prop 1)",
+            self.method,
+            self.sources,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,8 +123,15 @@ def _make(alphas, rdp, errs, theorem, method, sources=()) -> RdpCurve:
     errs = np.asarray(errs, float)
     finite = np.isfinite(rdp)
     abs_error = float(np.max(errs[finite])) if np.any(finite) else float("inf")
-    return RdpCurve(alphas=alphas, rdp=rdp, theorem=theorem, method=method,
-                    abs_error=abs_error, abs_errors=errs, sources=tuple(sources))
+    return RdpCurve(
+        alphas=alphas,
+        rdp=rdp,
+        theorem=theorem,
+        method=method,
+        abs_error=abs_error,
+        abs_errors=errs,
+        sources=tuple(sources),
+    )
 
 
 def compose(*curves: RdpCurve) -> RdpCurve:
@@ -140,7 +152,6 @@ def compose(*curves: RdpCurve) -> RdpCurve:
     # float addition of n non-negative terms: relative rounding <= n ulp
     errs = np.sum([c.abs_errors for c in curves], axis=0) + len(curves) * 2.3e-16 * rdp
     rdp = rdp + len(curves) * 2.3e-16 * rdp
-    theorem = "RDP composition (Mironov 2017 Prop 1) of: " + "; ".join(
-        f"[{c.theorem}]" for c in curves)
+    theorem = "RDP composition (Mironov 2017 Prop 1) of: " + "; ".join(f"[{c.theorem}]" for c in curves)
     methods = sorted({c.method for c in curves})
     return _make(alphas, rdp, errs, theorem, " | ".join(methods))

@@ -28,9 +28,11 @@ from .poisson import METHOD_SGM, THEOREM_SGM, Evaluated, poisson_gaussian_curve
 from .wor import THEOREM_WOR_ADD_REMOVE, THEOREM_WOR_SUBSTITUTION, wor_gaussian_curve
 
 SAMPLINGS = ("poisson", "wor", "wor_substitution")
-METHOD_WOR_SUB = ("Wang Thm 9: exact positive-term sum (integer alpha), convex "
-                  "interpolation of log Psi (real alpha); two-mixture: trapezoid quadrature "
-                  "of E[Q g(P/Q-1)] with step-halving error estimate x10 and tail bounds")
+METHOD_WOR_SUB = (
+    "Wang Thm 9: exact positive-term sum (integer alpha), convex "
+    "interpolation of log Psi (real alpha); two-mixture: trapezoid quadrature "
+    "of E[Q g(P/Q-1)] with step-halving error estimate x10 and tail bounds"
+)
 
 
 class StepSpec:
@@ -45,26 +47,29 @@ class StepSpec:
         self.dataset_size = None
         if self.sampling != "poisson":
             if self.group_size != 1:
-                raise ValueError("group_size > 1 is supported only with sampling='poisson' "
-                                 f"(got sampling={self.sampling!r})")
+                raise ValueError(
+                    f"group_size > 1 is supported only with sampling='poisson' (got sampling={self.sampling!r})"
+                )
             if dataset_size is None:
                 raise ValueError(f"dataset_size is required for sampling={self.sampling!r}")
             n = V.integer("dataset_size", dataset_size, lo=2)
             batch = self.rate * n
             if abs(batch - round(batch)) > 1e-9 * max(1.0, batch) or round(batch) < 1:
-                raise ValueError(f"rate * dataset_size must be a positive integer batch size "
-                                 f"for sampling={self.sampling!r}, got {batch!r}")
+                raise ValueError(
+                    f"rate * dataset_size must be a positive integer batch size "
+                    f"for sampling={self.sampling!r}, got {batch!r}"
+                )
             hi = n - 1 if self.sampling == "wor" else n
             if round(batch) > hi:
-                raise ValueError(f"batch size rate * dataset_size must be <= {hi} for "
-                                 f"sampling={self.sampling!r}, got {round(batch)}")
+                raise ValueError(
+                    f"batch size rate * dataset_size must be <= {hi} for sampling={self.sampling!r}, got {round(batch)}"
+                )
             self.dataset_size = n
             self.rate = round(batch) / n
 
     def theorem(self) -> str:
         if self.sampling == "poisson":
-            return THEOREM_SGM if self.group_size == 1 else \
-                f"{THEOREM_GROUP}, group size {self.group_size}"
+            return THEOREM_SGM if self.group_size == 1 else f"{THEOREM_GROUP}, group size {self.group_size}"
         return THEOREM_WOR_ADD_REMOVE if self.sampling == "wor" else THEOREM_WOR_SUBSTITUTION
 
     def method(self) -> str:
@@ -86,8 +91,7 @@ def _check_common(sigma, steps):
     return s, t
 
 
-def dpsgd_rdp_curve(sigma, rate, steps, sampling="poisson", group_size=1,
-                    dataset_size=None, alphas=None) -> RdpCurve:
+def dpsgd_rdp_curve(sigma, rate, steps, sampling="poisson", group_size=1, dataset_size=None, alphas=None) -> RdpCurve:
     """Certified RDP curve of ``steps`` DP-SGD steps (RDP adds over steps,
     Mironov 2017 Prop 1) on ``alphas`` (default :data:`DEFAULT_ALPHAS`)."""
     s, t = _check_common(sigma, steps)
@@ -96,21 +100,17 @@ def dpsgd_rdp_curve(sigma, rate, steps, sampling="poisson", group_size=1,
     ev = spec.evaluate(a, s)
     rdp = ev.rdp * t * (1 + 4e-16)
     err = ev.err * t + 8e-16 * rdp
-    theorem = spec.theorem() if t == 1 else \
-        f"{t} x [{spec.theorem()}] (RDP composition, Mironov 2017 Prop 1)"
+    theorem = spec.theorem() if t == 1 else f"{t} x [{spec.theorem()}] (RDP composition, Mironov 2017 Prop 1)"
     return _make(a, rdp, err, theorem, spec.method(), ev.sources)
 
 
-def dpsgd_epsilon(sigma, rate, steps, delta, sampling="poisson", group_size=1,
-                  dataset_size=None) -> float:
+def dpsgd_epsilon(sigma, rate, steps, delta, sampling="poisson", group_size=1, dataset_size=None) -> float:
     """Certified epsilon of ``steps`` DP-SGD steps at ``delta`` (Balle et al. 2020
     Thm 21 over :data:`DEFAULT_ALPHAS`)."""
-    return dp_from_curve(dpsgd_rdp_curve(sigma, rate, steps, sampling, group_size,
-                                         dataset_size), delta).epsilon
+    return dp_from_curve(dpsgd_rdp_curve(sigma, rate, steps, sampling, group_size, dataset_size), delta).epsilon
 
 
-def epsilon_on(spec: StepSpec, sigma: float, steps: int, delta: float,
-               alphas: np.ndarray) -> tuple[float, int]:
+def epsilon_on(spec: StepSpec, sigma: float, steps: int, delta: float, alphas: np.ndarray) -> tuple[float, int]:
     """Fast path for calibration: (epsilon, index of best order) on a sub-grid."""
     ev = spec.evaluate(alphas, sigma)
     eps, _, idx = convert(alphas, ev.rdp * steps * (1 + 4e-16), delta)

@@ -132,7 +132,7 @@ class GconError(SoundnessError):
         super().__init__(message, rule=rule, hint=hint or None)
         self.hint = hint
 
-    def to_diagnostic(self) -> dict[str, str]:
+    def to_diagnostic(self) -> dict[str, str | None]:
         return {"rule": self.rule, "severity": "error", "message": self.message, "hint": self.hint}
 
 
@@ -144,32 +144,62 @@ GCON_THEOREM = "Wei et al. 2024 Thm 1"
 
 #: Assumptions of Theorem 1, each with the paper location it comes from.
 GCON_ASSUMPTIONS: tuple[dict[str, str], ...] = (
-    {"id": "A1", "text": "neighbouring graphs differ by adding/removing one undirected, unweighted "
-     "edge; nodes, features X and labels Y are identical (public)",
-     "source": "Wei et al. 2024, Sec. III, Def. 1 / eq. (8)"},
-    {"id": "A2", "text": "transition matrix A~ = D^-1 (A + I), A symmetric 0/1 with zero diagonal",
-     "source": "Wei et al. 2024, Sec. IV-C2, Alg. 1 line 4; Lemma 1"},
-    {"id": "A3", "text": "propagation R_m (APPR) / R_inf (PPR), Z = (1/s)[Z_m1 || ... || Z_ms]",
-     "source": "Wei et al. 2024, eqs. (4), (9), (10), (11)"},
-    {"id": "A4", "text": "encoder and pseudo-labels use no edges; every feature row has ||x_i||_2 <= 1",
-     "source": "Wei et al. 2024, Sec. IV-C1, Alg. 3; App. G"},
-    {"id": "A5", "text": "linear model Y_hat = Z Theta, no bias; class-separable convex loss with "
-     "bounded |l'|, |l''|, |l'''| (MSML eq. (27) or pseudo-Huber eq. (28))",
-     "source": "Wei et al. 2024, eqs. (12), (19), (27), (28); App. F"},
-    {"id": "A6", "text": "objective L_priv = (1/n1) sum L + (Lambda/2)||Theta||^2 + (1/n1) B.Theta "
-     "+ (Lambda'/2)||Theta||^2 with the Lambda raised by eq. (22)",
-     "source": "Wei et al. 2024, eqs. (13), (15), (22)"},
-    {"id": "A7", "text": "noise columns b_j i.i.d. with density prop. to exp(-beta ||b||): Erlang(d, beta) "
-     "radius, uniform direction",
-     "source": "Wei et al. 2024, eq. (14), Alg. 2, Lemma 6"},
-    {"id": "A8", "text": "Theta_priv is the exact argmin of L_priv (replaced here by the AMP argument "
-     "with a certified gradient-norm bound)",
-     "source": "Wei et al. 2024, eq. (15), Lemma 5; Iyengar et al. 2019 Alg. 1"},
-    {"id": "A9", "text": "0 < delta (pDP tail event of probability <= delta, Lemma 9) and pDP => DP",
-     "source": "Wei et al. 2024, eq. (21), Lemma 9, Lemma 10"},
-    {"id": "A10", "text": "a single release with hyper-parameters fixed independently of the private "
-     "edges (no tuning on the private graph)",
-     "source": "Wei et al. 2024, Sec. VI / App. Q (tuning not accounted)"},
+    {
+        "id": "A1",
+        "text": "neighbouring graphs differ by adding/removing one undirected, unweighted "
+        "edge; nodes, features X and labels Y are identical (public)",
+        "source": "Wei et al. 2024, Sec. III, Def. 1 / eq. (8)",
+    },
+    {
+        "id": "A2",
+        "text": "transition matrix A~ = D^-1 (A + I), A symmetric 0/1 with zero diagonal",
+        "source": "Wei et al. 2024, Sec. IV-C2, Alg. 1 line 4; Lemma 1",
+    },
+    {
+        "id": "A3",
+        "text": "propagation R_m (APPR) / R_inf (PPR), Z = (1/s)[Z_m1 || ... || Z_ms]",
+        "source": "Wei et al. 2024, eqs. (4), (9), (10), (11)",
+    },
+    {
+        "id": "A4",
+        "text": "encoder and pseudo-labels use no edges; every feature row has ||x_i||_2 <= 1",
+        "source": "Wei et al. 2024, Sec. IV-C1, Alg. 3; App. G",
+    },
+    {
+        "id": "A5",
+        "text": "linear model Y_hat = Z Theta, no bias; class-separable convex loss with "
+        "bounded |l'|, |l''|, |l'''| (MSML eq. (27) or pseudo-Huber eq. (28))",
+        "source": "Wei et al. 2024, eqs. (12), (19), (27), (28); App. F",
+    },
+    {
+        "id": "A6",
+        "text": "objective L_priv = (1/n1) sum L + (Lambda/2)||Theta||^2 + (1/n1) B.Theta "
+        "+ (Lambda'/2)||Theta||^2 with the Lambda raised by eq. (22)",
+        "source": "Wei et al. 2024, eqs. (13), (15), (22)",
+    },
+    {
+        "id": "A7",
+        "text": "noise columns b_j i.i.d. with density prop. to exp(-beta ||b||): Erlang(d, beta) "
+        "radius, uniform direction",
+        "source": "Wei et al. 2024, eq. (14), Alg. 2, Lemma 6",
+    },
+    {
+        "id": "A8",
+        "text": "Theta_priv is the exact argmin of L_priv (replaced here by the AMP argument "
+        "with a certified gradient-norm bound)",
+        "source": "Wei et al. 2024, eq. (15), Lemma 5; Iyengar et al. 2019 Alg. 1",
+    },
+    {
+        "id": "A9",
+        "text": "0 < delta (pDP tail event of probability <= delta, Lemma 9) and pDP => DP",
+        "source": "Wei et al. 2024, eq. (21), Lemma 9, Lemma 10",
+    },
+    {
+        "id": "A10",
+        "text": "a single release with hyper-parameters fixed independently of the private "
+        "edges (no tuning on the private graph)",
+        "source": "Wei et al. 2024, Sec. VI / App. Q (tuning not accounted)",
+    },
 )
 
 SUPPORTED_LOSSES = ("msml", "pseudo_huber")
@@ -192,7 +222,7 @@ _REJECTED_LOSSES = {
     "mse": "squared loss has unbounded l' (c1 = inf)",
 }
 
-_CSF_INFLATE = 2e-13   # relative upward rounding of c_sf (tail slack for Lemma 9)
+_CSF_INFLATE = 2e-13  # relative upward rounding of c_sf (tail slack for Lemma 9)
 _CSF_TAIL_MARGIN = 1e-12  # c_sf is bumped until Q(d, c_sf) <= (delta/c)(1 - this)
 _BETA_DEFLATE = 1e-14  # relative downward rounding of beta (epsilon slack for eq. (45))
 NEAR_FLOOR_FACTOR = 2.0  # warn when Lambda_eff < NEAR_FLOOR_FACTOR * Lambda_min (digest §4.10)
@@ -201,6 +231,7 @@ NEAR_FLOOR_FACTOR = 2.0  # warn when Lambda_eff < NEAR_FLOOR_FACTOR * Lambda_min
 # --------------------------------------------------------------------------------------------
 # Validation helpers
 # --------------------------------------------------------------------------------------------
+
 
 def _finite_positive(name: str, value: Any, rule: str, hint: str) -> float:
     try:
@@ -217,12 +248,12 @@ def _positive_int(name: str, value: Any, minimum: int) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise GconError("DPS710", f"{name} must be an integer, got {value!r}",
-                            f"pass an integer {name} >= {minimum}")
+            raise GconError(
+                "DPS710", f"{name} must be an integer, got {value!r}", f"pass an integer {name} >= {minimum}"
+            )
     value = int(value)
     if value < minimum:
-        raise GconError("DPS710", f"{name} must be >= {minimum}, got {value}",
-                        f"pass an integer {name} >= {minimum}")
+        raise GconError("DPS710", f"{name} must be >= {minimum}, got {value}", f"pass an integer {name} >= {minimum}")
     return value
 
 
@@ -232,19 +263,28 @@ def _canonical_loss(loss: str) -> str:
         return _LOSS_ALIASES[key]
     why = _REJECTED_LOSSES.get(key, "its constants c1, c2, c3 are not proven")
     rule = "DPS725" if key in ("cross_entropy", "softmax", "ce") else "DPS703"
-    raise GconError(rule, f"loss {loss!r} is not supported: {why}",
-                    "use loss='msml' (MultiLabelSoftMargin, eq. (27)) or 'pseudo_huber' (eq. (28))")
+    raise GconError(
+        rule,
+        f"loss {loss!r} is not supported: {why}",
+        "use loss='msml' (MultiLabelSoftMargin, eq. (27)) or 'pseudo_huber' (eq. (28))",
+    )
 
 
 def _check_restart(restart: Any) -> float:
     try:
         a = float(restart)
     except (TypeError, ValueError):
-        raise GconError("DPS705", f"restart must be a number, got {restart!r}",
-                        "choose alpha in (0, 1]; the paper recommends alpha >= 0.4") from None
+        raise GconError(
+            "DPS705",
+            f"restart must be a number, got {restart!r}",
+            "choose alpha in (0, 1]; the paper recommends alpha >= 0.4",
+        ) from None
     if not (math.isfinite(a) and 0.0 < a <= 1.0):
-        raise GconError("DPS705", f"restart probability alpha = {restart!r} is outside (0, 1]",
-                        "choose alpha in (0, 1]; alpha = 0 (plain SGC) is outside Lemma 2 as stated")
+        raise GconError(
+            "DPS705",
+            f"restart probability alpha = {restart!r} is outside (0, 1]",
+            "choose alpha in (0, 1]; alpha = 0 (plain SGC) is outside Lemma 2 as stated",
+        )
     return a
 
 
@@ -252,8 +292,8 @@ def _check_restart(restart: Any) -> float:
 # The chain
 # --------------------------------------------------------------------------------------------
 
-def loss_constants(loss: str, num_classes: int, huber_delta: float | None = None
-                   ) -> tuple[float, float, float]:
+
+def loss_constants(loss: str, num_classes: int, huber_delta: float | None = None) -> tuple[float, float, float]:
     """Return ``(c1, c2, c3) = (sup|l'|, sup|l''|, sup|l'''|)`` -- eq. (19), App. F.
 
     * MSML, eq. (27): ``l(x;y) = -(1/c)[y log s(x) + (1-y) log(1-s(x))]``, giving
@@ -266,12 +306,16 @@ def loss_constants(loss: str, num_classes: int, huber_delta: float | None = None
     name = _canonical_loss(loss)
     if name == "msml":
         if huber_delta is not None:
-            raise GconError("DPS704", "huber_delta was given but the loss is MSML",
-                            "drop huber_delta, or use loss='pseudo_huber'")
+            raise GconError(
+                "DPS704", "huber_delta was given but the loss is MSML", "drop huber_delta, or use loss='pseudo_huber'"
+            )
         return 1.0 / c, 1.0 / (4.0 * c), 1.0 / (6.0 * math.sqrt(3.0) * c)
     if huber_delta is None:
-        raise GconError("DPS704", "pseudo-Huber loss needs huber_delta (delta_l) > 0",
-                        "pass huber_delta, e.g. 0.1, 0.2 or 0.5 (the paper's grid, App. Q)")
+        raise GconError(
+            "DPS704",
+            "pseudo-Huber loss needs huber_delta (delta_l) > 0",
+            "pass huber_delta, e.g. 0.1, 0.2 or 0.5 (the paper's grid, App. Q)",
+        )
     dl = _finite_positive("huber_delta", huber_delta, "DPS704", "pass huber_delta > 0")
     return dl / c, 1.0 / c, 48.0 * math.sqrt(5.0) / (125.0 * c * dl)
 
@@ -287,31 +331,42 @@ def normalise_steps(steps: Any) -> tuple[float, ...]:
         try:
             items = list(steps)
         except TypeError:
-            raise GconError("DPS706", f"steps must be an int, 'inf' or a list, got {steps!r}",
-                            "e.g. steps=2, steps='inf' or steps=[0, 1, 2]") from None
+            raise GconError(
+                "DPS706",
+                f"steps must be an int, 'inf' or a list, got {steps!r}",
+                "e.g. steps=2, steps='inf' or steps=[0, 1, 2]",
+            ) from None
     out: list[float] = []
     for m in items:
         if isinstance(m, str):
             if m.strip().lower() in ("inf", "infinity", "ppr", "\u221e"):
                 out.append(math.inf)
                 continue
-            raise GconError("DPS706", f"propagation step {m!r} is not an integer or 'inf'",
-                            "use non-negative integers, or 'inf' for PPR")
+            raise GconError(
+                "DPS706",
+                f"propagation step {m!r} is not an integer or 'inf'",
+                "use non-negative integers, or 'inf' for PPR",
+            )
         if isinstance(m, bool):
-            raise GconError("DPS706", f"propagation step {m!r} is a bool",
-                            "use non-negative integers, or 'inf' for PPR")
+            raise GconError(
+                "DPS706", f"propagation step {m!r} is a bool", "use non-negative integers, or 'inf' for PPR"
+            )
         try:
             v = float(m)
         except (TypeError, ValueError):
-            raise GconError("DPS706", f"propagation step {m!r} is not a number",
-                            "use non-negative integers, or 'inf' for PPR") from None
+            raise GconError(
+                "DPS706", f"propagation step {m!r} is not a number", "use non-negative integers, or 'inf' for PPR"
+            ) from None
         if v == math.inf:
             out.append(math.inf)
         elif math.isfinite(v) and v >= 0 and v.is_integer():
             out.append(v)
         else:
-            raise GconError("DPS706", f"propagation step {m!r} must be a non-negative integer or inf",
-                            "use non-negative integers, or 'inf' for PPR")
+            raise GconError(
+                "DPS706",
+                f"propagation step {m!r} must be a non-negative integer or inf",
+                "use non-negative integers, or 'inf' for PPR",
+            )
     if not out:
         raise GconError("DPS706", "no propagation step given", "give at least one m_i, e.g. [2]")
     return tuple(out)
@@ -354,19 +409,32 @@ def tail_constant(delta: float, num_classes: int, dim: int) -> float:
         raise GconError("DPS702", f"delta/c = {q!r} is outside (0, 1)", "use 0 < delta < 1")
     u = float(special.gammainccinv(d, q))
     if not math.isfinite(u) or u <= 0.0:
-        raise GconError("DPS702", f"c_sf could not be computed for delta={delta!r}, d={d}",
-                        "delta is too small for float64; use delta >= 1e-300")
+        raise GconError(
+            "DPS702",
+            f"c_sf could not be computed for delta={delta!r}, d={d}",
+            "delta is too small for float64; use delta >= 1e-300",
+        )
     u *= 1.0 + _CSF_INFLATE
     for _ in range(1000):  # verify the tail, bump further if the special function disagrees
         if special.gammaincc(d, u) <= q * (1.0 - _CSF_TAIL_MARGIN):
             return u
         u *= 1.0 + 1e-12
-    raise GconError("DPS702", f"could not verify the Gamma({d},1) tail at delta/c = {q!r}",
-                    "use a larger delta")
+    raise GconError("DPS702", f"could not verify the Gamma({d},1) tail at delta/c = {q!r}", "use a larger delta")
 
 
-def _epsilon_spent(c: int, d: int, n1: int, lam: float, lam_prime: float, c1: float, c2: float,
-                   c3: float, c_theta: float, psi: float, beta: float) -> float:
+def _epsilon_spent(
+    c: int,
+    d: int,
+    n1: int,
+    lam: float,
+    lam_prime: float,
+    c1: float,
+    c2: float,
+    c3: float,
+    c_theta: float,
+    psi: float,
+    beta: float,
+) -> float:
     """Left side of eq. (45) for the objective actually solved (Lambda + Lambda'), Lemmas 7-8:
     ``c d log1p((2c2 + c3 c_theta) Psi / (d n1 (Lambda + Lambda'))) + beta c (c1 + c2 c_theta) Psi``.
     """
@@ -374,8 +442,9 @@ def _epsilon_spent(c: int, d: int, n1: int, lam: float, lam_prime: float, c1: fl
     return jac + beta * c * (c1 + c2 * c_theta) * psi
 
 
-def regularization_floor(epsilon: float, num_classes: int, c2: float, sensitivity: float,
-                         c_sf: float, num_train: int, budget_split: float) -> float:
+def regularization_floor(
+    epsilon: float, num_classes: int, c2: float, sensitivity: float, c_sf: float, num_train: int, budget_split: float
+) -> float:
     """``Lambda_min = c c2 Psi c_sf / (n1 omega eps)`` -- the floor inside eq. (22).
 
     Eq. (22) sets ``Lambda <- max(Lambda, Lambda_min + xi)``; the floor makes the denominator of
@@ -384,10 +453,20 @@ def regularization_floor(epsilon: float, num_classes: int, c2: float, sensitivit
     return num_classes * c2 * sensitivity * c_sf / (num_train * budget_split * epsilon)
 
 
-def gcon_calibration(epsilon: float, delta: float, num_classes: int, dim: int, num_train: int,
-                     restart: float, steps: Any, regularization: float, loss: str = "msml",
-                     budget_split: float = 0.9, xi: float = 1e-3,
-                     huber_delta: float | None = None) -> dict[str, Any]:
+def gcon_calibration(
+    epsilon: float,
+    delta: float,
+    num_classes: int,
+    dim: int,
+    num_train: int,
+    restart: float,
+    steps: Any,
+    regularization: float,
+    loss: str = "msml",
+    budget_split: float = 0.9,
+    xi: float = 1e-3,
+    huber_delta: float | None = None,
+) -> dict[str, Any]:
     """Theorem 1 calibration chain (Wei et al. 2024), eqs. (19)-(24), (17), (18).
 
     Parameters: ``epsilon`` (eps > 0), ``delta`` (0 < delta < 1), ``num_classes`` (c >= 2),
@@ -412,50 +491,72 @@ def gcon_calibration(epsilon: float, delta: float, num_classes: int, dim: int, n
     except (TypeError, ValueError):
         raise GconError("DPS702", f"delta must be a number, got {delta!r}", "use 0 < delta < 1") from None
     if not (math.isfinite(dlt) and 0.0 < dlt < 1.0):
-        hint = ("GCON's proof spends delta on the tail event ||theta_j|| > c_theta (Lemma 9); "
-                "with delta = 0, c_sf = inf and no Lambda works. Use e.g. delta = 1/|E|"
-                if dlt == 0.0 else "use 0 < delta < 1, e.g. 1/|E|")
+        hint = (
+            "GCON's proof spends delta on the tail event ||theta_j|| > c_theta (Lemma 9); "
+            "with delta = 0, c_sf = inf and no Lambda works. Use e.g. delta = 1/|E|"
+            if dlt == 0.0
+            else "use 0 < delta < 1, e.g. 1/|E|"
+        )
         raise GconError("DPS702", f"delta = {delta!r} is not in (0, 1)", hint)
     c = _positive_int("num_classes", num_classes, 2)
     d = _positive_int("dim", dim, 1)
     n1 = _positive_int("num_train", num_train, 1)
     if d > n1:
-        raise GconError("DPS711", f"dim d = {d} is larger than the number of training nodes n1 = {n1}",
-                        "reduce the encoder width d1 or the number of step settings s, or use "
-                        "pseudo-labels (n1 = n, App. Q); the noise term d/(beta n1) would swamp the data")
+        raise GconError(
+            "DPS711",
+            f"dim d = {d} is larger than the number of training nodes n1 = {n1}",
+            "reduce the encoder width d1 or the number of step settings s, or use "
+            "pseudo-labels (n1 = n, App. Q); the noise term d/(beta n1) would swamp the data",
+        )
     alpha = _check_restart(restart)
     ms = normalise_steps(steps)
-    lam_nominal = _finite_positive("regularization", regularization, "DPS707",
-                                   "use Lambda > 0, e.g. 0.2 or 1 (the paper's grid {0.01,0.2,1,2})")
+    lam_nominal = _finite_positive(
+        "regularization", regularization, "DPS707", "use Lambda > 0, e.g. 0.2 or 1 (the paper's grid {0.01,0.2,1,2})"
+    )
     omega = float(budget_split)
     if not (math.isfinite(omega) and 0.0 < omega < 1.0):
-        raise GconError("DPS708", f"budget_split omega = {budget_split!r} is outside (0, 1)",
-                        "use omega in (0, 1); the paper fixes 0.9")
+        raise GconError(
+            "DPS708",
+            f"budget_split omega = {budget_split!r} is outside (0, 1)",
+            "use omega in (0, 1); the paper fixes 0.9",
+        )
     xi_v = _finite_positive("xi", xi, "DPS709", "use a small xi > 0, e.g. 1e-3")
     loss_name = _canonical_loss(loss)
-    c1, c2, c3 = loss_constants(loss_name, c, huber_delta)            # (19)
-    psi = propagation_sensitivity(alpha, ms)                          # (20)
-    c_sf = tail_constant(dlt, c, d)                                   # (21)
+    c1, c2, c3 = loss_constants(loss_name, c, huber_delta)  # (19)
+    psi = propagation_sensitivity(alpha, ms)  # (20)
+    c_sf = tail_constant(dlt, c, d)  # (21)
 
     warnings: list[dict[str, str]] = []
     lam_min = regularization_floor(eps, c, c2, psi, c_sf, n1, omega)
-    lam = max(lam_nominal, lam_min + xi_v)                            # (22)
+    lam = max(lam_nominal, lam_min + xi_v)  # (22)
     raised = lam > lam_nominal
     if raised:
-        warnings.append(_warning(
-            "DPS712", f"Lambda raised from {lam_nominal:.6g} to {lam:.6g} (floor {lam_min:.6g} + "
-            f"xi {xi_v:.3g}, eq. (22)); the raised Lambda is used in the objective",
-            "choose Lambda >= 2 x the floor to avoid the near-singular regime"))
+        warnings.append(
+            _warning(
+                "DPS712",
+                f"Lambda raised from {lam_nominal:.6g} to {lam:.6g} (floor {lam_min:.6g} + "
+                f"xi {xi_v:.3g}, eq. (22)); the raised Lambda is used in the objective",
+                "choose Lambda >= 2 x the floor to avoid the near-singular regime",
+            )
+        )
     if psi > 0.0 and lam < NEAR_FLOOR_FACTOR * lam_min:
-        warnings.append(_warning(
-            "DPS713", f"Lambda = {lam:.6g} is within a factor {NEAR_FLOOR_FACTOR:g} of the floor "
-            f"{lam_min:.6g}: c_theta (23) is near-singular and the noise explodes",
-            f"use Lambda >= {NEAR_FLOOR_FACTOR * lam_min:.4g}, a larger n1 or a larger alpha"))
+        warnings.append(
+            _warning(
+                "DPS713",
+                f"Lambda = {lam:.6g} is within a factor {NEAR_FLOOR_FACTOR:g} of the floor "
+                f"{lam_min:.6g}: c_theta (23) is near-singular and the noise explodes",
+                f"use Lambda >= {NEAR_FLOOR_FACTOR * lam_min:.4g}, a larger n1 or a larger alpha",
+            )
+        )
 
     if psi == 0.0:
-        warnings.append(_warning(
-            "DPS714", "Psi = 0 (alpha = 1 or all steps 0): the edges are never read; no noise needed",
-            "this is an edge-free model; the certificate states that the graph is unused"))
+        warnings.append(
+            _warning(
+                "DPS714",
+                "Psi = 0 (alpha = 1 or all steps 0): the edges are never read; no noise needed",
+                "this is an edge-free model; the certificate states that the graph is unused",
+            )
+        )
         c_theta = c1 / lam
         eps_lam = 0.0
         lam_prime = 0.0
@@ -464,17 +565,20 @@ def gcon_calibration(epsilon: float, delta: float, num_classes: int, dim: int, n
     else:
         denom = n1 * omega * eps * lam - c * c2 * psi * c_sf
         if not denom > 0.0:
-            raise GconError("DPS709", "n1 omega eps Lambda <= c c2 Psi c_sf after eq. (22)",
-                            "xi is too small to survive rounding; use xi >= 1e-9 * Lambda_min")
-        c_theta = (n1 * omega * eps * c1 + c * c1 * psi * c_sf) / denom         # (23)
+            raise GconError(
+                "DPS709",
+                "n1 omega eps Lambda <= c c2 Psi c_sf after eq. (22)",
+                "xi is too small to survive rounding; use xi >= 1e-9 * Lambda_min",
+            )
+        c_theta = (n1 * omega * eps * c1 + c * c1 * psi * c_sf) / denom  # (23)
         eps_lam = c * d * math.log1p((2.0 * c2 + c3 * c_theta) * psi / (d * n1 * lam))  # (24)
-        if eps_lam <= (1.0 - omega) * eps:                                       # (17)
+        if eps_lam <= (1.0 - omega) * eps:  # (17)
             lam_prime = 0.0
         else:
             lam_prime = c * (2.0 * c2 + c3 * c_theta) * psi / (n1 * (1.0 - omega) * eps) - lam
             lam_prime = max(lam_prime, 0.0)
         noise_part = max(eps - eps_lam, omega * eps)
-        beta = noise_part / (c * (c1 + c2 * c_theta) * psi)                      # (18)
+        beta = noise_part / (c * (c1 + c2 * c_theta) * psi)  # (18)
         beta *= 1.0 - _BETA_DEFLATE
         for _ in range(100):  # rounding guard on eq. (45); beta only goes down
             if _epsilon_spent(c, d, n1, lam, lam_prime, c1, c2, c3, c_theta, psi, beta) <= eps:
@@ -492,9 +596,13 @@ def gcon_calibration(epsilon: float, delta: float, num_classes: int, dim: int, n
         radius = n1 * c * c1 * psi * c_sf * (lam + c2) / denom
         tail = c * float(special.gammaincc(d, beta * radius))
         if not (eps_spent <= eps and tail <= dlt):
-            raise GconError("DPS701", "internal: the calibrated (beta, Lambda') fail the eq. (45) / "
-                            f"Lemma 9 re-check (eps spent {eps_spent!r} vs {eps!r}, tail {tail!r} "
-                            f"vs {dlt!r})", "report this configuration; it is a rounding corner case")
+            raise GconError(
+                "DPS701",
+                "internal: the calibrated (beta, Lambda') fail the eq. (45) / "
+                f"Lemma 9 re-check (eps spent {eps_spent!r} vs {eps!r}, tail {tail!r} "
+                f"vs {dlt!r})",
+                "report this configuration; it is a rounding corner case",
+            )
     result: dict[str, Any] = {
         "theorem": GCON_THEOREM,
         "mechanism": "gcon-objective-perturbation",
@@ -530,13 +638,22 @@ def gcon_calibration(epsilon: float, delta: float, num_classes: int, dim: int, n
         "graph_unused": psi == 0.0,
         "assumes_exact_minimiser": True,
         "equations": {
-            "c1,c2,c3": "(19), App. F", "sensitivity": "(20), Lemma 2", "c_sf": "(21)",
-            "regularization": "(22)", "c_theta": "(23)", "epsilon_lambda": "(24)",
-            "extra_regularization": "(17)", "beta": "(18)", "budget_identity": "(45)",
+            "c1,c2,c3": "(19), App. F",
+            "sensitivity": "(20), Lemma 2",
+            "c_sf": "(21)",
+            "regularization": "(22)",
+            "c_theta": "(23)",
+            "epsilon_lambda": "(24)",
+            "extra_regularization": "(17)",
+            "beta": "(18)",
+            "budget_identity": "(45)",
             "tail": "Lemma 9, (60)",
         },
-        "rounding": {"c_sf_inflation": _CSF_INFLATE, "c_sf_tail_margin": _CSF_TAIL_MARGIN,
-                     "beta_deflation": _BETA_DEFLATE},
+        "rounding": {
+            "c_sf_inflation": _CSF_INFLATE,
+            "c_sf_tail_margin": _CSF_TAIL_MARGIN,
+            "beta_deflation": _BETA_DEFLATE,
+        },
         "checks": {"epsilon_spent": eps_spent, "tail_probability": tail},
         "warnings": warnings,
     }
@@ -546,6 +663,7 @@ def gcon_calibration(epsilon: float, delta: float, num_classes: int, dim: int, n
 # --------------------------------------------------------------------------------------------
 # Approximate minimiser: AMP-style output noise
 # --------------------------------------------------------------------------------------------
+
 
 def _gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
     """delta(eps) of the Gaussian mechanism, Balle & Wang 2018 Thm 8 (exact, not a bound)."""
@@ -585,8 +703,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     return hi * (1.0 + 1e-9)
 
 
-def amp_calibration(epsilon: float, delta: float, grad_norm_bound: float,
-                    strong_convexity: float) -> dict[str, Any]:
+def amp_calibration(epsilon: float, delta: float, grad_norm_bound: float, strong_convexity: float) -> dict[str, Any]:
     """Output noise that makes an *approximate* minimiser private (AMP step).
 
     If ``||grad L_priv(Theta_hat)||_F <= gamma`` and ``L_priv`` is ``mu``-strongly convex, then
@@ -598,8 +715,11 @@ def amp_calibration(epsilon: float, delta: float, grad_norm_bound: float,
     """
     gamma = float(grad_norm_bound)
     if not (math.isfinite(gamma) and gamma > 0.0):
-        raise GconError("DPS720", f"gradient-norm bound gamma = {grad_norm_bound!r} must be > 0",
-                        "use a tolerance like 1e-9 that the solver can certify")
+        raise GconError(
+            "DPS720",
+            f"gradient-norm bound gamma = {grad_norm_bound!r} must be > 0",
+            "use a tolerance like 1e-9 that the solver can certify",
+        )
     mu = _finite_positive("strong_convexity", strong_convexity, "DPS707", "mu = Lambda + Lambda' > 0")
     sens = 2.0 * gamma / mu
     sigma = analytic_gaussian_sigma(epsilon, delta, sens)
@@ -626,15 +746,26 @@ def solver_rounding_floor(num_train: int, dim: int, num_classes: int) -> float:
     the solver output, so this guard only avoids a certain failure (which would itself be a
     data-dependent event).
     """
-    u = 2.0 ** -53
+    u = 2.0**-53
     return (num_train + dim + 8) * u * math.sqrt(dim * num_classes)
 
 
-def gcon_release_calibration(epsilon: float, delta: float, num_classes: int, dim: int,
-                             num_train: int, restart: float, steps: Any, regularization: float,
-                             loss: str = "msml", budget_split: float = 0.9, xi: float = 1e-3,
-                             huber_delta: float | None = None, amp_fraction: float = 0.01,
-                             grad_tol: float = 1e-9) -> dict[str, Any]:
+def gcon_release_calibration(
+    epsilon: float,
+    delta: float,
+    num_classes: int,
+    dim: int,
+    num_train: int,
+    restart: float,
+    steps: Any,
+    regularization: float,
+    loss: str = "msml",
+    budget_split: float = 0.9,
+    xi: float = 1e-3,
+    huber_delta: float | None = None,
+    amp_fraction: float = 0.01,
+    grad_tol: float = 1e-9,
+) -> dict[str, Any]:
     """Full budget for a *released* GCON model trained by a numerical solver.
 
     Splits (epsilon, delta) into ``(eps_op, delta_op) = (1 - f)(epsilon, delta)`` for Theorem 1
@@ -645,16 +776,33 @@ def gcon_release_calibration(epsilon: float, delta: float, num_classes: int, dim
     """
     f = float(amp_fraction)
     if not (math.isfinite(f) and 0.0 < f < 1.0):
-        raise GconError("DPS720", f"amp_fraction = {amp_fraction!r} is outside (0, 1)",
-                        "a share such as 0.01 of (epsilon, delta) pays for the solver's residual")
+        raise GconError(
+            "DPS720",
+            f"amp_fraction = {amp_fraction!r} is outside (0, 1)",
+            "a share such as 0.01 of (epsilon, delta) pays for the solver's residual",
+        )
     eps = _finite_positive("epsilon", epsilon, "DPS701", "use a finite epsilon > 0")
-    op = gcon_calibration(eps * (1.0 - f), float(delta) * (1.0 - f), num_classes, dim, num_train,
-                          restart, steps, regularization, loss=loss, budget_split=budget_split,
-                          xi=xi, huber_delta=huber_delta)
+    op = gcon_calibration(
+        eps * (1.0 - f),
+        float(delta) * (1.0 - f),
+        num_classes,
+        dim,
+        num_train,
+        restart,
+        steps,
+        regularization,
+        loss=loss,
+        budget_split=budget_split,
+        xi=xi,
+        huber_delta=huber_delta,
+    )
     floor = solver_rounding_floor(op["num_train"], op["dim"], op["num_classes"])
     if float(grad_tol) < floor:
-        raise GconError("DPS720", f"grad_tol = {grad_tol!r} is below the float64 rounding floor "
-                        f"{floor:.3g} for n1={num_train}, d={dim}", f"use grad_tol >= {100 * floor:.3g}")
+        raise GconError(
+            "DPS720",
+            f"grad_tol = {grad_tol!r} is below the float64 rounding floor {floor:.3g} for n1={num_train}, d={dim}",
+            f"use grad_tol >= {100 * floor:.3g}",
+        )
     amp = amp_calibration(eps * f, float(delta) * f, grad_tol, op["strong_convexity"])
     return {
         "epsilon": eps,

@@ -35,19 +35,21 @@ import math
 
 import numpy as np
 
-from ._exact import (binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bounds_from_rel,
-                     rdp_from_log_psi_m1)
+from ._exact import binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bounds_from_rel, rdp_from_log_psi_m1
 from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows, scalar_map
 from ._quadrature import mixture_psi_m1
 from ._sgm import Evaluated, cap, is_integer_order, no_amplification, sgm_curve
 
 THEOREM_GROUP = "Schuchardt et al. 2024 Thm 4.2 (tight group amplification)"
-METHOD_GROUP = ("removal, integer alpha <= max_poly_order(K): exact positive-term "
-                "polynomial power (log-space convolution); other orders and the insertion "
-                "term: trapezoid quadrature of E[g(L-1)] with step-halving error estimate x10 "
-                "and closed-form tail bounds; capped by alpha K^2/(2 sigma^2)")
-THEOREM_BASELINE = ("Mironov-Talwar-Zhang 2019 §3.3 + Mironov 2017 Prop 11 (Hoelder p=2 "
-                    "group recursion) with monotone envelope")
+METHOD_GROUP = (
+    "removal, integer alpha <= max_poly_order(K): exact positive-term "
+    "polynomial power (log-space convolution); other orders and the insertion "
+    "term: trapezoid quadrature of E[g(L-1)] with step-halving error estimate x10 "
+    "and closed-form tail bounds; capped by alpha K^2/(2 sigma^2)"
+)
+THEOREM_BASELINE = (
+    "Mironov-Talwar-Zhang 2019 §3.3 + Mironov 2017 Prop 11 (Hoelder p=2 group recursion) with monotone envelope"
+)
 
 
 def max_poly_order(k: int) -> int:
@@ -91,18 +93,18 @@ class DChain:
         la = np.empty((n, k))
         las = np.empty(n)
         serr = np.empty(n)
-        for i in range(n):       # per row exactly as the scalar recursion (cheap: once per row)
+        for i in range(n):  # per row exactly as the scalar recursion (cheap: once per row)
             lw = lws[i]
             log_r = math.log(-math.expm1(lw[0]))
-            lw1 = lw[1:] - log_r                                # log(w_k / r_K), k >= 1
-            la[i] = lw1 - 0.5 * kk * kk * x                     # log a_k
+            lw1 = lw[1:] - log_r  # log(w_k / r_K), k >= 1
+            la[i] = lw1 - 0.5 * kk * kk * x  # log a_k
             # log A with A = sum_k a_k: near A = 1 (large sigma) as log1p of a sum of negative
             # terms (absolute accuracy matters for Y_j = 1 - A^j); otherwise directly in logs.
             a_m1 = float(np.sum(np.exp(lw1) * np.expm1(-0.5 * kk * kk * x)))
             las[i] = math.log1p(a_m1) if a_m1 > -0.5 else float(logsumexp_rows(la[i], axis=0))
             serr[i] = float(np.max(np.abs(la[i]))) + math.log2(k + 1) + 2.0
         self.la, self.las, self.serr = la, las, serr
-        self.p = la.copy()                                      # log c_{1,s}, s = 1..k
+        self.p = la.copy()  # log c_{1,s}, s = 1..k
         self.j = 1
         self.log_d = np.full((n, 2), -np.inf)
         self.rel_d = np.zeros((n, 2))
@@ -111,7 +113,7 @@ class DChain:
     def rows(self) -> int:
         return self.la.shape[0]
 
-    def take(self, idx) -> "DChain":
+    def take(self, idx) -> DChain:
         """The chains of rows ``idx`` (a new object sharing nothing mutable)."""
         out = object.__new__(DChain)
         out.sigma, out.j = self.sigma, self.j
@@ -120,7 +122,7 @@ class DChain:
         return out
 
     @staticmethod
-    def stack(chains: list) -> "DChain":
+    def stack(chains: list) -> DChain:
         """One batch of chains with the same j, sigma and weight length."""
         out = object.__new__(DChain)
         out.sigma, out.j = chains[0].sigma, chains[0].j
@@ -129,7 +131,7 @@ class DChain:
             setattr(out, name, np.concatenate([getattr(c, name) for c in chains]))
         return out
 
-    def extend(self, jmax: int) -> "DChain":
+    def extend(self, jmax: int) -> DChain:
         """Compute log D_j, rel_d for j = self.j + 1 .. jmax (in place; returns self)."""
         j0 = self.j
         if jmax <= j0:
@@ -149,18 +151,17 @@ class DChain:
         with np.errstate(under="ignore", divide="ignore"):
             for j in range(j0 + 1, jmax + 1):
                 ln = p.shape[1]
-                buf[:, k - 1:k - 1 + ln] = p
+                buf[:, k - 1 : k - 1 + ln] = p
                 # window row s, column i: buf[s + i] + la_rev[i] (log c_{j-1} * a, reversed)
-                p = _lse_windows(buf[:, :ln + 2 * (k - 1)], la_rev)   # log c_{j,s}, s = j..jk
-                terms = p + le_all[j - 1:j * k]
+                p = _lse_windows(buf[:, : ln + 2 * (k - 1)], la_rev)  # log c_{j,s}, s = j..jk
+                terms = p + le_all[j - 1 : j * k]
                 lx[:, j - j0 - 1] = _lse_last(terms)
-                mx[:, j - j0 - 1] = np.max(np.where(np.isfinite(terms), np.abs(terms), -np.inf),
-                                           axis=-1)
+                mx[:, j - j0 - 1] = np.max(np.where(np.isfinite(terms), np.abs(terms), -np.inf), axis=-1)
         self.p = p
         J = np.arange(j0 + 1, jmax + 1)
         t_last = t_all[J * k - 1]
         las = self.las[:, None]
-        ja = J * las                                            # log A^j  (< 0)
+        ja = J * las  # log A^j  (< 0)
         y = -scalar_map(math.expm1, ja)
         pos = y > 0
         log_y = np.where(pos, scalar_map(math.log, np.where(pos, y, 1.0)), -np.inf)
@@ -168,8 +169,7 @@ class DChain:
         ratio = np.where(fin, scalar_map(_safe_exp, np.where(fin, log_y - lx, 0.0)), 0.0)
         # relative errors of X_j (log-space convolution: ~ulp per step and per magnitude)
         eta_x = 4.0 * ULP * (J * self.serr[:, None] + mx + t_last + 2.0)
-        eta_y = 4.0 * ULP * (1.0 + J * np.abs(las) * scalar_map(math.exp, ja)
-                             / np.maximum(y, 1e-300))
+        eta_y = 4.0 * ULP * (1.0 + J * np.abs(las) * scalar_map(math.exp, ja) / np.maximum(y, 1e-300))
         ok = ratio < 1.0
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             log_d = np.where(ok, lx + scalar_map(math.log1p, np.where(ok, -ratio, 0.0)), lx)
@@ -213,9 +213,9 @@ def _lse_windows(buf: np.ndarray, la_rev: np.ndarray) -> np.ndarray:
     k = la_rev.shape[1]
     n, rows = buf.shape[0], buf.shape[1] - k + 1
     x = np.empty((k, n, rows))
-    for i in range(k):                      # x[i] = win[..., i] + la_rev[i]
-        np.add(buf[:, i:i + rows], la_rev[:, i:i + 1], out=x[i])
-    m = np.max(x, axis=0)                   # exact in any order
+    for i in range(k):  # x[i] = win[..., i] + la_rev[i]
+        np.add(buf[:, i : i + rows], la_rev[:, i : i + 1], out=x[i])
+    m = np.max(x, axis=0)  # exact in any order
     m_safe = np.where(np.isfinite(m), m, 0.0)
     np.subtract(x, m_safe, out=x)
     np.exp(x, out=x)
@@ -274,19 +274,17 @@ def group_curve(alphas: np.ndarray, sigma: float, rate: float, k: int) -> Evalua
     q = mixture_psi_m1(alphas, lw, sigma, "insertion", ints)
     ins_lo, ins_hi = log_bounds_from_abs(q.log_value, q.log_err)
     # eps = max of the two terms: bounds on the max are the max of the bounds
-    up, err = rdp_from_log_psi_m1(alphas, np.maximum(rem_lo, ins_lo),
-                                  np.maximum(rem_hi, ins_hi))
+    up, err = rdp_from_log_psi_m1(alphas, np.maximum(rem_lo, ins_lo), np.maximum(rem_hi, ins_hi))
     sources = ["removal" if r >= i else "insertion" for r, i in zip(rem_hi, ins_hi)]
     return cap(Evaluated(up, err, sources), no_amplification(alphas, sigma, k))
 
 
-def baseline_curve(alphas: np.ndarray, sigma: float, rate: float, k: int,
-                   envelope: bool = True) -> Evaluated:
+def baseline_curve(alphas: np.ndarray, sigma: float, rate: float, k: int, envelope: bool = True) -> Evaluated:
     """F10 recursion on the K = 1 SGM bound, optionally with the monotone envelope
     over the given (sorted) grid."""
     alphas = np.asarray(alphas, float)
     levels = int(math.ceil(math.log2(k))) if k > 1 else 0
-    m = 2 ** levels
+    m = 2**levels
     # leaves: eps_1 at orders m*alpha - i, i = 0..m-1 (exact in float for these sizes)
     leaves = np.unique(np.concatenate([m * alphas - i for i in range(m)]))
     base = sgm_curve(leaves, sigma, rate)

@@ -59,8 +59,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -106,15 +106,23 @@ FLAVOURS = ("ave", "joint", "joint_exact")
 
 #: Rule catalogue of the SRPP-SGD soundness errors (ids in the DPS5xx block, dpspec/check/rules.py).
 SRPP_RULES: dict[str, str] = {
-    "DPS501": "HUC with sampling with replacement: the worst-case discrepancy cap collapses to the batch size (App. I, Prop I.1)",
-    "DPS502": "Poisson sampling needs a declared normalisation and empty-batch handling (B_t ≥ 1 or a deterministic update; App. E)",
-    "DPS503": "slice-dependent caps certify only with the per-slice composition caveat or a global ℓ2 fallback (§5.3, App. T)",
-    "DPS504": "SRPP-SGD runs compose only under the same α, slice profile and flavour, with independent randomness (Thm 5.8)",
-    "DPS505": "sa-SRPP is an on-average notion over subsampling: it is not SRPP and does not convert to sliced (ε, δ)-Pufferfish",
-    "DPS506": "Monte-Carlo discrepancy cap: the finite-sample slack dominates or the tail level is below the DKW radius (App. D.2)",
-    "DPS507": "sa cap averaged over a random coupling draw: eq. (30) needs an ess sup over (X, X′) of E_R[K²] (digest §13.6)",
+    "DPS501": "HUC with sampling with replacement: the worst-case discrepancy cap collapses to the batch size (App. "
+    "I, Prop I.1)",
+    "DPS502": "Poisson sampling needs a declared normalisation and empty-batch handling (B_t ≥ 1 or a deterministic "
+    "update; App. E)",
+    "DPS503": "slice-dependent caps certify only with the per-slice composition caveat or a global ℓ2 fallback "
+    "(§5.3, App. T)",
+    "DPS504": "SRPP-SGD runs compose only under the same α, slice profile and flavour, with independent randomness "
+    "(Thm 5.8)",
+    "DPS505": "sa-SRPP is an on-average notion over subsampling: it is not SRPP and does not convert to sliced (ε, "
+    "δ)-Pufferfish",
+    "DPS506": "Monte-Carlo discrepancy cap: the finite-sample slack dominates or the tail level is below the DKW "
+    "radius (App. D.2)",
+    "DPS507": "sa cap averaged over a random coupling draw: eq. (30) needs an ess sup over (X, X′) of E_R[K²] "
+    "(digest §13.6)",
     "DPS508": "the injected noise does not match the certified noise (units, schedule or optimizer changed)",
-    "DPS509": "the update map has no certified Lipschitz constant (unsupported optimizer or a zero step size with momentum)",
+    "DPS509": "the update map has no certified Lipschitz constant (unsupported optimizer or a zero step size with "
+    "momentum)",
     "DPS510": "training departs from the certified plan (more steps, a batch not drawn as certified)",
 }
 
@@ -137,8 +145,9 @@ def _up(x: float) -> float:
     return float(x) * _ULP_PAD
 
 
-def _num(name: str, x, *, lo: float | None = None, lo_open: bool = False, hi: float | None = None,
-         hi_open: bool = False) -> float:
+def _num(
+    name: str, x, *, lo: float | None = None, lo_open: bool = False, hi: float | None = None, hi_open: bool = False
+) -> float:
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -369,8 +378,9 @@ def _slice_totals(h: np.ndarray) -> np.ndarray:
     return np.sum(h, axis=0)
 
 
-def srpp_sgd_sigma2(caps, alpha, epsilon, flavour: str = "ave", weights=None, *,
-                    subsampling_aware: bool = False) -> float:
+def srpp_sgd_sigma2(
+    caps, alpha, epsilon, flavour: str = "ave", weights=None, *, subsampling_aware: bool = False
+) -> float:
     """Smallest isotropic noise variance σ² certifying (α, ε, ω)-{Ave, Joint}-SRPP of SRPP-SGD.
 
     * ave   (Thm 5.6(i), Thm 5.7(i) for sa caps):  σ² = (α/2ε) Σ_t Σ_ℓ ω_ℓ h_{t,ℓ}
@@ -391,7 +401,9 @@ def srpp_sgd_sigma2(caps, alpha, epsilon, flavour: str = "ave", weights=None, *,
             raise SrppSoundnessError(
                 "the exact log-moment Joint calibration is not available for sa-HUC caps: the sa "
                 "accountant bounds E_R[K²], and the log-moment is convex in K² (Jensen goes the wrong way)",
-                rule="DPS505", hint="use flavour='joint' (Thm 5.7(ii)) for sa-Joint-SRPP")
+                rule="DPS505",
+                hint="use flavour='joint' (Thm 5.7(ii)) for sa-Joint-SRPP",
+            )
         H = _slice_totals(h)
         Hmax = float(np.max(H[w > 0]))
         if Hmax == 0.0:
@@ -400,7 +412,7 @@ def srpp_sgd_sigma2(caps, alpha, epsilon, flavour: str = "ave", weights=None, *,
             return _up(alpha * total_cap(h, "joint", w) / (2.0 * epsilon))
         # σ² is homogeneous of degree 1 in the caps: solve on the normalised caps
         return _up(Hmax * swm_sigma2(np.sqrt(H / Hmax), w, alpha, epsilon, "joint_exact"))
-    H = total_cap(h, flavour, w)
+    H = total_cap(h, flavour, w)  # type: ignore[assignment]  # a float on this path
     return _up(alpha * H / (2.0 * epsilon))
 
 
@@ -459,6 +471,7 @@ def srpp_sgd_epsilon_from_variances(caps, variances, alpha, flavour: str = "ave"
     if not np.all(np.isfinite(D[w > 0])):
         return math.inf
     from scipy.special import logsumexp
+
     with np.errstate(divide="ignore"):
         lw = np.log(w)
     return _up(max(0.0, float(logsumexp(lw + (alpha - 1.0) * D)) / (alpha - 1.0)))
@@ -469,16 +482,22 @@ def paper_noise_multiplier(sigma_param, batch_size, clip) -> float:
     demonstrate the unit error (digest §13.1): Opacus adds std nm·C to the clipped *sum*, i.e.
     σ to the mean *gradient*, whereas σ(ε) from caps containing η_t² is a *parameter-space* std.
     The realised parameter-space std is η·σ, so the realised ε is ε/η² (×25 at η = 0.2)."""
-    return _num("sigma_param", sigma_param, lo=0.0) * _num("batch_size", batch_size, lo=0.0, lo_open=True) / \
-        _num("clip", clip, lo=0.0, lo_open=True)
+    return (
+        _num("sigma_param", sigma_param, lo=0.0)
+        * _num("batch_size", batch_size, lo=0.0, lo_open=True)
+        / _num("clip", clip, lo=0.0, lo_open=True)
+    )
 
 
 def gradient_noise_multiplier(sigma_grad, batch_size, clip) -> float:
     """Noise multiplier (std on the clipped sum / C) realising a gradient-space std σ_g on the mean
     clipped gradient ḡ = (1/B) Σ g̃_i: nm = σ_g·B/C (digest §10 step 6). With gradient-space caps
     (L ≡ 1) and constant B this is 2·√(α Σ_t K_t²/(2ε)) (HUC)."""
-    return _num("sigma_grad", sigma_grad, lo=0.0) * _num("batch_size", batch_size, lo=0.0, lo_open=True) / \
-        _num("clip", clip, lo=0.0, lo_open=True)
+    return (
+        _num("sigma_grad", sigma_grad, lo=0.0)
+        * _num("batch_size", batch_size, lo=0.0, lo_open=True)
+        / _num("clip", clip, lo=0.0, lo_open=True)
+    )
 
 
 def srpp_spp_epsilon(rho_or_eps, delta, *, alpha: float | None = None, linear: bool = True) -> tuple[float, float]:
@@ -616,13 +635,19 @@ _CAPS_INLINE_MAX = 20000
 def _theorems(flavour: str, sa: bool, slice_policy: str) -> tuple[str, ...]:
     if sa:
         main = {"ave": f"{PAPER} Thm 5.7(i)", "joint": f"{PAPER} Thm 5.7(ii)"}[flavour]
-        out = (main, f"{PAPER} Prop 5.2 (sa-HUC, eq. 17)", f"{PAPER} Lemma U.1", f"{PAPER} Lemma 5.1")
+        out: tuple[str, ...] = (main, f"{PAPER} Prop 5.2 (sa-HUC, eq. 17)", f"{PAPER} Lemma U.1", f"{PAPER} Lemma 5.1")
     else:
-        main = {"ave": f"{PAPER} Thm 5.6(i)", "joint": f"{PAPER} Thm 5.6(ii)",
-                "joint_exact": f"{PAPER} Thm 5.6 (App. T Step 4, exact log-moment over slices) [D]"}[flavour]
+        main = {
+            "ave": f"{PAPER} Thm 5.6(i)",
+            "joint": f"{PAPER} Thm 5.6(ii)",
+            "joint_exact": f"{PAPER} Thm 5.6 (App. T Step 4, exact log-moment over slices) [D]",
+        }[flavour]
         out = (main, f"{PAPER} Prop 5.1 (HUC, eq. 16)", f"{PAPER} Lemma 5.1", f"{PAPER} Lemma T.1")
     if slice_policy == "global":
-        out += ("dpspec [D] global ℓ2 cap: full-dimensional adaptive composition ⇒ RPP ⇒ every sliced notion (Prop B.1), digest §5.3",)
+        out += (
+            "dpspec [D] global ℓ2 cap: full-dimensional adaptive composition ⇒ RPP ⇒ every sliced notion (Prop B.1), "
+            "digest §5.3",
+        )
     elif slice_policy == "slice_independent":
         out += ("dpspec [D] slice-independent cap: the bound holds for every slice profile (digest §12)",)
     return out
@@ -681,7 +706,7 @@ class SRPPSGDCalibration:
 
     @property
     def notion(self) -> str:
-        """"Ave-SRPP", "Joint-SRPP", or "sa-Ave-SRPP (on average over subsampling; not Ave-SRPP)" …"""
+        """ "Ave-SRPP", "Joint-SRPP", or "sa-Ave-SRPP (on average over subsampling; not Ave-SRPP)" …"""
         return notion_label(self.flavour, self.subsampling_aware)
 
     @property
@@ -696,8 +721,11 @@ class SRPPSGDCalibration:
 
     def _amp(self):
         amp = self.amplification
-        return np.asarray(amp["a"], dtype=float), np.asarray(amp["kappas"], dtype=float), \
-            np.asarray(amp["log_pmf"], dtype=float)
+        return (
+            np.asarray(amp["a"], dtype=float),
+            np.asarray(amp["kappas"], dtype=float),
+            np.asarray(amp["log_pmf"], dtype=float),
+        )
 
     def epsilon_at(self, alpha: float) -> float:
         """Certified ε at Rényi order α for this σ² (the caps do not depend on α)."""
@@ -726,16 +754,19 @@ class SRPPSGDCalibration:
         if self.subsampling_aware:
             raise SrppSoundnessError(
                 "sa-SRPP bounds the divergence only on average over subsampling patterns; it does not "
-                "convert to sliced (ε, δ)-Pufferfish privacy", rule="DPS505",
-                hint="use the worst-case HUC accountant for an (ε′, δ) statement")
+                "convert to sliced (ε, δ)-Pufferfish privacy",
+                rule="DPS505",
+                hint="use the worst-case HUC accountant for an (ε′, δ) statement",
+            )
         if self.sigma2 == 0.0:
             return (0.0, math.inf) if self.h_total == 0.0 else (math.inf, float("nan"))
         if self.amplification is not None:
             if alpha is not None:
                 return srpp_spp_epsilon(self.epsilon_at(alpha), delta, alpha=alpha, linear=False)
             grid = np.concatenate([np.linspace(1.05, 2, 20), np.linspace(2.1, 16, 60), np.geomspace(16.5, 1024, 60)])
-            best = min((srpp_spp_epsilon(self.epsilon_at(a), delta, alpha=a, linear=False) for a in grid),
-                       key=lambda x: x[0])
+            best = min(
+                (srpp_spp_epsilon(self.epsilon_at(a), delta, alpha=a, linear=False) for a in grid), key=lambda x: x[0]
+            )
             return best
         if self.flavour == "joint_exact":
             a = self.alpha if alpha is None else alpha
@@ -763,8 +794,9 @@ class SRPPSGDCalibration:
         if self.sigma2 == 0.0:
             return not np.any(c2 > 0)
         ok_h = abs(total_cap(c2, self.flavour, self.weights) - self.h_total) <= 1e-9 * max(1.0, self.h_total)
-        return ok_h and srpp_sgd_epsilon(self.sigma2, c2, self.alpha, self.flavour, self.weights) <= \
-            self.epsilon * (1.0 + 1e-9)
+        return ok_h and srpp_sgd_epsilon(self.sigma2, c2, self.alpha, self.flavour, self.weights) <= self.epsilon * (
+            1.0 + 1e-9
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -801,18 +833,28 @@ class SRPPSGDCalibration:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict) -> "SRPPSGDCalibration":
+    def from_dict(cls, doc: dict) -> SRPPSGDCalibration:
         caps = doc.get("caps")
         return cls(
-            sigma2=float(doc["sigma2"]), alpha=float(doc["alpha"]), epsilon=float(doc["epsilon"]),
-            flavour=doc["flavour"], subsampling_aware=bool(doc["subsampling_aware"]), steps=int(doc["steps"]),
-            h_total=float(doc["h_total"]), weights=np.asarray(doc["weights"], dtype=float),
-            caps_sha256=doc["caps_sha256"], caps_summary=dict(doc.get("caps_summary", {})),
+            sigma2=float(doc["sigma2"]),
+            alpha=float(doc["alpha"]),
+            epsilon=float(doc["epsilon"]),
+            flavour=doc["flavour"],
+            subsampling_aware=bool(doc["subsampling_aware"]),
+            steps=int(doc["steps"]),
+            h_total=float(doc["h_total"]),
+            weights=np.asarray(doc["weights"], dtype=float),
+            caps_sha256=doc["caps_sha256"],
+            caps_summary=dict(doc.get("caps_summary", {})),
             caps=None if caps is None else np.asarray(caps, dtype=float),
-            slice_policy=doc.get("slice_policy", "slice_independent"), profile=dict(doc.get("profile", {})),
-            noise_units=doc.get("noise_units", "parameter"), injected=dict(doc.get("injected", {})),
-            discrepancy=dict(doc.get("discrepancy", {})), sampling=dict(doc.get("sampling", {})),
-            lipschitz=dict(doc.get("lipschitz", {})), clipping=dict(doc.get("clipping", {})),
+            slice_policy=doc.get("slice_policy", "slice_independent"),
+            profile=dict(doc.get("profile", {})),
+            noise_units=doc.get("noise_units", "parameter"),
+            injected=dict(doc.get("injected", {})),
+            discrepancy=dict(doc.get("discrepancy", {})),
+            sampling=dict(doc.get("sampling", {})),
+            lipschitz=dict(doc.get("lipschitz", {})),
+            clipping=dict(doc.get("clipping", {})),
             failure_probability=float(doc.get("failure_probability", 0.0)),
             failure_breakdown=dict(doc.get("failure_breakdown", {})),
             theorems=tuple(doc.get("theorems", ())),
@@ -839,26 +881,49 @@ def _jsonable(x):
 
 
 _BASE_ASSUMPTIONS = (
-    Assumption("Per-example gradients are ℓ2-clipped to C before averaging; each differing record moves its "
-               "clipped gradient by at most 2C (replace model)", f"{PAPER}, Prop 5.1 / eq. (16), App. Q"),
-    Assumption("The update map T_t is L_t-Lipschitz in its gradient argument for every history (slice-wise: "
-               "Assumption 5.2); constants derived from the optimizer", f"{PAPER}, Sec. 5.1, Assumption 5.2, App. C, W.2"),
-    Assumption("The discrepancy caps hold under one declared coupling of the secret-conditional datasets "
-               "(Def 5.1 read as 'there exists a coupling', digest §13.7)", f"{PAPER}, eqs. (14)–(15), App. D"),
-    Assumption("Noise N_t ~ 𝒩(0, σ² I_d) i.i.d. over steps, independent of the data, the secret and the sampling",
-               f"{PAPER}, Lemma 5.1, Thm 5.6"),
-    Assumption("Minibatch randomness is independent of the secret and drawn exactly as accounted "
-               "(scheme, batch size, number of steps)", f"{PAPER}, Sec. 5.1, Algorithm 1, App. I"),
-    Assumption("The guarantee is the sliced Pufferfish notion for the recorded slice profile and worlds; it is "
-               "not DP or group DP", f"{PAPER}, Defs 4.2/4.4, Props G.1/G.2"),
+    Assumption(
+        "Per-example gradients are ℓ2-clipped to C before averaging; each differing record moves its "
+        "clipped gradient by at most 2C (replace model)",
+        f"{PAPER}, Prop 5.1 / eq. (16), App. Q",
+    ),
+    Assumption(
+        "The update map T_t is L_t-Lipschitz in its gradient argument for every history (slice-wise: "
+        "Assumption 5.2); constants derived from the optimizer",
+        f"{PAPER}, Sec. 5.1, Assumption 5.2, App. C, W.2",
+    ),
+    Assumption(
+        "The discrepancy caps hold under one declared coupling of the secret-conditional datasets "
+        "(Def 5.1 read as 'there exists a coupling', digest §13.7)",
+        f"{PAPER}, eqs. (14)–(15), App. D",
+    ),
+    Assumption(
+        "Noise N_t ~ 𝒩(0, σ² I_d) i.i.d. over steps, independent of the data, the secret and the sampling",
+        f"{PAPER}, Lemma 5.1, Thm 5.6",
+    ),
+    Assumption(
+        "Minibatch randomness is independent of the secret and drawn exactly as accounted "
+        "(scheme, batch size, number of steps)",
+        f"{PAPER}, Sec. 5.1, Algorithm 1, App. I",
+    ),
+    Assumption(
+        "The guarantee is the sliced Pufferfish notion for the recorded slice profile and worlds; it is "
+        "not DP or group DP",
+        f"{PAPER}, Defs 4.2/4.4, Props G.1/G.2",
+    ),
 )
 
 
 def _summary(h: np.ndarray) -> dict:
     per_step = np.max(h, axis=1)
-    return {"shape": list(h.shape), "min": float(h.min()), "max": float(h.max()),
-            "first_step_max": float(per_step[0]), "last_step_max": float(per_step[-1]),
-            "sum_max_over_slices": float(per_step.sum()), "slice_independent": bool(np.all(h == h[:, :1]))}
+    return {
+        "shape": list(h.shape),
+        "min": float(h.min()),
+        "max": float(h.max()),
+        "first_step_max": float(per_step[0]),
+        "last_step_max": float(per_step[-1]),
+        "sum_max_over_slices": float(per_step.sum()),
+        "slice_independent": bool(np.all(h == h[:, :1])),
+    }
 
 
 def calibrate_srpp_sgd(
@@ -907,9 +972,13 @@ def calibrate_srpp_sgd(
         h = h[:, :1]
         w = np.ones(1)
         prof = {"kind": "any", **{k: v for k, v in prof.items() if k != "kind"}}
-        assum.append(Assumption("The caps are equal on every slice (global ℓ2 clipping and a global Lipschitz "
-                                "constant): the same σ² certifies every slice profile, and Ave/Joint coincide",
-                                f"{PAPER}, App. W.2; digest §12 [D]"))
+        assum.append(
+            Assumption(
+                "The caps are equal on every slice (global ℓ2 clipping and a global Lipschitz "
+                "constant): the same σ² certifies every slice profile, and Ave/Joint coincide",
+                f"{PAPER}, App. W.2; digest §12 [D]",
+            )
+        )
     else:
         if slice_policy not in ("caveat", "global"):
             raise SrppSoundnessError(
@@ -917,7 +986,8 @@ def calibrate_srpp_sgd(
                 "conditions on the projected history while the updates depend on the full history",
                 rule="DPS503",
                 hint="pass slice_policy='global' with a global ℓ2 cap (sound for every profile), or "
-                     "slice_policy='caveat' to certify the per-slice caps with the caveat recorded")
+                "slice_policy='caveat' to certify the per-slice caps with the caveat recorded",
+            )
         policy = slice_policy
         if policy == "global":
             if global_caps is None:
@@ -930,22 +1000,43 @@ def calibrate_srpp_sgd(
             h = g[:, None]
             w = np.ones(1)
             prof = {"kind": "any", "replaced": prof}
-            assum.append(Assumption("Slice-dependent caps replaced by a global ℓ2 cap; full-dimensional adaptive "
-                                    "composition gives RPP, hence every sliced notion", f"{PAPER}, Prop B.1; digest §5.3 [D]"))
+            assum.append(
+                Assumption(
+                    "Slice-dependent caps replaced by a global ℓ2 cap; full-dimensional adaptive "
+                    "composition gives RPP, hence every sliced notion",
+                    f"{PAPER}, Prop B.1; digest §5.3 [D]",
+                )
+            )
         else:
             prof.setdefault("kind", "finite")
             prof["weights_sha256"] = caps_sha256(w)
-            warns.append("per-slice caps certified with the App. T caveat: Lemma T.1 is applied to the projected "
-                         "trajectory, conditioning on the projected history while the updates depend on the full "
-                         "history (digest §13.8); a global ℓ2 cap (slice_policy='global') avoids it")
-            assum.append(Assumption("Per-slice adaptive composition along the projected trajectory (App. T, Lemma T.1) "
-                                    "— caveat: the conditioning is on the projected history", f"{PAPER}, App. T; digest §13.8"))
+            warns.append(
+                "per-slice caps certified with the App. T caveat: Lemma T.1 is applied to the projected "
+                "trajectory, conditioning on the projected history while the updates depend on the full "
+                "history (digest §13.8); a global ℓ2 cap (slice_policy='global') avoids it"
+            )
+            assum.append(
+                Assumption(
+                    "Per-slice adaptive composition along the projected trajectory (App. T, Lemma T.1) "
+                    "— caveat: the conditioning is on the projected history",
+                    f"{PAPER}, App. T; digest §13.8",
+                )
+            )
     if subsampling_aware:
-        assum.append(Assumption("K̄_t² ≥ E_R[K_t²] for a.e. coupled pair (X, X′): a second-moment cap over the "
-                                "subsampling randomness only", f"{PAPER}, eq. (17), eq. (30), Prop 5.2"))
-        assum.append(Assumption("The certified notion is on average over the subsampling pattern (E_η of the divergence "
-                                "given η); it does not bound the divergence of the released mixture",
-                                f"{PAPER}, Defs 5.4/5.5; digest §3.3"))
+        assum.append(
+            Assumption(
+                "K̄_t² ≥ E_R[K_t²] for a.e. coupled pair (X, X′): a second-moment cap over the "
+                "subsampling randomness only",
+                f"{PAPER}, eq. (17), eq. (30), Prop 5.2",
+            )
+        )
+        assum.append(
+            Assumption(
+                "The certified notion is on average over the subsampling pattern (E_η of the divergence "
+                "given η); it does not bound the divergence of the released mixture",
+                f"{PAPER}, Defs 5.4/5.5; digest §3.3",
+            )
+        )
     sigma2 = srpp_sgd_sigma2(h, alpha, epsilon, flavour, w, subsampling_aware=subsampling_aware)
     H = total_cap(h, flavour, w)
     if sigma2 == 0.0:
@@ -954,14 +1045,29 @@ def calibrate_srpp_sgd(
         warns.append("caps are slice-independent: joint_exact equals joint")
     assum.extend(assumptions)
     return SRPPSGDCalibration(
-        sigma2=float(sigma2), alpha=alpha, epsilon=epsilon, flavour=flavour,
-        subsampling_aware=bool(subsampling_aware), steps=int(h.shape[0]), h_total=float(H),
-        weights=w.copy(), caps_sha256=caps_sha256(h), caps_summary=_summary(h),
+        sigma2=float(sigma2),
+        alpha=alpha,
+        epsilon=epsilon,
+        flavour=flavour,
+        subsampling_aware=bool(subsampling_aware),
+        steps=int(h.shape[0]),
+        h_total=float(H),
+        weights=w.copy(),
+        caps_sha256=caps_sha256(h),
+        caps_summary=_summary(h),
         caps=h.copy() if h.size <= _CAPS_INLINE_MAX else None,
-        slice_policy=policy, profile=prof, noise_units=noise_units, injected=dict(injected or {}),
-        discrepancy=dict(discrepancy or {}), sampling=dict(sampling or {}), lipschitz=dict(lipschitz or {}),
-        clipping=dict(clipping or {}), failure_probability=fp, failure_breakdown=dict(failure_breakdown or {}),
-        theorems=_theorems(flavour, bool(subsampling_aware), policy), assumptions=tuple(assum),
+        slice_policy=policy,
+        profile=prof,
+        noise_units=noise_units,
+        injected=dict(injected or {}),
+        discrepancy=dict(discrepancy or {}),
+        sampling=dict(sampling or {}),
+        lipschitz=dict(lipschitz or {}),
+        clipping=dict(clipping or {}),
+        failure_probability=fp,
+        failure_breakdown=dict(failure_breakdown or {}),
+        theorems=_theorems(flavour, bool(subsampling_aware), policy),
+        assumptions=tuple(assum),
         warnings=tuple(warns),
     )
 
@@ -1010,33 +1116,72 @@ def calibrate_srpp_sgd_amplified(
     sigma2 = amplified_sigma2(A, k, lp, alpha, epsilon)
     kmax2 = float(np.max(k[lp > -np.inf] ** 2))
     h = (A * kmax2)[:, None]
-    assum = list(_BASE_ASSUMPTIONS) + [
-        Assumption("Per step, conditional on the history and on a fixed coupled pair (X, X′), the two output laws are "
-                   "mixtures over the same subsampling draw R_t; the Rényi divergence of shared mixtures is at most "
-                   "(1/(α−1)) log E_R exp((α−1) D_R)", f"{PAPER}, Lemma J.1, App. J eqs. (51)–(52)"),
-        Assumption("The coupled pair is fixed first, the steps composed (Lemma T.1), and the ess sup over the coupling "
-                   "taken last (quasi-convexity of D_α); exchangeable sampling makes the law of K_t depend only on the "
-                   "number of differing records, and it is stochastically increasing in it", "dpspec [D], digest §13.6"),
-        Assumption("A global ℓ2 cap on the per-step shift: the bound is a full-dimensional RPP bound, hence every "
-                   "sliced notion (Ave = Joint)", f"{PAPER}, Prop B.1; digest §5.3 [D]"),
-    ] + list(assumptions)
-    theorems = (f"{PAPER} Lemma J.1 (shared-mixture Rényi bound)", f"{PAPER} App. J eqs. (51)–(52), Prop J.1",
-                f"{PAPER} Lemma T.1", f"{PAPER} Prop 5.1 (HUC per unit discrepancy)",
-                "dpspec [D] pair-first order of sup and composition; global ℓ2 cap ⇒ RPP ⇒ every sliced notion")
-    amp = {"a": A.tolist() if A.size <= _CAPS_INLINE_MAX else None, "a_sha256": caps_sha256(A),
-           "kappas": k.tolist(), "log_pmf": lp.tolist(), "kappa_max": math.sqrt(kmax2),
-           "mean_kappa2": float(np.sum(np.exp(lp) * k**2))}
+    assum = (
+        list(_BASE_ASSUMPTIONS)
+        + [
+            Assumption(
+                "Per step, conditional on the history and on a fixed coupled pair (X, X′), the two output laws are "
+                "mixtures over the same subsampling draw R_t; the Rényi divergence of shared mixtures is at most "
+                "(1/(α−1)) log E_R exp((α−1) D_R)",
+                f"{PAPER}, Lemma J.1, App. J eqs. (51)–(52)",
+            ),
+            Assumption(
+                "The coupled pair is fixed first, the steps composed (Lemma T.1), and the ess sup over the coupling "
+                "taken last (quasi-convexity of D_α); exchangeable sampling makes the law of K_t depend only on the "
+                "number of differing records, and it is stochastically increasing in it",
+                "dpspec [D], digest §13.6",
+            ),
+            Assumption(
+                "A global ℓ2 cap on the per-step shift: the bound is a full-dimensional RPP bound, hence every "
+                "sliced notion (Ave = Joint)",
+                f"{PAPER}, Prop B.1; digest §5.3 [D]",
+            ),
+        ]
+        + list(assumptions)
+    )
+    theorems = (
+        f"{PAPER} Lemma J.1 (shared-mixture Rényi bound)",
+        f"{PAPER} App. J eqs. (51)–(52), Prop J.1",
+        f"{PAPER} Lemma T.1",
+        f"{PAPER} Prop 5.1 (HUC per unit discrepancy)",
+        "dpspec [D] pair-first order of sup and composition; global ℓ2 cap ⇒ RPP ⇒ every sliced notion",
+    )
+    amp = {
+        "a": A.tolist() if A.size <= _CAPS_INLINE_MAX else None,
+        "a_sha256": caps_sha256(A),
+        "kappas": k.tolist(),
+        "log_pmf": lp.tolist(),
+        "kappa_max": math.sqrt(kmax2),
+        "mean_kappa2": float(np.sum(np.exp(lp) * k**2)),
+    }
     if amp["a"] is None:
         raise ValueError("more than 20,000 steps are not supported by the amplified accountant")
     return SRPPSGDCalibration(
-        sigma2=float(sigma2), alpha=alpha, epsilon=epsilon, flavour=flavour, subsampling_aware=False,
-        steps=int(A.size), h_total=float(np.sum(h)), weights=np.ones(1), caps_sha256=caps_sha256(h),
-        caps_summary=_summary(h), caps=h.copy() if h.size <= _CAPS_INLINE_MAX else None,
-        slice_policy="slice_independent", profile={"kind": "any"}, noise_units=noise_units,
-        injected=dict(injected or {}), discrepancy=dict(discrepancy or {}), sampling=dict(sampling or {}),
-        lipschitz=dict(lipschitz or {}), clipping=dict(clipping or {}), failure_probability=fp,
-        failure_breakdown=dict(failure_breakdown or {}), theorems=theorems, assumptions=tuple(assum),
-        warnings=tuple(warnings), amplification=amp,
+        sigma2=float(sigma2),
+        alpha=alpha,
+        epsilon=epsilon,
+        flavour=flavour,
+        subsampling_aware=False,
+        steps=int(A.size),
+        h_total=float(np.sum(h)),
+        weights=np.ones(1),
+        caps_sha256=caps_sha256(h),
+        caps_summary=_summary(h),
+        caps=h.copy() if h.size <= _CAPS_INLINE_MAX else None,
+        slice_policy="slice_independent",
+        profile={"kind": "any"},
+        noise_units=noise_units,
+        injected=dict(injected or {}),
+        discrepancy=dict(discrepancy or {}),
+        sampling=dict(sampling or {}),
+        lipschitz=dict(lipschitz or {}),
+        clipping=dict(clipping or {}),
+        failure_probability=fp,
+        failure_breakdown=dict(failure_breakdown or {}),
+        theorems=theorems,
+        assumptions=tuple(assum),
+        warnings=tuple(warnings),
+        amplification=amp,
     )
 
 
@@ -1069,12 +1214,21 @@ class SRPPSGDComposition:
         return notion_id(self.flavour, self.subsampling_aware)
 
     def to_dict(self) -> dict:
-        return {"mechanism": "srpp_sgd_composition", "notion": self.notion, "notion_id": self.notion_id,
-                "alpha": self.alpha, "epsilon": self.epsilon, "flavour": self.flavour,
-                "subsampling_aware": self.subsampling_aware, "profile": _jsonable(self.profile),
-                "components": [c.to_dict() for c in self.components],
-                "failure_probability": self.failure_probability, "theorems": list(self.theorems),
-                "assumptions": [a.to_dict() for a in self.assumptions], "warnings": list(self.warnings)}
+        return {
+            "mechanism": "srpp_sgd_composition",
+            "notion": self.notion,
+            "notion_id": self.notion_id,
+            "alpha": self.alpha,
+            "epsilon": self.epsilon,
+            "flavour": self.flavour,
+            "subsampling_aware": self.subsampling_aware,
+            "profile": _jsonable(self.profile),
+            "components": [c.to_dict() for c in self.components],
+            "failure_probability": self.failure_probability,
+            "theorems": list(self.theorems),
+            "assumptions": [a.to_dict() for a in self.assumptions],
+            "warnings": list(self.warnings),
+        }
 
 
 def _profile_key(p: dict):
@@ -1097,38 +1251,65 @@ def compose_srpp_sgd(results: Sequence[SRPPSGDCalibration]) -> SRPPSGDCompositio
     for r in results:
         if not isinstance(r, SRPPSGDCalibration):
             raise SrppSoundnessError(
-                f"only SRPP-SGD (HUC/sa-HUC) results compose by Thm 5.8, got {type(r).__name__}", rule="DPS504",
-                hint="static SWM releases do not compose additively (DPS405)")
+                f"only SRPP-SGD (HUC/sa-HUC) results compose by Thm 5.8, got {type(r).__name__}",
+                rule="DPS504",
+                hint="static SWM releases do not compose additively (DPS405)",
+            )
     a0 = results[0].alpha
     fam = {("ave" if r.flavour == "ave" else "joint") for r in results}
     sa = {r.subsampling_aware for r in results}
     if any(r.alpha != a0 for r in results):
         raise SrppSoundnessError(
-            "SRPP-SGD runs with different Rényi orders α do not compose (Thm 5.8 needs one α)", rule="DPS504",
-            hint="re-evaluate every run at a common α with .epsilon_at(alpha) and recalibrate")
+            "SRPP-SGD runs with different Rényi orders α do not compose (Thm 5.8 needs one α)",
+            rule="DPS504",
+            hint="re-evaluate every run at a common α with .epsilon_at(alpha) and recalibrate",
+        )
     if len(fam) > 1:
-        raise SrppSoundnessError("Ave- and Joint-SRPP costs cannot be added (Thm 5.8 needs one flavour)",
-                                 rule="DPS504", hint="calibrate every run with the same flavour")
+        raise SrppSoundnessError(
+            "Ave- and Joint-SRPP costs cannot be added (Thm 5.8 needs one flavour)",
+            rule="DPS504",
+            hint="calibrate every run with the same flavour",
+        )
     if len(sa) > 1:
-        raise SrppSoundnessError("sa-SRPP (on-average) costs cannot be added to worst-case SRPP costs",
-                                 rule="DPS504", hint="use the same accountant (huc or sa_huc) for every run")
+        raise SrppSoundnessError(
+            "sa-SRPP (on-average) costs cannot be added to worst-case SRPP costs",
+            rule="DPS504",
+            hint="use the same accountant (huc or sa_huc) for every run",
+        )
     finite = [r.profile for r in results if r.profile.get("kind") != "any"]
     if finite and len({_profile_key(p) for p in finite}) > 1:
-        raise SrppSoundnessError("SRPP-SGD runs with different slice profiles do not compose (Thm 5.8 needs one (𝒰, ω))",
-                                 rule="DPS504", hint="use one slice profile, or a global ℓ2 cap (slice_policy='global')")
+        raise SrppSoundnessError(
+            "SRPP-SGD runs with different slice profiles do not compose (Thm 5.8 needs one (𝒰, ω))",
+            rule="DPS504",
+            hint="use one slice profile, or a global ℓ2 cap (slice_policy='global')",
+        )
     profile = finite[0] if finite else {"kind": "any"}
     flavour = "ave" if "ave" in fam else "joint"
     eps = _up(math.fsum(r.epsilon for r in results))
     fail = min(1.0, math.fsum(r.failure_probability for r in results))
-    warns = []
+    warns: list[str] = []
     for j, r in enumerate(results):
         warns.extend(f"run {j}: {w}" for w in r.warnings)
     assum = (
-        Assumption("The runs' primitive randomness (noise, minibatch draws) is independent across runs given the "
-                   "dataset; shared noise or shared batches are not covered", f"{PAPER}, Thm 5.8, App. V"),
-        Assumption("For Joint, the composed output is sliced per component with independent directions U_j ~ ω",
-                   f"{PAPER}, App. V"),
+        Assumption(
+            "The runs' primitive randomness (noise, minibatch draws) is independent across runs given the "
+            "dataset; shared noise or shared batches are not covered",
+            f"{PAPER}, Thm 5.8, App. V",
+        ),
+        Assumption(
+            "For Joint, the composed output is sliced per component with independent directions U_j ~ ω",
+            f"{PAPER}, App. V",
+        ),
     )
-    return SRPPSGDComposition(alpha=a0, epsilon=eps, flavour=flavour, subsampling_aware=sa.pop(), profile=profile,
-                              components=tuple(results), failure_probability=fail,
-                              theorems=(f"{PAPER} Thm 5.8",), assumptions=assum, warnings=tuple(warns))
+    return SRPPSGDComposition(
+        alpha=a0,
+        epsilon=eps,
+        flavour=flavour,
+        subsampling_aware=sa.pop(),
+        profile=profile,
+        components=tuple(results),
+        failure_probability=fail,
+        theorems=(f"{PAPER} Thm 5.8",),
+        assumptions=assum,
+        warnings=tuple(warns),
+    )

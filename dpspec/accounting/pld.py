@@ -58,37 +58,50 @@ import numpy as np
 from scipy import special
 
 from . import _validate as V
-from ._pld_fft import (N_MAX, WindowTooLarge, compose_pass, make_component, saddle_for_delta,
-                       saddle_point)
+from ._pld_fft import N_MAX, WindowTooLarge, compose_pass, make_component, saddle_for_delta, saddle_point
 from ._pld_pmf import TAIL, mixture_pmf, symmetrized_pmf
 
 DEFAULT_DISCRETIZATION = 1e-4
-COARSE = 8            # grid factor of the first, cheap certification of every direction
-_KEEP_PASSES = 8      # FFT passes cached per Pld (each up to 2^22 floats)
+COARSE = 8  # grid factor of the first, cheap certification of every direction
+_KEEP_PASSES = 8  # FFT passes cached per Pld (each up to 2^22 floats)
 SAMPLINGS = ("poisson", "wor", "wor_substitution")
 
 THEOREM_COMPOSITION = "composition of dominating pairs (Zhu, Dong & Wang 2022 Thm 10)"
-THEOREM_PLD_GROUP = ("Poisson group-K dominating pair (sum_k Bin(k|K,q) N(k,s^2), N(0,s^2)) "
-                     "and its reverse (Schuchardt et al. NeurIPS 2024, dominating-pair version "
-                     "of Thm 4.2)")
-THEOREM_GAUSSIAN = ("Gaussian mechanism, pair (N(Delta,s^2), N(0,s^2)), mu-GDP with mu = "
-                    "Delta/s (Dong, Roth & Su 2022 Cor 2.13; Balle & Wang 2018 Thm 8)")
-THEOREM_POISSON = ("Poisson-subsampled Gaussian, add/remove: remove pair ((1-q)N(0)+qN(1), "
-                   "N(0)) and add pair (N(0), (1-q)N(0)+qN(1)) (Zhu, Dong & Wang 2022 Thm 11; "
-                   "Koskela, Jaelkoe & Honkela 2020)")
-THEOREM_WOR_SUB = ("WOR fixed batch, substitution: ((1-g)N(0)+gN(2), N(0)) for alpha >= 1 "
-                   "(Balle, Barthe & Gaboardi 2018 Thm 10), symmetrised for alpha < 1 by "
-                   "H_a(A||B) = 1 - a + a H_{1/a}(B||A) (dominating pairs: Zhu, Dong & Wang "
-                   "2022 §5)")
-THEOREM_WOR_AR = ("WOR fixed batch, add/remove, datasets of >= N elements: Poisson pair at "
-                  "rate b/N, sensitivity 2 (Schuchardt et al. 2024 Thm F.3 with the "
-                  "hockey-stick divergence)")
-METHOD_CTD = ("pessimistic connect-the-dots discretisation (Doroshenko et al. 2022 Alg. 1) "
-              "on the loss grid i*d with float errors rounded up; composition by an "
-              "exponentially tilted FFT with normwise error bound (Higham 2002 Thm 24.2, "
-              "c = 8) and Chernoff-bounded window, both added to delta")
-METHOD_ANALYTIC = ("analytic: delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), "
-                   "solved in float and verified with mpmath at 40 digits")
+THEOREM_PLD_GROUP = (
+    "Poisson group-K dominating pair (sum_k Bin(k|K,q) N(k,s^2), N(0,s^2)) "
+    "and its reverse (Schuchardt et al. NeurIPS 2024, dominating-pair version "
+    "of Thm 4.2)"
+)
+THEOREM_GAUSSIAN = (
+    "Gaussian mechanism, pair (N(Delta,s^2), N(0,s^2)), mu-GDP with mu = "
+    "Delta/s (Dong, Roth & Su 2022 Cor 2.13; Balle & Wang 2018 Thm 8)"
+)
+THEOREM_POISSON = (
+    "Poisson-subsampled Gaussian, add/remove: remove pair ((1-q)N(0)+qN(1), "
+    "N(0)) and add pair (N(0), (1-q)N(0)+qN(1)) (Zhu, Dong & Wang 2022 Thm 11; "
+    "Koskela, Jaelkoe & Honkela 2020)"
+)
+THEOREM_WOR_SUB = (
+    "WOR fixed batch, substitution: ((1-g)N(0)+gN(2), N(0)) for alpha >= 1 "
+    "(Balle, Barthe & Gaboardi 2018 Thm 10), symmetrised for alpha < 1 by "
+    "H_a(A||B) = 1 - a + a H_{1/a}(B||A) (dominating pairs: Zhu, Dong & Wang "
+    "2022 §5)"
+)
+THEOREM_WOR_AR = (
+    "WOR fixed batch, add/remove, datasets of >= N elements: Poisson pair at "
+    "rate b/N, sensitivity 2 (Schuchardt et al. 2024 Thm F.3 with the "
+    "hockey-stick divergence)"
+)
+METHOD_CTD = (
+    "pessimistic connect-the-dots discretisation (Doroshenko et al. 2022 Alg. 1) "
+    "on the loss grid i*d with float errors rounded up; composition by an "
+    "exponentially tilted FFT with normwise error bound (Higham 2002 Thm 24.2, "
+    "c = 8) and Chernoff-bounded window, both added to delta"
+)
+METHOD_ANALYTIC = (
+    "analytic: delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), "
+    "solved in float and verified with mpmath at 40 digits"
+)
 
 
 # ------------------------------------------------------------------------------------ steps
@@ -112,8 +125,7 @@ class PldStep:
 
     @property
     def symmetric(self) -> bool:
-        return self.kind in ("gaussian", "wor_substitution") or \
-            (self.kind in ("poisson", "wor") and self.rate == 1.0)
+        return self.kind in ("gaussian", "wor_substitution") or (self.kind in ("poisson", "wor") and self.rate == 1.0)
 
     @property
     def gaussian_shift(self) -> float | None:
@@ -143,15 +155,18 @@ class PldStep:
             return w
         k = self.group_size
         kk = np.arange(k + 1, dtype=float)
-        return (special.gammaln(k + 1.0) - special.gammaln(kk + 1.0)
-                - special.gammaln(k - kk + 1.0) + kk * math.log(self.rate)
-                + (k - kk) * math.log1p(-self.rate))
+        return (
+            special.gammaln(k + 1.0)
+            - special.gammaln(kk + 1.0)
+            - special.gammaln(k - kk + 1.0)
+            + kk * math.log(self.rate)
+            + (k - kk) * math.log1p(-self.rate)
+        )
 
     def pmfs(self, d: float, tail: float = TAIL):
         """(remove PMF, add PMF) on the grid spacing d (the same object if symmetric); P-mass
         ~``tail`` outside the grid is rounded pessimistically (exact, only less tight)."""
-        return _pmfs_cached(self.kind, self.sigma, self.rate, self.shift, self.group_size, d,
-                            tail)
+        return _pmfs_cached(self.kind, self.sigma, self.rate, self.shift, self.group_size, d, tail)
 
 
 @functools.lru_cache(maxsize=8)
@@ -273,7 +288,7 @@ class Pld:
     def total_steps(self) -> int:
         return sum(s.count for s in self.steps)
 
-    def compose(self, *others: "Pld") -> "Pld":
+    def compose(self, *others: Pld) -> Pld:
         return pld_compose(self, *others)
 
     # --------------------------------------------------------------------- internals
@@ -299,7 +314,7 @@ class Pld:
             comps = self._components(direction, d, tail)
             passes = [k for k in self._cache if k[0] == "pass"]
             for k in passes[: max(0, len(passes) - _KEEP_PASSES + 1)]:
-                del self._cache[k]                    # keep memory bounded (oldest first)
+                del self._cache[k]  # keep memory bounded (oldest first)
             self._cache[key] = compose_pass(comps, d, lam, tau)
         return self._cache[key]
 
@@ -366,7 +381,7 @@ class Pld:
             except WindowTooLarge:
                 coarse[dr] = (math.inf, math.inf, 0.0, 0, dc)
         n_coarse = max(c[3] for c in coarse.values())
-        if n_coarse * COARSE > N_MAX:                 # the fine grid cannot fit: coarsen now
+        if n_coarse * COARSE > N_MAX:  # the fine grid cannot fit: coarsen now
             raise WindowTooLarge(n_coarse * COARSE)
         order = sorted(dirs, key=lambda dr: -coarse[dr][0])
         out = {}
@@ -397,12 +412,19 @@ class Pld:
 
         rows, d = self._with_grid(lambda d: self._eps_all(d, dl))
         eps = max(r[1] for r in rows)
-        return PldResult(epsilon=float(eps), delta=dl,
-                         by_direction=tuple((r[0], float(r[1]), float(r[5])) for r in rows),
-                         delta_error=float(max(r[2] for r in rows)), discretization=d,
-                         fft_length=int(max(r[4] for r in rows)),
-                         tilts=tuple(float(r[3]) for r in rows), relation=self.relation,
-                         theorem=self.theorem, method=METHOD_CTD, gdp_mu=None)
+        return PldResult(
+            epsilon=float(eps),
+            delta=dl,
+            by_direction=tuple((r[0], float(r[1]), float(r[5])) for r in rows),
+            delta_error=float(max(r[2] for r in rows)),
+            discretization=d,
+            fft_length=int(max(r[4] for r in rows)),
+            tilts=tuple(float(r[3]) for r in rows),
+            relation=self.relation,
+            theorem=self.theorem,
+            method=METHOD_CTD,
+            gdp_mu=None,
+        )
 
     def delta(self, epsilon) -> PldResult:
         """The certified delta at ``epsilon`` (an upper bound on the exact one)."""
@@ -410,10 +432,19 @@ class Pld:
         mu = self.gdp_mu
         if mu is not None:
             dl = _gaussian_delta_upper(mu, e)
-            return PldResult(epsilon=e, delta=dl, by_direction=(("analytic", dl),),
-                             delta_error=0.0, discretization=0.0, fft_length=0, tilts=(),
-                             relation=self.relation, theorem=self.theorem,
-                             method=METHOD_ANALYTIC, gdp_mu=mu)
+            return PldResult(
+                epsilon=e,
+                delta=dl,
+                by_direction=(("analytic", dl),),
+                delta_error=0.0,
+                discretization=0.0,
+                fft_length=0,
+                tilts=(),
+                relation=self.relation,
+                theorem=self.theorem,
+                method=METHOD_ANALYTIC,
+                gdp_mu=mu,
+            )
         if self.total_steps == 0:
             return self._trivial(e, 0.0)
 
@@ -423,38 +454,59 @@ class Pld:
                 comps = self._components(dr, d)
                 lam = _quantize(saddle_point(comps, e, d))
                 best = None
-                for lm in ([lam, 0.0] if lam > 0 else [0.0]):
+                for lm in [lam, 0.0] if lam > 0 else [0.0]:
                     p = self._pass(dr, d, lm, 1e-30)
                     dlt, err = p.delta_at(e)
                     if best is None or dlt < best[1]:
                         best = (dr, dlt, err, lm, p.n_fft)
-                    if math.isfinite(dlt):       # lam = 0 only if eps is below the window
+                    if math.isfinite(dlt):  # lam = 0 only if eps is below the window
                         break
                 rows.append(best)
             return rows
 
         rows, d = self._with_grid(run)
         dl = min(1.0, max(r[1] for r in rows))
-        return PldResult(epsilon=e, delta=float(dl),
-                         by_direction=tuple((r[0], float(min(r[1], 1.0))) for r in rows),
-                         delta_error=float(max(r[2] for r in rows)), discretization=d,
-                         fft_length=int(max(r[4] for r in rows)),
-                         tilts=tuple(float(r[3]) for r in rows), relation=self.relation,
-                         theorem=self.theorem, method=METHOD_CTD, gdp_mu=None)
+        return PldResult(
+            epsilon=e,
+            delta=float(dl),
+            by_direction=tuple((r[0], float(min(r[1], 1.0))) for r in rows),
+            delta_error=float(max(r[2] for r in rows)),
+            discretization=d,
+            fft_length=int(max(r[4] for r in rows)),
+            tilts=tuple(float(r[3]) for r in rows),
+            relation=self.relation,
+            theorem=self.theorem,
+            method=METHOD_CTD,
+            gdp_mu=None,
+        )
 
     def curve(self, deltas=None) -> PldCurve:
         """eps(delta) on ``deltas`` (default: 1e-1 ... 1e-12, one point per decade)."""
-        ds = np.array([10.0 ** -k for k in range(1, 13)]) if deltas is None else \
-            np.atleast_1d(np.asarray(deltas, float))
+        ds = np.array([10.0**-k for k in range(1, 13)]) if deltas is None else np.atleast_1d(np.asarray(deltas, float))
         res = tuple(self.epsilon(float(x)) for x in ds)
-        return PldCurve(deltas=ds, epsilons=np.array([r.epsilon for r in res]), results=res,
-                        relation=self.relation, theorem=self.theorem, gdp_mu=self.gdp_mu)
+        return PldCurve(
+            deltas=ds,
+            epsilons=np.array([r.epsilon for r in res]),
+            results=res,
+            relation=self.relation,
+            theorem=self.theorem,
+            gdp_mu=self.gdp_mu,
+        )
 
     def _trivial(self, eps, delta):
-        return PldResult(epsilon=eps, delta=delta, by_direction=(("none", eps),),
-                         delta_error=0.0, discretization=self.grid, fft_length=0,
-                         tilts=(), relation=self.relation, theorem=self.theorem,
-                         method="no steps", gdp_mu=self.gdp_mu)
+        return PldResult(
+            epsilon=eps,
+            delta=delta,
+            by_direction=(("none", eps),),
+            delta_error=0.0,
+            discretization=self.grid,
+            fft_length=0,
+            tilts=(),
+            relation=self.relation,
+            theorem=self.theorem,
+            method="no steps",
+            gdp_mu=self.gdp_mu,
+        )
 
 
 def _quantize(lam: float) -> float:
@@ -478,6 +530,7 @@ def _gauss_log_delta(mu: float, eps: float) -> float:
 def _gaussian_delta_mp(mu: float, eps: float) -> float:
     """delta(eps) of mu-GDP at 40 digits, rounded up to a float."""
     import mpmath as mp
+
     with mp.workdps(40):
         m, e = mp.mpf(mu), mp.mpf(eps)
         v = mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2)
@@ -489,28 +542,37 @@ def _gaussian_delta_upper(mu: float, eps: float) -> float:
     return min(1.0, _gaussian_delta_mp(mu, eps))
 
 
-def _gaussian_epsilon(mu: float, delta: float, pld: "Pld") -> PldResult:
+def _gaussian_epsilon(mu: float, delta: float, pld: Pld) -> PldResult:
     """The exact eps(delta) of mu-GDP (Dong et al. 2022 Cor 2.13), verified at 40 digits."""
     if mu == 0.0 or _gaussian_delta_mp(mu, 0.0) <= delta:
         eps = 0.0
     else:
         from scipy.optimize import brentq
+
         target = math.log(delta)
         hi = max(1.0, mu * mu)
         while _gauss_log_delta(mu, hi) > target:
             hi *= 2.0
-        eps = brentq(lambda x: _gauss_log_delta(mu, x) - target, 0.0, hi, xtol=1e-14,
-                     rtol=1e-13)
+        eps = brentq(lambda x: _gauss_log_delta(mu, x) - target, 0.0, hi, xtol=1e-14, rtol=1e-13)
         eps = eps * (1 + 1e-12) + 1e-12
         for _ in range(60):
             if _gaussian_delta_mp(mu, eps) <= delta:
                 break
             eps = eps * (1 + 1e-9) + 1e-9
     dl = _gaussian_delta_mp(mu, eps)
-    return PldResult(epsilon=float(eps), delta=delta, by_direction=(("analytic", float(eps)),),
-                     delta_error=0.0, discretization=0.0, fft_length=0, tilts=(),
-                     relation=pld.relation, theorem=pld.theorem,
-                     method=f"{METHOD_ANALYTIC}; delta(eps) = {dl:.6g}", gdp_mu=mu)
+    return PldResult(
+        epsilon=float(eps),
+        delta=delta,
+        by_direction=(("analytic", float(eps)),),
+        delta_error=0.0,
+        discretization=0.0,
+        fft_length=0,
+        tilts=(),
+        relation=pld.relation,
+        theorem=pld.theorem,
+        method=f"{METHOD_ANALYTIC}; delta(eps) = {dl:.6g}",
+        gdp_mu=mu,
+    )
 
 
 # --------------------------------------------------------------------------- constructors
@@ -529,15 +591,16 @@ _GH_W = _GH_W / _GH_W.sum()
 def _loss_variance(step: PldStep, direction: str) -> float:
     """Var_P[L] of one step's pair (Gauss-Hermite, 80 nodes per mixture component)."""
     from ._pld_pmf import _g
+
     lw = step.log_weights()
     keep = np.isfinite(lw)
     mu = step.shift / step.sigma
     k = np.arange(lw.size, dtype=float)[keep]
     if direction == "remove":
-        t, pa, pm = mu * k, lw[keep], mu * k          # P = mixture, L = g(x)
+        t, pa, pm = mu * k, lw[keep], mu * k  # P = mixture, L = g(x)
         sign = 1.0
     else:
-        t, pa, pm = -mu * k, np.array([0.0]), np.array([0.0])   # P = N(0), L = -g(-x)
+        t, pa, pm = -mu * k, np.array([0.0]), np.array([0.0])  # P = N(0), L = -g(-x)
         sign = -1.0
     m1 = m2 = 0.0
     for la, m in zip(pa, pm):
@@ -554,16 +617,14 @@ def _auto_grid(steps) -> float:
     if not live:
         return DEFAULT_DISCRETIZATION
     tot = sum(s.count for s in live)
-    v = min(sum(s.count * _loss_variance(s, dr) for s in live) / tot
-            for dr in ("remove", "add"))
+    v = min(sum(s.count * _loss_variance(s, dr) for s in live) / tot for dr in ("remove", "add"))
     d = min(DEFAULT_DISCRETIZATION, 0.5 * math.sqrt(v)) if v > 0 else DEFAULT_DISCRETIZATION
     # a power-of-two fraction of 1e-4 (so nearby parameters share grids), >= 1e-7
     k = max(0, math.ceil(math.log2(DEFAULT_DISCRETIZATION / d))) if d > 0 else 0
-    return max(DEFAULT_DISCRETIZATION * 2.0 ** -k, 1e-7)
+    return max(DEFAULT_DISCRETIZATION * 2.0**-k, 1e-7)
 
 
-def pld_gaussian(sigma, sensitivity=1.0, steps=1, relation="add_remove",
-                 discretization=None) -> Pld:
+def pld_gaussian(sigma, sensitivity=1.0, steps=1, relation="add_remove", discretization=None) -> Pld:
     """The Gaussian mechanism (noise std ``sigma``, L2 ``sensitivity`` under ``relation``)
     composed ``steps`` times."""
     s = V.real("sigma", sigma, lo=0.0, lo_open=True)
@@ -571,13 +632,13 @@ def pld_gaussian(sigma, sensitivity=1.0, steps=1, relation="add_remove",
     t = V.integer("steps", steps, lo=0)
     if not isinstance(relation, str) or not relation:
         raise ValueError(f"relation must be a non-empty string, got {relation!r}")
-    return Pld(steps=(PldStep("gaussian", s, t, 1.0, dl, 1),), relation=relation,
-               discretization=_disc(discretization))
+    return Pld(steps=(PldStep("gaussian", s, t, 1.0, dl, 1),), relation=relation, discretization=_disc(discretization))
 
 
 def dpsgd_step(sigma, rate, steps, sampling="poisson", group_size=1, dataset_size=None):
     """Validated PldStep and relation of a DP-SGD phase (as :func:`dpspec.accounting.dpsgd_epsilon`)."""
     from .dpsgd import StepSpec
+
     s = V.real("sigma", sigma, lo=0.0, lo_open=True)
     t = V.integer("steps", steps, lo=0)
     spec = StepSpec(rate, sampling, group_size, dataset_size)
@@ -595,8 +656,7 @@ def dpsgd_step(sigma, rate, steps, sampling="poisson", group_size=1, dataset_siz
     return step, rel
 
 
-def pld_dpsgd(sigma, rate, steps, sampling="poisson", group_size=1, dataset_size=None,
-              discretization=None) -> Pld:
+def pld_dpsgd(sigma, rate, steps, sampling="poisson", group_size=1, dataset_size=None, discretization=None) -> Pld:
     """DP-SGD with noise multiplier ``sigma``, sampling ``rate`` and ``steps`` steps.
 
     ``sampling``: "poisson" (add/remove; ``group_size`` K >= 1 for a group of K elements),
@@ -617,16 +677,16 @@ def pld_compose(*plds: Pld) -> Pld:
             raise ValueError(f"pld_compose takes Pld arguments, got {type(p).__name__}")
     rels = {p.relation for p in plds}
     if len(rels) > 1:
-        raise ValueError("pld_compose: all parts must use the same neighbouring relation, got "
-                         + ", ".join(sorted(rels)))
+        raise ValueError(
+            "pld_compose: all parts must use the same neighbouring relation, got " + ", ".join(sorted(rels))
+        )
     steps = tuple(s for p in plds for s in p.steps)
     given = [p.discretization for p in plds if p.discretization is not None]
-    return Pld(steps=steps, relation=plds[0].relation,
-               discretization=min(given) if given else None)
+    return Pld(steps=steps, relation=plds[0].relation, discretization=min(given) if given else None)
 
 
-def pld_epsilon(sigma, rate, steps, delta, sampling="poisson", group_size=1,
-                dataset_size=None, discretization=None) -> float:
+def pld_epsilon(
+    sigma, rate, steps, delta, sampling="poisson", group_size=1, dataset_size=None, discretization=None
+) -> float:
     """Certified epsilon of DP-SGD at ``delta`` by PLD accounting (see :func:`pld_dpsgd`)."""
-    return pld_dpsgd(sigma, rate, steps, sampling, group_size, dataset_size,
-                     discretization).epsilon(delta).epsilon
+    return pld_dpsgd(sigma, rate, steps, sampling, group_size, dataset_size, discretization).epsilon(delta).epsilon

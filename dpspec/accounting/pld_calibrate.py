@@ -95,13 +95,16 @@ def _bracket(probe: _Probe, u0: float, d: float, u_min: float, u_max: float, tar
         u = min(max(prev[0] + step, u_min), u_max)
         if u == prev[0]:
             if u >= u_max:
-                raise ValueError(f"target_epsilon={target:g} is unreachable: even "
-                                 f"sigma={SIGMA_MAX:g} gives epsilon > target (delta={dl:g})")
-            raise ValueError(f"target_epsilon={target:g} is met already by sigma={SIGMA_MIN:g}; "
-                             "calibration below that noise level is not supported")
+                raise ValueError(
+                    f"target_epsilon={target:g} is unreachable: even "
+                    f"sigma={SIGMA_MAX:g} gives epsilon > target (delta={dl:g})"
+                )
+            raise ValueError(
+                f"target_epsilon={target:g} is met already by sigma={SIGMA_MIN:g}; "
+                "calibration below that noise level is not supported"
+            )
         fu = probe.f(u, d)
-        if math.isfinite(fu) and math.isfinite(prev[1]) and fu != prev[1] and fu > -50 \
-                and prev[1] > -50:
+        if math.isfinite(fu) and math.isfinite(prev[1]) and fu != prev[1] and fu > -50 and prev[1] > -50:
             s = (fu - prev[1]) / (u - prev[0])
             slope = s if s < -0.05 else slope
         prev = (u, fu)
@@ -126,8 +129,7 @@ def _shrink(probe: _Probe, lo, hi, d: float, tol: float):
                 fhi *= 0.5 ** (streak - 1)
             else:
                 flo *= 0.5 ** (streak - 1)
-        if width >= 4 * tol and math.isfinite(flo) and math.isfinite(fhi) and flo - fhi > 0 \
-                and fhi > -50:
+        if width >= 4 * tol and math.isfinite(flo) and math.isfinite(fhi) and flo - fhi > 0 and fhi > -50:
             u = lo[0] + flo * width / (flo - fhi)
             u = min(max(u, lo[0] + 0.05 * width), hi[0] - 0.05 * width)
         else:
@@ -143,8 +145,9 @@ def _shrink(probe: _Probe, lo, hi, d: float, tol: float):
     raise RuntimeError("calibrate_pld_sigma did not converge")  # pragma: no cover
 
 
-def calibrate_pld_sigma(target_epsilon, delta, rate, steps, sampling="poisson", group_size=1,
-                        dataset_size=None, discretization=None) -> float:
+def calibrate_pld_sigma(
+    target_epsilon, delta, rate, steps, sampling="poisson", group_size=1, dataset_size=None, discretization=None
+) -> float:
     """Smallest noise multiplier (within relative 1e-3) whose certified PLD epsilon is
     <= ``target_epsilon`` at ``delta``; never above the target (see the module docstring)."""
     target = V.real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
@@ -152,8 +155,7 @@ def calibrate_pld_sigma(target_epsilon, delta, rate, steps, sampling="poisson", 
     t = V.integer("steps", steps, lo=0)
     step, _ = dpsgd_step(1.0, rate, t, sampling, group_size, dataset_size)
     if step.rate == 0.0 or t == 0:
-        raise ValueError("rate = 0 or steps = 0: epsilon is 0 for every sigma, "
-                         "there is no smallest sigma to calibrate")
+        raise ValueError("rate = 0 or steps = 0: epsilon is 0 for every sigma, there is no smallest sigma to calibrate")
     d = _disc(discretization)
     probe = _Probe(rate, t, dl, target, sampling, group_size, dataset_size)
     u_min, u_max = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
@@ -166,12 +168,11 @@ def calibrate_pld_sigma(target_epsilon, delta, rate, steps, sampling="poisson", 
     tol = math.log1p(SIGMA_RTOL)
     fh = probe.f(hi[0], d)
     hi_f = (hi[0], fh)
-    if fh > 0:                      # not expected (fine is tighter); search upwards
+    if fh > 0:  # not expected (fine is tighter); search upwards
         lo_f, hi_f = _bracket(probe, hi[0], d, u_min, u_max, target, dl)
     else:
         # secant estimate of the fine root from the coarse slope, landing just below it
-        slope = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] and lo[1] - hi[1] > 0 \
-            and hi[1] > -50 else -1.5
+        slope = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] and lo[1] - hi[1] > 0 and hi[1] > -50 else -1.5
         slope = min(slope, -0.05)
         u = hi[0] + (fh / slope if fh > -50 else -0.05) - 0.5 * tol
         lo_f = None

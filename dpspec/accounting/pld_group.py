@@ -44,14 +44,14 @@ import numpy as np
 
 from . import _validate as V
 from ._pld_fft import saddle_point
-from .pld import THEOREM_PLD_GROUP, PldResult, _quantize, pld_dpsgd
+from .pld import PldResult, _quantize, pld_dpsgd
 
-THEOREM_GROUP_LEMMA = ("group-privacy lemma for (eps, delta)-DP: (e, d) -> (K e, d sum_{i<K} "
-                       "e^{i e}) (Vadhan 2017 Lemma 2.2)")
+THEOREM_GROUP_LEMMA = (
+    "group-privacy lemma for (eps, delta)-DP: (e, d) -> (K e, d sum_{i<K} e^{i e}) (Vadhan 2017 Lemma 2.2)"
+)
 
 
-def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
-                            discretization=None) -> PldResult:
+def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size, discretization=None) -> PldResult:
     """PLD epsilon of one element, then the group lemma (a looser comparison point).
 
     The smallest e' on the loss grid with max_direction delta_1(e') * sum_{i<K} e^{i e'} <=
@@ -94,8 +94,7 @@ def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
         for dr in pld._directions():
             comps = pld._components(dr, d, tail)
             lams = sorted({_quantize(saddle_point(comps, f * lo, d)) for f in (1, 4, 16)})
-            per_dir.append([pld._pass(dr, d, lam, tail, tail).deltas_on_grid(None)[1:3]
-                            for lam in lams])
+            per_dir.append([pld._pass(dr, d, lam, tail, tail).deltas_on_grid(None)[1:3] for lam in lams])
         cand = np.unique(np.concatenate([c[0] for cs in per_dir for c in cs] + [np.array([lo])]))
         cand = cand[cand >= lo]
         worst = np.zeros(cand.size)
@@ -114,18 +113,23 @@ def pld_group_lemma_epsilon(sigma, rate, steps, delta, group_size,
     if math.log(1e-300) + float(log_factor(lo)[0]) > math.log(dl):
         return _result(math.inf, dl, k, pld)
     for tail in (1e-30, 1e-120):
-        hi, d = pld._with_grid(lambda d: search(d, tail))
+        hi, d = pld._with_grid(lambda d: search(d, tail))  # noqa: B023 - called in this iteration
         if math.isfinite(hi):
             break
     return _result(k * hi * (1 + 1e-15), dl, k, pld, d)
 
 
 def _result(eps, delta, k, pld, d=None):
-    return PldResult(epsilon=float(eps), delta=delta, by_direction=(("group_lemma", eps),),
-                     delta_error=0.0, discretization=pld.grid if d is None else d, fft_length=0,
-                     tilts=(), relation=f"add_remove_group_{k}",
-                     theorem=f"{THEOREM_GROUP_LEMMA} applied to [{pld.theorem}]",
-                     method="bisection on e' with the certified single-element delta(e')",
-                     gdp_mu=None)
-
-
+    return PldResult(
+        epsilon=float(eps),
+        delta=delta,
+        by_direction=(("group_lemma", eps),),
+        delta_error=0.0,
+        discretization=pld.grid if d is None else d,
+        fft_length=0,
+        tilts=(),
+        relation=f"add_remove_group_{k}",
+        theorem=f"{THEOREM_GROUP_LEMMA} applied to [{pld.theorem}]",
+        method="bisection on e' with the certified single-element delta(e')",
+        gdp_mu=None,
+    )

@@ -29,11 +29,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate as V
-from .group import baseline_curve, group_curve
+
 # the SGM core lives in the leaf module ``_sgm`` (shared with ``group``); re-exported here
-from ._sgm import METHOD_SGM as METHOD_SGM, THEOREM_SGM as THEOREM_SGM  # noqa: F401
-from ._sgm import Evaluated, cap as cap, is_integer_order as is_integer_order  # noqa: F401
-from ._sgm import no_amplification as no_amplification, sgm_curve  # noqa: F401
+from ._sgm import METHOD_SGM as METHOD_SGM  # noqa: F401
+from ._sgm import THEOREM_SGM as THEOREM_SGM
+from ._sgm import Evaluated, sgm_curve  # noqa: F401
+from ._sgm import cap as cap
+from ._sgm import is_integer_order as is_integer_order
+from ._sgm import no_amplification as no_amplification  # noqa: F401
+from .group import baseline_curve, group_curve
 
 
 def _check(alpha, sigma, rate, group_size):
@@ -48,8 +52,7 @@ def _out(alpha, values: np.ndarray):
     return float(values[0]) if np.ndim(alpha) == 0 else values
 
 
-def poisson_gaussian_curve(alphas: np.ndarray, sigma: float, rate: float,
-                           group_size: int = 1) -> Evaluated:
+def poisson_gaussian_curve(alphas: np.ndarray, sigma: float, rate: float, group_size: int = 1) -> Evaluated:
     """Validated-input core shared by the public functions and dpsgd."""
     if group_size == 1:
         return sgm_curve(alphas, sigma, rate)
@@ -89,6 +92,7 @@ def poisson_gaussian_rdp_baseline(alpha, sigma, rate, group_size):
     """
     a, s, r, k = _check(alpha, sigma, rate, group_size)
     from .curve import DEFAULT_ALPHAS
+
     out = np.empty(a.size)
     for i, ai in enumerate(a):
         extra = DEFAULT_ALPHAS[(DEFAULT_ALPHAS > ai) & (DEFAULT_ALPHAS <= 2 * ai)]

@@ -86,18 +86,18 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import special
 
 from . import _validate as V
-from .errors import SoundnessError, register_rules
 from ._exact import log_bounds_from_abs, rdp_from_log_psi_m1
-from ._logmath import ULP, log_expm1, logsumexp_rows, segment_logsumexp
+from ._logmath import ULP, log_expm1, logsumexp_rows
 from .conversion import convert, dp_from_curve
 from .curve import DEFAULT_ALPHAS, DpResult, RdpCurve, _make
+from .errors import SoundnessError, register_rules
 from .poisson import is_integer_order, sgm_curve
 
 __all__ = [
@@ -134,29 +134,34 @@ __all__ = [
     "SEARCH_ALPHAS",
 ]
 
-THEOREM_EQ3 = ("Huang et al. 2025 Thm 3 / Eq. (3) (cardinality-dependent coupled sampling: "
-               "Poisson positives + NEG-SAMPLE-WOR negatives, constant sensitivity)")
-THEOREM_C1 = ("Huang et al. 2025 Thm C.1 / Eq. (47) (coupled sampling, standard per-tuple "
-              "clipping, max of both directions)")
-THEOREM_GROUP_REL = ("Schuchardt et al. 2024 Thm 4.2 (tight group amplification: node change = "
-                     "<= K removals of Poisson-sampled tuples)")
+THEOREM_EQ3 = (
+    "Huang et al. 2025 Thm 3 / Eq. (3) (cardinality-dependent coupled sampling: "
+    "Poisson positives + NEG-SAMPLE-WOR negatives, constant sensitivity)"
+)
+THEOREM_C1 = (
+    "Huang et al. 2025 Thm C.1 / Eq. (47) (coupled sampling, standard per-tuple clipping, max of both directions)"
+)
+THEOREM_GROUP_REL = (
+    "Schuchardt et al. 2024 Thm 4.2 (tight group amplification: node change = <= K removals of Poisson-sampled tuples)"
+)
 THEOREM_NAIVE = "Mironov 2017 Prop 7 (Gaussian mechanism, no amplification; Huang et al. §5.1 naive bound)"
-METHOD_MIX = ("E_l over Bin(m, rate): certified bracket from f at refined nodes (chord upper / "
-              "left-value lower bounds on convex non-decreasing f, Chernoff tail x no-amplification "
-              "value), node values from the accounting core as log-bounds; capped by the "
-              "no-amplification bound")
+METHOD_MIX = (
+    "E_l over Bin(m, rate): certified bracket from f at refined nodes (chord upper / "
+    "left-value lower bounds on convex non-decreasing f, Chernoff tail x no-amplification "
+    "value), node values from the accounting core as log-bounds; capped by the "
+    "no-amplification bound"
+)
 
 #: Soundness-rule catalogue (stable ids for the checker / certificates).
 RULES: dict[str, str] = {
     "DPS601": "FREQ-CLIP (Alg. 1) does not have the sensitivity C claimed by Prop 4.1 "
-              "(counterexample 1.75 C); it is certifiable only with the corrected bound",
-    "DPS602": "negatives sampled with replacement: a node can be a negative in many tuples "
-              "(|B-(u)| unbounded)",
+    "(counterexample 1.75 C); it is certifiable only with the corrected bound",
+    "DPS602": "negatives sampled with replacement: a node can be a negative in many tuples (|B-(u)| unbounded)",
     "DPS603": "in-batch negatives: a node's encoding enters every tuple of the batch",
     "DPS604": "negatives that depend on the contents of the positives (not cardinality-dependent "
-              "sampling; e.g. corrupting a given endpoint's neighbourhood, degree- or hard-negatives)",
+    "sampling; e.g. corrupting a given endpoint's neighbourhood, degree- or hard-negatives)",
     "DPS605": "positives not Poisson-sampled (shuffling / fixed-size batches): no amplification "
-              "theorem for coupled sampling covers it",
+    "theorem for coupled sampling covers it",
     "DPS606": "k_neg x batch size exceeds the number of nodes: NEG-SAMPLE-WOR is infeasible",
     "DPS607": "degree cap invalid (K < 1) or the training graph is not capped (max degree > K)",
     "DPS608": "graph input invalid (self-loop, duplicate or dangling edge, bad node index)",
@@ -177,6 +182,7 @@ class RelationalSoundnessError(SoundnessError):
 # validation
 # ------------------------------------------------------------------------------------------------
 
+
 def _check_graph(num_edges, num_nodes, rate, degree_cap, negatives_per_positive):
     m = V.integer("num_edges", num_edges, lo=1)
     n = V.integer("num_nodes", num_nodes, lo=2)
@@ -184,13 +190,17 @@ def _check_graph(num_edges, num_nodes, rate, degree_cap, negatives_per_positive)
     K = V.integer("degree_cap", degree_cap, lo=0)
     if K < 1:
         raise RelationalSoundnessError(
-            f"degree_cap must be >= 1, got {K}", rule="DPS607",
-            hint="a degree cap of 0 removes every edge; use K >= 1 (the paper uses K = 5)")
+            f"degree_cap must be >= 1, got {K}",
+            rule="DPS607",
+            hint="a degree cap of 0 removes every edge; use K >= 1 (the paper uses K = 5)",
+        )
     k = V.integer("negatives_per_positive", negatives_per_positive, lo=0)
     if k > n:
         raise RelationalSoundnessError(
-            f"negatives_per_positive = {k} exceeds num_nodes = {n}", rule="DPS606",
-            hint="NEG-SAMPLE-WOR draws k_neg distinct nodes per positive")
+            f"negatives_per_positive = {k} exceeds num_nodes = {n}",
+            rule="DPS606",
+            hint="NEG-SAMPLE-WOR draws k_neg distinct nodes per positive",
+        )
     return m, n, r, K, k
 
 
@@ -199,9 +209,11 @@ def consistency_notes(num_edges: int, num_nodes: int, degree_cap: int) -> list[s
     conservative, Eq. (3) being non-decreasing in m; the paper's §5.1 defaults n = 1e6,
     m = 5e6, K = 5 are such a case: max degree 5 allows at most n K / 2 = 2.5e6 edges)."""
     if 2 * num_edges > num_nodes * degree_cap:
-        return [f"num_edges = {num_edges} > num_nodes * degree_cap / 2 = "
-                f"{num_nodes * degree_cap / 2:g}: no graph with max degree <= K has that many "
-                "edges (pass the capped graph's counts)"]
+        return [
+            f"num_edges = {num_edges} > num_nodes * degree_cap / 2 = "
+            f"{num_nodes * degree_cap / 2:g}: no graph with max degree <= K has that many "
+            "edges (pass the capped graph's counts)"
+        ]
     return []
 
 
@@ -213,8 +225,8 @@ def _alphas(alphas):
 # certified E_{l ~ Bin(m, rate)}[f(l)] for f >= 0 non-decreasing, convex up to the kink [D]
 # ------------------------------------------------------------------------------------------------
 
-_DEAD = 0.999             # see _eq3_evaluated / _c1_evaluated
-_TAIL_LOG = 2000.0        # nodes cover l with log P(l >= .) >= log p_mode - _TAIL_LOG
+_DEAD = 0.999  # see _eq3_evaluated / _c1_evaluated
+_TAIL_LOG = 2000.0  # nodes cover l with log P(l >= .) >= log p_mode - _TAIL_LOG
 _MAX_ROUNDS = 40
 
 
@@ -226,15 +238,18 @@ def _stirlerr(x: np.ndarray) -> np.ndarray:
     if np.any(small):
         xs = x[small]
         with np.errstate(divide="ignore", invalid="ignore"):
-            v = special.gammaln(xs + 1.0) - (xs + 0.5) * np.log(np.where(xs > 0, xs, 1.0)) + xs \
+            v = (
+                special.gammaln(xs + 1.0)
+                - (xs + 0.5) * np.log(np.where(xs > 0, xs, 1.0))
+                + xs
                 - 0.5 * math.log(2 * math.pi)
+            )
         out[small] = np.where(xs > 0, v, 0.0)
     big = ~small
     if np.any(big):
         xb = x[big]
         x2 = xb * xb
-        out[big] = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - 1.0 / (1188 * x2)) / x2)
-                                / x2) / x2) / xb
+        out[big] = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - 1.0 / (1188 * x2)) / x2) / x2) / x2) / xb
     return out
 
 
@@ -276,8 +291,13 @@ def _log_pmf(ls: np.ndarray, m: int, rate: float) -> np.ndarray:
     out[em] = m * math.log(rate)
     if np.any(mid):
         x = ls[mid]
-        lc = (_stirlerr(np.array([float(m)]))[0] - _stirlerr(x) - _stirlerr(m - x)
-              - _bd0(x, m * rate) - _bd0(m - x, m * q))
+        lc = (
+            _stirlerr(np.array([float(m)]))[0]
+            - _stirlerr(x)
+            - _stirlerr(m - x)
+            - _bd0(x, m * rate)  # type: ignore[arg-type]  # broadcasts a scalar
+            - _bd0(m - x, m * q)  # type: ignore[arg-type]
+        )
         out[mid] = lc + 0.5 * (math.log(m) - np.log(x) - np.log(m - x) - math.log(2 * math.pi))
     return out
 
@@ -302,7 +322,7 @@ def _support_end(m: int, rate: float, log_target: float | None = None) -> int:
     lo, hi = mode, m
     if _log_upper_tail(lo, m, rate) <= log_target:
         return lo
-    while hi - lo > 1:          # _log_upper_tail is non-increasing in L beyond the mean
+    while hi - lo > 1:  # _log_upper_tail is non-increasing in L beyond the mean
         mid = (lo + hi) // 2
         if _log_upper_tail(mid, m, rate) <= log_target:
             hi = mid
@@ -349,7 +369,7 @@ def clear_memo() -> None:
     _MEMO.clear()
 
 
-def _memo_group(memo: dict, alphas: np.ndarray, rtol: float, run: Callable) -> "_MixResult":
+def _memo_group(memo: dict, alphas: np.ndarray, rtol: float, run: Callable) -> _MixResult:
     """``run()`` (the bracket of one order group) memoised in ``memo`` by orders and rtol."""
     key = ("group", np.asarray(alphas, float).tobytes(), float(rtol))
     res = memo.get(key)
@@ -361,19 +381,27 @@ def _memo_group(memo: dict, alphas: np.ndarray, rtol: float, run: Callable) -> "
 
 @dataclass
 class _MixResult:
-    log_lo: np.ndarray          # log lower bound of E_l f, per column
-    log_hi: np.ndarray          # log upper bound
+    log_lo: np.ndarray  # log lower bound of E_l f, per column
+    log_hi: np.ndarray  # log upper bound
     nodes: int
     rounds: int
 
 
-_MAX_POINT_WORK = 3e7           # interior points x columns per round with per-point bounds
-_CHUNK = 2e6                    # points x columns per vectorised chunk
+_MAX_POINT_WORK = 3e7  # interior points x columns per round with per-point bounds
+_CHUNK = 2e6  # points x columns per vectorised chunk
 
 
-def _binomial_mixture(m: int, rate: float, kink: float, eval_fn: Callable,
-                      kappa: np.ndarray, log_fmax: np.ndarray, log_cap: np.ndarray,
-                      rtol: float, max_nodes: int = 600) -> _MixResult:
+def _binomial_mixture(
+    m: int,
+    rate: float,
+    kink: float,
+    eval_fn: Callable,
+    kappa: np.ndarray,
+    log_fmax: np.ndarray,
+    log_cap: np.ndarray,
+    rtol: float,
+    max_nodes: int = 600,
+) -> _MixResult:
     """Certified bracket of S = E_{l~Bin(m,rate)} f(l) (vector-valued f, one column per order).
 
     ``eval_fn(ls)`` returns (log f_lo, log f_hi) of shape (len(ls), c), f = Psi - 1 >= 0.
@@ -433,12 +461,12 @@ def _binomial_mixture(m: int, rate: float, kink: float, eval_fn: Callable,
         evaluate(nodes)
         flo = np.stack([cache[int(v)][0] for v in nodes])
         fhi = np.stack([cache[int(v)][1] for v in nodes])
-        glo = kappa * np.logaddexp(0.0, flo)            # log g = kappa log Psi
+        glo = kappa * np.logaddexp(0.0, flo)  # log g = kappa log Psi
         ghi = kappa * np.logaddexp(0.0, fhi)
         J = nodes.size
         terms_up = [logp_hi[nodes][:, None] + fhi]
         terms_lo = [logp_lo[nodes][:, None] + flo]
-        blk = np.nonzero(np.diff(nodes) >= 2)[0]       # block j lies between node j and j+1
+        blk = np.nonzero(np.diff(nodes) >= 2)[0]  # block j lies between node j and j+1
         nb = blk.size
         blk_up = np.full((nb, kappa.size), -np.inf)
         blk_lo = np.full((nb, kappa.size), -np.inf)
@@ -453,8 +481,8 @@ def _binomial_mixture(m: int, rate: float, kink: float, eval_fn: Callable,
         for w in wide:
             j = blk[w]
             a, b = nodes[j], nodes[j + 1]
-            lp_hi = float(logsumexp_rows(logp_hi[a + 1:b], axis=0))
-            lp_lo = float(logsumexp_rows(logp_lo[a + 1:b], axis=0))
+            lp_hi = float(logsumexp_rows(logp_hi[a + 1 : b], axis=0))
+            lp_lo = float(logsumexp_rows(logp_lo[a + 1 : b], axis=0))
             blk_up[w] = lp_hi + fhi[j + 1]
             blk_lo[w] = lp_lo + flo[j]
         nw_all = np.nonzero(narrow)[0]
@@ -463,15 +491,21 @@ def _binomial_mixture(m: int, rate: float, kink: float, eval_fn: Callable,
         todo = []
         for w in nw_all:
             j = blk[w]
-            key = (int(nodes[j - 1]) if j >= 1 else -1, int(nodes[j]), int(nodes[j + 1]),
-                   int(nodes[j + 2]) if j + 2 < J else -1)
+            key = (
+                int(nodes[j - 1]) if j >= 1 else -1,
+                int(nodes[j]),
+                int(nodes[j + 1]),
+                int(nodes[j + 2]) if j + 2 < J else -1,
+            )
             keys.append(key)
             if key in bcache:
                 blk_up[w], blk_lo[w] = bcache[key]
             else:
                 todo.append((w, key))
         # chunks of blocks with <= _CHUNK points x columns each
-        chunks, cur, acc_pts = [], [], 0
+        chunks: list = []
+        cur: list = []
+        acc_pts = 0
         for w, key in todo:
             pts = int(width[w] - 1) * kappa.size
             if cur and acc_pts + pts > _CHUNK:
@@ -487,8 +521,7 @@ def _binomial_mixture(m: int, rate: float, kink: float, eval_fn: Callable,
             blk_up[ws], blk_lo[ws] = u, lo_
             for i, (_, key) in enumerate(ch):
                 bcache[key] = (u[i], lo_[i])
-        log_up = logsumexp_rows(np.vstack(terms_up + [blk_up, (log_tail + log_fmax)[None, :]]),
-                                axis=0)
+        log_up = logsumexp_rows(np.vstack(terms_up + [blk_up, (log_tail + log_fmax)[None, :]]), axis=0)
         log_lo = logsumexp_rows(np.vstack(terms_lo + [blk_lo]), axis=0)
         if rounds >= _MAX_ROUNDS or J >= max_nodes or nb == 0:
             break
@@ -507,7 +540,7 @@ def _binomial_mixture(m: int, rate: float, kink: float, eval_fn: Callable,
             budget = l1p + np.logaddexp(0.0, log_lo)
         thr = (budget + math.log(rtol) - math.log(max(1, nb) + 1))[None, :]
         bad = np.any((gap > thr) & live[None, :], axis=1)
-        if kceil is not None:       # f is constant from ceil(kink) on: refining cannot help
+        if kceil is not None:  # f is constant from ceil(kink) on: refining cannot help
             bad &= nodes[blk] < kceil
         # tail beyond L: extend the support while it matters for a live column
         tail_need = float(np.min(np.where(live, thr[0] - log_fmax, np.inf)))
@@ -544,8 +577,9 @@ def _block_bounds(nodes, jj, glo, ghi, logp_hi, logp_lo, inv_k, kfloor):
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         # upper: log g <= log g_a + log1p(t expm1(log g_b - log g_a))
         dg = np.maximum(ghi[jb] - ghi[ja], 0.0)
-        lg_up = ghi[ja] + np.where(dg > 30, np.log(t) + dg + np.log1p((1 - t) / t * np.exp(-dg)),
-                                   np.log1p(t * np.expm1(dg)))
+        lg_up = ghi[ja] + np.where(
+            dg > 30, np.log(t) + dg + np.log1p((1 - t) / t * np.exp(-dg)), np.log1p(t * np.expm1(dg))
+        )
         y_up = inv_k * lg_up
         f_up = np.where(y_up > 0, log_expm1(np.maximum(y_up, 1e-300)), -np.inf)
         # lower: g_a, left secant extended, right secant extended backwards
@@ -593,8 +627,9 @@ def _seg_lse(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
 # Eq. (3)
 # ------------------------------------------------------------------------------------------------
 
+
 def _gamma_params(rate: float, K: int):
-    log_c = K * math.log1p(-rate)                 # log (1-rate)^K
+    log_c = K * math.log1p(-rate)  # log (1-rate)^K
     one_minus_c = -math.expm1(log_c)
     return math.exp(log_c), one_minus_c
 
@@ -617,7 +652,6 @@ def _eq3_evaluated(alphas, s, m, n, rate, K, k, rtol, groups=None):
     ``groups``: indices into :func:`_order_groups` to evaluate (None: all); the orders of the
     other groups are NaN (for the calibration search, :func:`_search_epsilon`).  Each order
     group's bracket is memoised per configuration and noise ratio (:data:`_MEMO`)."""
-    am1 = alphas - 1.0
     noamp = alphas / (2.0 * s * s)
     if rate == 0.0:
         z = np.zeros(alphas.size)
@@ -681,8 +715,7 @@ def _order_groups(alphas: np.ndarray) -> list[np.ndarray]:
     return [g for g in groups if np.any(g)]
 
 
-def coupled_sampling_rdp(alpha, sigma, num_edges, num_nodes, rate, degree_cap,
-                         negatives_per_positive, rtol=1e-10):
+def coupled_sampling_rdp(alpha, sigma, num_edges, num_nodes, rate, degree_cap, negatives_per_positive, rtol=1e-10):
     """Per-step RDP of relational DP-SGD by Huang et al. 2025 Eq. (3) (Thm 3, Cor 4.1).
 
     Poisson(``rate``) positives over the ``num_edges`` degree-capped edges (max degree
@@ -699,9 +732,18 @@ def coupled_sampling_rdp(alpha, sigma, num_edges, num_nodes, rate, degree_cap,
     return float(up[0]) if np.ndim(alpha) == 0 else up
 
 
-def coupled_sampling_rdp_curve(sigma, num_edges, num_nodes, rate, degree_cap,
-                               negatives_per_positive, steps=1, alphas=None,
-                               sensitivity=1.0, rtol=1e-10) -> RdpCurve:
+def coupled_sampling_rdp_curve(
+    sigma,
+    num_edges,
+    num_nodes,
+    rate,
+    degree_cap,
+    negatives_per_positive,
+    steps=1,
+    alphas=None,
+    sensitivity=1.0,
+    rtol=1e-10,
+) -> RdpCurve:
     """Certified Eq. (3) RDP curve of ``steps`` steps.
 
     ``sensitivity`` = Delta / C: the node-level sensitivity of the clipped batch gradient in
@@ -716,13 +758,13 @@ def coupled_sampling_rdp_curve(sigma, num_edges, num_nodes, rate, degree_cap,
     m, n, r, K, k = _check_graph(num_edges, num_nodes, rate, degree_cap, negatives_per_positive)
     a = _alphas(alphas)
     up, err, src = _eq3_evaluated(a, s / d, m, n, r, K, k, rtol)
-    theorem = (f"{THEOREM_EQ3}; m={m}, n={n}, rate={r:.6g}, K={K}, k_neg={k}, "
-               f"noise/sensitivity={s / d:.6g}")
+    theorem = f"{THEOREM_EQ3}; m={m}, n={n}, rate={r:.6g}, K={K}, k_neg={k}, noise/sensitivity={s / d:.6g}"
     return _scale(a, up, err, t, theorem, METHOD_MIX + "; node values: " + _sgm_method(), src)
 
 
 def _sgm_method():
     from .poisson import METHOD_SGM
+
     return METHOD_SGM
 
 
@@ -743,16 +785,22 @@ def _scale(a, up, err, t, theorem, method, src) -> RdpCurve:
 # Thm C.1 / Eq. (47)
 # ------------------------------------------------------------------------------------------------
 
+
 def _c1_log_weights(rate: float, K: int, p: float) -> np.ndarray:
     """log weights of the means 0..K+2 of P_l = sum_{i,j} Bin(i|K,rate)[(1-p), p]_j N(i + 2j)."""
     i = np.arange(K + 1, dtype=float)
-    lb = (special.gammaln(K + 1.0) - special.gammaln(i + 1.0) - special.gammaln(K - i + 1.0)
-          + i * math.log(rate) + (K - i) * math.log1p(-rate))
+    lb = (
+        special.gammaln(K + 1.0)
+        - special.gammaln(i + 1.0)
+        - special.gammaln(K - i + 1.0)
+        + i * math.log(rate)
+        + (K - i) * math.log1p(-rate)
+    )
     out = np.full(K + 3, -np.inf)
     with np.errstate(divide="ignore"):
         l0 = math.log1p(-p) if p < 1 else -np.inf
         l1 = math.log(p) if p > 0 else -np.inf
-    out[:K + 1] = np.logaddexp(out[:K + 1], lb + l0)
+    out[: K + 1] = np.logaddexp(out[: K + 1], lb + l0)
     out[2:] = np.logaddexp(out[2:], lb + l1)
     return out
 
@@ -763,6 +811,7 @@ def _mixture_log_bounds(alphas: np.ndarray, lw: np.ndarray, s: float, d=None, qu
     rel_d) of ``lw`` for the exact polynomial (:func:`_poly_d`), computed here if None;
     ``quad``: its quadratures (:func:`_mixture_quads`), likewise."""
     from .group import _removal_poly
+
     poly = _poly_mask(alphas, lw)
     rem_q, ins_q = _mixture_quads(alphas, [lw], s)[0] if quad is None else quad
     n = alphas.size
@@ -780,6 +829,7 @@ def _mixture_quads(alphas: np.ndarray, lws: list, s: float) -> list:
     quadrature) of each mixture, the mixtures with the same orders computed together
     (``_quadrature.mixture_psi_m1_batch``: the same floats as one mixture at a time)."""
     from ._quadrature import mixture_psi_m1_batch
+
     ints = is_integer_order(alphas)
     rem: list = [None] * len(lws)
     same: dict[bytes, list[int]] = {}
@@ -800,16 +850,18 @@ def _poly_mask(alphas: np.ndarray, lw: np.ndarray) -> np.ndarray:
     needs a finite weight at mean 0 (p_l = 1 has none: quadrature, which handles L(z) -> 0 as
     z -> -inf; checked against mpmath in the tests)."""
     from .group import max_poly_order
-    return is_integer_order(alphas) & (alphas <= max_poly_order(lw.size - 1)) \
-        & bool(np.isfinite(lw[0]))
+
+    return is_integer_order(alphas) & (alphas <= max_poly_order(lw.size - 1)) & bool(np.isfinite(lw[0]))
 
 
 def _quiet(fn):
     """np.errstate around the core's quadrature: with a zero weight (log -inf) its zero-free
     strip estimate is NaN and it falls back to its conservative floor pi/K (by design)."""
+
     def wrapped(*a, **kw):
         with np.errstate(invalid="ignore"):
             return fn(*a, **kw)
+
     return wrapped
 
 
@@ -821,8 +873,8 @@ def _c1_node_weights(l, rate, K, k, n) -> np.ndarray:
     p = min(1.0, float(l) * k / n) if k > 0 else 0.0
     lw = _c1_log_weights(rate, K, p)
     if k == 0:
-        lw = lw[:K + 1]
-    return lw[:int(np.nonzero(np.isfinite(lw))[0].max()) + 1]   # drop empty top means
+        lw = lw[: K + 1]
+    return lw[: int(np.nonzero(np.isfinite(lw))[0].max()) + 1]  # drop empty top means
 
 
 def _poly_d(ls, lws, alphas, s, chains: dict | None) -> dict:
@@ -833,6 +885,7 @@ def _poly_d(ls, lws, alphas, s, chains: dict | None) -> dict:
     ratio and configuration) keeps each node's recursion, so a later order group with larger
     integer orders continues from the last j instead of starting again."""
     from .group import DChain
+
     chains = {} if chains is None else chains
     need: dict[int, int] = {}
     for i, lw in enumerate(lws):
@@ -869,10 +922,10 @@ def _c1_eval(ls, alphas, s, rate, K, k, n, chains: dict | None = None):
     lws = [_c1_node_weights(l, rate, K, k, n) for l in ls]
     d = _poly_d(ls, lws, alphas, s, chains)
     mixed = [i for i, lw in enumerate(lws) if lw.size > 1]
-    with np.errstate(invalid="ignore"):     # as in _mixture_log_bounds (_quiet)
+    with np.errstate(invalid="ignore"):  # as in _mixture_log_bounds (_quiet)
         quads = dict(zip(mixed, _mixture_quads(alphas, [lws[i] for i in mixed], s)))
     for i, lw in enumerate(lws):
-        if lw.size == 1:    # rate so small that only N(0) has weight: Psi - 1 = 0
+        if lw.size == 1:  # rate so small that only N(0) has weight: Psi - 1 = 0
             lo[i], hi[i] = -np.inf, -np.inf
             continue
         r_lo, r_hi, i_lo, i_hi = _mixture_log_bounds(alphas, lw, s, d.get(i), quads[i])
@@ -917,7 +970,7 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0, groups=Non
     kink = n / k if k > 0 else math.inf
 
     memo = _MEMO.context(("c1", s, m, n, rate, K, k))
-    chains = memo.setdefault("chains", {})     # l -> D_j recursion of the removal polynomial
+    chains = memo.setdefault("chains", {})  # l -> D_j recursion of the removal polynomial
 
     def eval_fn(ls):
         return _c1_eval(ls, alphas, s, rate, K, k, n, chains)
@@ -945,8 +998,9 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0, groups=Non
                 return _c1_eval(ls, sub, s, rate, K, k, n, chains)
 
             def run(sub=sub, cols=cols, eval_sub=eval_sub):
-                return _binomial_mixture(m, rate, kink, eval_sub, np.concatenate([1.0 / sub] * 2),
-                                         log_fmax[cols], log_cap[cols], rtol)
+                return _binomial_mixture(
+                    m, rate, kink, eval_sub, np.concatenate([1.0 / sub] * 2), log_fmax[cols], log_cap[cols], rtol
+                )
 
             res = _memo_group(memo, sub, rtol, run)
             log_lo[cols], log_hi[cols] = res.log_lo, res.log_hi
@@ -954,8 +1008,9 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0, groups=Non
         nodes = f"thm C.1 (nodes per order group: {'/'.join(info)})"
     na = alphas.size
     with np.errstate(invalid="ignore"):
-        up, err = rdp_from_log_psi_m1(alphas, np.maximum(log_lo[:na], log_lo[na:]),
-                                      np.maximum(log_hi[:na], log_hi[na:]))
+        up, err = rdp_from_log_psi_m1(
+            alphas, np.maximum(log_lo[:na], log_lo[na:]), np.maximum(log_hi[:na], log_hi[na:])
+        )
     direction = np.where(log_hi[:na] >= log_hi[na:], "removal", "insertion")
     take = noamp * (1 + 4 * ULP) < up
     up = np.where(take, noamp * (1 + 4 * ULP), up)
@@ -964,8 +1019,9 @@ def _c1_evaluated(alphas, s, m, n, rate, K, k, rtol, max_order=256.0, groups=Non
     return up, err, srcs
 
 
-def coupled_sampling_rdp_standard_clipping(alpha, sigma, num_edges, num_nodes, rate, degree_cap,
-                                           negatives_per_positive, rtol=1e-8):
+def coupled_sampling_rdp_standard_clipping(
+    alpha, sigma, num_edges, num_nodes, rate, degree_cap, negatives_per_positive, rtol=1e-8
+):
     """Per-step RDP of relational DP-SGD with standard per-tuple clipping at C (noise sigma C),
     by Huang et al. 2025 Thm C.1 / Eq. (47): the max of both directions, each E_l of a Renyi
     moment of the mixture sum_{i,j} w_ij(l) N(i + 2j, sigma^2) against N(0, sigma^2), computed by
@@ -978,10 +1034,19 @@ def coupled_sampling_rdp_standard_clipping(alpha, sigma, num_edges, num_nodes, r
     return float(up[0]) if np.ndim(alpha) == 0 else up
 
 
-def coupled_sampling_standard_clipping_rdp_curve(sigma, num_edges, num_nodes, rate, degree_cap,
-                                                 negatives_per_positive, steps=1, alphas=None,
-                                                 tuple_threshold=1.0, rtol=1e-8,
-                                                 max_order=256.0) -> RdpCurve:
+def coupled_sampling_standard_clipping_rdp_curve(
+    sigma,
+    num_edges,
+    num_nodes,
+    rate,
+    degree_cap,
+    negatives_per_positive,
+    steps=1,
+    alphas=None,
+    tuple_threshold=1.0,
+    rtol=1e-8,
+    max_order=256.0,
+) -> RdpCurve:
     """Certified Thm C.1 RDP curve of ``steps`` steps.
 
     ``tuple_threshold`` = c / C: the per-tuple clipping threshold in units of the noise scale C
@@ -997,10 +1062,14 @@ def coupled_sampling_standard_clipping_rdp_curve(sigma, num_edges, num_nodes, ra
     m, n, r, K, k = _check_graph(num_edges, num_nodes, rate, degree_cap, negatives_per_positive)
     a = _alphas(alphas)
     up, err, srcs = _c1_evaluated(a, s / c, m, n, r, K, k, rtol, max_order)
-    theorem = (f"{THEOREM_C1 if k else THEOREM_GROUP_REL}; m={m}, n={n}, rate={r:.6g}, K={K}, "
-               f"k_neg={k}, noise/threshold={s / c:.6g}")
-    method = METHOD_MIX + ("; node values: removal exact polynomial (integer orders <= "
-                           "max_poly_order) or quadrature, insertion quadrature, error bounds")
+    theorem = (
+        f"{THEOREM_C1 if k else THEOREM_GROUP_REL}; m={m}, n={n}, rate={r:.6g}, K={K}, "
+        f"k_neg={k}, noise/threshold={s / c:.6g}"
+    )
+    method = METHOD_MIX + (
+        "; node values: removal exact polynomial (integer orders <= "
+        "max_poly_order) or quadrature, insertion quadrature, error bounds"
+    )
     if isinstance(srcs, str):
         srcs = [srcs] * a.size
     rdp, errs = _scaled(up, err, t)
@@ -1017,8 +1086,7 @@ def naive_rdp_curve(sigma, sensitivity=1.0, steps=1, alphas=None) -> RdpCurve:
     t = V.integer("steps", steps, lo=0)
     a = _alphas(alphas)
     val = a * d * d / (2 * s * s) * (1 + 4 * ULP)
-    return _scale(a, val, val * 8 * ULP, t, f"{THEOREM_NAIVE}; sensitivity/C={d:g}",
-                  "closed form", "naive")
+    return _scale(a, val, val * 8 * ULP, t, f"{THEOREM_NAIVE}; sensitivity/C={d:g}", "closed form", "naive")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1030,8 +1098,7 @@ NEGATIVE_SAMPLERS = ("wor", "none", "public", "with_replacement", "in_batch", "c
 POSITIVE_SAMPLERS = ("poisson", "shuffle", "fixed_size")
 
 
-def freq_clip_sensitivity(degree_cap: int, negatives_per_positive: int,
-                          private_negatives: bool = True) -> float:
+def freq_clip_sensitivity(degree_cap: int, negatives_per_positive: int, private_negatives: bool = True) -> float:
     """Corrected node-level sensitivity of FREQ-CLIP (Alg. 1), in units of C  [D].
 
     Alg. 1 clips tuple T to C / (2 maxfreq(T)), maxfreq(T) = max_{v in T} freq(v), freq(v) = number
@@ -1066,8 +1133,7 @@ def freq_clip_sensitivity(degree_cap: int, negatives_per_positive: int,
     return 0.5 * (1.0 + j + K * (k + 1) / 2.0)
 
 
-def node_sensitivity(clipping: str, degree_cap: int, negatives_per_positive: int,
-                     negatives: str = "wor") -> float:
+def node_sensitivity(clipping: str, degree_cap: int, negatives_per_positive: int, negatives: str = "wor") -> float:
     """Node-level sensitivity Delta/C of the clipped batch gradient (noise std sigma C).
 
     * ``static``: per-tuple threshold C/(K + 2) (C/K without private negatives) -> 1.
@@ -1088,14 +1154,17 @@ def node_sensitivity(clipping: str, degree_cap: int, negatives_per_positive: int
     raise RelationalSoundnessError(
         "FREQ-CLIP at the sensitivity C claimed by Prop 4.1 is not certifiable: thresholds of "
         "tuples not containing the removed node change too (counterexample: 1.75 C at K=5, "
-        "k_neg=1; worst case C (1 + K (k_neg+1)/4))", rule="DPS601",
+        "k_neg=1; worst case C (1 + K (k_neg+1)/4))",
+        rule="DPS601",
         hint="use clipping='static' (per-tuple C/(K+2), Eq. (3) with sensitivity C), "
-             "clipping='standard' (Thm C.1), or clipping='freq' (FREQ-CLIP with the corrected "
-             "sensitivity freq_clip_sensitivity(K, k_neg))")
+        "clipping='standard' (Thm C.1), or clipping='freq' (FREQ-CLIP with the corrected "
+        "sensitivity freq_clip_sensitivity(K, k_neg))",
+    )
 
 
-def tuple_threshold(clipping: str, degree_cap: int, negatives_per_positive: int,
-                    negatives: str = "wor") -> float | None:
+def tuple_threshold(
+    clipping: str, degree_cap: int, negatives_per_positive: int, negatives: str = "wor"
+) -> float | None:
     """Per-tuple clipping threshold / C for the per-tuple-additive rules (None for FREQ-CLIP)."""
     K = V.integer("degree_cap", degree_cap, lo=1)
     priv = negatives == "wor" and negatives_per_positive > 0
@@ -1109,6 +1178,7 @@ def tuple_threshold(clipping: str, degree_cap: int, negatives_per_positive: int,
 # ------------------------------------------------------------------------------------------------
 # every valid accountant for a declared configuration
 # ------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RelationalConfig:
@@ -1133,20 +1203,19 @@ class RelationalConfig:
         V.choice("clipping", self.clipping, CLIPPINGS)
         V.choice("negatives", self.negatives, NEGATIVE_SAMPLERS)
         V.choice("positives", self.positives, POSITIVE_SAMPLERS)
-        _check_graph(self.num_edges, self.num_nodes, self.rate, self.degree_cap,
-                     self.negatives_per_positive)
+        _check_graph(self.num_edges, self.num_nodes, self.rate, self.degree_cap, self.negatives_per_positive)
         check_sampler(self.positives, self.negatives, self.negatives_per_positive)
         if self.negatives == "wor" and self.negatives_per_positive > 0:
             b = self.rate * self.num_edges
             if b * self.negatives_per_positive > self.num_nodes:
                 raise RelationalSoundnessError(
                     f"k_neg x expected batch = {self.negatives_per_positive} x {b:g} exceeds "
-                    f"num_nodes = {self.num_nodes}", rule="DPS606",
-                    hint="lower the batch size or k_neg: NEG-SAMPLE-WOR needs b k_neg <= n")
-        if self.negatives in ("none", "public") and self.negatives_per_positive > 0 \
-                and self.negatives == "none":
-            raise RelationalSoundnessError("negatives='none' needs negatives_per_positive = 0",
-                                           rule="DPS611")
+                    f"num_nodes = {self.num_nodes}",
+                    rule="DPS606",
+                    hint="lower the batch size or k_neg: NEG-SAMPLE-WOR needs b k_neg <= n",
+                )
+        if self.negatives in ("none", "public") and self.negatives_per_positive > 0 and self.negatives == "none":
+            raise RelationalSoundnessError("negatives='none' needs negatives_per_positive = 0", rule="DPS611")
 
     @property
     def private_negatives(self) -> bool:
@@ -1163,24 +1232,32 @@ def check_sampler(positives: str, negatives: str, negatives_per_positive: int = 
     if positives != "poisson":
         raise RelationalSoundnessError(
             f"positives sampled by {positives!r}: Thm 3 / Thm C.1 need Poisson-sampled positives",
-            rule="DPS605", hint="use PoissonEdgeSampler (each capped edge independently with "
-                                "probability rate; the batch size is random, empty batches add noise)")
+            rule="DPS605",
+            hint="use PoissonEdgeSampler (each capped edge independently with "
+            "probability rate; the batch size is random, empty batches add noise)",
+        )
     if negatives == "with_replacement":
         raise RelationalSoundnessError(
             "negatives drawn with replacement: a node can be the negative of many tuples, so "
-            "|B-(u)| and the sensitivity are unbounded", rule="DPS602",
-            hint="use NEG-SAMPLE-WOR (negatives='wor'): k_neg |B+| distinct nodes per batch")
+            "|B-(u)| and the sensitivity are unbounded",
+            rule="DPS602",
+            hint="use NEG-SAMPLE-WOR (negatives='wor'): k_neg |B+| distinct nodes per batch",
+        )
     if negatives == "in_batch":
         raise RelationalSoundnessError(
             "in-batch negatives: every positive endpoint is a negative of every other tuple, so "
-            "one node touches the whole batch", rule="DPS603",
-            hint="use NEG-SAMPLE-WOR (negatives='wor')")
+            "one node touches the whole batch",
+            rule="DPS603",
+            hint="use NEG-SAMPLE-WOR (negatives='wor')",
+        )
     if negatives == "content_dependent":
         raise RelationalSoundnessError(
             "negatives that depend on the sampled positives' contents are not "
             "cardinality-dependent sampling (Def. 4.1 subclass); Thm 3 does not apply",
-            rule="DPS604", hint="draw negatives as a uniform WOR node sample whose size depends "
-                                "only on |B+| (negatives='wor'), then pair them with the positives")
+            rule="DPS604",
+            hint="draw negatives as a uniform WOR node sample whose size depends "
+            "only on |B+| (negatives='wor'), then pair them with the positives",
+        )
 
 
 @dataclass(frozen=True)
@@ -1259,35 +1336,49 @@ def _applicable(config: RelationalConfig, include: Sequence[str] | None):
     valid: list[tuple[str, str]] = []
     rejected: dict[str, str] = {}
     if "eq3" in want:
-        valid.append(("eq3", f"constant node sensitivity {Delta:g} C ({config.clipping} clipping) "
-                             f"with Poisson positives and {'WOR private' if k else 'no private'} "
-                             "negatives"))
+        valid.append(
+            (
+                "eq3",
+                f"constant node sensitivity {Delta:g} C ({config.clipping} clipping) "
+                f"with Poisson positives and {'WOR private' if k else 'no private'} "
+                "negatives",
+            )
+        )
     if "thm_c1" in want:
         if c is None:
-            rejected["thm_c1"] = ("FREQ-CLIP is not per-tuple additive: thresholds of tuples not "
-                                  "containing the node change, so (45)-(46) fail")
+            rejected["thm_c1"] = (
+                "FREQ-CLIP is not per-tuple additive: thresholds of tuples not "
+                "containing the node change, so (45)-(46) fail"
+            )
         elif k == 0:
             rejected["thm_c1"] = "no private negatives: Thm C.1 reduces to the group bound"
         else:
-            valid.append(("thm_c1", f"per-tuple threshold {c:g} C: shifts (i + 2j) x {c:g} C, "
-                                    "assumptions (45)-(46)"))
+            valid.append(("thm_c1", f"per-tuple threshold {c:g} C: shifts (i + 2j) x {c:g} C, assumptions (45)-(46)"))
     if "group" in want:
         if c is None:
             rejected["group"] = "FREQ-CLIP: a node change also moves other tuples' thresholds"
         elif k > 0:
-            rejected["group"] = ("private WOR negatives: a node change also replaces a negative and "
-                                 "the negative sample size depends on |B+| - not a group of <= K "
-                                 "pure removals")
+            rejected["group"] = (
+                "private WOR negatives: a node change also replaces a negative and "
+                "the negative sample size depends on |B+| - not a group of <= K "
+                "pure removals"
+            )
         else:
-            valid.append(("group", f"no private negatives: node change = removal of <= {K} "
-                                   f"Poisson-sampled tuples of norm <= {c:g} C each"))
+            valid.append(
+                (
+                    "group",
+                    f"no private negatives: node change = removal of <= {K} "
+                    f"Poisson-sampled tuples of norm <= {c:g} C each",
+                )
+            )
     if "naive" in want:
         valid.append(("naive", f"per-step sensitivity {Delta:g} C"))
     return valid, rejected, Delta, c
 
 
-def _accountant_curve(config: RelationalConfig, name: str, s: float, T: int, a: np.ndarray,
-                      rtol_eq3: float, rtol_c1: float) -> RdpCurve:
+def _accountant_curve(
+    config: RelationalConfig, name: str, s: float, T: int, a: np.ndarray, rtol_eq3: float, rtol_c1: float
+) -> RdpCurve:
     """The T-step curve of one valid accountant (``name`` from :func:`_applicable`)."""
     K, k = config.degree_cap, config.k_eff
     m, n, r = config.num_edges, config.num_nodes, config.rate
@@ -1303,9 +1394,16 @@ def _accountant_curve(config: RelationalConfig, name: str, s: float, T: int, a: 
     raise ValueError(f"unknown accountant {name!r}")
 
 
-def relational_accountants(config: RelationalConfig, sigma, steps, delta, alphas=None,
-                           rtol_eq3=1e-10, rtol_c1=1e-8,
-                           include: Sequence[str] | None = None) -> RelationalAccounting:
+def relational_accountants(
+    config: RelationalConfig,
+    sigma,
+    steps,
+    delta,
+    alphas=None,
+    rtol_eq3=1e-10,
+    rtol_c1=1e-8,
+    include: Sequence[str] | None = None,
+) -> RelationalAccounting:
     """Evaluate every valid accountant for ``config`` at noise multiplier ``sigma`` (noise std
     sigma C) over ``steps`` steps and return the tightest guarantee at ``delta``.
 
@@ -1353,23 +1451,23 @@ def relational_accountants(config: RelationalConfig, sigma, steps, delta, alphas
     rdp = R[arg, np.arange(a.size)]
     lower = np.min(np.maximum(R - E, 0.0), axis=0)
     errs = np.where(np.isfinite(rdp), rdp - np.minimum(lower, rdp), np.inf)
-    theorem = ("pointwise minimum of valid bounds: " +
-               "; ".join(f"{nm}: [{acc[nm].curve.theorem}]" for nm in names))
-    combined = _make(a, rdp, errs, theorem, " | ".join(sorted({acc[nm].curve.method
-                                                               for nm in names})),
-                     [names[i] for i in arg])
+    theorem = "pointwise minimum of valid bounds: " + "; ".join(f"{nm}: [{acc[nm].curve.theorem}]" for nm in names)
+    combined = _make(
+        a, rdp, errs, theorem, " | ".join(sorted({acc[nm].curve.method for nm in names})), [names[i] for i in arg]
+    )
     dp = dp_from_curve(combined, d)
     at = combined.sources[int(np.argmin(np.abs(a - dp.best_alpha)))]
     eps_list = ", ".join(f"{nm} {acc[nm].epsilon:.6g}" for nm in names)
     rej = "; ".join(f"{nm}: {why}" for nm, why in rejected.items())
     notes = consistency_notes(m, n, K)
-    statement = (f"epsilon = {dp.epsilon:.6g} at delta = {d:g} from the pointwise minimum of the "
-                 f"valid RDP curves, attained at alpha = {dp.best_alpha:g} by '{at}' "
-                 f"({acc[at].why}). Single accountants: {eps_list}; tightest single: '{best}'."
-                 + (f" Not applicable: {rej}." if rej else "")
-                 + (f" Note: {' '.join(notes)}" if notes else ""))
-    return RelationalAccounting(config, s, T, d, acc, rejected, best, combined, dp, statement,
-                                Delta, ASSUMPTIONS)
+    statement = (
+        f"epsilon = {dp.epsilon:.6g} at delta = {d:g} from the pointwise minimum of the "
+        f"valid RDP curves, attained at alpha = {dp.best_alpha:g} by '{at}' "
+        f"({acc[at].why}). Single accountants: {eps_list}; tightest single: '{best}'."
+        + (f" Not applicable: {rej}." if rej else "")
+        + (f" Note: {' '.join(notes)}" if notes else "")
+    )
+    return RelationalAccounting(config, s, T, d, acc, rejected, best, combined, dp, statement, Delta, ASSUMPTIONS)
 
 
 def relational_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None) -> float:
@@ -1385,7 +1483,7 @@ def _lazy_groups(config: RelationalConfig, name: str, a: np.ndarray) -> list[np.
         return []
     if name == "eq3":
         return _order_groups(a)
-    small = ~(a > 256.0)                   # _c1_evaluated: orders > max_order are closed form
+    small = ~(a > 256.0)  # _c1_evaluated: orders > max_order are closed form
     out = []
     for g in _order_groups(a[small]):
         full = np.zeros(a.size, dtype=bool)
@@ -1394,13 +1492,11 @@ def _lazy_groups(config: RelationalConfig, name: str, a: np.ndarray) -> list[np.
     return out
 
 
-def _node0_lower(config: RelationalConfig, name: str, a: np.ndarray, sel: np.ndarray,
-                 s: float) -> np.ndarray:
+def _node0_lower(config: RelationalConfig, name: str, a: np.ndarray, sel: np.ndarray, s: float) -> np.ndarray:
     """Per-step lower bound of the certified eq3 / thm_c1 value at the orders ``a[sel]`` (0
     elsewhere) from the l = 0 term: the summand f(l) = Psi_l - 1 is non-decreasing in l (module
     docstring), so E_l f(l) >= f(0) >= its certified lower bound."""
-    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate,
-                                 config.degree_cap, config.k_eff)
+    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate, config.degree_cap, config.k_eff)
     al = a[sel]
     if name == "eq3":
         _, one_minus_c = _gamma_params(r, K)
@@ -1408,7 +1504,7 @@ def _node0_lower(config: RelationalConfig, name: str, a: np.ndarray, sel: np.nda
     else:
         chains = _MEMO.context(("c1", s, m, n, r, K, k)).setdefault("chains", {})
         lo, _ = _c1_eval(np.array([0]), al, s, r, K, k, n, chains)
-        log_lo = np.maximum(lo[0, :al.size], lo[0, al.size:])
+        log_lo = np.maximum(lo[0, : al.size], lo[0, al.size :])
     out = np.zeros(a.size)
     with np.errstate(invalid="ignore"):
         v = np.logaddexp(0.0, log_lo) / (al - 1.0)
@@ -1423,9 +1519,16 @@ def _epsilon_lower(a: np.ndarray, rdp: np.ndarray, log_delta: float) -> np.ndarr
         return rdp + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1.0)
 
 
-def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
-                    rtol_eq3=1e-10, rtol_c1=1e-8,
-                    include: Sequence[str] | None = None) -> float:
+def _search_epsilon(
+    config: RelationalConfig,
+    sigma,
+    steps,
+    delta,
+    alphas=None,
+    rtol_eq3=1e-10,
+    rtol_c1=1e-8,
+    include: Sequence[str] | None = None,
+) -> float:
     """``relational_accountants(...).epsilon`` with the same arguments, the same float, computing
     only the order groups that can attain the minimum of the conversion [D].
 
@@ -1455,18 +1558,18 @@ def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
     valid, _, Delta, c = _applicable(config, include)
     if not valid:
         raise ValueError("include selects no accountant")
-    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate,
-                                 config.degree_cap, config.k_eff)
+    m, n, r, K, k = _check_graph(config.num_edges, config.num_nodes, config.rate, config.degree_cap, config.k_eff)
     names = [nm for nm, _ in valid]
     na = a.size
     rdp = {nm: np.full(na, np.nan) for nm in names}
-    chain = {nm: np.zeros(na) for nm in names}    # lower bounds usable for larger orders
+    chain = {nm: np.zeros(na) for nm in names}  # lower bounds usable for larger orders
     groups = {nm: _lazy_groups(config, nm, a) for nm in names}
     ratio = {"eq3": s / Delta, "thm_c1": s / c if c is not None else None}
     done: dict[str, set] = {nm: set() for nm in names}
     first = is_integer_order(a) & (a <= 64)
-    todo = {nm: {gi for gi, g in enumerate(groups[nm]) if np.any(g & first)}
-            or set(range(len(groups[nm]))) for nm in names}
+    todo = {
+        nm: {gi for gi, g in enumerate(groups[nm]) if np.any(g & first)} or set(range(len(groups[nm]))) for nm in names
+    }
     node0: dict[tuple, np.ndarray] = {}
     log_d = math.log(d)
     while True:
@@ -1474,8 +1577,7 @@ def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
             gs = groups[nm]
             if not gs:
                 if not done[nm]:
-                    rdp[nm] = np.array(_accountant_curve(config, nm, s, T, a, rtol_eq3,
-                                                         rtol_c1).rdp)
+                    rdp[nm] = np.array(_accountant_curve(config, nm, s, T, a, rtol_eq3, rtol_c1).rdp)
                     done[nm].add(0)
                 continue
             new = todo[nm] - done[nm]
@@ -1493,37 +1595,34 @@ def _search_epsilon(config: RelationalConfig, sigma, steps, delta, alphas=None,
                 capped = up >= noamp * (1 + 4 * ULP)
                 lo_t = np.maximum(up_t - e_t, 0.0) * (1.0 - 1e-9)
             sel = np.any(np.stack([gs[gi] for gi in new]), axis=0)
-            sel |= ~np.any(np.stack(gs), axis=0)        # closed-form orders (> max_order)
+            sel |= ~np.any(np.stack(gs), axis=0)  # closed-form orders (> max_order)
             rdp[nm][sel] = up_t[sel]
             use = sel & ~capped & np.isfinite(lo_t)
             chain[nm][use] = lo_t[use]
             done[nm] |= new
         vals = np.stack([rdp[nm] for nm in names])
         full = np.all(~np.isnan(vals), axis=0)
-        eps_k = convert(a[full], np.min(vals[:, full], axis=0), d)[0] if np.any(full) \
-            else math.inf
+        eps_k = convert(a[full], np.min(vals[:, full], axis=0), d)[0] if np.any(full) else math.inf
         if eps_k == 0.0 or np.all(full):
             return eps_k
         margin = 1e-9 * (1.0 + abs(eps_k)) if math.isfinite(eps_k) else math.inf
         # lower bounds of each accountant's certified value at the orders not evaluated yet
-        lbs = {nm: np.where(np.isnan(rdp[nm]), np.maximum.accumulate(chain[nm]), rdp[nm])
-               for nm in names}
+        lbs = {nm: np.where(np.isnan(rdp[nm]), np.maximum.accumulate(chain[nm]), rdp[nm]) for nm in names}
 
         def needed():
-            comb_lb = np.min(np.stack([lbs[nm] for nm in names]), axis=0)
+            comb_lb = np.min(np.stack([lbs[nm] for nm in names]), axis=0)  # noqa: B023 - called in this iteration
             with np.errstate(invalid="ignore", over="ignore"):
                 tv_safe = d * d + np.expm1(-comb_lb) < -1e-9
                 eps_lb = _epsilon_lower(a, comb_lb, log_d)
-            return ~full & ~(tv_safe & (eps_lb > eps_k + margin))
+            return ~full & ~(tv_safe & (eps_lb > eps_k + margin))  # noqa: B023 - called in this iteration
 
         need = needed()
-        if np.any(need):        # second chance: the bound from the l = 0 term
+        if np.any(need):  # second chance: the bound from the l = 0 term
             for nm in names:
                 for gi, g in enumerate(groups[nm]):
                     if gi not in done[nm] and np.any(g & need):
                         if (nm, gi) not in node0:
-                            node0[(nm, gi)] = T * (1.0 - 1e-9) * _node0_lower(config, nm, a, g,
-                                                                              ratio[nm])
+                            node0[(nm, gi)] = T * (1.0 - 1e-9) * _node0_lower(config, nm, a, g, ratio[nm])
                         lbs[nm] = np.where(g, np.maximum(lbs[nm], node0[(nm, gi)]), lbs[nm])
             need = needed()
         if not np.any(need):
@@ -1543,21 +1642,33 @@ def certify_relational(config: RelationalConfig, sigma, steps, delta) -> Relatio
 
 #: Orders used while bisecting sigma (a sub-grid: dropping orders can only raise epsilon, so a
 #: sigma meeting the target on it meets it on any super-grid).
-CALIBRATION_ALPHAS = np.concatenate([np.arange(1.25, 3.0, 0.25), np.arange(3.0, 11.0, 0.5),
-                                     np.arange(11.0, 33.0), np.arange(34.0, 65.0, 2.0),
-                                     np.array([80.0, 96.0, 128.0, 192.0, 256.0])])
+CALIBRATION_ALPHAS = np.concatenate(
+    [
+        np.arange(1.25, 3.0, 0.25),
+        np.arange(3.0, 11.0, 0.5),
+        np.arange(11.0, 33.0),
+        np.arange(34.0, 65.0, 2.0),
+        np.array([80.0, 96.0, 128.0, 192.0, 256.0]),
+    ]
+)
 
 
 #: Coarse orders for the calibration search: ~10x fewer quadratures than the certification grid.
 #: Dropping orders only raises epsilon, so a sigma meeting the target here meets it on any grid;
 #: the cost is a slightly larger sigma (about 1 % in epsilon at the paper's settings).
-SEARCH_ALPHAS = np.array([1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0,
-                          48.0, 64.0, 128.0])
+SEARCH_ALPHAS = np.array([1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 128.0])
 
 
-def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, steps,
-                               accountants: Sequence[str] | None = None,
-                               alphas=None, rel_tol=2e-3, on_eval=None) -> float:
+def calibrate_relational_sigma(
+    target_epsilon,
+    delta,
+    config: RelationalConfig,
+    steps,
+    accountants: Sequence[str] | None = None,
+    alphas=None,
+    rel_tol=2e-3,
+    on_eval=None,
+) -> float:
     """Smallest sigma (up to ``rel_tol``) whose pointwise-min epsilon over ``accountants`` (default:
     every valid one, as :func:`relational_accountants`) is <= ``target_epsilon`` on ``alphas``
     (default :data:`SEARCH_ALPHAS`).  Returns the upper end of the final bracket, where the target
@@ -1577,16 +1688,18 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
 
     def f(u, include):
         key = (u, tuple(include))
-        if key not in memo:      # = relational_accountants(...).epsilon, lazily (same float)
+        if key not in memo:  # = relational_accountants(...).epsilon, lazily (same float)
             if on_eval is not None:
                 on_eval()
-            memo[key] = _search_epsilon(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8,
-                                        include=include)
+            memo[key] = _search_epsilon(config, math.exp(u), steps, delta, a, rtol_eq3=1e-8, include=include)
         e = memo[key]
         if e <= 0.0:
-            return -50.0                      # epsilon = 0: far below any target
-        return min(max(math.log(e) - log_target, -50.0), 50.0) if e <= target else \
-            max(min(math.log(e) - log_target, 50.0), 1e-300)
+            return -50.0  # epsilon = 0: far below any target
+        return (
+            min(max(math.log(e) - log_target, -50.0), 50.0)
+            if e <= target
+            else max(min(math.log(e) - log_target, 50.0), 1e-300)
+        )
 
     def bracket(include, u_hi_start):
         u = u_hi_start
@@ -1601,7 +1714,7 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
             if u2 > math.log(1e5):
                 raise ValueError(f"target epsilon {target} needs sigma > 1e5")
             if u2 < math.log(1e-3):
-                return u                      # met already at the last (verified) sigma >= 1e-3
+                return u  # met already at the last (verified) sigma >= 1e-3
             f2 = f(u2, include)
             if (f2 > 0) != (fu > 0):
                 return ((u2, f2), (u, fu)) if f2 > 0 else ((u, fu), (u2, f2))
@@ -1610,8 +1723,8 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
     def solve(include, u_start):
         br = bracket(include, u_start)
         if not isinstance(br, tuple):
-            return br                         # the target is met by every sigma down to 1e-3
-        (ul, fl), (uh, fh) = br              # fl > 0 >= fh
+            return br  # the target is met by every sigma down to 1e-3
+        (ul, fl), (uh, fh) = br  # fl > 0 >= fh
         tol = math.log1p(rel_tol)
         side = 0
         while uh - ul > tol:
@@ -1623,7 +1736,7 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
             fm = f(um, include)
             if fm > 0:
                 ul, fl = um, fm
-                fh = fh / 2 if side == 1 else fh       # Illinois: halve the stale end
+                fh = fh / 2 if side == 1 else fh  # Illinois: halve the stale end
                 side = 1
             else:
                 uh, fh = um, fm
@@ -1635,12 +1748,12 @@ def calibrate_relational_sigma(target_epsilon, delta, config: RelationalConfig, 
     u0 = 0.0
     if cheap and cheap != chosen:
         try:
-            u0 = solve(cheap, 0.0)            # min over fewer accountants: an upper bound
+            u0 = solve(cheap, 0.0)  # min over fewer accountants: an upper bound
         except ValueError:
             u0 = 0.0
     u = solve(chosen, u0)
     sigma = math.exp(u)
-    if f(u, chosen) > 0:                      # pragma: no cover - the bracket end was verified
+    if f(u, chosen) > 0:  # pragma: no cover - the bracket end was verified
         raise RuntimeError("calibrate_relational_sigma: final sigma does not meet the target")
     return float(sigma)
 

@@ -44,8 +44,7 @@ def _log_psi_m1_binary(alphas: np.ndarray, p1: float, q1: float, d1: float):
     terms = []
     for q, d in ((q1, d1), (q0, -d1)):
         v = d / q
-        terms.append(math.log(q) + log_g(alphas, np.full(alphas.shape, v),
-                                         np.full(alphas.shape, math.log1p(v))))
+        terms.append(math.log(q) + log_g(alphas, np.full(alphas.shape, v), np.full(alphas.shape, math.log1p(v))))
     return np.logaddexp(terms[0], terms[1])
 
 
@@ -68,7 +67,7 @@ def _rr_curve(alphas: np.ndarray, pairs) -> tuple[np.ndarray, np.ndarray, list]:
 
 def poisson_rr_curve(alphas: np.ndarray, theta: float, rate: float, group_size: int):
     r_k = -math.expm1(group_size * math.log1p(-rate)) if rate < 1.0 else 1.0
-    d = r_k * (2.0 * theta - 1.0)                      # pi - (1 - theta), exact
+    d = r_k * (2.0 * theta - 1.0)  # pi - (1 - theta), exact
     pi = (1.0 - theta) + d
     pairs = [("removal", pi, 1.0 - theta, d), ("insertion", 1.0 - theta, pi, -d)]
     return _rr_curve(np.asarray(alphas, float), pairs)
@@ -83,7 +82,7 @@ def wor_rr_curve(alphas: np.ndarray, theta: float, w: float):
     for f1, f2, f3 in itertools.product((0, 1), repeat=3):
         p1 = (1 - w) * ber(f1, 1) + w * ber(f2, 1)
         q1 = (1 - w) * ber(f1, 1) + w * ber(f3, 1)
-        d1 = w * (ber(f2, 1) - ber(f3, 1))            # exact: 0 or +-(2 theta - 1) w
+        d1 = w * (ber(f2, 1) - ber(f3, 1))  # exact: 0 or +-(2 theta - 1) w
         pairs.append((f"f={f1}{f2}{f3}", p1, q1, d1))
     return _rr_curve(np.asarray(alphas, float), pairs)
 
@@ -123,6 +122,7 @@ def wor_rr_rdp(alpha, theta, batch_size, dataset_size):
 def wang_thm9_rr_rdp(alphas, theta: float, w: float) -> np.ndarray:
     """Baseline for tests: Wang et al. 2019 Thm 9 applied to RR (digest TV-B)."""
     from .wor import wang_thm9_log_psi_m1
+
     al = np.asarray(alphas, dtype=np.int64)
     jmax = int(al.max())
     j = np.arange(jmax + 1, dtype=float)

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 from scipy.special import logsumexp
@@ -473,8 +473,9 @@ def swm_spp_epsilon(
         return rho + 2.0 * math.sqrt(rho * L), a_star
     from scipy.optimize import minimize_scalar
 
-    f = lambda la: spp_epsilon(swm_epsilon(sigma2, d, w, 1.0 + math.exp(la), flavour, monte_carlo=monte_carlo),
-                               1.0 + math.exp(la), delta)
+    f = lambda la: spp_epsilon(
+        swm_epsilon(sigma2, d, w, 1.0 + math.exp(la), flavour, monte_carlo=monte_carlo), 1.0 + math.exp(la), delta
+    )
     res = minimize_scalar(f, bounds=(-12.0, 9.0), method="bounded", options={"xatol": 1e-10})
     a_star = 1.0 + math.exp(res.x)
     return float(f(res.x)), a_star
@@ -492,7 +493,7 @@ def gwm_sigma2(delta_inf: float, alpha: float, epsilon: float) -> float:
     return alpha * float(delta_inf) ** 2 / (2.0 * epsilon)
 
 
-def compose_static_releases(calibrations: Sequence["SWMCalibration"]) -> "SWMCalibration":
+def compose_static_releases(calibrations: Sequence[SWMCalibration]) -> SWMCalibration:
     """Composition check for static SWM releases: a single release passes through; two or more
     raise DPS405.
 
@@ -509,7 +510,8 @@ def compose_static_releases(calibrations: Sequence["SWMCalibration"]) -> "SWMCal
         f"{len(calibrations)} static SWM releases cannot be composed by adding their ε (no composition "
         "theorem for static Pufferfish releases)",
         rule="DPS405",
-        hint="release the concatenated query once and calibrate that single SWM")
+        hint="release the concatenated query once and calibrate that single SWM",
+    )
 
 
 def deltas_sha256(deltas) -> str:
@@ -586,8 +588,9 @@ class SWMCalibration:
         """Certified ε at Rényi order α for this fixed σ² (static release)."""
         if self.sigma2 == 0.0:
             return 0.0
-        return swm_epsilon(self.sigma2, self.calibration_deltas, self.weights, alpha, self.flavour,
-                           monte_carlo=self.monte_carlo)
+        return swm_epsilon(
+            self.sigma2, self.calibration_deltas, self.weights, alpha, self.flavour, monte_carlo=self.monte_carlo
+        )
 
     def rdp_curve(self, alphas: Iterable[float] = (1.5, 2, 3, 4, 8, 16, 32, 64)) -> list[tuple[float, float]]:
         """[(α, ε_α)] of the static release (ZV25 §B.4.3)."""
@@ -600,8 +603,9 @@ class SWMCalibration:
             return spp_epsilon(self.epsilon_at(alpha), alpha, delta), float(alpha)
         if self.sigma2 == 0.0:
             return 0.0, math.inf
-        return swm_spp_epsilon(self.sigma2, self.calibration_deltas, self.weights, delta, self.flavour,
-                               monte_carlo=self.monte_carlo)
+        return swm_spp_epsilon(
+            self.sigma2, self.calibration_deltas, self.weights, delta, self.flavour, monte_carlo=self.monte_carlo
+        )
 
     def verify(self) -> bool:
         """Recompute Δ hash and the privacy level; True iff both match the stored numbers."""
@@ -634,7 +638,9 @@ class SWMCalibration:
             "profile": self.profile,
             "reading": self.reading,
             "failure_probability": self.failure_probability,
-            "monte_carlo": None if self.monte_carlo is None else {"gamma": self.monte_carlo[0], "delta0": self.monte_carlo[1]},
+            "monte_carlo": None
+            if self.monte_carlo is None
+            else {"gamma": self.monte_carlo[0], "delta0": self.monte_carlo[1]},
             "binding": self.binding,
             "theorems": list(self.theorems),
             "assumptions": [a.to_dict() for a in self.assumptions],
@@ -648,34 +654,50 @@ class SWMCalibration:
         return out
 
     @classmethod
-    def from_dict(cls, doc: dict) -> "SWMCalibration":
+    def from_dict(cls, doc: dict) -> SWMCalibration:
         """Rebuild from :meth:`to_dict` output (for ``verify``: then call :meth:`verify`)."""
         mc = doc.get("monte_carlo")
         inst = doc.get("instance_deltas")
         return cls(
-            sigma2=float(doc["sigma2"]), alpha=float(doc["alpha"]), epsilon=float(doc["epsilon"]),
-            flavour=doc["flavour"], deltas=np.asarray(doc["deltas"], dtype=float),
-            weights=np.asarray(doc["weights"], dtype=float), deltas_sha256=doc["deltas_sha256"],
-            delta_bar2=float(doc["delta_bar2"]), delta_star2=float(doc["delta_star2"]),
+            sigma2=float(doc["sigma2"]),
+            alpha=float(doc["alpha"]),
+            epsilon=float(doc["epsilon"]),
+            flavour=doc["flavour"],
+            deltas=np.asarray(doc["deltas"], dtype=float),
+            weights=np.asarray(doc["weights"], dtype=float),
+            deltas_sha256=doc["deltas_sha256"],
+            delta_bar2=float(doc["delta_bar2"]),
+            delta_star2=float(doc["delta_star2"]),
             aggregation=doc.get("aggregation", "per_direction"),
             instance_deltas=None if inst is None else np.asarray(inst, dtype=float),
-            instances=tuple(tuple(i) for i in doc.get("instances", ())), profile=dict(doc.get("profile", {})),
-            reading=doc.get("reading", ""), failure_probability=float(doc.get("failure_probability", 0.0)),
+            instances=tuple(tuple(i) for i in doc.get("instances", ())),
+            profile=dict(doc.get("profile", {})),
+            reading=doc.get("reading", ""),
+            failure_probability=float(doc.get("failure_probability", 0.0)),
             monte_carlo=None if mc is None else (float(mc["gamma"]), float(mc["delta0"])),
-            binding=doc.get("binding", "exact"), theorems=tuple(doc.get("theorems", ())),
+            binding=doc.get("binding", "exact"),
+            theorems=tuple(doc.get("theorems", ())),
             assumptions=tuple(Assumption(a["statement"], a["source"]) for a in doc.get("assumptions", ())),
-            estimator=dict(doc.get("estimator", {})), notes=tuple(doc.get("notes", ())),
+            estimator=dict(doc.get("estimator", {})),
+            notes=tuple(doc.get("notes", ())),
         )
 
 
 _BASE_ASSUMPTIONS = (
-    Assumption("Noise N ~ 𝒩(0, σ² I_d) is drawn independently of the data X and of the secret",
-               f"{PAPER}, Lemma 4.1 / eq. (9)"),
-    Assumption("Δ^u is the per-slice ∞-Wasserstein sensitivity, maximised over every declared world θ "
-               "and every discriminative pair with positive prior mass; the declared worlds are the whole "
-               "family Θ (the guarantee says nothing about other priors)", f"{PAPER}, eq. (6), Defs 4.2/4.4"),
-    Assumption("The guarantee is the sliced notion for the recorded slice profile (𝒰, ω); it is not (α, ε)-RPP, "
-               "DP or group DP", f"{PAPER}, §4, Prop B.1, Props G.1/G.2"),
+    Assumption(
+        "Noise N ~ 𝒩(0, σ² I_d) is drawn independently of the data X and of the secret", f"{PAPER}, Lemma 4.1 / eq. (9)"
+    ),
+    Assumption(
+        "Δ^u is the per-slice ∞-Wasserstein sensitivity, maximised over every declared world θ "
+        "and every discriminative pair with positive prior mass; the declared worlds are the whole "
+        "family Θ (the guarantee says nothing about other priors)",
+        f"{PAPER}, eq. (6), Defs 4.2/4.4",
+    ),
+    Assumption(
+        "The guarantee is the sliced notion for the recorded slice profile (𝒰, ω); it is not (α, ε)-RPP, "
+        "DP or group DP",
+        f"{PAPER}, §4, Prop B.1, Props G.1/G.2",
+    ),
     Assumption("A static SWM release does not compose additively with other releases", f"{PAPER}, §5 (Thm 5.8 scope)"),
 )
 
@@ -722,7 +744,7 @@ def calibrate_swm(
     if aggregation == "per_instance" and inst is None:
         raise ValueError("aggregation='per_instance' needs instance_deltas")
     used = inst if aggregation == "per_instance" else dvec
-    mc = _check_monte_carlo(monte_carlo, np.atleast_2d(used))
+    mc = _check_monte_carlo(monte_carlo, np.atleast_2d(used))  # type: ignore[arg-type]  # set on both paths
     if not (0.0 <= float(estimation_failure) < 1.0):
         raise ValueError(f"estimation_failure must lie in [0, 1), got {estimation_failure!r}")
     sigma2 = swm_sigma2(used, w, alpha, epsilon, flavour, monte_carlo=mc)
@@ -750,12 +772,16 @@ def calibrate_swm(
     else:
         fail = float(estimation_failure)
         if fail > 0:
-            reading = f"PAC with failure probability γ={fail:g} (DKW estimation of sampled conditionals; finite profile)"
+            reading = (
+                f"PAC with failure probability γ={fail:g} (DKW estimation of sampled conditionals; finite profile)"
+            )
         else:
             reading = "exact for the finite profile"
     if sigma2 == 0.0:
-        notes.append("all sensitivities are 0: the released value carries no secret information along the profile; σ² = 0")
-    theorems = _THEOREMS[(flavour, mc is not None)]
+        notes.append(
+            "all sensitivities are 0: the released value carries no secret information along the profile; σ² = 0"
+        )
+    theorems: tuple[str, ...] = _THEOREMS[(flavour, mc is not None)]
     if aggregation == "per_instance":
         theorems = theorems + ("dpspec [D] per-instance (max outside) aggregation, digest §4.1",)
     if mc is not None:
@@ -763,8 +789,10 @@ def calibrate_swm(
     assumptions = tuple(_BASE_ASSUMPTIONS) + tuple(assumptions)
     if mc is not None:
         assumptions += (
-            Assumption(f"Directions U_1..U_m are i.i.d. from the continuous profile ω; Δ^u ≤ Δ0 = {mc[1]:.6g} for all u",
-                       f"{PAPER}, Thms 4.7/4.8"),
+            Assumption(
+                f"Directions U_1..U_m are i.i.d. from the continuous profile ω; Δ^u ≤ Δ0 = {mc[1]:.6g} for all u",
+                f"{PAPER}, Thms 4.7/4.8",
+            ),
         )
     return SWMCalibration(
         sigma2=float(sigma2),

@@ -34,23 +34,26 @@ import math
 import numpy as np
 
 from . import _validate as V
-from ._exact import (log_bounds_from_abs, log_bounds_from_rel, rdp_from_log_psi_m1)
+from ._exact import log_bounds_from_abs, log_bounds_from_rel, rdp_from_log_psi_m1
 from ._logmath import LOG_FACTORIAL, ULP, log_expm1, segment_logsumexp
 from ._quadrature import two_mixture_psi_m1
 from .poisson import Evaluated, cap, no_amplification, sgm_curve
 
 BATCH_SENSITIVITY = 2.0
-THEOREM_WOR_ADD_REMOVE = ("Schuchardt et al. 2024 Thm F.3 (WOR, insertion/removal, fixed "
-                          "batch) via Mironov-Talwar-Zhang 2019 §3.3 (Poisson SGM at rate q/N, "
-                          "sensitivity 2)")
-THEOREM_WOR_SUBSTITUTION = ("min of Wang-Balle-Kasiviswanathan 2019 Thm 9 and Schuchardt et "
-                            "al. 2024 Thm 3.6 + Thm H.12 (relaxed two-mixture), WOR "
-                            "substitution")
+THEOREM_WOR_ADD_REMOVE = (
+    "Schuchardt et al. 2024 Thm F.3 (WOR, insertion/removal, fixed "
+    "batch) via Mironov-Talwar-Zhang 2019 §3.3 (Poisson SGM at rate q/N, "
+    "sensitivity 2)"
+)
+THEOREM_WOR_SUBSTITUTION = (
+    "min of Wang-Balle-Kasiviswanathan 2019 Thm 9 and Schuchardt et "
+    "al. 2024 Thm 3.6 + Thm H.12 (relaxed two-mixture), WOR "
+    "substitution"
+)
 RELATIONS = ("substitution", "add_remove")
 
 
-def wang_thm9_log_psi_m1(alphas: np.ndarray, log_w: float, log_moment: np.ndarray,
-                         eps2: float, log_em1_inf: float):
+def wang_thm9_log_psi_m1(alphas: np.ndarray, log_w: float, log_moment: np.ndarray, eps2: float, log_em1_inf: float):
     """log of the Wang et al. 2019 Thm 9 bound on Psi_alpha - 1 (integer alpha >= 2).
 
         Psi - 1 <= w^2 C(a,2) min{4 (e^{eps(2)} - 1), e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
@@ -69,10 +72,11 @@ def wang_thm9_log_psi_m1(alphas: np.ndarray, log_w: float, log_moment: np.ndarra
     a_of = al[seg]
     log2 = math.log(2.0)
     cap_j = np.minimum(log2, j * log_em1_inf)
-    factor = np.where(j == 2,
-                      min(math.log(4.0) + float(log_expm1(eps2)),
-                          eps2 + min(log2, 2.0 * log_em1_inf)),
-                      log_moment[j] + cap_j)
+    factor = np.where(
+        j == 2,
+        min(math.log(4.0) + float(log_expm1(eps2)), eps2 + min(log2, 2.0 * log_em1_inf)),  # type: ignore[arg-type]
+        log_moment[j] + cap_j,
+    )
     logt = lf[a_of] - lf[j] - lf[a_of - j] + j * log_w + factor
     log_i = segment_logsumexp(logt, starts, seg)
     mag = np.maximum.accumulate(np.abs(log_moment))[al]
@@ -108,7 +112,7 @@ def _wang_gaussian(alphas: np.ndarray, sigma: float, w: float) -> Evaluated:
     def fn_int(orders):
         jmax = int(orders.max())
         jj = np.arange(jmax + 1, dtype=float)
-        log_moment = jj * (jj - 1.0) / (2.0 * s2)           # (j-1) eps(j), eps(j) = j/(2 s2)
+        log_moment = jj * (jj - 1.0) / (2.0 * s2)  # (j-1) eps(j), eps(j) = j/(2 s2)
         log_i, rel = wang_thm9_log_psi_m1(orders, math.log(w), log_moment, 1.0 / s2, math.inf)
         lo, hi = log_bounds_from_rel(log_i, rel)
         up = np.logaddexp(0.0, hi)
@@ -168,4 +172,3 @@ def wor_gaussian_rdp(alpha, sigma, batch_size, dataset_size, relation="substitut
     w = check_wor(batch_size, dataset_size, relation)
     out = wor_gaussian_curve(a, s, w, relation).rdp
     return float(out[0]) if np.ndim(alpha) == 0 else out
-

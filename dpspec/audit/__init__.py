@@ -27,7 +27,16 @@ from .api import AuditError, AuditReport, audit, load_subject
 from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, Claim, register_auditor, run_target
 from .stats import cp_lower, cp_upper, epsilon_from_rates, epsilon_lower_bound, max_certifiable_epsilon
 
-from . import dpsgd, gaussian, gcon, relational, srpp, swm  # noqa: E402,F401  (register the built-in auditors; torch stays lazy)
+def _register_family_auditors() -> None:
+    """Import each family's auditor module (dpspec.families), which registers it; torch stays lazy."""
+    from dpspec.families import FAMILIES, load
+
+    for f in FAMILIES.values():
+        if f.auditor:
+            load(f.auditor)
+
+
+_register_family_auditors()
 
 __all__ = [
     "audit", "AuditReport", "AuditResult", "AuditError", "load_subject",

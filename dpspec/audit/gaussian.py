@@ -22,7 +22,7 @@ __all__ = ["GaussianAudit"]
 
 
 def _claim_for(record, delta: float | None) -> tuple[float, float]:
-    from dpspec.compiler import gaussian_release as GR
+    from dpspec.accounting import analytic_gaussian as GR
 
     g = record.guarantee
     if delta is None:

@@ -34,7 +34,7 @@ class GconAudit(AuditTarget):
 
     def __init__(self, ctx: AuditContext):
         super().__init__(ctx)
-        from dpspec.compiler.gcon_train import load_graph, plan
+        from dpspec.gcon.data import load_graph, plan
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features
         from dpspec.ir import models as ir
 

@@ -11,4 +11,26 @@ from dpspec.check import rules_numbers as _rules_numbers  # noqa: F401  (DPS205â
 from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 
-__all__ = ["CATALOGUE", "RuleInfo", "rule", "run_checks"]
+
+def _register_family_rules() -> None:
+    """Rule modules a family declares (dpspec.families) that are not imported above: a new family's
+    rules register without editing this file. The imports above fix the order of the built-in ones."""
+    from dpspec.families import FAMILIES, load
+
+    for f in FAMILIES.values():
+        for module in f.rules:
+            load(module)
+
+
+_register_family_rules()
+
+def catalogue() -> dict[str, RuleInfo]:
+    """Every rule id a user can see: the checker's rules, the front-end, compile and run-time ids, and the
+    accountants' own (``rules_accounting``; imports numpy/scipy, so ``dpspec check`` does not call it)."""
+    from dpspec.check import rules_accounting
+
+    rules_accounting.register()
+    return CATALOGUE
+
+
+__all__ = ["CATALOGUE", "RuleInfo", "catalogue", "rule", "run_checks"]

@@ -458,7 +458,9 @@ def cmd_plot(args) -> int:
 
 
 def cmd_rules(args) -> int:
-    from dpspec.check import CATALOGUE
+    from dpspec.check import catalogue
+
+    CATALOGUE = catalogue()
 
     if args.rule:
         r = CATALOGUE.get(args.rule.upper())

@@ -34,6 +34,7 @@ from dpspec.certificate.model import (
     TargetCertificate,
 )
 from dpspec.compiler.errors import fail as _fail
+from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
 
 _NEGATIVES = {"without_replacement": "wor", "with_replacement": "with_replacement", "in_batch": "in_batch",
@@ -51,7 +52,7 @@ def clipping_mode(c) -> str:
 
 def prepare_graph(t: ir.Training, unit_decl, bound):
     """(full graph, split, capped training graph) — deterministic given the spec."""
-    from dpspec.compiler.gcon_train import load_graph
+    from dpspec.gcon.data import load_graph
     from dpspec.relational import cap_degrees, from_graph_dataset, node_disjoint_split
 
     enc = t.encoder or ir.EncoderSpec(kind="mlp")
@@ -122,7 +123,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
                                               certify_relational, node_sensitivity, overflow_probability,
                                               tuple_threshold)
-    from dpspec.compiler.compile import _notion, _target, certified_epsilon
+    from dpspec.compiler.common import _notion, _target, certified_epsilon
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
@@ -262,3 +263,16 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                                encoder=t.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
                                negatives=negatives, delta=g.delta, num_edges=m, num_nodes=n)
     return record, mech
+
+
+def compile_target(ctx, t: ir.Training, data):
+    """The family's compile function (dpspec.families): a CompiledTarget for ``t``."""
+    from dpspec.data import DataNotFoundError
+
+    d = ctx.resolve_protects(t)
+    try:
+        record, mech = compile_relational(ctx, t, d, data)
+    except DataNotFoundError as e:
+        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
+              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
+    return CompiledTarget(t.name, "train", record, mech)

@@ -31,6 +31,7 @@ from dpspec.certificate.model import (
     TargetCertificate,
 )
 from dpspec.compiler.errors import fail as _fail
+from dpspec.compiler.common import CompiledTarget, _protected
 from dpspec.ir import models as ir
 
 #: which spec field a soundness rule points at
@@ -151,7 +152,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
     """(TargetCertificate, SrppSgdMechanism) for a checked `srpp_sgd` training on n records."""
     from dpspec import srpp
     from dpspec.accounting.huc import SrppSoundnessError, srpp_sgd_epsilon
-    from dpspec.compiler.compile import _notion, _target
+    from dpspec.compiler.common import _notion, _target
 
     g = t.guarantee
     try:
@@ -265,7 +266,7 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
     """Thm 5.8: independently randomised SRPP-SGD runs at one α, flavour and slice profile compose
     by adding their ε (sa runs only with sa runs); otherwise DPS504."""
     from dpspec.accounting.huc import SrppSoundnessError, compose_srpp_sgd
-    from dpspec.compiler.compile import _notion, _target, composed_protected
+    from dpspec.compiler.common import _notion, _target, composed_protected
 
     g = c.guarantee
 
@@ -306,3 +307,10 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
         numerics=Numerics(method="sum of the parts' ε(α) (Thm 5.8), rounded up", abs_error_bound=0.0,
                           alpha_grid=f"single order α = {comp.alpha:g}"),
         warnings=list(comp.warnings))
+
+
+def compile_target(ctx, t: ir.Training, data):
+    """The family's compile function (dpspec.families): a CompiledTarget for ``t``."""
+    protected, d, _u = _protected(ctx, t)
+    record, mech = compile_srpp(ctx, t, protected, srpp_dataset_size(ctx, t, d, data))
+    return CompiledTarget(t.name, "train", record, mech)

@@ -29,6 +29,7 @@ from dpspec.certificate.model import (
     TargetCertificate,
 )
 from dpspec.compiler.errors import fail as _fail
+from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
 
 STATIC_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
@@ -441,3 +442,9 @@ def _max_bar(calib) -> float:
 
 def r_dimension(calib) -> int:
     return int(calib.profile.get("d", 0))
+
+
+def compile_target(ctx, r: ir.Release, data):
+    """The family's compile function (dpspec.families): a CompiledTarget for ``r``."""
+    record, mech = compile_swm(ctx, r, ctx.resolve_protects(r), data)
+    return CompiledTarget(r.name, "release", record, mech)

@@ -13,7 +13,7 @@ Invariants (as for dp_accounting's ``DpEvent`` tree):
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,10 +33,10 @@ class Node(BaseModel):
     # defer_build: a model's validator is built on first use, so `dpspec check` only pays for
     # the constructs a spec actually uses.
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-    span: Optional[SourceSpan] = None
+    span: SourceSpan | None = None
     field_spans: dict[str, SourceSpan] = Field(default_factory=dict)
 
-    def span_of(self, field: str) -> Optional[SourceSpan]:
+    def span_of(self, field: str) -> SourceSpan | None:
         return self.field_spans.get(field, self.span)
 
 
@@ -90,7 +90,7 @@ class SecretUnit(Node):
     scenario: str
 
 
-Unit = Annotated[Union[RecordUnit, GroupUnit, NodeUnit, EdgeUnit, SecretUnit], Field(discriminator="kind")]
+Unit = Annotated[RecordUnit | GroupUnit | NodeUnit | EdgeUnit | SecretUnit, Field(discriminator="kind")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,8 +103,8 @@ class CsvData(Node):
 
     source: Literal["csv"] = "csv"
     path: str
-    schema_name: Optional[str] = None
-    separator: Optional[str] = None
+    schema_name: str | None = None
+    separator: str | None = None
 
 
 class NamedData(Node):
@@ -130,7 +130,7 @@ class SyntheticData(Node):
     seed: int = 0
 
 
-DataBinding = Annotated[Union[CsvData, NamedData, GraphData, SyntheticData], Field(discriminator="source")]
+DataBinding = Annotated[CsvData | NamedData | GraphData | SyntheticData, Field(discriminator="source")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class Secret(Node):
 
     attribute: str
     values: tuple[str, ...] = ()
-    quantile_bins: Optional[int] = None
+    quantile_bins: int | None = None
 
 
 class AllDistinctPairs(Node):
@@ -163,7 +163,7 @@ class ExplicitPairs(Node):
     items: tuple[tuple[str, str], ...]
 
 
-Pairs = Annotated[Union[AllDistinctPairs, ExplicitPairs], Field(discriminator="pairs")]
+Pairs = Annotated[AllDistinctPairs | ExplicitPairs, Field(discriminator="pairs")]
 
 
 class EmpiricalWorld(Node):
@@ -195,18 +195,18 @@ class SamplerWorld(Node):
 
     world: Literal["sampler"] = "sampler"
     target: str
-    samples: Optional[int] = None
+    samples: int | None = None
     exhaustive: bool = False
 
 
-World = Annotated[Union[EmpiricalWorld, BalancedWorld, GroupsWorld, SamplerWorld], Field(discriminator="world")]
+World = Annotated[EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld, Field(discriminator="world")]
 
 
 class Scenario(Node):
     """A Pufferfish scenario (S, Q, Θ): secrets, discriminative pairs and priors (worlds)."""
 
     name: str
-    data: Optional[DataBinding] = None
+    data: DataBinding | None = None
     secret: Secret
     pairs: Pairs = Field(default_factory=AllDistinctPairs)
     worlds: tuple[World, ...] = (EmpiricalWorld(),)
@@ -217,8 +217,8 @@ class PrivacyUnitDecl(Node):
 
     name: str
     unit: Unit
-    data: Optional[DataBinding] = None
-    dataset_size: Optional[int] = None
+    data: DataBinding | None = None
+    dataset_size: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,8 +231,8 @@ class PoissonSampling(Node):
     ``expected_batch / dataset_size``). The batch size is random."""
 
     scheme: Literal["poisson"] = "poisson"
-    rate: Optional[float] = None
-    expected_batch: Optional[int] = None
+    rate: float | None = None
+    expected_batch: int | None = None
 
 
 class WithoutReplacementSampling(Node):
@@ -279,8 +279,12 @@ class CoupledSampling(Node):
 
 
 Sampling = Annotated[
-    Union[PoissonSampling, WithoutReplacementSampling, WithReplacementSampling, ShuffleSampling, FullBatch,
-          CoupledSampling],
+    PoissonSampling
+    | WithoutReplacementSampling
+    | WithReplacementSampling
+    | ShuffleSampling
+    | FullBatch
+    | CoupledSampling,
     Field(discriminator="scheme"),
 ]
 
@@ -315,8 +319,9 @@ class FrequencyAdaptiveClipping(Node):
     bound: Literal["corrected", "paper"] = "corrected"
 
 
-Clipping = Annotated[Union[FlatClipping, PerLayerClipping, PerTupleClipping, FrequencyAdaptiveClipping],
-                     Field(discriminator="rule")]
+Clipping = Annotated[
+    FlatClipping | PerLayerClipping | PerTupleClipping | FrequencyAdaptiveClipping, Field(discriminator="rule")
+]
 
 
 class FiniteDirections(Node):
@@ -324,14 +329,14 @@ class FiniteDirections(Node):
 
     profile: Literal["directions"] = "directions"
     directions: tuple[tuple[float, ...], ...]
-    weights: Optional[tuple[float, ...]] = None
+    weights: tuple[float, ...] | None = None
 
 
 class CoordinateAxes(Node):
     """The d coordinate axes e_1..e_d with uniform (or given) weights (exact reading)."""
 
     profile: Literal["axes"] = "axes"
-    weights: Optional[tuple[float, ...]] = None
+    weights: tuple[float, ...] | None = None
 
 
 class UniformSphere(Node):
@@ -347,7 +352,7 @@ class UniformSphere(Node):
     reading: Literal["finite", "monte_carlo"] = "finite"
 
 
-SliceProfile = Annotated[Union[FiniteDirections, CoordinateAxes, UniformSphere], Field(discriminator="profile")]
+SliceProfile = Annotated[FiniteDirections | CoordinateAxes | UniformSphere, Field(discriminator="profile")]
 
 
 class DpGuarantee(Node):
@@ -355,7 +360,7 @@ class DpGuarantee(Node):
     report ε for the given noise instead of calibrating to a target."""
 
     notion: Literal["dp"] = "dp"
-    epsilon: Optional[float] = None
+    epsilon: float | None = None
     delta: float
 
 
@@ -364,7 +369,7 @@ class RdpGuarantee(Node):
 
     notion: Literal["rdp"] = "rdp"
     alpha: float
-    epsilon: Optional[float] = None
+    epsilon: float | None = None
 
 
 class SrppGuarantee(Node):
@@ -377,28 +382,28 @@ class SrppGuarantee(Node):
     flavour: Literal["ave", "joint"]
     subsampling_aware: bool = False
     alpha: float
-    epsilon: Optional[float] = None
-    gamma: Optional[float] = None  # failure probability of a PAC reading (Monte-Carlo slices, sampled worlds)
+    epsilon: float | None = None
+    gamma: float | None = None  # failure probability of a PAC reading (Monte-Carlo slices, sampled worlds)
 
 
-Guarantee = Annotated[Union[DpGuarantee, RdpGuarantee, SrppGuarantee], Field(discriminator="notion")]
+Guarantee = Annotated[DpGuarantee | RdpGuarantee | SrppGuarantee, Field(discriminator="notion")]
 
 
 class GaussianNoise(Node):
     """Gaussian noise given explicitly: ``sigma`` is the standard deviation in output units
     (release), ``noise_multiplier`` is σ/C in clipping units (training). Exactly one is set."""
 
-    sigma: Optional[float] = None
-    noise_multiplier: Optional[float] = None
+    sigma: float | None = None
+    noise_multiplier: float | None = None
 
 
 class Schedule(Node):
     """Training length and optimiser settings. ``steps`` or ``epochs`` (epochs × n / batch)."""
 
-    steps: Optional[int] = None
-    epochs: Optional[float] = None
-    learning_rate: Optional[float] = None
-    momentum: Optional[float] = None
+    steps: int | None = None
+    epochs: float | None = None
+    learning_rate: float | None = None
+    momentum: float | None = None
 
 
 class BoundedQuery(Node):
@@ -410,17 +415,16 @@ class BoundedQuery(Node):
     ``callable`` for a Python function ``target`` = "module:function" of output ``dimension``.
     ``bounds`` are per-column [lo, hi] (one pair applies to all columns)."""
 
-    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm",
-                      "callable"]
+    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable"]
     columns: tuple[str, ...] = ()
     bounds: tuple[tuple[float, float], ...] = ()
-    sensitivity: Optional[float] = None
-    dimension: Optional[int] = None
-    bins: Optional[int] = None
-    label: Optional[str] = None
-    positive: Optional[str] = None
-    regularization: Optional[float] = None
-    target: Optional[str] = None
+    sensitivity: float | None = None
+    dimension: int | None = None
+    bins: int | None = None
+    label: str | None = None
+    positive: str | None = None
+    regularization: float | None = None
+    target: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,10 +438,10 @@ class Release(Node):
     name: str
     protects: str
     mechanism: str
-    query: Optional[BoundedQuery] = None
-    sensitivity: Optional[float] = None
-    noise: Optional[GaussianNoise] = None
-    slices: Optional[SliceProfile] = None
+    query: BoundedQuery | None = None
+    sensitivity: float | None = None
+    noise: GaussianNoise | None = None
+    slices: SliceProfile | None = None
     guarantee: Guarantee
 
 
@@ -446,7 +450,7 @@ class Propagation(Node):
     and one or more depths m (an integer, or ``inf`` for PPR); several depths are concatenated."""
 
     restart: float
-    steps: tuple[Union[int, Literal["inf"]], ...]
+    steps: tuple[int | Literal["inf"], ...]
 
 
 class LossSpec(Node):
@@ -454,7 +458,7 @@ class LossSpec(Node):
     other mechanisms use (``cross_entropy``, ``infonce``, ``hinge``)."""
 
     kind: Literal["msml", "pseudo_huber", "cross_entropy", "infonce", "hinge"]
-    delta: Optional[float] = None
+    delta: float | None = None
 
 
 class EncoderSpec(Node):
@@ -499,11 +503,11 @@ class DiscrepancySpec(Node):
     ``monte_carlo(flip, draws, gamma, tail_delta, seed)``."""
 
     kind: Literal["localized", "label_flip", "iid", "monte_carlo"]
-    d_max: Optional[int] = None
-    differing: Optional[int] = None
-    tv: Optional[float] = None
-    tail_delta: Optional[float] = None
-    flip: Optional[float] = None
+    d_max: int | None = None
+    differing: int | None = None
+    tv: float | None = None
+    tail_delta: float | None = None
+    flip: float | None = None
     draws: int = 2000
     gamma: float = 0.05
     seed: int = 0
@@ -523,26 +527,26 @@ class Training(Node):
     name: str
     protects: str
     mechanism: str
-    sampling: Optional[Sampling] = None
-    clipping: Optional[Clipping] = None
+    sampling: Sampling | None = None
+    clipping: Clipping | None = None
     schedule: Schedule = Field(default_factory=Schedule)
-    noise: Optional[GaussianNoise] = None
+    noise: GaussianNoise | None = None
     guarantee: Guarantee
-    degree_cap: Optional[int] = None
-    dataset_size: Optional[int] = None
-    model: Optional[str] = None
-    propagation: Optional[Propagation] = None
-    loss: Optional[LossSpec] = None
-    regularization: Optional[float] = None
-    encoder: Optional[EncoderSpec] = None
-    pseudo_labels: Optional[bool] = None
-    split: Optional[SplitSpec] = None
-    inference: Optional[Literal["private_graph", "public_graph"]] = None
-    execution: Optional[Execution] = None
-    discrepancy: Optional[DiscrepancySpec] = None
-    lr_schedule: Optional[LrScheduleSpec] = None
-    noise_units: Optional[Literal["gradient", "parameter"]] = None
-    accountant: Optional[Literal["huc", "sa_huc", "amplified"]] = None
+    degree_cap: int | None = None
+    dataset_size: int | None = None
+    model: str | None = None
+    propagation: Propagation | None = None
+    loss: LossSpec | None = None
+    regularization: float | None = None
+    encoder: EncoderSpec | None = None
+    pseudo_labels: bool | None = None
+    split: SplitSpec | None = None
+    inference: Literal["private_graph", "public_graph"] | None = None
+    execution: Execution | None = None
+    discrepancy: DiscrepancySpec | None = None
+    lr_schedule: LrScheduleSpec | None = None
+    noise_units: Literal["gradient", "parameter"] | None = None
+    accountant: Literal["huc", "sa_huc", "amplified"] | None = None
 
 
 class Composition(Node):
@@ -563,13 +567,14 @@ class SpecIR(Node):
     trainings: tuple[Training, ...] = ()
     compositions: tuple[Composition, ...] = ()
 
-    def definition(self, name: str) -> Union[Scenario, PrivacyUnitDecl, None]:
-        for d in (*self.scenarios, *self.units):
+    def definition(self, name: str) -> Scenario | PrivacyUnitDecl | None:
+        decls: tuple[Scenario | PrivacyUnitDecl, ...] = (*self.scenarios, *self.units)
+        for d in decls:
             if d.name == name:
                 return d
         return None
 
-    def targets(self) -> tuple[Union[Release, Training, Composition], ...]:
+    def targets(self) -> tuple[Release | Training | Composition, ...]:
         """Everything that gets a certificate, in source order."""
-        items = [*self.releases, *self.trainings, *self.compositions]
+        items: list[Release | Training | Composition] = [*self.releases, *self.trainings, *self.compositions]
         return tuple(sorted(items, key=lambda x: (x.span.line, x.span.col) if x.span else (0, 0)))

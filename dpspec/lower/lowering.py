@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
+from dpspec.families import FAMILIES
 from dpspec.ir import models as ir
 from dpspec.lower import values as V
 from dpspec.lower.values import FAIL, Args, Param, Reporter, Signature, sp
@@ -319,7 +320,7 @@ BLOCK_DOCS = {
     "compose": "sequential composition of releases/trainings",
 }
 
-MECHANISM_NAMES = ("gaussian", "dpsgd", "swm", "srpp_sgd", "relational_dpsgd", "gcon")
+MECHANISM_NAMES = tuple(FAMILIES)  # one entry per family in dpspec.families
 
 
 def _key_lookup(kind: str) -> dict[str, Setting]:

@@ -272,7 +272,7 @@ class GaussianRelease:
         return self._ledger
 
     def _spent(self, outputs: int, delta: float | None) -> Spent:
-        from dpspec.compiler import gaussian_release as GR
+        from dpspec.accounting import analytic_gaussian as GR
 
         mu = self.mu if self.mu is not None else self.sensitivity / self.sigma
         if delta is None and self.delta is None and self.alpha is not None:

@@ -93,7 +93,7 @@ class GconMechanism(LedgerOwner):
 
     def train(self, dataset=None, *, rng=None):
         """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object."""
-        from dpspec.compiler.gcon_train import load_graph, plan
+        from dpspec.gcon.data import load_graph, plan
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
         from dpspec.ir import models as ir
 

@@ -34,33 +34,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 
-class CertificateGuardError(RuntimeError):
-    """A runtime object was asked to do something its certificate does not cover (``rule``: the
-    catalogue id, `dpspec rules DPS16x`)."""
-
-    rule = "DPS161"
-
-    def __init__(self, message: str):
-        self.message = message
-        super().__init__(f"[{self.rule}] {message}")
-
-
-class BudgetExceededError(CertificateGuardError):
-    """More steps (or outputs) were requested than the certificate accounts for."""
-
-    rule = "DPS161"
-
-
-class CapExceededError(CertificateGuardError):
-    """A per-batch cap of the certificate (records per batch, node degree, …) would be exceeded."""
-
-    rule = "DPS162"
-
-
-class DataMismatchError(CertificateGuardError, ValueError):
-    """The data handed to the runtime differs from what the certificate assumes (size, columns, …)."""
-
-    rule = "DPS163"
+from dpspec.mechanisms.errors import (  # noqa: E402,F401 - re-exported: raised and caught under these names
+    BudgetExceededError,
+    CapExceededError,
+    CertificateGuardError,
+    DataMismatchError,
+)
 
 
 @dataclass(frozen=True)
@@ -317,6 +296,6 @@ class LedgerOwner:
     def run_certificate(self, *, embed=None):
         """A run certificate for the run so far (:mod:`dpspec.certificate.run`): steps taken and ε spent at
         the certificate's δ values (or α). ``embed``: the original certificate, to include it."""
-        from dpspec.certificate.run import build_run_certificate
+        from dpspec.certificate.run_record import build_run_certificate
 
         return build_run_certificate(self, embed=embed)

@@ -235,7 +235,7 @@ def discrete_gaussian_delta(epsilon: float, s, sensitivity: int, *, exact: bool 
 
 
 def _delta_cont_lower(eps: float, mu: float) -> float:
-    from dpspec.compiler.gaussian_release import delta_of_epsilon
+    from dpspec.accounting.analytic_gaussian import delta_of_epsilon
 
     return delta_of_epsilon(eps, mu) * (1 - 1e-9)  # float evaluation error ~1e-15 relative, rounded down
 

@@ -382,6 +382,7 @@ def test_mixture_densities_of_several_mixtures():
     assert differ > 0       # the case k_axis 1 is there for
 
 
+@pytest.mark.slow  # tens of seconds on two cores
 @settings(max_examples=40, deadline=None)
 @given(K=st.integers(1, 9), k=st.integers(0, 4), n=st.integers(20, 3000),
        log_rate=st.floats(math.log(1e-4), math.log(0.5)),

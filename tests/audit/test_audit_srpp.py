@@ -30,6 +30,7 @@ def _compiled(sampling="full_batch", units="gradient", g="ave_srpp(alpha = 8, ep
     return dpspec.compile(SPEC.format(sampling=sampling, units=units, g=g))
 
 
+@pytest.mark.slow  # tens of seconds on two cores
 @pytest.mark.parametrize("units", ["gradient", "parameter"])
 def test_real_mechanism_passes_and_noise_scaled_mutant_is_flagged(units):
     c = _compiled(units=units)

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 import dpspec
-from dpspec.check import CATALOGUE
+from dpspec.check import CATALOGUE, catalogue
 from dpspec.diagnostics import render
 
-IDS = sorted(CATALOGUE)
+IDS = sorted(catalogue())
 
 
 def rules_raised(text):

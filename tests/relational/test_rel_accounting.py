@@ -97,6 +97,7 @@ def _mp_psi_mixture(alpha, means, weights, sigma, direction):
     return mp.quad(f, pts) - 1
 
 
+@pytest.mark.slow  # tens of seconds on two cores
 @pytest.mark.parametrize("alpha", [2.0, 3.5])
 def test_eq3_against_mpmath(alpha):
     mp.mp.dps = 30
@@ -111,6 +112,7 @@ def test_eq3_against_mpmath(alpha):
     assert exact <= got <= exact * (1 + 1e-8)
 
 
+@pytest.mark.slow  # tens of seconds on two cores
 @pytest.mark.parametrize("alpha", [2.0, 2.5])
 def test_eq47_against_mpmath(alpha):
     mp.mp.dps = 30

@@ -1,0 +1,170 @@
+"""The mechanism families: one declaration per family, read by every stage.
+
+A family (a Gaussian release, DP-SGD, …) is a vertical slice: its settings, its check rules, its
+accountants, its compile function, its runtime class and its auditor. Each entry below names them;
+lowering (the mechanism names), checking (units, relations, notions, allowed settings), the compile
+driver (which function compiles a target), the audit (which auditor to load), the distributed layer,
+the CLI and the generated docs all read this table instead of keeping their own lists.
+
+Code is named by dotted path ("package.module:attribute") and imported only when used, so this
+module imports nothing beyond the standard library and stays below the IR in the import order.
+Adding a family: see docs/extending.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    block: str  # "release" or "train"
+    units: tuple[str, ...]  # unit kinds whose neighbouring relation the analysis covers
+    relations: tuple[str, ...]  # for record/group units: relations covered
+    notions: tuple[str, ...]  # guarantee notions it certifies: dp, rdp, srpp, sa_srpp
+    summary: str
+    source: str
+    available: bool = True
+    # Whether two certificates of this mechanism compose by adding RDP curves.
+    composable: bool = True
+    settings: tuple[str, ...] = ()  # settings that mean something for it (others are errors)
+    unavailable_reason: str = ""
+    # --- code, by dotted path, imported lazily ---
+    #: ``f(ctx, target, data) -> CompiledTarget``: calibrate and write the certificate entry
+    compile: str = ""
+    #: ``f(composition, parts) -> TargetCertificate`` when all parts are of this family and compose
+    #: by the family's own theorem rather than by adding RDP curves
+    compose: str = ""
+    accountants: tuple[str, ...] = ()  # the accounting modules its certificates rest on
+    runtime: str = ""  # the mechanism class the compiler returns
+    auditor: str = ""  # module registering its auditor (``dpspec.audit.register_auditor``)
+    rules: tuple[str, ...] = ()  # the check modules holding rules specific to it
+    distributed: bool = False  # has a multi-worker runtime (``execution distributed(...)``)
+    stepped: bool = False  # an RDP-accounted step-by-step training (ε vs steps is plotted)
+
+
+def load(path: str) -> Any:
+    """The object a ``"package.module:attribute"`` (or a plain module) path names."""
+    module, _, attr = path.partition(":")
+    obj = importlib.import_module(module)
+    return getattr(obj, attr) if attr else obj
+
+
+def family(name: str) -> Family | None:
+    return FAMILIES.get(name)
+
+
+def names(block: str | None = None) -> tuple[str, ...]:
+    """Family names, in declaration order (all, or those of ``block``)."""
+    return tuple(k for k, f in FAMILIES.items() if block is None or f.block == block)
+
+
+FAMILIES: dict[str, Family] = {
+    "gaussian": Family(
+        name="gaussian",
+        block="release",
+        units=("record", "group", "node", "edge"),
+        relations=("add_remove", "substitution"),
+        notions=("dp", "rdp"),
+        summary="Gaussian noise on a query with declared ℓ2 sensitivity w.r.t. the protected unit",
+        source="Mironov 2017 Prop. 7; Balle et al. 2020 Thm 21",
+        settings=("protect", "mechanism", "query", "sensitivity", "noise", "guarantee", "description"),
+        compile="dpspec.compiler.gaussian_compile:compile_gaussian",
+        accountants=("dpspec.accounting.analytic_gaussian", "dpspec.accounting.gaussian"),
+        runtime="dpspec.mechanisms.gaussian:GaussianRelease",
+        auditor="dpspec.audit.gaussian",
+        rules=("dpspec.check.rules", "dpspec.check.rules_conformance"),
+    ),
+    "dpsgd": Family(
+        name="dpsgd",
+        block="train",
+        units=("record", "group"),
+        relations=("add_remove", "substitution"),
+        notions=("dp", "rdp"),
+        summary="DP-SGD: per-example clipping, Gaussian noise, subsampled steps",
+        source="Abadi et al. 2016; Mironov–Talwar–Zhang 2019; Schuchardt et al. 2024",
+        settings=("protect", "mechanism", "sampling", "clipping", "steps", "epochs", "learning_rate", "momentum",
+                  "noise", "guarantee", "dataset_size", "model", "description"),
+        compile="dpspec.compiler.dpsgd_train:compile_dpsgd",
+        accountants=("dpspec.accounting.dpsgd", "dpspec.accounting.poisson", "dpspec.accounting.wor",
+                     "dpspec.accounting.group", "dpspec.accounting.pld"),
+        runtime="dpspec.mechanisms.dpsgd:DpSgd",
+        auditor="dpspec.audit.dpsgd",
+        rules=("dpspec.check.rules", "dpspec.check.rules_runtime"),
+        distributed=True,
+        stepped=True,
+    ),
+    "swm": Family(
+        name="swm",
+        block="release",
+        units=("secret",),
+        relations=(),
+        notions=("srpp",),
+        summary="Gaussian sliced Wasserstein mechanism (static release under Ave/Joint-SRPP)",
+        source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 4.5–4.8",
+        composable=False,
+        settings=("protect", "mechanism", "query", "slices", "guarantee", "noise", "description"),
+        compile="dpspec.compiler.swm_release:compile_target",
+        accountants=("dpspec.accounting.swm",),
+        runtime="dpspec.mechanisms.swm:SwmRelease",
+        auditor="dpspec.audit.swm",
+        rules=("dpspec.check.rules_pufferfish",),
+    ),
+    "srpp_sgd": Family(
+        name="srpp_sgd",
+        block="train",
+        units=("secret",),
+        relations=(),
+        notions=("srpp",),
+        summary="SRPP-SGD with the History-Uniform Cap accountants",
+        source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
+        settings=("protect", "mechanism", "sampling", "clipping", "steps", "epochs", "learning_rate", "momentum",
+                  "lr_schedule", "noise_units", "accountant", "discrepancy", "dataset_size", "noise", "guarantee",
+                  "model", "execution", "description"),
+        compile="dpspec.compiler.srpp_train:compile_target",
+        compose="dpspec.compiler.srpp_train:compose_srpp",
+        accountants=("dpspec.accounting.huc",),
+        runtime="dpspec.mechanisms.srpp_sgd:SrppSgdMechanism",
+        auditor="dpspec.audit.srpp",
+        rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish"),
+        distributed=True,
+    ),
+    "relational_dpsgd": Family(
+        name="relational_dpsgd",
+        block="train",
+        units=("node",),
+        relations=(),
+        notions=("dp", "rdp"),
+        summary="relational DP-SGD with entity-level privacy and coupled sampling",
+        source="Huang et al., Differentially Private Relational Learning with Entity-level Privacy Guarantees",
+        settings=("protect", "mechanism", "sampling", "degree_cap", "clipping", "loss", "encoder", "split", "steps",
+                  "epochs", "learning_rate", "noise", "guarantee", "execution", "description"),
+        compile="dpspec.compiler.relational_train:compile_target",
+        accountants=("dpspec.accounting.relational",),
+        runtime="dpspec.mechanisms.relational:RelationalMechanism",
+        auditor="dpspec.audit.relational",
+        rules=("dpspec.check.rules_relational",),
+        distributed=True,
+        stepped=True,
+    ),
+    "gcon": Family(
+        name="gcon",
+        block="train",
+        units=("edge",),
+        relations=(),
+        notions=("dp",),
+        summary="GCON: edge-DP graph convolution by objective perturbation",
+        source="Wei et al., GCON, Thm 1",
+        composable=False,
+        settings=("protect", "mechanism", "propagation", "loss", "regularization", "encoder", "pseudo_labels",
+                  "split", "inference", "guarantee", "description"),
+        compile="dpspec.compiler.gcon_train:compile_target",
+        accountants=("dpspec.accounting.gcon",),
+        runtime="dpspec.mechanisms.gcon:GconMechanism",
+        auditor="dpspec.audit.gcon",
+        rules=("dpspec.check.rules_gcon",),
+    ),
+}

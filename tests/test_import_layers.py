@@ -1,0 +1,125 @@
+"""The direction of imports between dpspec's stages.
+
+    families, ir, diagnostics, limits      (leaves: the family table and the IR import nothing heavy)
+    accounting                              (numerics only: no other dpspec stage)
+    runtime: mechanisms, gcon, relational, srpp, pufferfish, distributed
+                                            (never the front end or the compiler)
+    parse → lower → check → compiler        (the compiler drives the families' compile modules)
+
+Read from the source with ``ast`` (module-level and function-level imports both count where the
+test says so), plus one subprocess that imports the runtime and looks at ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "dpspec"
+RUNTIME = ("mechanisms", "gcon", "relational", "srpp", "pufferfish", "distributed")
+FRONT_AND_COMPILER = ("dpspec.parse", "dpspec.lower", "dpspec.check", "dpspec.compiler", "dpspec.frontend",
+                      # these two recompile specs: the runtime writes run certificates via run_record
+                      "dpspec.certificate.run", "dpspec.certificate.verify")
+
+
+def _module(p: Path) -> str:
+    parts = p.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(p: Path, top_level_only: bool) -> set[str]:
+    tree = ast.parse(p.read_text(encoding="utf-8"))
+    nodes = []
+    if top_level_only:
+        todo = list(tree.body)
+        while todo:  # module level, including under `if`/`try` (not inside functions or classes)
+            n = todo.pop()
+            nodes.append(n)
+            if isinstance(n, (ast.If, ast.Try)):
+                if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.dump(n.test):
+                    continue
+                todo += n.body + n.orelse + getattr(n, "finalbody", [])
+                for h in getattr(n, "handlers", []):
+                    todo += h.body
+    else:
+        nodes = list(ast.walk(tree))
+    out = set()
+    for n in nodes:
+        if isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+            out.add(n.module)
+            out |= {f"{n.module}.{a.name}" for a in n.names}
+    return out
+
+
+def _files(package: str):
+    return sorted((PKG / package).rglob("*.py")) if (PKG / package).is_dir() else [PKG / f"{package}.py"]
+
+
+def test_families_table_imports_only_the_standard_library():
+    for name in _imports(PKG / "families.py", top_level_only=False):
+        assert name.split(".")[0] in sys.stdlib_module_names, f"dpspec/families.py imports {name}"
+
+
+def test_ir_imports_no_other_stage():
+    for p in _files("ir"):
+        bad = {m for m in _imports(p, False) if m.startswith("dpspec.") and not m.startswith("dpspec.ir")}
+        assert not bad, f"{p.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_accounting_imports_no_other_stage():
+    for p in _files("accounting"):
+        bad = {m for m in _imports(p, False) if m.startswith("dpspec") and not m.startswith("dpspec.accounting")}
+        assert not bad, f"{p.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_runtime_never_imports_the_front_end_or_the_compiler():
+    for pkg in RUNTIME:
+        for p in _files(pkg):
+            bad = {m for m in _imports(p, False) if any(m == f or m.startswith(f + ".") for f in FRONT_AND_COMPILER)}
+            assert not bad, f"{p.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_no_module_level_import_cycle():
+    mods = {_module(p): p for p in PKG.rglob("*.py")}
+    graph = {m: {d for d in _imports(p, True) if d in mods and d != m and not m.startswith(d + ".")}
+             for m, p in mods.items()}
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack + [m, n]))
+            if n not in state:
+                visit(n, stack + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def test_family_compile_modules_do_not_import_the_compile_driver():
+    """Shared helpers come from dpspec.compiler.common; the driver imports the families, not back."""
+    from dpspec.families import FAMILIES
+
+    for f in FAMILIES.values():
+        module = f.compile.partition(":")[0]
+        if module == "dpspec.compiler.compile":
+            continue
+        path = ROOT / (module.replace(".", "/") + ".py")
+        assert not {m for m in _imports(path, False) if m.startswith("dpspec.compiler.compile")}, module
+
+
+def test_importing_the_runtime_loads_no_compiler():
+    code = ("import sys, dpspec.mechanisms.gaussian, dpspec.mechanisms.dpsgd, dpspec.mechanisms.swm, "
+            "dpspec.mechanisms.gcon, dpspec.mechanisms.relational, dpspec.mechanisms.srpp_sgd; "
+            "print(sorted(m for m in sys.modules if m.startswith(('dpspec.compiler', 'dpspec.check', "
+            "'dpspec.lower', 'dpspec.parse'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
