@@ -59,6 +59,7 @@ class CompiledTarget:
     rdp_alphas: np.ndarray | None = None
     rdp_values: np.ndarray | None = None
     gaussian_mu: float | None = None
+    pld: Any = None  # dpspec.accounting.Pld of the target when it has one (compositions use it)
 
 
 @dataclass
@@ -459,6 +460,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     delta_sens = sens.used
     on_data = evaluated_on_data(r, u, n)
     table, data_name = _release_table(r, d, data) if on_data else (None, None)
+    from dpspec.compiler import dpsgd_accountants as DA
+
     g = r.guarantee
     alphas = _alpha_grid(ctx.spec)
     calibrated = r.noise is None
@@ -539,11 +542,13 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
                           abs_error_bound=GR.ABS_ERROR, alpha_grid=_grid_text(alphas),
                           conversion="Balle & Wang 2018 Thm 8 (exact privacy profile)", calibration=cal),
         query=query_record,
+        accounting=DA.gaussian_record(mu, lambda dl: GR.epsilon_of_delta(mu, dl), [p.delta for p in points]),
     )
     from dpspec.mechanisms.gaussian import GaussianRelease
 
     mech = GaussianRelease.from_certificate(record, data=table, data_name=data_name)
-    return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu)
+    return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu,
+                          pld=DA.gaussian_release_pld(sigma, delta_sens, u.relation, getattr(u, "size", None) or 1))
 
 
 def _compile_swm(ctx: Context, r: ir.Release, data) -> CompiledTarget:
@@ -683,7 +688,15 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     def curve_at(sigma, orders=alphas):
         return acc.dpsgd_rdp_curve(sigma, alphas=orders, **kw)
 
-    if calibrated:
+    from dpspec.compiler import dpsgd_accountants as DA
+
+    pld_sigma = DA.calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"]) \
+        if calibrated and isinstance(g, ir.DpGuarantee) else None
+    if pld_sigma is not None:
+        sigma = pld_sigma
+        cal = ("PLD calibration (calibrate_pld_sigma): smallest σ within relative 1e-3 whose certified PLD ε is ≤ the "
+               "target; the upper end of the final bracket is used, then min(RDP, PLD) is certified at that σ")
+    elif calibrated:
         try:
             if isinstance(g, ir.DpGuarantee):
                 sigma = _smallest_sigma(lambda s: acc.dp_from_curve(curve_at(s), g.delta).epsilon, g.epsilon,
@@ -712,13 +725,23 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         points.append(DpPoint(epsilon=eps, delta=dl))
         if best_alpha is None:
             best_alpha, conv = res.best_alpha, res.conversion
+    rdp_points, accounting, pld = points, None, None
+    if isinstance(g, ir.DpGuarantee):  # certified ε = min over RDP and PLD (dpspec/compiler/dpsgd_accountants.py)
+        pld = DA.dpsgd_pld(sigma, rate, steps, acc_name, K, kw["dataset_size"])
+        points, accounting = DA.select(
+            lambda dl: certified_epsilon(acc.dp_from_curve(curve, dl).epsilon, curve.abs_error),
+            [p.delta for p in points], pld, floor=lambda e: certified_epsilon(e, 0.0))
+        pld = pld if accounting.pld is not None else None  # None: PLD could not evaluate it (RDP certifies)
+    else:
+        accounting = DA.rdp_only(points, note="the guarantee is Rényi DP: the RDP curve is the accountant")
     guarantee = GuaranteeRecord(
         target=_target(g),
         rdp_alphas=list(map(float, curve.alphas)),
         rdp_epsilons=list(map(float, curve.rdp)),
         dp=points,
         best_alpha=best_alpha if isinstance(g, ir.DpGuarantee) else None,
-        theorems=[curve.theorem, conv] if isinstance(g, ir.DpGuarantee) else [curve.theorem],
+        theorems=[curve.theorem, conv] + ([f"PLD: {pld.theorem}"] if pld is not None else [])
+        if isinstance(g, ir.DpGuarantee) else [curve.theorem],
     )
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
@@ -734,6 +757,9 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
               "sample_rate": rate, "steps": steps, "group_size": K}
     params["batch_size"] = batch
+    if accounting is not None:
+        params["accountant"] = accounting.accountant
+        params.update({f"epsilon_{c.accountant}": c.epsilon for c in accounting.candidates[:2]})
     params["normalizer"] = float(batch)  # the public constant the noisy sum is divided by, at run time too
     if n is not None:
         params["dataset_size"] = n
@@ -748,7 +774,7 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         formulas.append(F.formula("rdp_to_dp", F.BALLE_CONVERSION,
                                   {"rdp": _rdp_at(curve.alphas, curve.rdp, best_alpha), "alpha": best_alpha,
                                    "delta": g.delta},
-                                  value=points[0].epsilon))
+                                  value=rdp_points[0].epsilon))
     warnings = []
     if isinstance(g, ir.DpGuarantee) and best_alpha in (float(curve.alphas[0]), float(curve.alphas[-1])):
         warnings.append(f"the optimal order α = {best_alpha:g} is at the edge of the grid; ε may be loose")
@@ -762,9 +788,11 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         guarantee=guarantee,
         assumptions=_dpsgd_assumptions(scheme, K, rel),
         formulas=formulas,
-        numerics=Numerics(method=curve.method, abs_error_bound=float(curve.abs_error),
+        numerics=Numerics(method=curve.method + ("" if pld is None else "; PLD candidate: see accounting.pld"),
+                          abs_error_bound=float(curve.abs_error),
                           alpha_grid=_grid_text(np.asarray(curve.alphas)), conversion=conv, calibration=cal),
         warnings=warnings,
+        accounting=accounting,
     )
     from dpspec.mechanisms.dpsgd import DpSgd
 
@@ -775,8 +803,10 @@ def _compile_training(ctx: Context, t: ir.Training, data) -> CompiledTarget:
                  name=t.name, normalizer=float(batch), group_size=K, relation=relation,
                  rdp_alphas=tuple(map(float, curve.alphas)),
                  delta=g.delta if isinstance(g, ir.DpGuarantee) else None,
-                 alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha)
-    return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp))
+                 alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha,
+                 accountant=accounting.accountant if accounting is not None else "rdp",
+                 certified=tuple((p.delta, p.epsilon) for p in points) if accounting is not None else ())
+    return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp), pld=pld)
 
 
 def _accountant_formulas(acc_name: str, K: int, rate: float, sigma: float, steps: int, curve) -> list:
@@ -911,6 +941,21 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         theorems.append("Balle et al. 2020, Thm 21 (RDP to (ε, δ))")
         method = "sum of the parts' RDP curves per order"
         err = sum(p.certificate.numerics.abs_error_bound for p in parts)
+    from dpspec.compiler import dpsgd_accountants as DA
+
+    pld = DA.compose_pld(parts) if isinstance(g, ir.DpGuarantee) and not exact_gaussian else None
+    if exact_gaussian:
+        accounting = DA.gaussian_record(mu, lambda dl: GR.epsilon_of_delta(mu, dl), [p.delta for p in points])
+    elif isinstance(g, ir.DpGuarantee):  # certified ε = min(RDP, PLD) when every part has a PLD
+        floor = (lambda e: certified_epsilon(e, 0.0) if np.any(rdp > 0) else e)
+        points, accounting = DA.select(lambda dl: floor(_conversion(alphas, rdp, dl)[0]), [p.delta for p in points],
+                                       pld, floor=floor)
+        pld = pld if accounting.pld is not None else None
+        if pld is not None:
+            theorems.append(f"PLD: {pld.theorem}")
+            method += "; PLD of the composed dominating pairs (see accounting.pld)"
+    else:
+        accounting = DA.rdp_only(points)
     guarantee = GuaranteeRecord(target=_target(g), rdp_alphas=list(map(float, alphas)),
                                 rdp_epsilons=list(map(float, rdp)), dp=points,
                                 best_alpha=best_alpha, theorems=theorems)
@@ -937,6 +982,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
                                 "may depend on earlier outputs (adaptive composition)",
                                 source=Source(paper="Mironov 2017", ref="Prop. 1"))],
         numerics=Numerics(method=method, abs_error_bound=err, alpha_grid=_grid_text(alphas),
-                          conversion=theorems[-1]),
+                          conversion=theorems[-1] if pld is None else theorems[-2]),
+        accounting=accounting,
     )
-    return CompiledTarget(c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None)
+    return CompiledTarget(c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None,
+                          pld=pld)
