@@ -153,7 +153,13 @@ def _curve_panel(r) -> Panel:
     line, note = (_recomputed_epsilon_of_delta(r, deltas) if dp else (None, None))
     if not dp:
         note = _text(g.pairs_notion, 300)
-    return Panel(**common, series=(points,) + ((line,) if line else ()), note=note)
+    extra = ()
+    a = getattr(r, "accounting", None)
+    if dp and a is not None and a.curve and a.accountant != "analytic_gaussian":
+        fam = "min(RDP, PLD) per δ" if a.pld is not None else "RDP"
+        extra = (Series(f"certified curve, {fam}",
+                        tuple(p.delta for p in a.curve), tuple(p.epsilon for p in a.curve), certified=True),)
+    return Panel(**common, series=(points,) + extra + ((line,) if line else ()), note=note)
 
 
 def _delta_grid(deltas: Sequence[float]) -> np.ndarray:
@@ -214,7 +220,37 @@ def _steps_panel(r) -> Panel:
     except (ValueError, TypeError, KeyError, ArithmeticError) as e:
         return Panel(**common, series=(certified,), note=f"cannot recompute: {_text(str(e))}")
     line = Series("recomputed with dpspec.accounting", tuple(float(t) for t in ts), tuple(eps), certified=False)
+    a = getattr(r, "accounting", None)
+    if mech == "dpsgd" and not rdp_target and a is not None and a.accountant == "pld":
+        pts = ts[np.unique(np.linspace(0, len(ts) - 1, min(len(ts), 12)).round().astype(np.int64))]
+        try:
+            pe = _pld_epsilons(r, pts)
+        except (ValueError, TypeError, KeyError, ArithmeticError) as e:
+            return Panel(**common, series=(certified, line), note=f"cannot recompute PLD: {_text(str(e))}")
+        pline = Series("PLD, recomputed (certifies)", tuple(float(t) for t in pts), tuple(pe), certified=False)
+        line = Series("RDP, recomputed", line.x, line.y, certified=False)
+        return Panel(**common, series=(certified, pline, line), note=_agreement(min(pe[-1], eps[-1]), g.epsilon))
     return Panel(**common, series=(certified, line), note=_agreement(eps[-1], g.epsilon))
+
+
+def _pld_epsilons(r, ts: np.ndarray) -> list[float]:
+    """The certified PLD construction (dpspec.compiler.dpsgd_accountants.dpsgd_pld) after t steps."""
+    from dpspec.compiler.dpsgd_accountants import dpsgd_pld
+
+    p, g = r.mechanism.parameters, r.guarantee
+    name = {"poisson": "poisson", "full_batch": "poisson", "without_replacement": (
+        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
+    if name is None:
+        raise ValueError(f"no PLD for sampling `{p.get('sampling')}`")
+    rate = 1.0 if p.get("sampling") == "full_batch" else float(p["sample_rate"])
+    out = []
+    for t in ts:
+        pld = dpsgd_pld(float(p["noise_multiplier"]), rate, int(t), name, int(p.get("group_size", 1)),
+                        p.get("dataset_size"))
+        if pld is None:
+            raise ValueError("PLD does not apply")
+        out.append(float(pld.epsilon(g.delta).epsilon))
+    return out
 
 
 def _agreement(recomputed: float, certified: float) -> str | None:

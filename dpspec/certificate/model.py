@@ -235,7 +235,9 @@ class TargetCertificate(_M):
     query: Optional[QueryRecord] = None
     warnings: list[str] = Field(default_factory=list)
     execution: Optional[ExecutionRecord] = None
-    accounting: Optional[AccountingRecord] = None
+    # omitted when None (results certified by their own accountant: SRPP, relational, GCON, SWM), so those
+    # results read exactly as in schema 1.0
+    accounting: Optional[AccountingRecord] = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Certificate(_M):
