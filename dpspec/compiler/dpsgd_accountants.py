@@ -43,13 +43,9 @@ def pld_sampling(acc_name: str) -> str:
 
 def dpsgd_pld(sigma: float, rate: float, steps: int, acc_name: str, K: int, n: int | None):
     """The PLD of a DP-SGD run (automatic grid), or None where no PLD pair is implemented."""
-    from dpspec import accounting as acc
+    from dpspec.accounting.pld_select import dpsgd_pld as build
 
-    try:
-        return acc.pld_dpsgd(sigma, rate, steps, sampling=pld_sampling(acc_name), group_size=K,
-                             dataset_size=n if acc_name != "poisson" else None)
-    except (ValueError, KeyError):
-        return None
+    return build(sigma, rate, steps, pld_sampling(acc_name), K, n)
 
 
 def calibrate_sigma(target: float, delta: float, rate: float, steps: int, acc_name: str, K: int,

@@ -149,7 +149,7 @@ class DpSgd(LedgerOwner):
         cache = self.__dict__.setdefault("_pld_cache", {})
         key = (int(steps), float(delta))
         if key not in cache:
-            from dpspec.compiler.dpsgd_accountants import dpsgd_pld
+            from dpspec.accounting.pld_select import dpsgd_pld
 
             rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
             pld = dpsgd_pld(self.noise_multiplier, rate, steps, self._accountant_name(), self.group_size,
@@ -160,6 +160,17 @@ class DpSgd(LedgerOwner):
                 r = pld.epsilon(delta)
                 cache[key] = (float(r.epsilon) if r.epsilon > 0 else 0.0, f"PLD: {r.theorem}")
         return cache[key]
+
+    def bind_certificate(self, certificate, name: str) -> None:
+        """Attach the sealed certificate and take its accountant family and certified (δ, ε) points, so
+        that the ledger reports ε from the family that certified (see :meth:`_spent`)."""
+        super().bind_certificate(certificate, name)
+        rec = next((r for r in certificate.results if r.name == name), None)
+        a = getattr(rec, "accounting", None) if rec is not None else None
+        if a is not None and a.accountant in ("rdp", "pld"):
+            object.__setattr__(self, "accountant", a.accountant)
+            object.__setattr__(self, "certified", tuple((p.delta, p.epsilon) for p in rec.guarantee.dp))
+            self.__dict__.pop("_pld_cache", None)
 
     # --- sampling ---------------------------------------------------------------------------------
 
