@@ -31,9 +31,9 @@ MIN_RULE = ("certified ε = minimum over the valid accountants at each δ (each 
             "the same privacy profile under the same relation)")
 GAUSSIAN_TIGHT = ("tight: the Gaussian mechanism is exactly μ-GDP (Dong, Roth & Su 2022 Cor. 2.13) and its "
                   "privacy profile δ(ε) is exact (Balle & Wang 2018 Thm 8); no accountant can certify less")
-FULL_BATCH_TIGHT = ("tight: full-batch DP-SGD is an adaptive composition of T Gaussian mechanisms of sensitivity K, "
-                    "exactly μ-GDP with μ = K√T/σ (Dong, Roth & Su 2022 Cor. 3.3); the PLD candidate evaluates its "
-                    "exact profile")
+FULL_BATCH_TIGHT = ("tight: an adaptive composition of Gaussian mechanisms (full-batch DP-SGD: T steps of "
+                    "sensitivity K, μ = K√T/σ; with Gaussian releases μ = √Σμᵢ²) is exactly μ-GDP (Dong, Roth & Su "
+                    "2022 Cor. 3.3); the PLD candidate evaluates its exact profile")
 
 
 def pld_sampling(acc_name: str) -> str:
