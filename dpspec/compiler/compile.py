@@ -548,7 +548,8 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
 
     mech = GaussianRelease.from_certificate(record, data=table, data_name=data_name)
     return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu,
-                          pld=DA.gaussian_release_pld(sigma, delta_sens, u.relation, getattr(u, "size", None) or 1))
+                          pld=DA.gaussian_release_pld(sigma, delta_sens, getattr(u, "relation", None),
+                                                     getattr(u, "size", None) or 1, getattr(u, "kind", "")))
 
 
 def _compile_swm(ctx: Context, r: ir.Release, data) -> CompiledTarget:

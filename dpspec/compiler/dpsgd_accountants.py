@@ -74,16 +74,20 @@ def compose_pld(parts: Iterable):
         return None
 
 
-def gaussian_release_pld(sigma: float, sensitivity: float, relation: str | None, K: int = 1):
+def gaussian_release_pld(sigma: float, sensitivity: float, relation: str | None, K: int = 1, kind: str = "record"):
     """The Gaussian release as a PLD part of a composition (exact μ-GDP pair), named by the relation
     its sensitivity was computed for (so that it composes only with parts of the same relation)."""
     from dpspec import accounting as acc
 
-    return acc.pld_gaussian(sigma, sensitivity=sensitivity, relation=relation_name(relation, K))
+    return acc.pld_gaussian(sigma, sensitivity=sensitivity, relation=relation_name(relation, K, kind))
 
 
-def relation_name(relation: str | None, K: int = 1) -> str:
-    rel = relation or "add_remove"
+def relation_name(relation: str | None, K: int = 1, kind: str = "record") -> str:
+    """The PLD relation name of a unit: DP-SGD's names for records and groups; any other unit (node, edge,
+    secret) gets its own name, so it never composes with a record-level PLD."""
+    if kind not in ("record", "group") or relation is None:
+        return f"unit_{kind or 'unknown'}_{relation or 'none'}"
+    rel = relation
     if rel == "add_remove" and K > 1:
         return f"add_remove_group_{K}"
     return rel
