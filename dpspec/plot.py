@@ -161,7 +161,13 @@ def _curve_panel(r) -> Panel:
     line, note = (_recomputed_epsilon_of_delta(r, deltas) if dp else (None, None))
     if not dp:
         note = _text(g.pairs_notion, 300)
-    return Panel(**common, series=(points,) + ((line,) if line else ()), note=note)
+    extra = ()
+    a = getattr(r, "accounting", None)
+    if dp and a is not None and a.curve and a.accountant != "analytic_gaussian":
+        fam = "min(RDP, PLD) per δ" if a.pld is not None else "RDP"
+        extra = (Series(f"certified curve, {fam}",
+                        tuple(p.delta for p in a.curve), tuple(p.epsilon for p in a.curve), certified=True),)
+    return Panel(**common, series=(points,) + extra + ((line,) if line else ()), note=note)
 
 
 def _delta_grid(deltas: Sequence[float]) -> np.ndarray:
@@ -180,6 +186,14 @@ def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
 
             eps = [epsilon_of_delta(float(params["mu"]), float(d)) for d in grid]
             return Series("analytic Gaussian (Balle & Wang 2018, Thm 8)", tuple(grid), tuple(eps), False), None
+        a = getattr(r, "accounting", None)
+        if r.mechanism.name == "dpsgd" and a is not None and a.pld is not None and g.rdp_alphas:
+            # min(RDP, PLD) per δ, as certified; PLD on a coarser δ grid (each δ is one PLD evaluation)
+            grid = np.unique(np.concatenate([np.geomspace(grid[0], grid[-1], 12), [p.delta for p in a.curve],
+                                             list(deltas)]))
+            pe = _pld_epsilons(r, None, grid)
+            eps = [min(rdp_to_dp(g.rdp_alphas, g.rdp_epsilons, float(d))[0], e) for d, e in zip(grid, pe)]
+            return Series("min of RDP and PLD, recomputed (as certified)", tuple(grid), tuple(eps), False), None
         if g.rdp_alphas:
             # relational DP-SGD pays NEG-SAMPLE-WOR's overflow probability from δ before converting
             paid = params.get("overflow_probability", 0.0)
@@ -223,7 +237,37 @@ def _steps_panel(r) -> Panel:
     except (ValueError, TypeError, KeyError, ArithmeticError) as e:
         return Panel(**common, series=(certified,), note=f"cannot recompute: {_text(str(e))}")
     line = Series("recomputed with dpspec.accounting", tuple(float(t) for t in ts), tuple(eps), certified=False)
+    a = getattr(r, "accounting", None)
+    if mech == "dpsgd" and not rdp_target and a is not None and a.pld is not None:
+        # as certified: min(RDP, PLD) after t steps (PLD at ≤ 12 step counts, each one evaluation)
+        idx = np.unique(np.linspace(0, len(ts) - 1, min(len(ts), 12)).round().astype(np.int64))
+        try:
+            pe = _pld_epsilons(r, ts[idx])
+        except (ValueError, TypeError, KeyError, ArithmeticError) as e:
+            return Panel(**common, series=(certified, line), note=f"cannot recompute PLD: {_text(str(e))}")
+        both = [min(eps[i], e) for i, e in zip(idx, pe)]
+        rdp_line = Series("RDP alone, recomputed", line.x, line.y, certified=False)
+        line = Series("recomputed with dpspec.accounting", tuple(float(ts[i]) for i in idx), tuple(both), False)
+        return Panel(**common, series=(certified, line, rdp_line), note=_agreement(both[-1], g.epsilon))
     return Panel(**common, series=(certified, line), note=_agreement(eps[-1], g.epsilon))
+
+
+def _pld_epsilons(r, ts: np.ndarray | None, deltas=None) -> list[float]:
+    """The certified PLD construction (dpspec.accounting.pld_select) after each t of ``ts`` steps at the
+    spec's δ, or after all steps at each δ of ``deltas``."""
+    from dpspec.accounting.pld_select import dpsgd_pld_epsilon
+
+    p, g = r.mechanism.parameters, r.guarantee
+    name = {"poisson": "poisson", "full_batch": "poisson", "without_replacement": (
+        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
+    if name is None:
+        raise ValueError(f"no PLD for sampling `{p.get('sampling')}`")
+    rate = 1.0 if p.get("sampling") == "full_batch" else float(p["sample_rate"])
+    K, n, sigma = int(p.get("group_size", 1)), p.get("dataset_size"), float(p["noise_multiplier"])
+    if deltas is not None:
+        return [dpsgd_pld_epsilon(sigma, rate, int(p["steps"]), float(d), name, K, n) for d in deltas]
+    out = [dpsgd_pld_epsilon(sigma, rate, int(t), g.delta, name, K, n) for t in ts]
+    return out
 
 
 def _agreement(recomputed: float, certified: float) -> str | None:

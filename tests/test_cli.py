@@ -75,7 +75,7 @@ def test_compile_explain_verify(tmp_spec, tmp_path):
 def test_compile_to_stdout_is_json(tmp_spec):
     r = run("compile", tmp_spec(GOOD))
     assert r.returncode == 0
-    assert json.loads(r.stdout)["schema_version"] == "1.0"
+    assert json.loads(r.stdout)["schema_version"] == "1.1"
 
 
 def test_compile_unreachable_target_is_a_located_error(tmp_spec):

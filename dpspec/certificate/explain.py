@@ -71,7 +71,8 @@ def explain_result(r: TargetCertificate) -> list[str]:
                      f"{r.notion.description}")
     if g.epsilon is not None and g.delta is not None:
         lines.append(f"Guarantee: ε = {g.epsilon:.6g} at δ = {g.delta:g}"
-                     + (f" (optimal Rényi order α = {g.best_alpha:g})" if g.best_alpha else ""))
+                     + (f" (optimal Rényi order α = {g.best_alpha:g})" if g.best_alpha and not (
+                         r.accounting is not None and r.accounting.accountant != "rdp") else ""))
     elif g.epsilon is not None and g.alpha is not None:
         lines.append(f"Guarantee: ε(α = {g.alpha:g}) = {g.epsilon:.6g}")
     if g.target:
@@ -83,6 +84,8 @@ def explain_result(r: TargetCertificate) -> list[str]:
         lines.append("           " + "; ".join(f"ε′ = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp))
     elif len(g.dp) > 1:
         lines.append("Also:      " + "; ".join(f"ε = {d.epsilon:.4g} at δ = {d.delta:g}" for d in g.dp[1:]))
+    if r.accounting is not None:
+        lines.extend(_accounting_lines(r.accounting, g.delta))
     if r.query is not None:
         lines.extend(_query_lines(r.query))
     m = r.mechanism
@@ -109,6 +112,27 @@ def explain_result(r: TargetCertificate) -> list[str]:
     if r.execution is not None and r.execution.target == "distributed":
         e = r.execution
         lines.append(f"Runs on:   {e.workers} workers ({e.backend}); {e.noise}; privacy analysis unchanged")
+    return lines
+
+
+_FAMILY = {"rdp": "RDP", "pld": "PLD", "analytic_gaussian": "analytic Gaussian"}
+
+
+def _accounting_lines(a, delta) -> list[str]:
+    """Which accountant certified, every candidate at the spec's δ, the GDP μ and the (ε, δ) curve."""
+    at = [c for c in a.candidates if delta is not None and c.delta == delta] or a.candidates[:2]
+    cands = "; ".join(f"{_FAMILY[c.accountant]} ε = {c.epsilon:.6g} at δ = {c.delta:g}" for c in at)
+    lines = [f"Accountant: {_FAMILY[a.accountant]} certified" + (f" (candidates: {cands})" if cands else "")]
+    lines.extend(textwrap.wrap(f"Rule:      {a.rule}", width=100, subsequent_indent="           "))
+    if a.gdp_mu is not None:
+        lines.append(f"GDP:       μ = {a.gdp_mu:.6g} (exact μ-GDP; {a.tight or 'tight'})"[:300])
+    if a.pld is not None:
+        pn = a.pld
+        lines.append(f"PLD:       grid d = {pn.discretization:g}, numerical error {pn.delta_error:.2g} included in δ, "
+                     f"FFT length {pn.fft_length}, relation {pn.relation}")
+    if a.curve:
+        lines.extend(textwrap.wrap("Curve:     " + "; ".join(f"ε = {p.epsilon:.4g} at δ = {p.delta:g}" for p in a.curve),
+                                   width=100, subsequent_indent="           "))
     return lines
 
 

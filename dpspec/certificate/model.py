@@ -18,7 +18,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: ``accounting`` (accountant candidates, (ε, δ) curve, GDP μ)
 
 Scalar = Union[float, int, str, bool, None]
 
@@ -168,6 +168,46 @@ class Numerics(_M):
     calibration: Optional[str] = None
 
 
+class AccountantCandidate(_M):
+    """One valid accountant's certified ε at one δ (every candidate is itself an upper bound)."""
+
+    accountant: Literal["rdp", "pld", "analytic_gaussian"]
+    delta: float
+    epsilon: float
+
+
+class PldNumerics(_M):
+    """How the PLD candidate was evaluated (at the spec's δ): the loss grid, the numerical error budget
+    that is already *included* in the certified δ (FFT, window truncation, summation), the worst
+    direction's ε per neighbouring direction, and the composition theorem."""
+
+    relation: str
+    discretization: float
+    delta_error: float
+    fft_length: int
+    by_direction: list[tuple[str, float, float]] = Field(default_factory=list)
+    theorem: str
+    method: str
+
+
+class AccountingRecord(_M):
+    """Which accountant family certified the guarantee and what every valid one gives.
+
+    ``accountant``: the family whose ε is the certified one at the spec's δ (the minimum over the
+    candidates; every candidate is a valid upper bound, so the minimum is one too). ``candidates``: each
+    valid accountant's ε at each δ of ``guarantee.dp``. ``curve``: the certified (ε, δ) curve (minimum over
+    the candidates per δ) at δ ∈ {1e-3, …, 1e-10} and the spec's δ. ``gdp_mu``: the exact μ of μ-GDP when the
+    mechanism is exactly a composition of Gaussian mechanisms (never a central-limit estimate)."""
+
+    accountant: Literal["rdp", "pld", "analytic_gaussian"]
+    rule: str
+    candidates: list[AccountantCandidate] = Field(default_factory=list)
+    curve: list[DpPoint] = Field(default_factory=list)
+    gdp_mu: Optional[float] = None
+    tight: Optional[str] = None
+    pld: Optional[PldNumerics] = None
+
+
 class ExecutionRecord(_M):
     """Where a training is meant to run (the spec's ``execution`` setting). Recorded, never used by the
     analysis: the compiler computes every other field with the setting removed, and the distributed
@@ -195,6 +235,9 @@ class TargetCertificate(_M):
     query: Optional[QueryRecord] = None
     warnings: list[str] = Field(default_factory=list)
     execution: Optional[ExecutionRecord] = None
+    # omitted when None (results certified by their own accountant: SRPP, relational, GCON, SWM), so those
+    # results read exactly as in schema 1.0
+    accounting: Optional[AccountingRecord] = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Certificate(_M):

@@ -516,6 +516,11 @@ def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula
         return UP
     if p == ["numerics", "abs_error_bound"]:
         return UP
+    if p[:1] == ["accounting"] and p[1:] in (["candidates", "epsilon"], ["curve", "epsilon"], ["gdp_mu"],
+                                             ["pld", "delta_error"]):
+        return UP
+    if p[:3] == ["accounting", "pld", "by_direction"] and isinstance(path[-1], int) and path[-1] == 1:
+        return UP
     if p[:2] == ["mechanism", "parameters"] and len(p) == 3 and (p[2] in UP_PARAMETERS or p[2].startswith("epsilon_")):
         return UP
     if p[:1] == ["sensitivity"] and p[1:] in (["deltas"], ["instance_deltas"]):

@@ -32,6 +32,7 @@ class CompiledTarget:
     rdp_alphas: np.ndarray | None = None
     rdp_values: np.ndarray | None = None
     gaussian_mu: float | None = None
+    pld: Any = None  # dpspec.accounting.Pld of the target when it has one (compositions use it)
 
 
 # DPS201 is a safety net: calibration aims below the target, and the certified ε is re-evaluated

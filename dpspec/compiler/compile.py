@@ -348,6 +348,21 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         theorems.append("Balle et al. 2020, Thm 21 (RDP to (ε, δ))")
         method = "sum of the parts' RDP curves per order"
         err = sum(p.certificate.numerics.abs_error_bound for p in parts)
+    from dpspec.compiler import dpsgd_accountants as DA
+
+    pld = DA.compose_pld(parts) if isinstance(g, ir.DpGuarantee) and not exact_gaussian else None
+    if exact_gaussian:
+        accounting = DA.gaussian_record(mu, lambda dl: GR.epsilon_of_delta(mu, dl), [p.delta for p in points])
+    elif isinstance(g, ir.DpGuarantee):  # certified ε = min(RDP, PLD) when every part has a PLD
+        floor = (lambda e: certified_epsilon(e, 0.0) if np.any(rdp > 0) else e)
+        points, accounting = DA.select(lambda dl: floor(_conversion(alphas, rdp, dl)[0]), [p.delta for p in points],
+                                       pld, floor=floor)
+        pld = pld if accounting.pld is not None else None
+        if pld is not None:
+            theorems.append(f"PLD: {pld.theorem}")
+            method += "; PLD of the composed dominating pairs (see accounting.pld)"
+    else:
+        accounting = DA.rdp_only(points)
     guarantee = GuaranteeRecord(target=_target(g), rdp_alphas=list(map(float, alphas)),
                                 rdp_epsilons=list(map(float, rdp)), dp=points,
                                 best_alpha=best_alpha, theorems=theorems)
@@ -374,6 +389,8 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
                                 "may depend on earlier outputs (adaptive composition)",
                                 source=Source(paper="Mironov 2017", ref="Prop. 1"))],
         numerics=Numerics(method=method, abs_error_bound=err, alpha_grid=_grid_text(alphas),
-                          conversion=theorems[-1]),
+                          conversion=theorems[-1] if pld is None else theorems[-2]),
+        accounting=accounting,
     )
-    return CompiledTarget(c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None)
+    return CompiledTarget(c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None,
+                          pld=pld)

@@ -98,7 +98,15 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     def curve_at(sigma, orders=alphas):
         return acc.dpsgd_rdp_curve(sigma, alphas=orders, **kw)
 
-    if calibrated:
+    from dpspec.compiler import dpsgd_accountants as DA
+
+    pld_sigma = DA.calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"]) \
+        if calibrated and isinstance(g, ir.DpGuarantee) else None
+    if pld_sigma is not None:
+        sigma = pld_sigma
+        cal = ("PLD calibration (calibrate_pld_sigma): smallest σ within relative 1e-3 whose certified PLD ε is ≤ the "
+               "target; the upper end of the final bracket is used, then min(RDP, PLD) is certified at that σ")
+    elif calibrated:
         try:
             if isinstance(g, ir.DpGuarantee):
                 sigma = _smallest_sigma(lambda s: acc.dp_from_curve(curve_at(s), g.delta).epsilon, g.epsilon,
@@ -127,13 +135,23 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         points.append(DpPoint(epsilon=eps, delta=dl))
         if best_alpha is None:
             best_alpha, conv = res.best_alpha, res.conversion
+    rdp_points, accounting, pld = points, None, None
+    if isinstance(g, ir.DpGuarantee):  # certified ε = min over RDP and PLD (dpspec/compiler/dpsgd_accountants.py)
+        pld = DA.dpsgd_pld(sigma, rate, steps, acc_name, K, kw["dataset_size"])
+        points, accounting = DA.select(
+            lambda dl: certified_epsilon(acc.dp_from_curve(curve, dl).epsilon, curve.abs_error),
+            [p.delta for p in points], pld, floor=lambda e: certified_epsilon(e, 0.0))
+        pld = pld if accounting.pld is not None else None  # None: PLD could not evaluate it (RDP certifies)
+    else:
+        accounting = DA.rdp_only(points, note="the guarantee is Rényi DP: the RDP curve is the accountant")
     guarantee = GuaranteeRecord(
         target=_target(g),
         rdp_alphas=list(map(float, curve.alphas)),
         rdp_epsilons=list(map(float, curve.rdp)),
         dp=points,
         best_alpha=best_alpha if isinstance(g, ir.DpGuarantee) else None,
-        theorems=[curve.theorem, conv] if isinstance(g, ir.DpGuarantee) else [curve.theorem],
+        theorems=[curve.theorem, conv] + ([f"PLD: {pld.theorem}"] if pld is not None else [])
+        if isinstance(g, ir.DpGuarantee) else [curve.theorem],
     )
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
@@ -149,6 +167,9 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
               "sample_rate": rate, "steps": steps, "group_size": K}
     params["batch_size"] = batch
+    if accounting is not None:
+        params["accountant"] = accounting.accountant
+        params.update({f"epsilon_{c.accountant}": c.epsilon for c in accounting.candidates[:2]})
     params["normalizer"] = float(batch)  # the public constant the noisy sum is divided by, at run time too
     if n is not None:
         params["dataset_size"] = n
@@ -163,7 +184,7 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         formulas.append(F.formula("rdp_to_dp", F.BALLE_CONVERSION,
                                   {"rdp": _rdp_at(curve.alphas, curve.rdp, best_alpha), "alpha": best_alpha,
                                    "delta": g.delta},
-                                  value=points[0].epsilon))
+                                  value=rdp_points[0].epsilon))
     warnings = []
     if isinstance(g, ir.DpGuarantee) and best_alpha in (float(curve.alphas[0]), float(curve.alphas[-1])):
         warnings.append(f"the optimal order α = {best_alpha:g} is at the edge of the grid; ε may be loose")
@@ -177,9 +198,11 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         guarantee=guarantee,
         assumptions=_dpsgd_assumptions(scheme, K, rel),
         formulas=formulas,
-        numerics=Numerics(method=curve.method, abs_error_bound=float(curve.abs_error),
+        numerics=Numerics(method=curve.method + ("" if pld is None else "; PLD candidate: see accounting.pld"),
+                          abs_error_bound=float(curve.abs_error),
                           alpha_grid=_grid_text(np.asarray(curve.alphas)), conversion=conv, calibration=cal),
         warnings=warnings,
+        accounting=accounting,
     )
     from dpspec.mechanisms.dpsgd import DpSgd
 
@@ -190,8 +213,10 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
                  name=t.name, normalizer=float(batch), group_size=K, relation=relation,
                  rdp_alphas=tuple(map(float, curve.alphas)),
                  delta=g.delta if isinstance(g, ir.DpGuarantee) else None,
-                 alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha)
-    return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp))
+                 alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha,
+                 accountant=accounting.accountant if accounting is not None else "rdp",
+                 certified=tuple((p.delta, p.epsilon) for p in points) if accounting is not None else ())
+    return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp), pld=pld)
 
 
 def _accountant_formulas(acc_name: str, K: int, rate: float, sigma: float, steps: int, curve) -> list:

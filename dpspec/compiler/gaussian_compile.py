@@ -108,6 +108,8 @@ def compile_gaussian(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     delta_sens = sens.used
     on_data = evaluated_on_data(r, u, n)
     table, data_name = _release_table(r, d, data) if on_data else (None, None)
+    from dpspec.compiler import dpsgd_accountants as DA
+
     g = r.guarantee
     alphas = _alpha_grid(ctx.spec)
     calibrated = r.noise is None
@@ -188,8 +190,11 @@ def compile_gaussian(ctx: Context, r: ir.Release, data) -> CompiledTarget:
                           abs_error_bound=GR.ABS_ERROR, alpha_grid=_grid_text(alphas),
                           conversion="Balle & Wang 2018 Thm 8 (exact privacy profile)", calibration=cal),
         query=query_record,
+        accounting=DA.gaussian_record(mu, lambda dl: GR.epsilon_of_delta(mu, dl), [p.delta for p in points]),
     )
     from dpspec.mechanisms.gaussian import GaussianRelease
 
     mech = GaussianRelease.from_certificate(record, data=table, data_name=data_name)
-    return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu)
+    return CompiledTarget(r.name, "release", record, mech, alphas, rdp, gaussian_mu=mu,
+                          pld=DA.gaussian_release_pld(sigma, delta_sens, getattr(u, "relation", None),
+                                                     getattr(u, "size", None) or 1, getattr(u, "kind", "")))

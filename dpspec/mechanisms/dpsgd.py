@@ -68,6 +68,10 @@ class DpSgd(LedgerOwner):
     rdp_alphas: tuple[float, ...] | None = None
     delta: float | None = None
     alpha: float | None = None
+    # the accountant family that certified the (ε, δ) guarantee ("rdp" or "pld") and the certified
+    # (δ, ε) points: the ledger reports ε from that family, never above the certificate for t ≤ T
+    accountant: str = "rdp"
+    certified: tuple[tuple[float, float], ...] = ()
     ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
     _guard: BatchGuard = field(init=False, repr=False, compare=False)
 
@@ -130,8 +134,43 @@ class DpSgd(LedgerOwner):
                          accountant=curve.theorem, **base)
         d = float(delta if delta is not None else self.delta)
         res = acc.dp_from_curve(curve, d)
-        return Spent(notion="approximate_dp", epsilon=float(res.epsilon), delta=d,
-                     accountant=f"{curve.theorem}; {res.conversion}", **base)
+        eps, text = float(res.epsilon), f"{curve.theorem}; {res.conversion}"
+        if self.accountant == "pld":
+            pld_eps, pld_text = self._pld_spent(steps, d)
+            eps, text = (pld_eps, pld_text) if pld_eps < eps else (eps, text)
+        if steps <= self.steps:  # the certificate's ε at T bounds every prefix of the run
+            cert = dict(self.certified).get(d)
+            if cert is not None and cert < eps:
+                eps, text = cert, text + " (capped at the certificate's ε for the full run)"
+        return Spent(notion="approximate_dp", epsilon=eps, delta=d, accountant=text, **base)
+
+    def _pld_spent(self, steps: int, delta: float) -> tuple[float, str]:
+        """PLD ε after ``steps`` steps (the certified PLD construction at t steps; cached)."""
+        cache = self.__dict__.setdefault("_pld_cache", {})
+        key = (int(steps), float(delta))
+        if key not in cache:
+            from dpspec.accounting.pld_select import dpsgd_pld
+
+            rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
+            pld = dpsgd_pld(self.noise_multiplier, rate, steps, self._accountant_name(), self.group_size,
+                            self.dataset_size)
+            if pld is None:
+                cache[key] = (math.inf, "PLD not applicable")
+            else:
+                r = pld.epsilon(delta)
+                cache[key] = (float(r.epsilon) if r.epsilon > 0 else 0.0, f"PLD: {r.theorem}")
+        return cache[key]
+
+    def bind_certificate(self, certificate, name: str) -> None:
+        """Attach the sealed certificate and take its accountant family and certified (δ, ε) points, so
+        that the ledger reports ε from the family that certified (see :meth:`_spent`)."""
+        super().bind_certificate(certificate, name)
+        rec = next((r for r in certificate.results if r.name == name), None)
+        a = getattr(rec, "accounting", None) if rec is not None else None
+        if a is not None and a.accountant in ("rdp", "pld"):
+            object.__setattr__(self, "accountant", a.accountant)
+            object.__setattr__(self, "certified", tuple((p.delta, p.epsilon) for p in rec.guarantee.dp))
+            self.__dict__.pop("_pld_cache", None)
 
     # --- sampling ---------------------------------------------------------------------------------
 

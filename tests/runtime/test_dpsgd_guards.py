@@ -162,7 +162,11 @@ def test_privacy_spent_is_the_certificates_accountant_at_the_steps_taken():
     mech.train(linear(), X, y, seed=0, steps=3)
     s = mech.privacy_spent(1e-5)
     assert s.steps == 3 and s.budget_steps == 6 and s.exact_for_run
-    assert s.epsilon == pytest.approx(acc.dpsgd_epsilon(mech.noise_multiplier, 0.25, 3, 1e-5), rel=1e-6)
+    # the certificate's accountant (the minimum of RDP and PLD, PLD certifies here) after 3 steps
+    assert rec.accounting.accountant == mech.accountant == "pld"
+    rdp3 = acc.dpsgd_epsilon(mech.noise_multiplier, 0.25, 3, 1e-5)
+    pld3 = acc.pld_epsilon(mech.noise_multiplier, 0.25, 3, 1e-5)
+    assert s.epsilon == pytest.approx(min(rdp3, pld3), rel=1e-6) and s.epsilon <= rdp3
     mech.train(linear(), X, y, seed=0)
     for p in rec.guarantee.dp:  # all steps: exactly the certificate's numbers
         assert mech.privacy_spent(p.delta).epsilon == p.epsilon
