@@ -457,6 +457,13 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
     if spec.canonical_text() != cert.spec.canonical_text:
         rep.fail("the embedded spec text is not in the canonical form dpspec writes (edited after compiling?)")
         return set()
+    from dpspec.compiler.common import CERTIFIED_SIGMA
+
+    # calibrated σ's as recorded: a family whose search is expensive recomputes at that σ (every number
+    # is still recomputed and compared, and must meet the target there)
+    recorded = {r.name: r.mechanism.parameters.get("noise_multiplier") for r in cert.results
+                if r.mechanism.calibrated and isinstance(r.mechanism.parameters.get("noise_multiplier"), float)}
+    token = CERTIFIED_SIGMA.set(recorded)
     try:
         with code_hooks(trust_code):
             fresh = compile_spec(spec, data=data)
@@ -466,6 +473,8 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
     except CodeHookRefused as e:  # defence in depth: find_hooks should have seen it
         rep.fail(f"the embedded spec runs user code `{e.target[:80]}`; rerun with --trust-code to allow it")
         return set()
+    finally:
+        CERTIFIED_SIGMA.reset(token)
     if hooks:
         rep.checks.append(f"code hooks run (trusted): {', '.join(h.target for h in hooks)}")
     old = [r.name for r in cert.results]

@@ -5,6 +5,7 @@ importing the compile driver, which imports the families."""
 
 from __future__ import annotations
 
+import contextvars
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
     from dpspec.check.framework import Context
 
 EXTRA_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
+
+
+#: Set by ``dpspec verify`` only: the σ a certificate records for each calibrated target, by name. A
+#: family whose σ search is expensive (relational DP-SGD) recomputes the certificate at that σ instead
+#: of searching again; every certified number is still recomputed and must be ≤ the target, so a
+#: recorded σ can only be accepted if the guarantee holds at it (and more noise is never less private).
+CERTIFIED_SIGMA: contextvars.ContextVar[dict] = contextvars.ContextVar("CERTIFIED_SIGMA", default={})
 
 
 @dataclass

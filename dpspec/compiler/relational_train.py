@@ -123,7 +123,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
                                               certify_relational, node_sensitivity, overflow_probability,
                                               tuple_threshold)
-    from dpspec.compiler.common import _notion, _target, certified_epsilon
+    from dpspec.compiler.common import CERTIFIED_SIGMA, _notion, _target, certified_epsilon
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
@@ -149,7 +149,13 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             raise RelationalSoundnessError(f"NEG-SAMPLE-WOR overflows (k_neg·|B+| > n) with probability {p_over:.3g} "
                                            f"≥ δ = {g.delta:g}", rule="DPS606",
                                            hint="use a smaller batch or fewer negatives per positive")
-        if t.noise is None:
+        recorded = CERTIFIED_SIGMA.get().get(t.name) if t.noise is None else None
+        if recorded is not None:  # verify: one evaluation at the certified σ, the search is not repeated
+            if not (isinstance(recorded, float) and math.isfinite(recorded) and recorded > 0):
+                _fail("DPS202", f"the certificate's σ = {recorded!r} is not a positive number", t, "guarantee",
+                      hint="recompile the spec")
+            sigma, calibrated = recorded, True
+        elif t.noise is None:
             try:
                 from dpspec.progress import progress
 
