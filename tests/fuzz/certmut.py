@@ -379,7 +379,10 @@ def make_case(seed: int, bases: tuple[str, ...] | None = None) -> Case:
 #: numbers that may be recorded above the compiler's value by rounding (relative 1e-9), never below
 _UP_SUFFIXES = (("guarantee", "epsilon"), ("guarantee", "delta"), ("guarantee", "rdp_epsilons"),
                 ("guarantee", "dp", "epsilon"), ("guarantee", "dp", "delta"), ("numerics", "abs_error_bound"),
-                ("sensitivity", "deltas"), ("sensitivity", "instance_deltas"))
+                ("sensitivity", "deltas"), ("sensitivity", "instance_deltas"),
+                # the accounting record (min over RDP and PLD): every candidate and curve ε is a bound
+                ("accounting", "candidates", "epsilon"), ("accounting", "curve", "epsilon"), ("accounting", "gdp_mu"),
+                ("accounting", "pld", "delta_error"))
 # the documented policy (README, docs/threat-model.md): noise scales, sensitivities, caps and failure
 # probabilities may be rounded up as well
 _UP_PARAMETERS = {"sigma", "sigma2", "noise_multiplier", "noise_std", "amp_sigma", "noise_multiplier_first",
@@ -395,6 +398,8 @@ def _up_path(path: tuple) -> bool:
     if len(keys) >= 2 and keys[0] == "results":
         inner = keys[1:]
         if inner in _UP_SUFFIXES:
+            return True
+        if inner == ("accounting", "pld", "by_direction") and path[-1] == 1:  # (direction, ε) pairs
             return True
         if len(inner) == 3 and inner[:2] == ("mechanism", "parameters") and (
                 inner[2] in _UP_PARAMETERS or inner[2].startswith("epsilon_")):
