@@ -291,7 +291,7 @@ def main() -> None:
               f"mechanism) | | | | {rest_old:.2f} | {rest_new:.2f} | | |"]
     if "verify old" in m:
         lines += [
-            row("`dpspec verify` (whole command; verify.py unchanged: it recompiles)",
+            row("`dpspec verify` (whole command; recompiles at the certified σ, no second search)",
                 "verify old", "verify new"),
             row("`certify_relational` vs the baseline's whole `dpspec verify`", "verify old",
                 "new single", ">= 10x"),
