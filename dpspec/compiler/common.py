@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 EXTRA_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
 
 
+#: positive scales and targets (ε, σ, σ/C, C, Δ, bound widths) must lie in this range (DPS205), so that
+#: their squares, products and quotients stay normal doubles
+MAGNITUDE_RANGE = (1e-100, 1e100)
+
 #: Set by ``dpspec verify`` only: the σ a certificate records for each calibrated target, by name. A
 #: family whose σ search is expensive (relational DP-SGD) recomputes the certificate at that σ instead
 #: of searching again; every certified number is still recomputed and must be ≤ the target, so a

@@ -175,7 +175,7 @@ def compile_text(text: str, name: str = "<string>", **kw) -> Compiled:
 
 #: positive scales and targets (ε, σ, σ/C, C, Δ, bound widths) must lie in this range, so that their
 #: squares, products and quotients stay normal doubles
-MAGNITUDE_RANGE = (1e-100, 1e100)
+from dpspec.compiler.common import MAGNITUDE_RANGE  # noqa: E402 - kept importable from here
 NUMBERS_HINT = ("bring the noise, clip norm, sensitivity or target closer to 1 (see `dpspec rules DPS205` "
                 "and `dpspec rules DPS207`)")
 

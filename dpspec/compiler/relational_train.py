@@ -123,7 +123,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
                                               certify_relational, node_sensitivity, overflow_probability,
                                               tuple_threshold)
-    from dpspec.compiler.common import CERTIFIED_SIGMA, _notion, _target, certified_epsilon
+    from dpspec.compiler.common import CERTIFIED_SIGMA, MAGNITUDE_RANGE, _notion, _target, certified_epsilon
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
@@ -151,9 +151,10 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                                            hint="use a smaller batch or fewer negatives per positive")
         recorded = CERTIFIED_SIGMA.get().get(t.name) if t.noise is None else None
         if recorded is not None:  # verify: one evaluation at the certified σ, the search is not repeated
-            if not (isinstance(recorded, float) and math.isfinite(recorded) and recorded > 0):
-                _fail("DPS202", f"the certificate's σ = {recorded!r} is not a positive number", t, "guarantee",
-                      hint="recompile the spec")
+            lo, hi = MAGNITUDE_RANGE  # as for a σ written in a spec (DPS205): never fed to the accountant
+            if not (isinstance(recorded, float) and lo <= recorded <= hi):
+                _fail("DPS205", f"the certificate's σ = {recorded!r} is outside the range dpspec computes in "
+                      f"([{lo:g}, {hi:g}])", t, "guarantee", hint="recompile the spec")
             sigma, calibrated = recorded, True
         elif t.noise is None:
             try:

@@ -42,3 +42,12 @@ def test_a_smaller_recorded_sigma_fails(certificate):
     d["content_hash"] = content_hash(Certificate.model_validate(d))
     rep = dpspec.verify(json.dumps(d), raise_on_error=False)
     assert not rep.ok and any("DPS201" in x or "BELOW" in x for x in rep.problems), rep.problems
+
+
+@pytest.mark.parametrize("sigma", [1e-300, 1e300])
+def test_a_recorded_sigma_outside_the_range_never_reaches_the_accountant(certificate, sigma):
+    d = json.loads(certificate.to_json())
+    d["results"][0]["mechanism"]["parameters"]["noise_multiplier"] = sigma
+    d["content_hash"] = content_hash(Certificate.model_validate(d))
+    rep = dpspec.verify(json.dumps(d), raise_on_error=False)
+    assert not rep.ok and any("DPS205" in x for x in rep.problems), rep.problems
