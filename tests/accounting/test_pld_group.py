@@ -87,6 +87,14 @@ def test_group_matches_dp_accounting_mixture_pld():
     e_dpa = pess.self_compose(steps).get_epsilon_for_delta(1e-6)
     ours = acc.pld_dpsgd(sigma, q, steps, group_size=k, discretization=d).epsilon(1e-6).epsilon
     assert ours == pytest.approx(e_dpa, rel=1e-5)
+    # never below the optimistic estimate of the same pair: a lower bound on the exact epsilon
+    # of the worst-case datasets (the pair is tight), so no sound certificate may go under it
+    opt = P.from_mixture_gaussian_mechanism(sigma, sens, probs, pessimistic_estimate=False,
+                                            value_discretization_interval=d / 4, use_connect_dots=False)
+    e_low = opt.self_compose(steps).get_epsilon_for_delta(1e-6)
+    auto = acc.pld_dpsgd(sigma, q, steps, group_size=k).epsilon(1e-6).epsilon
+    assert e_low <= auto <= ours * (1 + 1e-9)
+    assert auto <= e_low * 1.05        # and the automatic grid is within 5 % of it
 
 
 @pytest.mark.parametrize("k", [2, 4])
