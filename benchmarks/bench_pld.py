@@ -311,7 +311,7 @@ def table_group_headroom(configs):
          "certificate for this run; grid min(1e-4, max(2e-5, 0.01 pld / T)): a coarser grid only lowers this bound, '-' if over "
          f"{HEADROOM_TIMEOUT} s); pld = dpspec's certified PLD; rdp = dpspec's tight RDP group "
          "bound; headroom = 1 - exact / rdp (the largest gain over RDP any accountant can reach); "
-         "gain = 1 - pld / rdp; pld/exact = the price of our pessimistic discretisation.")
+         "gain = 1 - pld / rdp; pld/exact = the width of the bracket [exact >=, pld] around the exact epsilon.")
     emit()
     emit("| sigma | q | T | delta | K | exact >= | pld | rdp | headroom | gain | pld/exact |")
     emit("|" + "---|" * 11)
