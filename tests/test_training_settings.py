@@ -10,8 +10,7 @@ import dpspec
 from dpspec import families
 from dpspec.families import FAMILIES, Family, allowed_settings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import (COMMON_SETTINGS, DpsgdSettings, GconSettings, RelationalSettings, SrppSgdSettings,
-                                TrainingSettings)
+from dpspec.ir.settings import COMMON_SETTINGS, DpsgdSettings, GconSettings, TrainingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
