@@ -30,7 +30,11 @@ class Family:
     available: bool = True
     # Whether two certificates of this mechanism compose by adding RDP curves.
     composable: bool = True
-    settings: tuple[str, ...] = ()  # settings that mean something for it (others are errors)
+    #: a release family: the settings that mean something for it (others are errors); a training
+    #: family derives them from ``settings_model`` (see ``allowed_settings``)
+    settings: tuple[str, ...] = ()
+    #: a training family: its settings model (``dpspec.ir.settings``), built by lowering
+    settings_model: str = ""
     unavailable_reason: str = ""
     # --- code, by dotted path, imported lazily ---
     #: ``f(ctx, target, data) -> CompiledTarget``: calibrate and write the certificate entry
@@ -44,6 +48,20 @@ class Family:
     rules: tuple[str, ...] = ()  # the check modules holding rules specific to it
     distributed: bool = False  # has a multi-worker runtime (``execution distributed(...)``)
     stepped: bool = False  # an RDP-accounted step-by-step training (ε vs steps is plotted)
+
+
+#: the settings every block of a family takes, listed around the family's own
+_LEADING_SETTINGS = ("protect", "mechanism")
+_TRAILING_SETTINGS = ("description",)
+
+
+def allowed_settings(f: Family) -> tuple[str, ...]:
+    """The settings that mean something for family ``f`` (others are refused, DPS130), in the order
+    they are listed: a release family's ``settings``; for a training family, its settings model's
+    fields with the common settings it reads (``TrainingSettings.listed_settings``)."""
+    if not f.settings_model:
+        return f.settings
+    return (*_LEADING_SETTINGS, *load(f.settings_model).listed_settings(), *_TRAILING_SETTINGS)
 
 
 def load(path: str) -> Any:
@@ -76,7 +94,7 @@ FAMILIES: dict[str, Family] = {
         accountants=("dpspec.accounting.analytic_gaussian", "dpspec.accounting.gaussian"),
         runtime="dpspec.mechanisms.gaussian:GaussianRelease",
         auditor="dpspec.audit.gaussian",
-        rules=("dpspec.check.rules", "dpspec.check.rules_conformance"),
+        rules=("dpspec.check.rules", "dpspec.check.rules_conformance", "dpspec.check.rules_gaussian"),
     ),
     "dpsgd": Family(
         name="dpsgd",
@@ -86,14 +104,13 @@ FAMILIES: dict[str, Family] = {
         notions=("dp", "rdp"),
         summary="DP-SGD: per-example clipping, Gaussian noise, subsampled steps",
         source="Abadi et al. 2016; Mironov–Talwar–Zhang 2019; Schuchardt et al. 2024",
-        settings=("protect", "mechanism", "sampling", "clipping", "steps", "epochs", "learning_rate", "momentum",
-                  "noise", "guarantee", "dataset_size", "model", "description"),
+        settings_model="dpspec.ir.settings:DpsgdSettings",
         compile="dpspec.compiler.dpsgd_train:compile_dpsgd",
         accountants=("dpspec.accounting.dpsgd", "dpspec.accounting.poisson", "dpspec.accounting.wor",
                      "dpspec.accounting.group", "dpspec.accounting.pld"),
         runtime="dpspec.mechanisms.dpsgd:DpSgd",
         auditor="dpspec.audit.dpsgd",
-        rules=("dpspec.check.rules", "dpspec.check.rules_runtime"),
+        rules=("dpspec.check.rules", "dpspec.check.rules_runtime", "dpspec.check.rules_dpsgd"),
         distributed=True,
         stepped=True,
     ),
@@ -121,15 +138,13 @@ FAMILIES: dict[str, Family] = {
         notions=("srpp",),
         summary="SRPP-SGD with the History-Uniform Cap accountants",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
-        settings=("protect", "mechanism", "sampling", "clipping", "steps", "epochs", "learning_rate", "momentum",
-                  "lr_schedule", "noise_units", "accountant", "discrepancy", "dataset_size", "noise", "guarantee",
-                  "model", "execution", "description"),
+        settings_model="dpspec.ir.settings:SrppSgdSettings",
         compile="dpspec.compiler.srpp_train:compile_target",
         compose="dpspec.compiler.srpp_train:compose_srpp",
         accountants=("dpspec.accounting.huc",),
         runtime="dpspec.mechanisms.srpp_sgd:SrppSgdMechanism",
         auditor="dpspec.audit.srpp",
-        rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish"),
+        rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
         distributed=True,
     ),
     "relational_dpsgd": Family(
@@ -140,13 +155,12 @@ FAMILIES: dict[str, Family] = {
         notions=("dp", "rdp"),
         summary="relational DP-SGD with entity-level privacy and coupled sampling",
         source="Huang et al., Differentially Private Relational Learning with Entity-level Privacy Guarantees",
-        settings=("protect", "mechanism", "sampling", "degree_cap", "clipping", "loss", "encoder", "split", "steps",
-                  "epochs", "learning_rate", "noise", "guarantee", "execution", "description"),
+        settings_model="dpspec.ir.settings:RelationalSettings",
         compile="dpspec.compiler.relational_train:compile_target",
         accountants=("dpspec.accounting.relational",),
         runtime="dpspec.mechanisms.relational:RelationalMechanism",
         auditor="dpspec.audit.relational",
-        rules=("dpspec.check.rules_relational",),
+        rules=("dpspec.check.rules_relational", "dpspec.check.rules_schedule"),
         distributed=True,
         stepped=True,
     ),
@@ -159,8 +173,7 @@ FAMILIES: dict[str, Family] = {
         summary="GCON: edge-DP graph convolution by objective perturbation",
         source="Wei et al., GCON, Thm 1",
         composable=False,
-        settings=("protect", "mechanism", "propagation", "loss", "regularization", "encoder", "pseudo_labels",
-                  "split", "inference", "guarantee", "description"),
+        settings_model="dpspec.ir.settings:GconSettings",
         compile="dpspec.compiler.gcon_train:compile_target",
         accountants=("dpspec.accounting.gcon",),
         runtime="dpspec.mechanisms.gcon:GconMechanism",

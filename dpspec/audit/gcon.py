@@ -37,13 +37,14 @@ class GconAudit(AuditTarget):
         from dpspec.gcon.data import load_graph, plan
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features
         from dpspec.ir import models as ir
+        from dpspec.ir.settings import GconSettings
 
         mech = ctx.mechanism
         ds = load_graph(mech.graph, ctx.data)
         t = ir.Training(name=mech.spec_name, protects="", mechanism="gcon",
                         guarantee=ir.DpGuarantee(epsilon=mech.epsilon, delta=mech.delta),
-                        propagation=ir.Propagation(restart=mech.restart, steps=mech.steps),
-                        encoder=mech.encoder, pseudo_labels=mech.pseudo_labels, split=mech.split)
+                        settings=GconSettings(propagation=ir.Propagation(restart=mech.restart, steps=mech.steps),
+                                              encoder=mech.encoder, pseudo_labels=mech.pseudo_labels, split=mech.split))
         p = plan(t, ds)
         raw = ds.features if ds.features is not None else tfidf_features(ds.texts, max_features=3000)[0]
         X0 = normalise_rows(raw, zero_rows="uniform")

@@ -10,10 +10,12 @@ that they share the catalogue.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from dpspec.diagnostics import Diagnostic, Span
 from dpspec.ir import models as ir
+
+_S = TypeVar("_S", bound=ir.TrainingSettings)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,55 @@ def rule(id: str, title: str, *, bad: str, good: str, explanation: str = "", sev
         return fn
 
     return deco
+
+
+def also(id: str):
+    """Another check raising rule ``id`` (catalogued by its ``@rule`` elsewhere): a family's rule module
+    adding the cases of a shared rule that only its mechanism has."""
+
+    def deco(fn):
+        CHECKS.append((id, fn))
+        return fn
+
+    return deco
+
+
+def trainings_of(ctx: Context, module: str):
+    """The trainings whose family lists rule module ``module`` in its ``rules`` (``dpspec.families``):
+    a rule module shared by some families checks theirs without naming them."""
+    from dpspec.families import FAMILIES
+
+    for t in ctx.spec.trainings:
+        f = FAMILIES.get(t.mechanism)
+        if f is not None and module in f.rules:
+            yield t
+
+
+def trainings_with(ctx: Context, cls: type[_S]):
+    """``(training, its settings)`` for the trainings whose settings are of model ``cls``: a family's rule
+    module picks its trainings by their settings model, and reads them typed."""
+    for t in ctx.spec.trainings:
+        s = t.settings
+        if isinstance(s, cls):
+            yield t, s
+
+
+def releases_of(ctx: Context, module: str):
+    """The releases whose family lists rule module ``module`` in its ``rules``."""
+    from dpspec.families import FAMILIES
+
+    for r in ctx.spec.releases:
+        f = FAMILIES.get(r.mechanism)
+        if f is not None and module in f.rules:
+            yield r
+
+
+def setting(t, name: str):
+    """Setting ``name`` of a training (from its family's settings model) or a release, or None when the
+    target's family has no such setting: for the rules that apply to every family that has it."""
+    node = t.settings if isinstance(t, ir.Training) else t
+    # (a miss through pydantic's getattr is slow, and rules ask this of every target)
+    return getattr(node, name) if name in type(node).model_fields else None
 
 
 def register_front_end(id: str, title: str, stage: str, *, bad: str, good: str, explanation: str = ""):

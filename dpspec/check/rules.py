@@ -11,9 +11,10 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
+from dpspec.check.framework import Context, diag, register_front_end, rule, setting
 from dpspec.diagnostics import did_you_mean
 from dpspec.ir import models as ir
+from dpspec.families import allowed_settings
 from dpspec.mechanisms.registry import MECHANISMS, unit_phrase
 
 # A minimal valid spec the examples below are built from.
@@ -141,8 +142,6 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.Schedule, "momentum"): (lambda x: 0 <= x < 1, "must be in [0, 1)", "for example momentum = 0.9"),
     (ir.GroupUnit, "size"): (*_int1, "a group of K records, e.g. size = 8"),
     (ir.PrivacyUnitDecl, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
-    (ir.Training, "dataset_size"): (*_int1, "the number of records, e.g. dataset_size = 60000"),
-    (ir.Training, "degree_cap"): (*_int1, "for example degree_cap = 5"),
     (ir.Release, "sensitivity"): (*_scale, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
     (ir.BoundedQuery, "sensitivity"): (*_scale, "the query's ℓ2 sensitivity, e.g. sensitivity = 1.0"),
     (ir.BoundedQuery, "dimension"): (*_int1, "for example dimension = 10"),
@@ -151,7 +150,6 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.SrppGuarantee, "gamma"): (lambda x: 0 < x < 1, "must be in (0, 1)", "a failure probability such as 0.05"),
     (ir.SamplerWorld, "samples"): (*_int1, "draws per secret, e.g. samples = 2000"),
     (ir.BoundedQuery, "regularization"): (*_pos, "an L2 weight such as regularization = 0.01"),
-    (ir.Training, "regularization"): (*_pos, "an L2 weight Λ such as regularization = 0.2"),
     (ir.Propagation, "restart"): (lambda x: 0 < x <= 1, "must be in (0, 1]", "a restart probability such as 0.6"),
     (ir.LossSpec, "delta"): (*_pos, "for example pseudo_huber(delta = 0.1)"),
     (ir.EncoderSpec, "hidden"): (*_int1, "for example hidden = 64"),
@@ -161,10 +159,28 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.SyntheticData, "size"): (*_int1, "for example size = 10000"),
 }
 
+# the ranges of training settings, for every family's settings model that holds the setting
+_SETTING_RANGES = {
+    "dataset_size": (*_int1, "the number of records, e.g. dataset_size = 60000"),
+    "degree_cap": (*_int1, "for example degree_cap = 5"),
+    "regularization": (*_pos, "an L2 weight Λ such as regularization = 0.2"),
+}
+
 # the range table by node class: one dictionary lookup per node instead of a scan of the table
 _RANGES_BY_CLASS: dict[type, list] = {}
 for (_cls, _f), _check in _RANGES.items():
     _RANGES_BY_CLASS.setdefault(_cls, []).append((_f, _check))
+
+
+def _by_class(table: dict[type, list], settings_table: dict, cls: type) -> list:
+    """``table``'s entries for node class ``cls``; a family's settings model gets the entries of
+    ``settings_table`` for the settings it holds (found once per model)."""
+    got = table.get(cls)
+    if got is None:
+        got = [(f, x) for f, x in settings_table.items() if f in cls.model_fields] \
+            if issubclass(cls, ir.TrainingSettings) else []
+        table[cls] = got
+    return got
 
 _FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alpha"}
 
@@ -175,7 +191,7 @@ _FIELD_LABEL = {"C": "C", "epsilon": "epsilon", "delta": "delta", "alpha": "alph
                   "(α > 1, 0 < δ < 1, ε > 0, rates in (0, 1], sizes ≥ 1, …).")
 def check_ranges(ctx: Context):
     for n in walk(ctx.spec):
-        for f, (pred, req, hint) in _RANGES_BY_CLASS.get(type(n), ()):
+        for f, (pred, req, hint) in _by_class(_RANGES_BY_CLASS, _SETTING_RANGES, type(n)):
             x = getattr(n, f, None)
             if x is None:
                 continue
@@ -403,16 +419,17 @@ def check_calibration_target(ctx: Context):
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
         g = t.guarantee
         has_target = g.epsilon is not None
-        if has_target and t.noise is not None:
+        noise = setting(t, "noise")
+        if has_target and noise is not None:
             yield diag("DPS124", f"`{t.name}` gives both a target epsilon and the noise", t, "noise",
                        hint="remove `noise` to calibrate to the target, or remove epsilon to report it")
-        elif not has_target and t.noise is None:
+        elif not has_target and noise is None:
             yield diag("DPS124", f"`{t.name}` gives neither a target epsilon nor the noise", t, "guarantee",
                        hint="add epsilon to the guarantee (e.g. dp(epsilon = 1, delta = 1e-6)) or give the noise")
-        if isinstance(t, ir.Release) and t.noise is not None and t.noise.noise_multiplier is not None:
+        if isinstance(t, ir.Release) and noise is not None and noise.noise_multiplier is not None:
             yield diag("DPS124", "a release takes noise as a standard deviation", t, "noise",
                        hint="write noise gaussian(sigma = ...)")
-        if isinstance(t, ir.Training) and t.noise is not None and t.noise.sigma is not None:
+        if isinstance(t, ir.Training) and noise is not None and noise.sigma is not None:
             yield diag("DPS124", "training noise is given as a noise multiplier (σ / C)", t, "noise",
                        hint="write noise_multiplier 1.1")
 
@@ -426,24 +443,20 @@ def check_calibration_target(ctx: Context):
                   "Privacy pitfall). Sample with `poisson(...)` (as accounted) or `without_replacement(...)`.")
 def check_sampling(ctx: Context):
     for t in ctx.spec.trainings:
-        s = t.sampling
+        s = setting(t, "sampling")
         if isinstance(s, ir.ShuffleSampling):
             yield diag("DPS125", "shuffled batches are not Poisson or fresh without-replacement batches, and no "
                        "amplification theorem in dpspec covers them", t, "sampling",
                        hint=f"use poisson(expected_batch = {s.batch_size}) (sampled as accounted) or "
                             f"without_replacement(batch_size = {s.batch_size})")
-        elif isinstance(s, ir.WithReplacementSampling) and t.mechanism == "dpsgd":
-            yield diag("DPS125", "sampling with replacement is not covered by the DP-SGD accountants", t, "sampling",
-                       hint=f"use poisson(expected_batch = {s.batch_size}) or without_replacement(batch_size = "
-                            f"{s.batch_size})")
-        elif isinstance(s, ir.CoupledSampling) and t.mechanism == "dpsgd":
-            yield diag("DPS125", "coupled sampling belongs to relational_dpsgd", t, "sampling",
-                       hint="use `mechanism relational_dpsgd` with a node unit")
+        # (the samplings a family's own accountants do not cover are its rule module's: rules_dpsgd)
 
 
 def dataset_size(ctx: Context, t) -> int | None:
-    if getattr(t, "dataset_size", None):
-        return t.dataset_size
+    """The public number of records: the target's own ``dataset_size`` or its privacy block's."""
+    n = setting(t, "dataset_size")
+    if n:
+        return n
     d = ctx.resolve_protects(t)
     if isinstance(d, ir.PrivacyUnitDecl) and d.dataset_size:
         return d.dataset_size
@@ -459,7 +472,7 @@ def dataset_size(ctx: Context, t) -> int | None:
 def check_sizes(ctx: Context):
     for t in ctx.spec.trainings:
         n = dataset_size(ctx, t)
-        s = t.sampling
+        s = setting(t, "sampling")
         if n is None or s is None:
             continue
         b = getattr(s, "batch_size", None) or getattr(s, "expected_batch", None)
@@ -467,77 +480,6 @@ def check_sizes(ctx: Context):
             yield diag("DPS126", f"batch of {b} is larger than the dataset ({n} records)", s,
                        "batch_size" if hasattr(s, "batch_size") else "expected_batch",
                        hint=f"use a batch of at most {n}")
-
-
-@rule("DPS127", "a size is needed and not given",
-      bad=_UNIT + "train t { mechanism dpsgd  sampling poisson(expected_batch = 256)  clipping flat(C = 1)  steps 100  "
-                  "guarantee dp(epsilon = 8, delta = 1e-6) }",
-      good=_UNIT.replace("record", "record  dataset_size 60000") + "train t { mechanism dpsgd  sampling "
-           "poisson(expected_batch = 256)  clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
-      explanation="An expected batch, a without-replacement batch or a number of epochs needs the (public) "
-                  "dataset size to become a rate or a number of steps.")
-def check_needs_size(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism != "dpsgd":
-            continue
-        n = dataset_size(ctx, t)
-        s = t.sampling
-        need = None
-        if isinstance(s, ir.PoissonSampling) and s.expected_batch is not None:
-            need = "an expected batch"
-        elif isinstance(s, ir.WithoutReplacementSampling):
-            need = "without-replacement sampling"
-        elif t.schedule.epochs is not None:
-            need = "a number of epochs"
-        if need and n is None:
-            yield diag("DPS127", f"`{t.name}` uses {need}, which needs the dataset size", t, "sampling",
-                       hint="add `dataset_size N` to the privacy block or the train block")
-
-
-@rule("DPS128", "training is missing a setting its mechanism needs",
-      bad=_UNIT + "train t { mechanism dpsgd  sampling poisson(rate = 0.01)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
-      good=_UNIT.replace("record", "record  dataset_size 60000") + "train t { mechanism dpsgd  sampling "
-           "poisson(rate = 0.01)  clipping flat(C = 1)  steps 100  guarantee dp(epsilon = 8, delta = 1e-6) }",
-      explanation="DP-SGD needs sampling, clipping (the sensitivity) and a length (steps or epochs).")
-def check_training_settings(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism != "dpsgd":
-            continue
-        if t.sampling is None:
-            yield diag("DPS128", f"`{t.name}` does not say how batches are sampled", t,
-                       hint="add `sampling poisson(rate = 0.01)`")
-        if t.clipping is None:
-            yield diag("DPS128", f"`{t.name}` has no clipping, so its gradients have no bounded sensitivity", t,
-                       hint="add `clipping flat(C = 1.0)`")
-        elif not isinstance(t.clipping, (ir.FlatClipping, ir.PerLayerClipping)):
-            yield diag("DPS128", f"clipping `{t.clipping.rule}` is for relational learning", t, "clipping",
-                       hint="use flat(C = ...) or per_layer(C = [...])")
-        sch = t.schedule
-        if sch.steps is None and sch.epochs is None:
-            yield diag("DPS128", f"`{t.name}` does not say how long it trains", t,
-                       hint="add `steps 1000` or `epochs 3`")
-        elif sch.steps is not None and sch.epochs is not None:
-            yield diag("DPS128", f"`{t.name}` gives both steps and epochs", t, hint="keep one of them")
-
-
-@rule("DPS129", "release sensitivity unknown or inconsistent",
-      bad=_UNIT + "release r { mechanism gaussian  query mean(age)  guarantee dp(epsilon = 1, delta = 1e-6) }",
-      good=_UNIT + "release r { mechanism gaussian  query sum(age, bounds = [0, 100])  guarantee dp(epsilon = 1, delta = 1e-6) }",
-      explanation="A Gaussian release needs the query's ℓ2 sensitivity w.r.t. the protected unit: declared with "
-                  "`sensitivity`, or derived from declared bounds of a sum/mean/count/histogram on record units.")
-def check_release_sensitivity(ctx: Context):
-    for r in ctx.spec.releases:
-        if r.mechanism != "gaussian":
-            continue
-        d, u = _protected(ctx, r)
-        if u is None:
-            continue
-        n = d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None
-        problem = ctx.release_sensitivity(r, u, n).problem
-        if problem:
-            msg, field, hint = problem
-            yield diag("DPS129", msg, r.query if (field and r.query is not None and field != "sensitivity") else r,
-                       field, hint=hint)
 
 
 @rule("DPS130", "setting has no effect for this mechanism",
@@ -554,17 +496,24 @@ def check_unused_settings(ctx: Context):
                          "noise": "noise"}
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
         m = MECHANISMS[t.mechanism]
-        if not m.settings:
+        allowed = allowed_settings(m)
+        if not allowed:
             continue
-        fields = type(t).model_fields  # (a miss through pydantic's getattr is slow: many targets)
-        given = [(key, t, f) for f, key in fields_to_setting.items() if f in fields and getattr(t, f) is not None]
-        sched = getattr(t, "schedule", None) if "schedule" in fields else None
+        if isinstance(t, ir.Training):
+            # a training's settings are in its family's model; the ones it does not hold were kept by name
+            given = [(key, t, f) for f, key in fields_to_setting.items()
+                     if f in t.ignored or setting(t, f) is not None]
+            sched = t.schedule
+        else:
+            fields = type(t).model_fields  # (a miss through pydantic's getattr is slow: many targets)
+            given = [(key, t, f) for f, key in fields_to_setting.items() if f in fields and getattr(t, f) is not None]
+            sched = None
         given += [(f, sched, f) for f in ("steps", "epochs", "learning_rate", "momentum")
                   if sched is not None and getattr(sched, f) is not None]
         for key, node, f in given:
-            if key not in m.settings:
+            if key not in allowed:
                 yield diag("DPS130", f"`{key}` has no effect for mechanism `{m.name}`", node, f,
-                           hint=f"remove it (mechanism `{m.name}` uses: {', '.join(s for s in m.settings if s not in ('protect', 'mechanism', 'description'))})")
+                           hint=f"remove it (mechanism `{m.name}` uses: {', '.join(s for s in allowed if s not in ('protect', 'mechanism', 'description'))})")
 
 
 @rule("DPS131", "δ is not small compared with 1/n", severity="warning",
@@ -580,7 +529,7 @@ def check_delta_vs_n(ctx: Context):
         if not isinstance(g, ir.DpGuarantee):
             continue
         d = ctx.resolve_protects(t)
-        n = getattr(t, "dataset_size", None) or (d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None)
+        n = setting(t, "dataset_size") or (d.dataset_size if isinstance(d, ir.PrivacyUnitDecl) else None)
         # (a negative or zero size is DPS105's; log10 of the size itself: 1/n may underflow to 0)
         if n and n >= 1 and g.delta >= 1.0 / n and 0 < g.delta < 1:
             yield diag("DPS131", f"delta = {g.delta:g} is not below 1/n = {1 / n:.3g}", g, "delta",
@@ -593,7 +542,6 @@ def check_delta_vs_n(ctx: Context):
 # checked here, before the compiler allocates anything they drive (dpspec/limits.py).
 _SIZE_LIMITS: dict[tuple[type, str], tuple[str, str]] = {
     (ir.PrivacyUnitDecl, "dataset_size"): ("records", "dataset_size"),
-    (ir.Training, "dataset_size"): ("records", "dataset_size"),
     (ir.GroupUnit, "size"): ("group_size", "the group size"),
     (ir.Secret, "quantile_bins"): ("secret_values", "the number of quantile bins"),
     (ir.BoundedQuery, "bins"): ("orders", "the number of histogram bins"),
@@ -607,7 +555,6 @@ _SIZE_LIMITS: dict[tuple[type, str], tuple[str, str]] = {
     (ir.NegativeSampler, "per_positive"): ("degree_cap", "the negatives per positive"),
     (ir.Schedule, "steps"): ("steps", "the number of steps"),
     (ir.Schedule, "epochs"): ("epochs", "the number of epochs"),
-    (ir.Training, "degree_cap"): ("degree_cap", "degree_cap"),
     (ir.EncoderSpec, "hidden"): ("hidden", "the encoder's hidden units"),
     (ir.EncoderSpec, "out"): ("hidden", "the encoder's output size"),
     (ir.EncoderSpec, "max_len"): ("hidden", "the encoder's token length"),
@@ -622,6 +569,7 @@ _SIZE_LIMITS: dict[tuple[type, str], tuple[str, str]] = {
     (ir.SrppGuarantee, "alpha"): ("orders", "the Rényi order alpha"),
     (ir.FiniteDirections, "directions"): ("slices", "the number of slice directions"),
 }
+_SETTING_SIZE_LIMITS = {"dataset_size": ("records", "dataset_size"), "degree_cap": ("degree_cap", "degree_cap")}
 _SIZE_LIMITS_BY_CLASS: dict[type, list] = {}
 for (_cls, _f), _lim in _SIZE_LIMITS.items():
     _SIZE_LIMITS_BY_CLASS.setdefault(_cls, []).append((_f, _lim))
@@ -635,7 +583,8 @@ def _training_steps(ctx: Context, t: ir.Training) -> float | None:
         return float(sch.steps)
     if sch.epochs is None:
         return None
-    s = t.sampling.positive if isinstance(t.sampling, ir.CoupledSampling) else t.sampling
+    s = setting(t, "sampling")
+    s = s.positive if isinstance(s, ir.CoupledSampling) else s
     n = dataset_size(ctx, t)
     if isinstance(s, ir.FullBatch):
         return float(sch.epochs)
@@ -663,7 +612,7 @@ def check_limits(ctx: Context):
     from dpspec import limits
 
     for n in walk(ctx.spec):
-        for f, (name, what) in _SIZE_LIMITS_BY_CLASS.get(type(n), ()):
+        for f, (name, what) in _by_class(_SIZE_LIMITS_BY_CLASS, _SETTING_SIZE_LIMITS, type(n)):
             x = getattr(n, f, None)
             if x is None:
                 continue

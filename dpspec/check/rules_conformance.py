@@ -14,8 +14,7 @@ Rules that need the data (a column, a row count) are raised while compiling and 
 
 from __future__ import annotations
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
-from dpspec.check.rules import dataset_size
+from dpspec.check.framework import Context, diag, register_front_end, rule, setting
 from dpspec.ir import models as ir
 
 _RELEASE = ("privacy respondents {{\n  unit         {unit}\n{extra}}}\n"
@@ -32,32 +31,8 @@ def _unit_of(ctx: Context, t):
     return d, (d.unit if isinstance(d, ir.PrivacyUnitDecl) else None)
 
 
-# --- DPS140: a declared sensitivity below the one the query implies --------------------------------
-
-
-@rule("DPS140", "a declared sensitivity below the one the query implies",
-      bad=release_spec(sens="1.0"), good=release_spec(),
-      explanation="When a query states its bounds, dpspec derives its ℓ2 sensitivity Δ for the protected unit "
-                  "(docs/language.md, 'Sensitivity of a release'). A declared `sensitivity` may be larger (the "
-                  "noise is then calibrated to it) but never smaller: `sum(hours, bounds = [0, 99])` moves by up "
-                  "to 99 when one record is inserted or removed, so calibrating to a declared 1.0 would certify "
-                  "ε = 1 for a release whose real ε is about 385. Remove `sensitivity`, declare at least the derived "
-                  "Δ, or drop the bounds (the sensitivity is then an assumption about an answer the caller "
-                  "computes, and `release_answer` is the only way to release it).")
-def check_declared_sensitivity(ctx: Context):
-    from dpspec.compiler.sensitivity import query_text
-
-    for r in ctx.spec.releases:
-        d, u = _unit_of(ctx, r)
-        if r.mechanism != "gaussian" or u is None or r.query is None:
-            continue
-        s = ctx.release_sensitivity(r, u, d.dataset_size)
-        if s.declared_below_derived:
-            node = r if r.sensitivity is not None else r.query
-            yield diag("DPS140", f"the declared sensitivity {s.declared:g} is below Δ = {s.derived.value:.6g} that "
-                       f"`{query_text(r.query)}` implies: {s.derived.statement}", node, "sensitivity",
-                       hint=f"remove `sensitivity` (dpspec uses the derived Δ = {s.derived.value:.6g}), or declare "
-                            f"at least {s.derived.value:.6g}")
+# (DPS140, a declared sensitivity below the one the query implies, is the Gaussian release's:
+# dpspec/check/rules_gaussian.py)
 
 
 # --- DPS141: bounds that do not match the columns ----------------------------------------------------
@@ -116,22 +91,23 @@ def check_dataset_sizes(ctx: Context):
                        f"synthetic(generator = {d.data.generator}, size = {rows}) has {rows} rows", d,
                        "dataset_size", hint=f"write dataset_size {rows}, or bind the data it describes")
     for t in ctx.spec.trainings:
-        if t.dataset_size is None:
+        n = setting(t, "dataset_size")  # (the families whose settings hold a dataset size)
+        if n is None:
             continue
         d = ctx.resolve_protects(t)
-        if isinstance(d, ir.PrivacyUnitDecl) and d.dataset_size is not None and d.dataset_size != t.dataset_size:
-            yield diag("DPS142", f"`{t.name}` declares dataset_size {t.dataset_size}, but the privacy block "
+        if isinstance(d, ir.PrivacyUnitDecl) and d.dataset_size is not None and d.dataset_size != n:
+            yield diag("DPS142", f"`{t.name}` declares dataset_size {n}, but the privacy block "
                        f"`{d.name}` it protects declares {d.dataset_size}", t, "dataset_size",
                        hint="state the size once, in the privacy block")
         elif isinstance(d, ir.PrivacyUnitDecl) and d.data is not None and d.unit.kind in ("record", "group"):
             rows = _table_rows(d.data)
-            if rows is not None and rows != t.dataset_size:
-                yield diag("DPS142", f"`{t.name}` declares dataset_size {t.dataset_size}, but the data of `{d.name}` "
+            if rows is not None and rows != n:
+                yield diag("DPS142", f"`{t.name}` declares dataset_size {n}, but the data of `{d.name}` "
                            f"has {rows} rows", t, "dataset_size", hint=f"write dataset_size {rows}, or remove it")
         if isinstance(d, ir.Scenario) and d.data is not None:
             rows = _table_rows(d.data)
-            if rows is not None and rows != t.dataset_size:
-                yield diag("DPS142", f"`{t.name}` declares dataset_size {t.dataset_size}, but scenario `{d.name}`'s "
+            if rows is not None and rows != n:
+                yield diag("DPS142", f"`{t.name}` declares dataset_size {n}, but scenario `{d.name}`'s "
                            f"data has {rows} rows", t, "dataset_size",
                            hint=f"write dataset_size {rows}, or remove it (the scenario's data gives it)")
 
@@ -142,79 +118,8 @@ def size_mismatch(rows: int, declared: int, where: str) -> tuple[str, str]:
             f"write dataset_size {rows}, or bind the data it describes")
 
 
-# --- DPS143: SRPP-SGD runs of one scenario composed under different discrepancy models ---------------
-
-
-def _discrepancy_key(ctx: Context, t: ir.Training):
-    disc = t.discrepancy.model_dump(exclude={"span", "field_spans"}) if t.discrepancy is not None else None
-    return disc, dataset_size(ctx, t)
-
-
-def _describe_discrepancy(key) -> str:
-    disc, n = key
-    if disc is None:
-        return "no discrepancy model"
-    args = {"localized": ("d_max",), "label_flip": ("differing",), "iid": ("tv", "tail_delta"),
-            "monte_carlo": ("flip", "draws", "gamma", "tail_delta", "seed")}[disc["kind"]]
-    text = f"{disc['kind']}({', '.join(f'{a} = {disc[a]:g}' for a in args if disc.get(a) is not None)})"
-    return text + (f" on {n} records" if n else "")
-
-
-def _srpp_two(disc_a: str, disc_b: str, extra: str = "") -> str:
-    """Two SRPP-SGD runs of one scenario, composed (the examples of DPS143 and DPS144)."""
-    runs = "".join(
-        f"train {name} {{\n  protect       prevalence\n  mechanism     srpp_sgd\n  dataset_size  1400\n"
-        f"  discrepancy   {disc}\n  sampling      without_replacement(batch_size = 64)\n"
-        f"  clipping      flat(C = 1.0)\n  steps         100\n{extra if name == 'a' else ''}  learning_rate 0.1\n"
-        "  guarantee     sa_ave_srpp(alpha = 16, epsilon = 4)\n}\n" for name, disc in (("a", disc_a), ("b", disc_b)))
-    return ("scenario prevalence {\n  secret share in {low, high}\n}\n" + runs
-            + "compose both { parts [a, b]  guarantee sa_ave_srpp(alpha = 16) }\n")
-
-
-_FLIP = "label_flip(differing = 20)"
-
-
-@rule("DPS143", "one scenario composed under different discrepancy models",
-      bad=_srpp_two(_FLIP, "label_flip(differing = 2)"), good=_srpp_two(_FLIP, _FLIP),
-      explanation="A discrepancy model says how many records the secret can change between the coupled worlds "
-                  "of a scenario — a property of the scenario and its data, not of one run. Composing SRPP-SGD "
-                  "runs that declare different models (or train on different numbers of records) adds costs "
-                  "computed for different worlds, and the sum bounds neither: the composed certificate would rest "
-                  "on the weaker model silently. Declare one model for every run of the scenario.")
-def check_discrepancy_composition(ctx: Context):
-    by_name = {t.name: t for t in ctx.spec.trainings}
-    for c in ctx.spec.compositions:
-        runs: dict[str, list] = {}
-        for p in c.parts:
-            t = by_name.get(p)
-            if t is not None and t.mechanism == "srpp_sgd":
-                d = ctx.resolve_protects(t)
-                if d is not None:
-                    runs.setdefault(d.name, []).append(t)
-        for scenario, ts in runs.items():
-            keys = {t.name: _discrepancy_key(ctx, t) for t in ts}
-            sizes = {n for _d, n in keys.values() if n is not None}  # a run without one reads the scenario's data
-            if len({repr(d) for d, _n in keys.values()}) > 1 or len(sizes) > 1:
-                yield diag("DPS143", f"composition `{c.name}` adds SRPP-SGD runs of scenario `{scenario}` "
-                           "under different discrepancy models: " + "; ".join(
-                               f"`{n}`: {_describe_discrepancy(k)}" for n, k in keys.items()), c, "parts",
-                           hint="give every run of the scenario the same `discrepancy` and dataset size")
-
-
-# --- DPS144: steps and epochs both given --------------------------------------------------------------
-
-
-@rule("DPS144", "both `steps` and `epochs`",
-      bad=_srpp_two(_FLIP, _FLIP, extra="  epochs        3\n"), good=_srpp_two(_FLIP, _FLIP),
-      explanation="A training's length is `steps` or `epochs` (epochs × n / batch steps); given both, one would "
-                  "be ignored and the certificate's step count could differ from what the reader expects. "
-                  "(For `dpsgd` the same conflict is DPS128.)")
-def check_steps_epochs(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism in ("srpp_sgd", "relational_dpsgd") and t.schedule.steps is not None \
-                and t.schedule.epochs is not None:
-            yield diag("DPS144", f"`{t.name}` gives both steps ({t.schedule.steps}) and epochs "
-                       f"({t.schedule.epochs:g})", t.schedule, "epochs", hint="keep one of them")
+# (DPS143, SRPP-SGD runs of one scenario composed under different discrepancy models, is SRPP-SGD's:
+# dpspec/check/rules_srpp.py; DPS144, both steps and epochs, is in dpspec/check/rules_schedule.py.)
 
 
 # --- DPS145: a unit or query that does not fit its data -------------------------------------------------

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
+from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.ir import models as ir
+from dpspec.ir.settings import GconSettings
 
 
 def spec(loss="msml", extra="", prop="appr(restart = 0.6, steps = [2, inf])", reg="regularization 0.2\n",
@@ -17,9 +18,8 @@ GOOD = spec()
 
 
 def _gcon(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism == "gcon":
-            yield t
+    """``(training, its GconSettings)`` for every GCON training."""
+    return trainings_with(ctx, GconSettings)
 
 
 @rule("DPS703", "a loss whose constants are not proven for GCON", bad=spec(loss="cross_entropy"), good=GOOD,
@@ -27,9 +27,9 @@ def _gcon(ctx: Context):
                   "(Lemma 7); they are proven for MSML and pseudo-Huber only (App. F). Softmax cross-entropy "
                   "couples the classes and breaks Lemma 7.")
 def check_loss(ctx: Context):
-    for t in _gcon(ctx):
-        if t.loss is not None and t.loss.kind not in ("msml", "pseudo_huber"):
-            yield diag("DPS703", f"loss `{t.loss.kind}` is not covered by GCON's Theorem 1", t.loss,
+    for _t, s in _gcon(ctx):
+        if s.loss is not None and s.loss.kind not in ("msml", "pseudo_huber"):
+            yield diag("DPS703", f"loss `{s.loss.kind}` is not covered by GCON's Theorem 1", s.loss,
                        hint="use `loss msml` or `loss pseudo_huber(delta = 0.1)`")
 
 
@@ -38,11 +38,11 @@ def check_loss(ctx: Context):
       explanation="The sensitivity Ψ of the propagated features depends on the restart and depths, and the noise "
                   "on Λ; both must be stated.")
 def check_required(ctx: Context):
-    for t in _gcon(ctx):
-        if t.propagation is None:
+    for t, s in _gcon(ctx):
+        if s.propagation is None:
             yield diag("DPS726", f"`{t.name}` has no `propagation`", t,
                        hint="add `propagation appr(restart = 0.6, steps = [2, inf])`")
-        if t.regularization is None:
+        if s.regularization is None:
             yield diag("DPS726", f"`{t.name}` has no `regularization`", t, hint="add `regularization 0.2` (Λ)")
         d = ctx.resolve_protects(t)
         if isinstance(d, ir.PrivacyUnitDecl) and d.data is None:

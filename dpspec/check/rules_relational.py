@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
+from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.ir import models as ir
+from dpspec.ir.settings import RelationalSettings
 
 
 def spec(negative="without_replacement(per_positive = 4)", clip="per_tuple(C = 1.0)", cap="degree_cap 5\n  ",
@@ -20,9 +21,8 @@ GOOD = spec()
 
 
 def _rel(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism == "relational_dpsgd":
-            yield t
+    """``(training, its RelationalSettings)`` for every relational DP-SGD training."""
+    return trainings_with(ctx, RelationalSettings)
 
 
 @rule("DPS611", "relational DP-SGD needs its plan", bad=spec(cap=""), good=GOOD,
@@ -30,20 +30,20 @@ def _rel(ctx: Context):
                   "the degree cap K, the per-tuple clipping and the number of steps; a node unit over a graph; and "
                   "an (ε, δ) target or the noise.")
 def check_required(ctx: Context):
-    for t in _rel(ctx):
-        if not isinstance(t.sampling, ir.CoupledSampling):
-            yield diag("DPS605" if t.sampling is not None else "DPS611",
+    for t, st in _rel(ctx):
+        if not isinstance(st.sampling, ir.CoupledSampling):
+            yield diag("DPS605" if st.sampling is not None else "DPS611",
                        "relational DP-SGD needs coupled sampling: Poisson positives, then negatives per positive"
-                       + ("" if t.sampling is None else f" (found `{t.sampling.scheme}`)"),
-                       t, "sampling" if t.sampling is not None else None,
+                       + ("" if st.sampling is None else f" (found `{st.sampling.scheme}`)"),
+                       t, "sampling" if st.sampling is not None else None,
                        hint="sampling coupled { positive poisson(expected_batch = 64)  "
                             "negative without_replacement(per_positive = 4) }")
-        if t.degree_cap is None:
+        if st.degree_cap is None:
             yield diag("DPS611", f"`{t.name}` has no `degree_cap`", t, hint="add `degree_cap 5` (K)")
-        if t.clipping is None:
+        if st.clipping is None:
             yield diag("DPS611", f"`{t.name}` has no clipping", t, hint="add `clipping per_tuple(C = 1.0)`")
-        elif not isinstance(t.clipping, (ir.PerTupleClipping, ir.FrequencyAdaptiveClipping)):
-            yield diag("DPS611", f"clipping `{t.clipping.rule}` is not a relational clipping rule", t, "clipping",
+        elif not isinstance(st.clipping, (ir.PerTupleClipping, ir.FrequencyAdaptiveClipping)):
+            yield diag("DPS611", f"clipping `{st.clipping.rule}` is not a relational clipping rule", t, "clipping",
                        hint="use per_tuple(C = 1.0) (threshold static or standard) or frequency_adaptive(C = 1.0)")
         if t.schedule.steps is None and t.schedule.epochs is None:
             yield diag("DPS611", f"`{t.name}` states neither `steps` nor `epochs`", t, hint="add `steps 1000`")
@@ -51,7 +51,7 @@ def check_required(ctx: Context):
         if not isinstance(g, ir.DpGuarantee):
             yield diag("DPS611", "relational DP-SGD certifies (ε, δ)-DP", t, "guarantee",
                        hint="write `guarantee dp(epsilon = 4, delta = 1e-5)`")
-        elif g.epsilon is None and t.noise is None:
+        elif g.epsilon is None and st.noise is None:
             yield diag("DPS611", f"`{t.name}` gives neither a target ε nor the noise", t, "guarantee",
                        hint="add epsilon to the guarantee, or `noise_multiplier 1.0`")
         d = ctx.resolve_protects(t)
@@ -75,8 +75,8 @@ def _neg_rule(rid):
 
 
 def _check_negatives(ctx: Context, rid: str):
-    for t in _rel(ctx):
-        s = t.sampling
+    for _t, st in _rel(ctx):
+        s = st.sampling
         if isinstance(s, ir.CoupledSampling) and s.negative.scheme in _NEG_RULES:
             r, msg = _NEG_RULES[s.negative.scheme]
             if r == rid:
@@ -112,8 +112,8 @@ def check_neg_content(ctx: Context):
                   "FREQ-CLIP only with its corrected bound C/2·(1 + j + i(k_neg+1)/2) (docs/rules.md), or use "
                   "per-tuple clipping, which Eq. (3) certifies at C.")
 def check_freq_paper(ctx: Context):
-    for t in _rel(ctx):
-        c = t.clipping
+    for _t, st in _rel(ctx):
+        c = st.clipping
         if isinstance(c, ir.FrequencyAdaptiveClipping) and c.bound == "paper":
             yield diag("DPS601", "FREQ-CLIP does not have the sensitivity C claimed by Prop 4.1 (counterexample: "
                        "1.75·C)", c, "bound", hint="drop `bound = paper` (the corrected bound is certified), or use "

@@ -1,16 +1,14 @@
 """Rules for what the runtime may read (DPS16x): every normaliser, rate and batch size is public.
 
-DPS160 is checked on the spec: a DP-SGD training whose noisy gradient sum would be divided by a size
-read from the data. DPS161–DPS163 are the runtime's refusals (:mod:`dpspec.mechanisms.ledger`): they
+DPS160 is checked on the spec, by DP-SGD's rules (:mod:`dpspec.check.rules_dpsgd`): a DP-SGD training
+whose noisy gradient sum would be divided by a size read from the data. DPS161–DPS163 are the runtime's refusals (:mod:`dpspec.mechanisms.ledger`): they
 are raised by the mechanism objects as named exceptions and listed here so that the catalogue
 documents them.
 """
 
 from __future__ import annotations
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
-from dpspec.check.rules import dataset_size
-from dpspec.ir import models as ir
+from dpspec.check.framework import register_front_end
 
 NORMALISER_HINT = ("add `dataset_size N` (the public number of training records) to the privacy block or the train "
                    "block: the noisy sum is then divided by the constant q·N (or N for full batch)")
@@ -23,29 +21,6 @@ def _spec(sampling: str, size: str = "") -> str:
 
 
 GOOD = _spec("poisson(rate = 0.004)", "  dataset_size 60000")
-
-
-@rule("DPS160", "a DP-SGD normaliser that would be read from the data",
-      bad=_spec("poisson(rate = 0.004)"), good=GOOD,
-      explanation="DP-SGD divides the noisy sum of clipped gradients by the expected batch size. With "
-                  "`poisson(rate = q)` or `full_batch` and no dataset size, that constant would be q·len(data) "
-                  "(or len(data)) at run time: under insertion/removal the scale of the released noise then "
-                  "depends on whether a record is present, and a threshold test on it tells neighbouring datasets "
-                  "apart. Declare the public `dataset_size` (or `poisson(expected_batch = B)` with it); the "
-                  "certificate records the normaliser and the runtime uses that number only.")
-def check_public_normaliser(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism != "dpsgd" or dataset_size(ctx, t) is not None:
-            continue
-        s = t.sampling
-        if isinstance(s, ir.PoissonSampling) and s.expected_batch is None:
-            what = f"q·len(data) with q = {s.rate:g}" if s.rate is not None else "q·len(data)"
-        elif isinstance(s, ir.FullBatch):
-            what = "len(data)"
-        else:
-            continue
-        yield diag("DPS160", f"`{t.name}` would divide its noisy gradient sum by {what}, a size read from the "
-                   "private data", s, hint=NORMALISER_HINT)
 
 
 register_front_end("DPS161", "more steps than the certificate covers", "run",

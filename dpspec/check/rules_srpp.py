@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
+from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.check.rules import dataset_size
 from dpspec.ir import models as ir
+from dpspec.ir.settings import SrppSgdSettings
 
 
 def spec(extra="", sampling="without_replacement(batch_size = 64)", disc="label_flip(differing = 20)",
@@ -21,9 +22,8 @@ GOOD = spec()
 
 
 def _srpp(ctx: Context):
-    for t in ctx.spec.trainings:
-        if t.mechanism == "srpp_sgd":
-            yield t
+    """``(training, its SrppSgdSettings)`` for every SRPP-SGD training."""
+    return trainings_with(ctx, SrppSgdSettings)
 
 
 @rule("DPS511", "SRPP-SGD needs its training plan", bad=spec(disc=""), good=GOOD,
@@ -31,10 +31,10 @@ def _srpp(ctx: Context):
                   "change), the sampling, the clipping, the step sizes and the number of steps (Prop 5.1); every "
                   "one of them must be stated.")
 def check_required(ctx: Context):
-    for t in _srpp(ctx):
-        need = {"discrepancy": ("discrepancy label_flip(differing = 20)", t.discrepancy),
-                "sampling": ("sampling without_replacement(batch_size = 64)", t.sampling),
-                "clipping": ("clipping flat(C = 1.0)", t.clipping),
+    for t, s in _srpp(ctx):
+        need = {"discrepancy": ("discrepancy label_flip(differing = 20)", s.discrepancy),
+                "sampling": ("sampling without_replacement(batch_size = 64)", s.sampling),
+                "clipping": ("clipping flat(C = 1.0)", s.clipping),
                 "learning_rate": ("learning_rate 0.1", t.schedule.learning_rate)}
         for key, (example, value) in need.items():
             if value is None:
@@ -45,7 +45,7 @@ def check_required(ctx: Context):
         if dataset_size(ctx, t) is None and not (isinstance(d, ir.Scenario) and d.data is not None):
             yield diag("DPS511", f"`{t.name}` does not say how many records it trains on", t,
                        hint="add `dataset_size N`, or give the scenario its `data`")
-        if isinstance(t.guarantee, ir.SrppGuarantee) and t.guarantee.epsilon is None and t.noise is None:
+        if isinstance(t.guarantee, ir.SrppGuarantee) and t.guarantee.epsilon is None and s.noise is None:
             yield diag("DPS511", f"`{t.name}` gives neither a target ε nor the noise", t, "guarantee",
                        hint="write e.g. `guarantee ave_srpp(alpha = 16, epsilon = 8)`")
 
@@ -54,8 +54,8 @@ def check_required(ctx: Context):
       explanation="The coupled worlds cannot differ in more records than the dataset holds (Δ ≤ N, D_max ≤ N); "
                   "a total variation must lie in [0, 1].")
 def check_discrepancy(ctx: Context):
-    for t in _srpp(ctx):
-        d = t.discrepancy
+    for t, s in _srpp(ctx):
+        d = s.discrepancy
         if d is None:
             continue
         n = dataset_size(ctx, t)
@@ -85,11 +85,11 @@ def check_discrepancy(ctx: Context):
                   "whole batch (App. I, Prop I.1), so HUC gives no useful bound. The sa-HUC accountant (an "
                   "on-average notion) handles it; or sample without replacement.")
 def check_wr(ctx: Context):
-    for t in _srpp(ctx):
-        acc = t.accountant or ("sa_huc" if getattr(t.guarantee, "subsampling_aware", False) else "huc")
-        if isinstance(t.sampling, ir.WithReplacementSampling) and acc != "sa_huc":
+    for t, s in _srpp(ctx):
+        acc = s.accountant or ("sa_huc" if getattr(t.guarantee, "subsampling_aware", False) else "huc")
+        if isinstance(s.sampling, ir.WithReplacementSampling) and acc != "sa_huc":
             yield diag("DPS501", "the HUC accountant with sampling with replacement: the cap collapses to the "
-                       "batch size", t.sampling, hint="sample without_replacement(...), or certify sa_ave_srpp "
+                       "batch size", s.sampling, hint="sample without_replacement(...), or certify sa_ave_srpp "
                        "with the sa-HUC accountant")
 
 
@@ -99,13 +99,13 @@ def check_wr(ctx: Context):
                   "HUC and the amplified accountant bound worst-case SRPP. The guarantee and the accountant must "
                   "agree, so that an on-average bound is never presented as SRPP.")
 def check_accountant(ctx: Context):
-    for t in _srpp(ctx):
+    for t, s in _srpp(ctx):
         g = t.guarantee
-        if t.accountant is None or not isinstance(g, ir.SrppGuarantee):
+        if s.accountant is None or not isinstance(g, ir.SrppGuarantee):
             continue
-        if g.subsampling_aware != (t.accountant == "sa_huc"):
+        if g.subsampling_aware != (s.accountant == "sa_huc"):
             want = "sa_huc" if g.subsampling_aware else "huc"
-            yield diag("DPS505", f"accountant `{t.accountant}` does not certify "
+            yield diag("DPS505", f"accountant `{s.accountant}` does not certify "
                        f"{'sa-' if g.subsampling_aware else ''}{g.flavour}-SRPP", t, "accountant",
                        hint=f"use `accountant {want}`, or change the guarantee")
 
@@ -128,7 +128,7 @@ _TWO = "compose both { parts [a, b]  guarantee sa_ave_srpp(alpha = 16) }\n"
 def check_composition(ctx: Context):
     by_name = {t.name: t for t in ctx.spec.trainings}
     for c in ctx.spec.compositions:
-        parts = [by_name[p] for p in c.parts if p in by_name and by_name[p].mechanism == "srpp_sgd"]
+        parts = [by_name[p] for p in c.parts if p in by_name and isinstance(by_name[p].settings, SrppSgdSettings)]
         if not parts:
             continue
         keys = {(p.guarantee.alpha, p.guarantee.flavour, p.guarantee.subsampling_aware) for p in parts
@@ -146,3 +146,63 @@ register_front_end("DPS513", "the SRPP-SGD plan is invalid", "compile",
                    bad=spec(extra="  lr_schedule   cosine(warmup = 1.5)\n"), good=GOOD,
                    explanation="The training plan is checked once more when it is built (schedule, clipping, "
                                "sampling); a plan the accountant cannot use is refused with the core's message.")
+
+
+# --- DPS143: SRPP-SGD runs of one scenario composed under different discrepancy models ---------------
+
+
+def _discrepancy_key(ctx: Context, t: ir.Training):
+    d = t.settings_as(SrppSgdSettings).discrepancy
+    disc = d.model_dump(exclude={"span", "field_spans"}) if d is not None else None
+    return disc, dataset_size(ctx, t)
+
+
+def _describe_discrepancy(key) -> str:
+    disc, n = key
+    if disc is None:
+        return "no discrepancy model"
+    args = {"localized": ("d_max",), "label_flip": ("differing",), "iid": ("tv", "tail_delta"),
+            "monte_carlo": ("flip", "draws", "gamma", "tail_delta", "seed")}[disc["kind"]]
+    text = f"{disc['kind']}({', '.join(f'{a} = {disc[a]:g}' for a in args if disc.get(a) is not None)})"
+    return text + (f" on {n} records" if n else "")
+
+
+def _srpp_two(disc_a: str, disc_b: str, extra: str = "") -> str:
+    """Two SRPP-SGD runs of one scenario, composed (the examples of DPS143 and DPS144)."""
+    runs = "".join(
+        f"train {name} {{\n  protect       prevalence\n  mechanism     srpp_sgd\n  dataset_size  1400\n"
+        f"  discrepancy   {disc}\n  sampling      without_replacement(batch_size = 64)\n"
+        f"  clipping      flat(C = 1.0)\n  steps         100\n{extra if name == 'a' else ''}  learning_rate 0.1\n"
+        "  guarantee     sa_ave_srpp(alpha = 16, epsilon = 4)\n}\n" for name, disc in (("a", disc_a), ("b", disc_b)))
+    return ("scenario prevalence {\n  secret share in {low, high}\n}\n" + runs
+            + "compose both { parts [a, b]  guarantee sa_ave_srpp(alpha = 16) }\n")
+
+
+_FLIP = "label_flip(differing = 20)"
+
+
+@rule("DPS143", "one scenario composed under different discrepancy models",
+      bad=_srpp_two(_FLIP, "label_flip(differing = 2)"), good=_srpp_two(_FLIP, _FLIP),
+      explanation="A discrepancy model says how many records the secret can change between the coupled worlds "
+                  "of a scenario — a property of the scenario and its data, not of one run. Composing SRPP-SGD "
+                  "runs that declare different models (or train on different numbers of records) adds costs "
+                  "computed for different worlds, and the sum bounds neither: the composed certificate would rest "
+                  "on the weaker model silently. Declare one model for every run of the scenario.")
+def check_discrepancy_composition(ctx: Context):
+    by_name = {t.name: t for t in ctx.spec.trainings}
+    for c in ctx.spec.compositions:
+        runs: dict[str, list] = {}
+        for p in c.parts:
+            t = by_name.get(p)
+            if t is not None and isinstance(t.settings, SrppSgdSettings):
+                d = ctx.resolve_protects(t)
+                if d is not None:
+                    runs.setdefault(d.name, []).append(t)
+        for scenario, ts in runs.items():
+            keys = {t.name: _discrepancy_key(ctx, t) for t in ts}
+            sizes = {n for _d, n in keys.values() if n is not None}  # a run without one reads the scenario's data
+            if len({repr(d) for d, _n in keys.values()}) > 1 or len(sizes) > 1:
+                yield diag("DPS143", f"composition `{c.name}` adds SRPP-SGD runs of scenario `{scenario}` "
+                           "under different discrepancy models: " + "; ".join(
+                               f"`{n}`: {_describe_discrepancy(k)}" for n, k in keys.items()), c, "parts",
+                           hint="give every run of the scenario the same `discrepancy` and dataset size")

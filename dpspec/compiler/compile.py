@@ -185,11 +185,12 @@ def check_magnitudes(t) -> None:
     are other rules' business). DPS206: an (ε, δ) target is above the accountants' resolution."""
     lo, hi = MAGNITUDE_RANGE
     items = [(t.guarantee, "epsilon", getattr(t.guarantee, "epsilon", None), "the target ε")]
-    noise = getattr(t, "noise", None)
+    own = t.settings if isinstance(t, ir.Training) else t  # a training's noise and clipping are its family's
+    noise = getattr(own, "noise", None)
     if noise is not None:
         items += [(noise, "sigma", noise.sigma, "σ"), (noise, "noise_multiplier", noise.noise_multiplier,
                                                       "the noise multiplier")]
-    clip = getattr(t, "clipping", None)
+    clip = getattr(own, "clipping", None)
     if clip is not None:
         items += [(clip, "C", c, "the clip norm C") for c in (clip.C if isinstance(clip.C, tuple) else (clip.C,))]
     items.append((t, "sensitivity", getattr(t, "sensitivity", None), "the sensitivity"))

@@ -34,6 +34,7 @@ from dpspec.compiler.common import (
     certified_epsilon,
 )
 from dpspec.ir import models as ir
+from dpspec.ir.settings import DpsgdSettings
 
 if TYPE_CHECKING:
     from dpspec.check.framework import Context
@@ -43,10 +44,11 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
     """Sampling → (scheme name for the accountant, rate, batch size, dataset size, steps). The batch size is
     the public normaliser of the noisy sum (expected batch qN, B, or N for full batch); without it the
     normaliser would be read from the data (DPS160)."""
+    st = t.settings_as(DpsgdSettings)
     from dpspec.check.rules import dataset_size
 
     n = dataset_size(ctx, t)
-    s = t.sampling
+    s = st.sampling
     if isinstance(s, ir.PoissonSampling):
         rate = s.rate if s.rate is not None else s.expected_batch / n
         batch = s.expected_batch if s.expected_batch is not None else (rate * n if n else None)
@@ -80,6 +82,7 @@ def _clip_norm(c) -> float:
 
 
 def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+    st = t.settings_as(DpsgdSettings)
     from dpspec import accounting as acc
 
     protected, d, u = _protected(ctx, t)
@@ -88,7 +91,7 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     rel = u.relation
     acc_sampling, relation = _accountant_for(t, scheme, rel, K)
     g = t.guarantee
-    calibrated = t.noise is None
+    calibrated = st.noise is None
     alphas = _alpha_grid(ctx.spec)
     acc_name = acc_sampling if acc_sampling == "poisson" else (
         "wor_substitution" if relation == "substitution" else "wor")
@@ -120,13 +123,13 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         cal = ("bisection on σ for the smallest σ (relative tolerance 1e-6) whose certified ε is ≤ the target; "
                "the upper end of the final bracket is used")
     else:
-        sigma = t.noise.noise_multiplier
+        sigma = st.noise.noise_multiplier
         cal = None
     curve = curve_at(sigma)
     points = []
     best_alpha = None
     conv = None
-    C = _clip_norm(t.clipping)
+    C = _clip_norm(st.clipping)
     raw_eps = []
     for dl in _deltas(g):
         res = acc.dp_from_curve(curve, dl)
@@ -177,8 +180,8 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         params["learning_rate"] = t.schedule.learning_rate
     if t.schedule.momentum is not None:
         params["momentum"] = t.schedule.momentum
-    if isinstance(t.clipping, ir.PerLayerClipping):
-        params["per_layer_clip_norms"] = ",".join(f"{c:g}" for c in t.clipping.C)
+    if isinstance(st.clipping, ir.PerLayerClipping):
+        params["per_layer_clip_norms"] = ",".join(f"{c:g}" for c in st.clipping.C)
     formulas = _accountant_formulas(acc_name, K, rate, sigma, steps, curve)
     if isinstance(g, ir.DpGuarantee) and raw_eps[0] > 0:  # not when ε is 0 by the TV shortcut (then floored)
         formulas.append(F.formula("rdp_to_dp", F.BALLE_CONVERSION,
@@ -209,7 +212,7 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     mech = DpSgd(noise_multiplier=sigma, clip_norm=C, sampling=scheme, sample_rate=rate, steps=steps,
                  batch_size=batch, dataset_size=n, learning_rate=t.schedule.learning_rate or 0.1,
                  momentum=t.schedule.momentum or 0.0,
-                 per_layer_clip=tuple(t.clipping.C) if isinstance(t.clipping, ir.PerLayerClipping) else None,
+                 per_layer_clip=tuple(st.clipping.C) if isinstance(st.clipping, ir.PerLayerClipping) else None,
                  name=t.name, normalizer=float(batch), group_size=K, relation=relation,
                  rdp_alphas=tuple(map(float, curve.alphas)),
                  delta=g.delta if isinstance(g, ir.DpGuarantee) else None,

@@ -25,6 +25,7 @@ from dpspec.compiler.errors import fail as _fail
 from dpspec.gcon.data import graph_from_arrays, load_graph  # noqa: F401 - re-exported
 from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
+from dpspec.ir.settings import GconSettings
 
 AMP_FRACTION = 0.01
 GRAD_TOL = 1e-9
@@ -41,6 +42,7 @@ def plan(t: ir.Training, ds) -> dict:
 
 
 def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
+    st = t.settings_as(GconSettings)
     from dpspec.accounting.gcon import GCON_ASSUMPTIONS, GconError, gcon_release_calibration
     from dpspec.data import DataNotFoundError
 
@@ -56,11 +58,11 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
               hint="name a built-in graph (`graph cora`, `graph citeseer`), a generated one, or bind a graph at "
                    "compile time")
     p = plan(t, ds)
-    loss = t.loss.kind if t.loss else "msml"
+    loss = st.loss.kind if st.loss else "msml"
     try:
         cal = gcon_release_calibration(g.epsilon, g.delta, p["classes"], p["dim"], p["num_train"],
-                                       t.propagation.restart, p["steps"], t.regularization, loss=loss,
-                                       huber_delta=t.loss.delta if t.loss else None,
+                                       st.propagation.restart, p["steps"], st.regularization, loss=loss,
+                                       huber_delta=st.loss.delta if st.loss else None,
                                        amp_fraction=AMP_FRACTION, grad_tol=GRAD_TOL)
     except GconError as e:
         field = {"DPS705": "propagation", "DPS706": "propagation", "DPS707": "regularization", "DPS703": "loss",
@@ -70,11 +72,11 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     record = _certificate(t, unit_decl, ds, p, cal, op, amp, GCON_ASSUMPTIONS)
     from dpspec.mechanisms.gcon import GconMechanism
 
-    mech = GconMechanism(spec_name=t.name, epsilon=g.epsilon, delta=g.delta, restart=t.propagation.restart,
-                         steps=tuple(p["steps"]), regularization=t.regularization, loss=loss,
-                         huber_delta=t.loss.delta if t.loss else None, encoder=t.encoder or ir.EncoderSpec(kind="mlp"),
-                         pseudo_labels=bool(t.pseudo_labels), split=t.split or ir.SplitSpec(),
-                         inference=t.inference or "private_graph", graph=unit_decl.data,
+    mech = GconMechanism(spec_name=t.name, epsilon=g.epsilon, delta=g.delta, restart=st.propagation.restart,
+                         steps=tuple(p["steps"]), regularization=st.regularization, loss=loss,
+                         huber_delta=st.loss.delta if st.loss else None, encoder=st.encoder or ir.EncoderSpec(kind="mlp"),
+                         pseudo_labels=bool(st.pseudo_labels), split=st.split or ir.SplitSpec(),
+                         inference=st.inference or "private_graph", graph=unit_decl.data,
                          certified_beta=op["beta"], certified_amp_sigma=amp["sigma"], amp_fraction=AMP_FRACTION,
                          grad_tol=GRAD_TOL, certified_epsilon=cal["epsilon_total"], certified_delta=cal["delta_total"],
                          bound_graph=ds if isinstance(unit_decl.data, ir.NamedData) else None)
@@ -82,6 +84,7 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
 
 
 def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertificate:
+    st = t.settings_as(GconSettings)
     from dpspec.compiler import formulas as F
 
     g = t.guarantee
@@ -94,9 +97,9 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
         "sensitivity_psi": op["sensitivity"], "c_sf": op["c_sf"], "c_theta": op["c_theta"],
         "epsilon_lambda": op["epsilon_lambda"], "expected_noise_norm": op["expected_noise_norm"],
         "amp_sigma": amp["sigma"], "grad_tol": GRAD_TOL, "amp_fraction": AMP_FRACTION,
-        "restart": t.propagation.restart, "steps": ",".join(str(s) for s in p["steps"]),
+        "restart": st.propagation.restart, "steps": ",".join(str(s) for s in p["steps"]),
         "classes": p["classes"], "dimension": p["dim"], "loss_nodes": p["num_train"], "loss": op["loss"],
-        "pseudo_labels": bool(t.pseudo_labels), "inference": t.inference or "private_graph",
+        "pseudo_labels": bool(st.pseudo_labels), "inference": st.inference or "private_graph",
         "nodes": int(ds.num_nodes),
     }
     guarantee = GuaranteeRecord(
@@ -121,10 +124,10 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     warnings = [w if isinstance(w, str) else f"[{w.get('rule', '')}] {w.get('message', w)}" for w in op["warnings"]]
     warnings.append("hyper-parameters (restart, depths, Λ, loss, encoder, pseudo-labels) chosen by looking at the "
                     "private graph are not covered by this certificate (DPS721)")
-    if t.pseudo_labels:
+    if st.pseudo_labels:
         warnings.append("pseudo-labels come from the edge-free encoder and use every node's public features; "
                         "covered because GCON treats features and labels as public (DPS722)")
-    if (t.inference or "private_graph") == "private_graph":
+    if (st.inference or "private_graph") == "private_graph":
         warnings.append("private-graph inference: each node's prediction uses only its own 1-hop neighbourhood "
                         "and must be returned to that node only (DPS723)")
     else:

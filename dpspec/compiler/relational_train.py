@@ -36,6 +36,7 @@ from dpspec.certificate.model import (
 from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
+from dpspec.ir.settings import RelationalSettings
 
 _NEGATIVES = {"without_replacement": "wor", "with_replacement": "with_replacement", "in_batch": "in_batch",
               "content_dependent": "content_dependent"}
@@ -52,10 +53,11 @@ def clipping_mode(c) -> str:
 
 def prepare_graph(t: ir.Training, unit_decl, bound):
     """(full graph, split, capped training graph) — deterministic given the spec."""
+    st = t.settings_as(RelationalSettings)
     from dpspec.gcon.data import load_graph
     from dpspec.relational import cap_degrees, from_graph_dataset, node_disjoint_split
 
-    enc = t.encoder or ir.EncoderSpec(kind="mlp")
+    enc = st.encoder or ir.EncoderSpec(kind="mlp")
     missing = enc.missing_text if enc.kind == "minilm" else "error"
     b = unit_decl.data
     if isinstance(b, ir.NamedData) and bound and isinstance(bound.get(b.name), dict):
@@ -79,10 +81,10 @@ def prepare_graph(t: ir.Training, unit_decl, bound):
 
         raise RelationalSoundnessError(f"graph `{ds.name}` has no node texts for the MiniLM encoder", rule="DPS609",
                                        hint="use `encoder mlp(...)` on its features, or a graph with raw text")
-    sp = t.split or ir.SplitSpec(kind="node_disjoint")
+    sp = st.split or ir.SplitSpec(kind="node_disjoint")
     split = node_disjoint_split(g, sp.test, seed=sp.seed)
     tr = split.train
-    capped = tr.with_edges(cap_degrees(tr.edges, tr.num_nodes, t.degree_cap, sp.seed))
+    capped = tr.with_edges(cap_degrees(tr.edges, tr.num_nodes, st.degree_cap, sp.seed))
     return g, split, capped
 
 
@@ -120,6 +122,7 @@ def _features_only(ds):
 
 
 def compile_relational(ctx, t: ir.Training, unit_decl, bound):
+    st = t.settings_as(RelationalSettings)
     from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
                                               certify_relational, node_sensitivity, overflow_probability,
                                               tuple_threshold)
@@ -127,10 +130,10 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
-    s = t.sampling
-    K = int(t.degree_cap)
+    s = st.sampling
+    K = int(st.degree_cap)
     k = int(s.negative.per_positive)
-    mode = clipping_mode(t.clipping)
+    mode = clipping_mode(st.clipping)
     try:
         full, split, tr = prepare_graph(t, unit_decl, bound)
         m, n = tr.num_edges, tr.num_nodes
@@ -149,14 +152,14 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             raise RelationalSoundnessError(f"NEG-SAMPLE-WOR overflows (k_neg·|B+| > n) with probability {p_over:.3g} "
                                            f"≥ δ = {g.delta:g}", rule="DPS606",
                                            hint="use a smaller batch or fewer negatives per positive")
-        recorded = CERTIFIED_SIGMA.get().get(t.name) if t.noise is None else None
+        recorded = CERTIFIED_SIGMA.get().get(t.name) if st.noise is None else None
         if recorded is not None:  # verify: one evaluation at the certified σ, the search is not repeated
             lo, hi = MAGNITUDE_RANGE  # as for a σ written in a spec (DPS205): never fed to the accountant
             if not (isinstance(recorded, float) and lo <= recorded <= hi):
                 _fail("DPS205", f"the certificate's σ = {recorded!r} is outside the range dpspec computes in "
                       f"([{lo:g}, {hi:g}])", t, "guarantee", hint="recompile the spec")
             sigma, calibrated = recorded, True
-        elif t.noise is None:
+        elif st.noise is None:
             try:
                 from dpspec.progress import progress
 
@@ -169,8 +172,8 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                       hint="raise epsilon, train for fewer steps, or sample a smaller fraction of edges per step")
             calibrated = True
         else:
-            nz = t.noise   # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
-            sigma = float(nz.noise_multiplier) if nz.noise_multiplier is not None else float(nz.sigma) / float(t.clipping.C)
+            nz = st.noise   # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
+            sigma = float(nz.noise_multiplier) if nz.noise_multiplier is not None else float(nz.sigma) / float(st.clipping.C)
             calibrated = False
         res = certify_relational(config, sigma, steps, delta_acc)   # one evaluation at σ (verify can redo it)
         sens = node_sensitivity(mode, K, k, negatives)
@@ -186,7 +189,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     if calibrated and eps > g.epsilon:
         _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
               hint="raise epsilon or train for fewer steps")
-    C = float(t.clipping.C)
+    C = float(st.clipping.C)
     protected = Protected(definition=unit_decl.name, unit="node", relation="add_remove", description=(
         f"a node of the training graph after degree capping at K = {K} (from graph `{full.name}`: {n} training "
         f"nodes, {m} capped edges), with its at most {K} capped edges (insertion or removal) — not a node of "
@@ -204,8 +207,8 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         "sample_rate": rate, "expected_batch": rate * m, "steps": steps, "num_nodes": n, "num_edges": m,
         "test_nodes": int(split.test.num_nodes), "dropped_cross_edges": int(split.dropped_cross_edges),
         "accountant": res.best, "overflow_probability": p_over, "delta_accounted": delta_acc,
-        "learning_rate": t.schedule.learning_rate or 1e-3, "loss": (t.loss.kind if t.loss else "infonce"),
-        "encoder": (t.encoder.kind if t.encoder else "mlp"),
+        "learning_rate": t.schedule.learning_rate or 1e-3, "loss": (st.loss.kind if st.loss else "infonce"),
+        "encoder": (st.encoder.kind if st.encoder else "mlp"),
         **{f"epsilon_{nm}": v for nm, v in cands.items()},
     }
     asm = [
@@ -266,8 +269,8 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     mech = RelationalMechanism(name=t.name, graph=full, split=split, train_graph=tr, sigma=sigma, clip=C,
                                clipping=mode, degree_cap=K, negatives_per_positive=k, rate=rate, steps=steps,
                                learning_rate=t.schedule.learning_rate or 1e-3,
-                               loss=(t.loss.kind if t.loss else "infonce"),
-                               encoder=t.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
+                               loss=(st.loss.kind if st.loss else "infonce"),
+                               encoder=st.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
                                negatives=negatives, delta=g.delta, num_edges=m, num_nodes=n)
     return record, mech
 

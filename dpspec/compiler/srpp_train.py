@@ -33,6 +33,7 @@ from dpspec.certificate.model import (
 from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.common import CompiledTarget, _protected
 from dpspec.ir import models as ir
+from dpspec.ir.settings import SrppSgdSettings
 
 #: which spec field a soundness rule points at
 _RULE_FIELD = {"DPS501": "sampling", "DPS502": "sampling", "DPS503": "clipping", "DPS505": "accountant",
@@ -41,9 +42,10 @@ _RULE_FIELD = {"DPS501": "sampling", "DPS502": "sampling", "DPS503": "clipping",
 
 
 def _sampling(t: ir.Training, n: int):
+    st = t.settings_as(SrppSgdSettings)
     from dpspec.srpp import Sampling
 
-    s = t.sampling
+    s = st.sampling
     if isinstance(s, ir.PoissonSampling):
         rate = s.rate if s.rate is not None else s.expected_batch / n
         return Sampling("poisson", n, rate=rate, normalization="expected")
@@ -65,9 +67,10 @@ def _steps(t: ir.Training, sampling) -> int:
 
 
 def _discrepancy(t: ir.Training, n: int):
+    st = t.settings_as(SrppSgdSettings)
     from dpspec import srpp
 
-    d = t.discrepancy
+    d = st.discrepancy
     if d.kind == "localized":
         return srpp.LocalizedInfluence(d.d_max)
     if d.kind == "label_flip":
@@ -88,18 +91,19 @@ def _discrepancy(t: ir.Training, n: int):
 
 def build_plan(t: ir.Training, n: int):
     """(plan, discrepancy model, accountant) for a checked `srpp_sgd` training."""
+    st = t.settings_as(SrppSgdSettings)
     from dpspec import srpp
 
     sampling = _sampling(t, n)
     steps = _steps(t, sampling)
-    sch = t.lr_schedule or ir.LrScheduleSpec(kind="constant")
+    sch = st.lr_schedule or ir.LrScheduleSpec(kind="constant")
     lr = srpp.LrSchedule(t.schedule.learning_rate, steps, sch.kind, warmup_frac=sch.warmup, final_lr=sch.final)
     opt = srpp.OptimizerSpec(lr, momentum=t.schedule.momentum or 0.0)
-    c = t.clipping
+    c = st.clipping
     clip = dict(clip=c.C) if isinstance(c, ir.FlatClipping) else dict(per_layer_clips=tuple(c.C))
-    plan = srpp.SrppSgdPlan(sampling=sampling, optimizer=opt, noise_units=t.noise_units or "gradient", **clip)
+    plan = srpp.SrppSgdPlan(sampling=sampling, optimizer=opt, noise_units=st.noise_units or "gradient", **clip)
     g = t.guarantee
-    accountant = t.accountant or ("sa_huc" if g.subsampling_aware else "huc")
+    accountant = st.accountant or ("sa_huc" if g.subsampling_aware else "huc")
     return plan, _discrepancy(t, n), accountant
 
 
@@ -133,7 +137,8 @@ def srpp_dataset_size(ctx, t: ir.Training, scenario, bound) -> int:
 def protected_secret(protected, t: ir.Training, n: int):
     """The secret as the SRPP-SGD analysis protects it: under the declared discrepancy model, which is
     part of what is protected (the same secret under another model is another guarantee, DPS143)."""
-    d = t.discrepancy
+    st = t.settings_as(SrppSgdSettings)
+    d = st.discrepancy
     change = {
         "localized": lambda: f"the secret changes at most d_max = {d.d_max} of the {n} training records",
         "label_flip": lambda: (f"each secret value fixes a training set of {n} records, and the two differ in exactly "
@@ -150,6 +155,7 @@ def protected_secret(protected, t: ir.Training, n: int):
 
 def compile_srpp(ctx, t: ir.Training, protected, n: int):
     """(TargetCertificate, SrppSgdMechanism) for a checked `srpp_sgd` training on n records."""
+    st = t.settings_as(SrppSgdSettings)
     from dpspec import srpp
     from dpspec.accounting.huc import SrppSoundnessError, srpp_sgd_epsilon
     from dpspec.compiler.common import _notion, _target
@@ -163,7 +169,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
                 "guarantee: sa-HUC bounds an on-average notion over the subsampling (§3.3), HUC and the amplified "
                 "accountant the worst case", rule="DPS505",
                 hint="use `accountant sa_huc` with sa_ave_srpp/sa_joint_srpp, or huc/amplified with ave_srpp/joint_srpp")
-        if t.noise is None:
+        if st.noise is None:
             cal = srpp.calibrate(plan, model, alpha=g.alpha, epsilon=g.epsilon, flavour=g.flavour,
                                  accountant=accountant)
             calibrated = True
@@ -171,11 +177,11 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
             if accountant == "amplified":
                 raise SrppSoundnessError("the amplified accountant calibrates σ; it does not report ε for a given σ",
                                          rule="DPS508", hint="give `guarantee …(epsilon = …)` instead of `noise`")
-            if t.noise.sigma is not None:
-                sigma = t.noise.sigma                      # in the declared noise units
+            if st.noise.sigma is not None:
+                sigma = st.noise.sigma                      # in the declared noise units
             elif plan.noise_units == "gradient" and plan.sampling.normalizer > 0:
                 # σ/C on the clipped sum (Opacus convention) → std on the mean clipped gradient
-                sigma = t.noise.noise_multiplier * plan.total_clip / plan.sampling.normalizer
+                sigma = st.noise.noise_multiplier * plan.total_clip / plan.sampling.normalizer
             else:
                 raise SrppSoundnessError("a noise multiplier (σ/C on the clipped sum) needs gradient noise units and "
                                          "a constant batch normaliser", rule="DPS508",
@@ -217,7 +223,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
         "clip_norm": plan.total_clip, "clipping": "flat" if plan.clip is not None else "per_layer",
         "sampling": plan.sampling.scheme, "sample_rate": plan.sampling.rate, "dataset_size": n, "steps": plan.steps,
         "learning_rate": t.schedule.learning_rate, "momentum": t.schedule.momentum or 0.0,
-        "lr_schedule": (t.lr_schedule.kind if t.lr_schedule else "constant"),
+        "lr_schedule": (st.lr_schedule.kind if st.lr_schedule else "constant"),
         "discrepancy": model.name, "failure_probability": cal.failure_probability,
     }
     if plan.sampling.batch_size is not None:

@@ -8,6 +8,7 @@ import numpy as np
 
 from dpspec import limits
 from dpspec.ir import models as ir
+from dpspec.ir.settings import GconSettings
 
 
 class GraphPlanError(ValueError):
@@ -111,17 +112,18 @@ def graph_from_arrays(name: str, d: dict):
 
 def plan(t: ir.Training, ds) -> dict:
     """Public quantities the calibration needs: classes, loss nodes, dimension, the split."""
+    st = t.settings_as(GconSettings)
     from dpspec.data.graphs import planetoid_split
 
-    split = t.split or ir.SplitSpec()
+    split = st.split or ir.SplitSpec()
     train_idx, _val, test_idx = planetoid_split(ds.labels, per_class=split.per_class, seed=split.seed)
     c = int(ds.num_classes)
-    enc = t.encoder or ir.EncoderSpec(kind="mlp")
+    enc = st.encoder or ir.EncoderSpec(kind="mlp")
     d1 = c if enc.kind == "mlp" else int(ds.features.shape[1]) if ds.features is not None else None
     if d1 is None:
         raise GraphPlanError("DPS726", f"graph `{ds.name}` has raw text, not features: it needs an encoder",
                              hint="use `encoder mlp(...)` (a TF-IDF of the text feeds the encoder)")
-    steps = list(t.propagation.steps)
-    n1 = int(ds.num_nodes) if t.pseudo_labels else int(len(train_idx))
+    steps = list(st.propagation.steps)
+    n1 = int(ds.num_nodes) if st.pseudo_labels else int(len(train_idx))
     return {"classes": c, "d1": d1, "dim": len(steps) * d1, "num_train": n1, "train_idx": train_idx,
             "test_idx": test_idx, "steps": steps}

@@ -13,9 +13,9 @@ Invariants (as for dp_accounting's ``DpEvent`` tree):
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
 
 class SourceSpan(BaseModel):
@@ -521,32 +521,89 @@ class LrScheduleSpec(Node):
     final: float = 0.0
 
 
+#: the settings held on ``Training`` itself (not in a family's model) that a family may list
+COMMON_SETTINGS = ("steps", "epochs", "learning_rate", "momentum", "guarantee", "execution")
+
+_BASE_FIELDS = frozenset({"span", "field_spans", "family"})
+
+
+class TrainingSettings(Node):
+    """The base of every training family's settings (holds none itself).
+
+    A subclass declares ``family: Literal["<name>"] = "<name>"`` and its settings as optional fields,
+    in the order the family's documentation and hints list them.
+    """
+
+    family: str = ""
+    #: the common settings (``COMMON_SETTINGS``) this family reads, each listed right after one of
+    #: its own fields: ``{"clipping": ("steps", "epochs")}``. The schedule settings not listed here
+    #: are refused for the family (DPS130).
+    common_after: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: family name → its settings model (filled as subclasses are defined)
+    registry: ClassVar[dict[str, type[TrainingSettings]]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        family = cls.model_fields["family"].default
+        if isinstance(family, str) and family:
+            TrainingSettings.registry[family] = cls
+
+    @classmethod
+    def setting_fields(cls) -> tuple[str, ...]:
+        """The family's own settings (this model's fields), in declaration order."""
+        return tuple(f for f in cls.model_fields if f not in _BASE_FIELDS)
+
+    @classmethod
+    def listed_settings(cls) -> tuple[str, ...]:
+        """The family's own settings with the common ones it reads, in the order they are listed."""
+        out: list[str] = []
+        for f in cls.setting_fields():
+            out.append(f)
+            out.extend(cls.common_after.get(f, ()))
+        return tuple(out)
+
+    @classmethod
+    def model_for(cls, family: str) -> type[TrainingSettings]:
+        """The settings model registered for ``family`` (the base, holding nothing, if none is)."""
+        return cls.registry.get(family, TrainingSettings)
+
+
+_S = TypeVar("_S", bound=TrainingSettings)
+
+
 class Training(Node):
-    """Iterative private training by a mechanism, protecting a scenario or unit."""
+    """Iterative private training by a mechanism, protecting a scenario or unit.
+
+    What every training has is held here; what its family reads is in ``settings``, an instance of
+    the family's own model (``dpspec/ir/settings.py``). ``ignored`` names the settings the spec gave
+    that the family does not hold (refused by DPS130; their spans stay in ``field_spans``).
+    """
 
     name: str
     protects: str
     mechanism: str
-    sampling: Sampling | None = None
-    clipping: Clipping | None = None
     schedule: Schedule = Field(default_factory=Schedule)
-    noise: GaussianNoise | None = None
     guarantee: Guarantee
-    degree_cap: int | None = None
-    dataset_size: int | None = None
-    model: str | None = None
-    propagation: Propagation | None = None
-    loss: LossSpec | None = None
-    regularization: float | None = None
-    encoder: EncoderSpec | None = None
-    pseudo_labels: bool | None = None
-    split: SplitSpec | None = None
-    inference: Literal["private_graph", "public_graph"] | None = None
     execution: Execution | None = None
-    discrepancy: DiscrepancySpec | None = None
-    lr_schedule: LrScheduleSpec | None = None
-    noise_units: Literal["gradient", "parameter"] | None = None
-    accountant: Literal["huc", "sa_huc", "amplified"] | None = None
+    settings: SerializeAsAny[TrainingSettings]
+    ignored: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_settings(cls, data: Any) -> Any:
+        # a serialised IR reads back into the model its ``family`` names
+        if isinstance(data, dict) and isinstance(data.get("settings"), dict):
+            s = data["settings"]
+            data = {**data, "settings": TrainingSettings.model_for(s.get("family", "")).model_validate(s)}
+        return data
+
+    def settings_as(self, cls: type[_S]) -> _S:
+        """The settings, as the family's model ``cls`` (a TypeError if they are another family's)."""
+        s = self.settings
+        if not isinstance(s, cls):
+            raise TypeError(f"training `{self.name}` ({self.mechanism}) has {type(s).__name__}, not {cls.__name__}")
+        return s
 
 
 class Composition(Node):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
-from dpspec.families import FAMILIES
+from dpspec.families import FAMILIES, load
 from dpspec.ir import models as ir
 from dpspec.lower import values as V
 from dpspec.lower.values import FAIL, Args, Param, Reporter, Signature, sp
@@ -322,6 +322,10 @@ BLOCK_DOCS = {
 
 MECHANISM_NAMES = tuple(FAMILIES)  # one entry per family in dpspec.families
 
+#: what lowering puts on ``ir.Training`` itself; every other setting of a train block belongs to the
+#: settings model the family's entry names (``Family.settings_model``), or is ignored by the family (DPS130)
+_TRAINING_FIELDS = frozenset({"name", "protects", "mechanism", "guarantee", "execution", "schedule"})
+
 
 def _key_lookup(kind: str) -> dict[str, Setting]:
     out = {}
@@ -488,7 +492,7 @@ class Lowerer(Reporter):
         e = got.get("mechanism")
         if e is None:
             return None
-        x = V.name(self, e.value, MECHANISM_NAMES, "mechanism")
+        x = V.name(self, e.value, tuple(FAMILIES), "mechanism")
         if x is not FAIL:
             fields["mechanism"] = x
             fspans["mechanism"] = sp(e.value)
@@ -568,6 +572,16 @@ class Lowerer(Reporter):
             return FAIL
         if sched:
             fields["schedule"] = build(ir.Schedule, b.span, sspans, **sched)
+        # the family's own settings go to its settings model; the others it does not hold are
+        # kept by name (and span) for DPS130
+        fam = FAMILIES[fields["mechanism"]]
+        model = load(fam.settings_model) if fam.settings_model else ir.TrainingSettings
+        settings = {k: fields.pop(k) for k in model.setting_fields() if k in fields}
+        ignored = tuple(k for k in fields if k not in _TRAINING_FIELDS)
+        for k in ignored:
+            del fields[k]
+        fields["ignored"] = ignored
+        fields["settings"] = build(model, b.span, {k: v for k, v in fspans.items() if k in settings}, **settings)
         return build(ir.Training, b.span, fspans, **fields)
 
     def lower_compose(self, b: ast.Block):

@@ -96,13 +96,15 @@ class GconMechanism(LedgerOwner):
         from dpspec.gcon.data import load_graph, plan
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
         from dpspec.ir import models as ir
+        from dpspec.ir.settings import GconSettings
 
         self.ledger.require(1)
         ds = dataset if dataset is not None else self.bound_graph if self.bound_graph is not None \
             else load_graph(self.graph)
         t = ir.Training(name=self.spec_name, protects="", mechanism="gcon", guarantee=ir.DpGuarantee(
-            epsilon=self.epsilon, delta=self.delta), propagation=ir.Propagation(restart=self.restart, steps=self.steps),
-            encoder=self.encoder, pseudo_labels=self.pseudo_labels, split=self.split)
+            epsilon=self.epsilon, delta=self.delta), settings=GconSettings(propagation=ir.Propagation(
+                restart=self.restart, steps=self.steps), encoder=self.encoder, pseudo_labels=self.pseudo_labels,
+                split=self.split))
         p = plan(t, ds)
         self._check_calibration(p)
         raw = ds.features if ds.features is not None else tfidf_features(ds.texts, max_features=3000)[0]

@@ -5,7 +5,8 @@ import pytest
 
 import dpspec
 from dpspec.check import framework
-from dpspec.check.rules_conformance import _FLIP, _srpp_two, release_spec
+from dpspec.check.rules_conformance import release_spec
+from dpspec.check.rules_srpp import _FLIP, _srpp_two
 from dpspec.check.rules_gcon import spec as gcon_spec
 from dpspec.check.rules_relational import spec as rel_spec
 
