@@ -44,6 +44,19 @@ class Family:
     rules: tuple[str, ...] = ()  # the check modules holding rules specific to it
     distributed: bool = False  # has a multi-worker runtime (``execution distributed(...)``)
     stepped: bool = False  # an RDP-accounted step-by-step training (ε vs steps is plotted)
+    # --- the family's part in the shared tools, by dotted path, imported lazily ---
+    #: ``f(result, grid, deltas) -> Series | None``: ``dpspec plot``'s ε(δ) line through the certified
+    #: pairs (None: the generic RDP → (ε, δ) conversion of the recorded ε(α) curve)
+    curve: str = ""
+    #: ``f(result, common, certified, steps, rdp_target) -> Panel``: ``dpspec plot``'s ε-vs-steps panel
+    #: (without it the family is one-shot: ε does not depend on a number of steps)
+    steps_curve: str = ""
+    #: ``f(result, fail, bound, rel_tol) -> None``: ``dpspec verify``'s independent re-check of a result
+    #: that recompiled equal, from its recorded numbers only
+    reverify: str = ""
+    #: module of the data-parallel reference workload (``python -m dpspec.distributed.examples``):
+    #: ``WORKLOAD`` (its name there), ``DEFAULTS`` (its configuration) and ``run(comm, cfg) -> dict``
+    distributed_example: str = ""
 
 
 def load(path: str) -> Any:
@@ -112,6 +125,7 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.mechanisms.swm:SwmRelease",
         auditor="dpspec.audit.swm",
         rules=("dpspec.check.rules_pufferfish",),
+        reverify="dpspec.certificate.swm:reverify",
     ),
     "srpp_sgd": Family(
         name="srpp_sgd",

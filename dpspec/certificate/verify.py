@@ -360,7 +360,7 @@ def _verify(doc, rep: VerifyReport, data, trust_code: bool, original=None) -> No
         bar.update()
         _formulas(cert, rep, clean)
         bar.update()
-        _swm_checks(cert, rep, clean)
+        _family_checks(cert, rep, clean)
         _execution_checks(cert, rep)
         bar.update()
 
@@ -666,42 +666,17 @@ def _formulas(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
                                   "recomputed above)")
 
 
-def _swm_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
-    """Re-evaluate the SWM guarantee from the recorded Δ with mpmath, independently of the accountant:
-    Ave (Thm 4.5 / eq. 10), Joint exact (eq. 11), and their Monte-Carlo forms (Thms 4.7/4.8)."""
-    import mpmath as mp
+def _family_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
+    """The family's own independent re-check of each result that recompiled equal (``Family.reverify``
+    in :mod:`dpspec.families`, e.g. the SWM guarantee from the recorded Δ with mpmath). The mechanism
+    name only selects a registered family; nothing named by the certificate is imported or run."""
+    from dpspec.families import family, load
 
     for r in cert.results:
-        sv = r.sensitivity
-        if sv is None or r.mechanism.name != "swm" or r.name not in clean:
+        f = family(r.mechanism.name)
+        if f is None or not f.reverify or r.name not in clean:
             continue
-        p = r.mechanism.parameters
-        alpha, sigma2 = mp.mpf(r.guarantee.alpha), mp.mpf(p["sigma2"])
-        rows = sv.instance_deltas or [sv.deltas]
-        w = [mp.mpf(x) for x in sv.weights]
-        flavour = p["flavour"]
-        with mp.workdps(40):
-            if sigma2 == 0:
-                if any(d != 0 for row in rows for d in row):
-                    rep.fail(f"{r.name}: σ² = 0 (no noise) with a nonzero sensitivity")
-                continue
-            c = alpha * (alpha - 1) / (2 * sigma2)
-            if flavour == "ave":
-                vals = [alpha * mp.fsum(wi * mp.mpf(d) ** 2 for wi, d in zip(w, row)) / (2 * sigma2) for row in rows]
-            else:
-                vals = [mp.log(mp.fsum(wi * mp.exp(c * mp.mpf(d) ** 2) for wi, d in zip(w, row))) / (alpha - 1)
-                        for row in rows]
-            if "gamma" in p:
-                gamma, d0 = mp.mpf(p["gamma"]), mp.mpf(p["delta0"])
-                t = mp.sqrt(mp.log(4 * len(rows) / gamma) / (2 * len(w)))
-                if flavour == "ave":
-                    vals = [v + alpha * d0 ** 2 * t / (2 * sigma2) for v in vals]
-                else:
-                    vals = [mp.log(mp.exp(v * (alpha - 1)) + mp.expm1(c * d0 ** 2) * t) / (alpha - 1) for v in vals]
-                vals = [min(v, alpha * d0 ** 2 / (2 * sigma2)) for v in vals]
-            exact = max(vals)
-            _bound_check(rep, r.name, f"{flavour} SRPP level from the recorded Δ (mpmath)",
-                         f"α = {float(alpha):g}", r.guarantee.epsilon, exact, REL_TOL * max(1.0, float(exact)))
+        load(f.reverify)(r, rep.fail, lambda *a: _bound_check(rep, *a), REL_TOL)
 
 
 def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
