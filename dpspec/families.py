@@ -90,6 +90,7 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.mechanisms.gaussian:GaussianRelease",
         auditor="dpspec.audit.gaussian",
         rules=("dpspec.check.rules", "dpspec.check.rules_conformance"),
+        curve="dpspec.plot.gaussian:curve",
     ),
     "dpsgd": Family(
         name="dpsgd",
@@ -109,6 +110,8 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules", "dpspec.check.rules_runtime"),
         distributed=True,
         stepped=True,
+        curve="dpspec.plot.dpsgd:curve",
+        steps_curve="dpspec.plot.dpsgd:steps_panel",
     ),
     "swm": Family(
         name="swm",
@@ -145,6 +148,7 @@ FAMILIES: dict[str, Family] = {
         auditor="dpspec.audit.srpp",
         rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish"),
         distributed=True,
+        steps_curve="dpspec.plot.srpp:steps_panel",
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",
@@ -163,6 +167,8 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules_relational",),
         distributed=True,
         stepped=True,
+        curve="dpspec.plot.relational:curve",
+        steps_curve="dpspec.plot.relational:steps_panel",
     ),
     "gcon": Family(
         name="gcon",
