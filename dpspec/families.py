@@ -112,6 +112,7 @@ FAMILIES: dict[str, Family] = {
         stepped=True,
         curve="dpspec.plot.dpsgd:curve",
         steps_curve="dpspec.plot.dpsgd:steps_panel",
+        distributed_example="dpspec.distributed.dpsgd_example",
     ),
     "swm": Family(
         name="swm",
@@ -149,6 +150,7 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish"),
         distributed=True,
         steps_curve="dpspec.plot.srpp:steps_panel",
+        distributed_example="dpspec.distributed.srpp_example",
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",
@@ -169,6 +171,7 @@ FAMILIES: dict[str, Family] = {
         stepped=True,
         curve="dpspec.plot.relational:curve",
         steps_curve="dpspec.plot.relational:steps_panel",
+        distributed_example="dpspec.distributed.relational_example",
     ),
     "gcon": Family(
         name="gcon",
