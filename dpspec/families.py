@@ -57,6 +57,9 @@ class Family:
     #: module of the data-parallel reference workload (``python -m dpspec.distributed.examples``):
     #: ``WORKLOAD`` (its name there), ``DEFAULTS`` (its configuration) and ``run(comm, cfg) -> dict``
     distributed_example: str = ""
+    #: ``f(mechanism) -> type``: ``dpspec.torch.make_private``'s backend class for the family's trainings,
+    #: ``B(mechanism, model, optimizer, criterion, n, seed)`` (raises ``UnsupportedTrainingError`` to refuse)
+    torch_backend: str = ""
 
 
 def load(path: str) -> Any:
@@ -113,6 +116,7 @@ FAMILIES: dict[str, Family] = {
         curve="dpspec.plot.dpsgd:curve",
         steps_curve="dpspec.plot.dpsgd:steps_panel",
         distributed_example="dpspec.distributed.dpsgd_example",
+        torch_backend="dpspec.torch.dpsgd:backend",
     ),
     "swm": Family(
         name="swm",
@@ -151,6 +155,7 @@ FAMILIES: dict[str, Family] = {
         distributed=True,
         steps_curve="dpspec.plot.srpp:steps_panel",
         distributed_example="dpspec.distributed.srpp_example",
+        torch_backend="dpspec.torch.srpp:backend",
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",
@@ -172,6 +177,7 @@ FAMILIES: dict[str, Family] = {
         curve="dpspec.plot.relational:curve",
         steps_curve="dpspec.plot.relational:steps_panel",
         distributed_example="dpspec.distributed.relational_example",
+        torch_backend="dpspec.torch.relational:backend",
     ),
     "gcon": Family(
         name="gcon",
