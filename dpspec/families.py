@@ -60,6 +60,9 @@ class Family:
     #: ``f(mechanism) -> type``: ``dpspec.torch.make_private``'s backend class for the family's trainings,
     #: ``B(mechanism, model, optimizer, criterion, n, seed)`` (raises ``UnsupportedTrainingError`` to refuse)
     torch_backend: str = ""
+    #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
+    #: object on generated data and prints one line
+    demo: str = ""
 
 
 def load(path: str) -> Any:
@@ -94,6 +97,7 @@ FAMILIES: dict[str, Family] = {
         auditor="dpspec.audit.gaussian",
         rules=("dpspec.check.rules", "dpspec.check.rules_conformance"),
         curve="dpspec.plot.gaussian:curve",
+        demo="dpspec.demo.gaussian:run",
     ),
     "dpsgd": Family(
         name="dpsgd",
@@ -117,6 +121,7 @@ FAMILIES: dict[str, Family] = {
         steps_curve="dpspec.plot.dpsgd:steps_panel",
         distributed_example="dpspec.distributed.dpsgd_example",
         torch_backend="dpspec.torch.dpsgd:backend",
+        demo="dpspec.demo.dpsgd:run",
     ),
     "swm": Family(
         name="swm",
@@ -134,6 +139,7 @@ FAMILIES: dict[str, Family] = {
         auditor="dpspec.audit.swm",
         rules=("dpspec.check.rules_pufferfish",),
         reverify="dpspec.certificate.swm:reverify",
+        demo="dpspec.demo.swm:run",
     ),
     "srpp_sgd": Family(
         name="srpp_sgd",
@@ -156,6 +162,7 @@ FAMILIES: dict[str, Family] = {
         steps_curve="dpspec.plot.srpp:steps_panel",
         distributed_example="dpspec.distributed.srpp_example",
         torch_backend="dpspec.torch.srpp:backend",
+        demo="dpspec.demo.srpp:run",
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",
@@ -178,6 +185,7 @@ FAMILIES: dict[str, Family] = {
         steps_curve="dpspec.plot.relational:steps_panel",
         distributed_example="dpspec.distributed.relational_example",
         torch_backend="dpspec.torch.relational:backend",
+        demo="dpspec.demo.relational:run",
     ),
     "gcon": Family(
         name="gcon",
@@ -195,5 +203,6 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.mechanisms.gcon:GconMechanism",
         auditor="dpspec.audit.gcon",
         rules=("dpspec.check.rules_gcon",),
+        demo="dpspec.demo.gcon:run",
     ),
 }

@@ -2,7 +2,7 @@
 modules, reached through its entry in dpspec/families.py (docs/extending.md).
 
 A module is the family's own when the family table names it (compile, accountants, runtime, auditor,
-rules, curve, steps_curve, reverify, distributed_example, …) or it is a family's runtime package.
+rules, curve, steps_curve, reverify, distributed_example, torch_backend, demo) or it is a family's runtime package.
 Every other module of dpspec is shared: no string in it (docstrings aside) may be a family's name.
 """
 
@@ -27,7 +27,7 @@ ACCOUNTING = ("accounting",)
 #: derived from the entry"); they are held to this test once those move into the families' modules
 NOT_YET = ("check", "ir", "lower", "compiler")
 
-HOOKS = ("curve", "steps_curve", "reverify", "distributed_example")
+HOOKS = ("curve", "steps_curve", "reverify", "distributed_example", "torch_backend", "demo")
 
 
 def _paths(f: Family) -> list[str]:
@@ -79,7 +79,8 @@ def _strings(p: Path):
 def test_the_shared_modules_include_the_cleaned_ones():
     shared = {p.relative_to(PKG).as_posix() for p in _shared_files()}
     for must in ("audit/mutations.py", "audit/base.py", "audit/api.py", "plot/__init__.py", "certificate/verify.py",
-                 "certificate/run.py", "distributed/examples.py", "cli/main.py"):
+                 "certificate/run.py", "distributed/examples.py", "cli/main.py", "torch/private.py",
+                 "demo/__init__.py"):
         assert must in shared, must
 
 
