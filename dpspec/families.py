@@ -4,7 +4,9 @@ A family (a Gaussian release, DP-SGD, …) is a vertical slice: its settings, it
 accountants, its compile function, its runtime class and its auditor. Each entry below names them;
 lowering (the mechanism names), checking (units, relations, notions, allowed settings), the compile
 driver (which function compiles a target), the audit (which auditor to load), the distributed layer,
-the CLI and the generated docs all read this table instead of keeping their own lists.
+the CLI and the generated docs all read this table instead of keeping their own lists; the shared
+tools (plot, verify, mutants, make_private, the demo, the distributed examples) reach a family's own
+code through the hooks it names here.
 
 Code is named by dotted path ("package.module:attribute") and imported only when used, so this
 module imports nothing beyond the standard library and stays below the IR in the import order.
@@ -51,7 +53,7 @@ class Family:
     #: ``f(result, common, certified, steps, rdp_target) -> Panel``: ``dpspec plot``'s ε-vs-steps panel
     #: (without it the family is one-shot: ε does not depend on a number of steps)
     steps_curve: str = ""
-    #: ``f(result, fail, bound, rel_tol) -> None``: ``dpspec verify``'s independent re-check of a result
+    #: ``f(result, problem, bound, rel_tol) -> None``: ``dpspec verify``'s independent re-check of a result
     #: that recompiled equal, from its recorded numbers only
     reverify: str = ""
     #: module of the data-parallel reference workload (``python -m dpspec.distributed.examples``):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 
-def reverify(r: Any, fail: Callable[[str], None], bound: Callable[..., None], rel_tol: float) -> None:
+def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None], rel_tol: float) -> None:
     """Re-evaluate the SWM guarantee from the recorded Δ with mpmath, independently of the accountant:
     Ave (Thm 4.5 / eq. 10), Joint exact (eq. 11), and their Monte-Carlo forms (Thms 4.7/4.8)."""
     import mpmath as mp
@@ -25,7 +25,7 @@ def reverify(r: Any, fail: Callable[[str], None], bound: Callable[..., None], re
     with mp.workdps(40):
         if sigma2 == 0:
             if any(d != 0 for row in rows for d in row):
-                fail(f"{r.name}: σ² = 0 (no noise) with a nonzero sensitivity")
+                problem(f"{r.name}: σ² = 0 (no noise) with a nonzero sensitivity")
             return
         c = alpha * (alpha - 1) / (2 * sigma2)
         if flavour == "ave":
