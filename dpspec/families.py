@@ -4,7 +4,9 @@ A family (a Gaussian release, DP-SGD, …) is a vertical slice: its settings, it
 accountants, its compile function, its runtime class and its auditor. Each entry below names them;
 lowering (the mechanism names), checking (units, relations, notions, allowed settings), the compile
 driver (which function compiles a target), the audit (which auditor to load), the distributed layer,
-the CLI and the generated docs all read this table instead of keeping their own lists.
+the CLI and the generated docs all read this table instead of keeping their own lists; the shared
+tools (plot, verify, mutants, make_private, the demo, the distributed examples) reach a family's own
+code through the hooks it names here.
 
 Code is named by dotted path ("package.module:attribute") and imported only when used, so this
 module imports nothing beyond the standard library and stays below the IR in the import order.
@@ -48,6 +50,25 @@ class Family:
     rules: tuple[str, ...] = ()  # the check modules holding rules specific to it
     distributed: bool = False  # has a multi-worker runtime (``execution distributed(...)``)
     stepped: bool = False  # an RDP-accounted step-by-step training (ε vs steps is plotted)
+    # --- the family's part in the shared tools, by dotted path, imported lazily ---
+    #: ``f(result, grid, deltas) -> Series | None``: ``dpspec plot``'s ε(δ) line through the certified
+    #: pairs (None: the generic RDP → (ε, δ) conversion of the recorded ε(α) curve)
+    curve: str = ""
+    #: ``f(result, common, certified, steps, rdp_target) -> Panel``: ``dpspec plot``'s ε-vs-steps panel
+    #: (without it the family is one-shot: ε does not depend on a number of steps)
+    steps_curve: str = ""
+    #: ``f(result, problem, bound, rel_tol) -> None``: ``dpspec verify``'s independent re-check of a result
+    #: that recompiled equal, from its recorded numbers only
+    reverify: str = ""
+    #: module of the data-parallel reference workload (``python -m dpspec.distributed.examples``):
+    #: ``WORKLOAD`` (its name there), ``DEFAULTS`` (its configuration) and ``run(comm, cfg) -> dict``
+    distributed_example: str = ""
+    #: ``f(mechanism) -> type``: ``dpspec.torch.make_private``'s backend class for the family's trainings,
+    #: ``B(mechanism, model, optimizer, criterion, n, seed)`` (raises ``UnsupportedTrainingError`` to refuse)
+    torch_backend: str = ""
+    #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
+    #: object on generated data and prints one line
+    demo: str = ""
 
 
 #: the settings every block of a family takes, listed around the family's own
@@ -95,6 +116,8 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.mechanisms.gaussian:GaussianRelease",
         auditor="dpspec.audit.gaussian",
         rules=("dpspec.check.rules", "dpspec.check.rules_conformance", "dpspec.check.rules_gaussian"),
+        curve="dpspec.plot.gaussian:curve",
+        demo="dpspec.demo.gaussian:run",
     ),
     "dpsgd": Family(
         name="dpsgd",
@@ -113,6 +136,11 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules", "dpspec.check.rules_runtime", "dpspec.check.rules_dpsgd"),
         distributed=True,
         stepped=True,
+        curve="dpspec.plot.dpsgd:curve",
+        steps_curve="dpspec.plot.dpsgd:steps_panel",
+        distributed_example="dpspec.distributed.dpsgd_example",
+        torch_backend="dpspec.torch.dpsgd:backend",
+        demo="dpspec.demo.dpsgd:run",
     ),
     "swm": Family(
         name="swm",
@@ -129,6 +157,8 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.mechanisms.swm:SwmRelease",
         auditor="dpspec.audit.swm",
         rules=("dpspec.check.rules_pufferfish",),
+        reverify="dpspec.certificate.swm:reverify",
+        demo="dpspec.demo.swm:run",
     ),
     "srpp_sgd": Family(
         name="srpp_sgd",
@@ -146,6 +176,10 @@ FAMILIES: dict[str, Family] = {
         auditor="dpspec.audit.srpp",
         rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
         distributed=True,
+        steps_curve="dpspec.plot.srpp:steps_panel",
+        distributed_example="dpspec.distributed.srpp_example",
+        torch_backend="dpspec.torch.srpp:backend",
+        demo="dpspec.demo.srpp:run",
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",
@@ -163,6 +197,11 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules_relational", "dpspec.check.rules_schedule"),
         distributed=True,
         stepped=True,
+        curve="dpspec.plot.relational:curve",
+        steps_curve="dpspec.plot.relational:steps_panel",
+        distributed_example="dpspec.distributed.relational_example",
+        torch_backend="dpspec.torch.relational:backend",
+        demo="dpspec.demo.relational:run",
     ),
     "gcon": Family(
         name="gcon",
@@ -179,5 +218,6 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.mechanisms.gcon:GconMechanism",
         auditor="dpspec.audit.gcon",
         rules=("dpspec.check.rules_gcon",),
+        demo="dpspec.demo.gcon:run",
     ),
 }

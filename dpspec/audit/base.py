@@ -15,20 +15,20 @@ every mechanism:
 3. compare with the certified ε of the same observation: ``ε_lower > ε_certified`` is a
    *violation* (the mechanism or its accounting is wrong, with probability ≥ the confidence).
 
-Extension hook (SRPP-SGD, relational DP-SGD, …)
------------------------------------------------
+Extension hook (a new mechanism family)
+---------------------------------------
 Subclass :class:`AuditTarget` and register a factory for the certificate's mechanism name::
 
     from dpspec.audit import AuditTarget, Claim, register_auditor
 
     class MyAudit(AuditTarget):
-        mechanism = "srpp_sgd"
+        mechanism = "my_family"
         def claim(self) -> Claim: ...                       # certified ε at δ for what is observed
         def neighbours(self) -> str: ...                    # one line: what D₀ and D₁ are
         def sample(self, world, n, rng) -> np.ndarray: ...  # n outputs (rows) on D_world, world ∈ {0, 1}
         def statistics(self, x0, x1) -> dict: ...           # name → score(rows) (higher ⇒ D₁), may be fitted on x0/x1
 
-    @register_auditor("srpp_sgd")
+    @register_auditor("my_family")
     def _factory(ctx: AuditContext) -> list[AuditTarget]:
         return [MyAudit(ctx)]
 

@@ -74,3 +74,17 @@ class GaussianAudit(AuditTarget):
 @register_auditor("gaussian")
 def _factory(ctx: AuditContext):
     return [GaussianAudit(ctx)]
+
+
+# --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
+
+MUTATION_FACTORS = {"noise_scaled": 0.25}
+
+
+def mutate(mechanism, kind: str, factor: float | None):
+    """``noise_scaled`` — σ multiplied by ``factor`` (< 1)."""
+    import dataclasses
+
+    if kind == "noise_scaled":
+        return dataclasses.replace(mechanism, sigma=mechanism.sigma * float(factor))
+    return None

@@ -170,3 +170,30 @@ class GconAudit(AuditTarget):
 @register_auditor("gcon")
 def _factory(ctx: AuditContext):
     return [GconAudit(ctx)]
+
+
+# --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
+
+MUTATION_FACTORS = {"noise_scaled": 1e-3}
+
+
+def mutate(mechanism, kind: str, factor: float | None):
+    """``noise_scaled`` — the runtime configuration calibrated for ε / ``factor`` (less objective and
+    output noise than certified)."""
+    import dataclasses
+
+    from dpspec.mechanisms.gcon import GconMechanism
+
+    from .mutations import as_class
+
+    if kind != "noise_scaled":
+        return None
+    k = float(factor)
+    base = mechanism
+
+    @dataclasses.dataclass(frozen=True)
+    class _LessNoise(GconMechanism):
+        def config(self):
+            return dataclasses.replace(base.config(), epsilon=base.epsilon / k)
+
+    return as_class(_LessNoise, mechanism)

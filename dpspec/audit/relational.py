@@ -15,6 +15,9 @@ Claim: the certified ε at δ of the k-step prefix (the same valid accountants w
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import numpy as np
 
 from .base import AuditContext, AuditTarget, Claim, register_auditor
@@ -106,3 +109,71 @@ def _factory(ctx: AuditContext):
     from .runtime import relational_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
 
     return [RelationalAudit(ctx), *relational_targets(ctx)]
+
+
+# --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
+
+MUTATION_FACTORS = {"noise_scaled": 0.25, "no_clipping": 1.0, "no_step_budget": 1.0, "no_batch_caps": 1.0,
+                    "nonfinite_poisons_step": 1.0}
+
+
+@functools.lru_cache(maxsize=None)
+def _mutant_classes():
+    import types
+
+    from dpspec.mechanisms.relational import RelationalMechanism
+
+    def poisoning_total(self, g, factors):
+        return (g * factors(g.norm(dim=1))[:, None]).sum(0)
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class FreshBudgetRelational(RelationalMechanism):
+        """Every trainer gets a fresh budget (`trainer().train(50)` ran 50 steps of a 10-step certificate
+        once the budget check was skipped; here: a new trainer continues past it)."""
+
+        def trainer(self, encoder=None, *, seed=0, private=True, comm=None, graph=None):
+            tr = super().trainer(encoder, seed=seed, private=private, comm=comm, graph=graph)
+            if private:
+                from dpspec.mechanisms.ledger import PrivacyLedger
+
+                tr.ledger = PrivacyLedger(self.name, self.steps, self._spent, fingerprint=self.ledger.fingerprint)
+            return tr
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class UncappedRelational(RelationalMechanism):
+        """``step(batch)`` accepts a batch that breaks the degree cap or NEG-SAMPLE-WOR."""
+
+        def trainer(self, encoder=None, *, seed=0, private=True, comm=None, graph=None):
+            tr = super().trainer(encoder, seed=seed, private=private, comm=comm, graph=graph)
+            tr.check_batch = lambda batch: None
+            return tr
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class PoisonedRelational(RelationalMechanism):
+        """A non-finite per-tuple gradient enters the clipped sum."""
+
+        def trainer(self, encoder=None, *, seed=0, private=True, comm=None, graph=None):
+            tr = super().trainer(encoder, seed=seed, private=private, comm=comm, graph=graph)
+            tr._clipped_total = types.MethodType(poisoning_total, tr)
+            return tr
+
+    return {"no_step_budget": FreshBudgetRelational, "no_batch_caps": UncappedRelational,
+            "nonfinite_poisons_step": PoisonedRelational}
+
+
+def mutate(mechanism, kind: str, factor: float | None):
+    """``noise_scaled`` — σ × ``factor``; ``no_clipping`` — per-tuple gradients summed unclipped (the
+    noise is still σ·C). The unsound FREQ-CLIP claim (Prop 4.1) is refused by the compiler (DPS601)
+    and its counterexample is tested against the sensitivity functions directly. Runtime holes:
+    ``no_step_budget`` — every trainer gets a fresh budget (``train(50)`` on a 10-step certificate
+    ran); ``no_batch_caps`` — a user batch with a node in more than K positive tuples is accepted;
+    ``nonfinite_poisons_step`` — a non-finite per-tuple gradient enters the sum."""
+    from .mutations import as_class
+
+    if kind == "noise_scaled":
+        return dataclasses.replace(mechanism, sigma=mechanism.sigma * float(factor))
+    if kind == "no_clipping":  # every tuple keeps its full gradient (thresholds of +inf)
+        return dataclasses.replace(mechanism, clipping="none")
+    if kind in ("no_step_budget", "no_batch_caps", "nonfinite_poisons_step"):
+        return as_class(_mutant_classes()[kind], mechanism)
+    return None

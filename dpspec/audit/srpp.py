@@ -22,6 +22,7 @@ one-parameter construction does not cover them).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -142,3 +143,72 @@ def _factory(ctx: AuditContext):
     from .runtime import srpp_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
 
     return [SrppSgdAudit(ctx), *srpp_targets(ctx)]
+
+
+# --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
+
+MUTATION_FACTORS = {"noise_scaled": 0.25, "no_step_budget": 1.0, "no_batch_caps": 1.0, "nonfinite_voids_step": 1.0}
+
+
+@functools.lru_cache(maxsize=None)
+def _mutant_classes():
+    import types
+
+    from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+
+    def permissive_batch(self, idx, rows):
+        if idx is None and self._guard._issued:
+            self._guard._issued.popleft()
+
+    def voiding_policy(self, cs):
+        import torch
+
+        if cs.nonfinite:
+            return {k: torch.full_like(v, float("nan")) for k, v in cs.sums.items()}
+        return cs.sums
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class FreshBudgetSrpp(SrppSgdMechanism):
+        """Every optimizer gets a fresh T-step budget (optimizer() twice ran 2T steps)."""
+
+        def optimizer(self, model, loss_fn=None, *, seed=None, comm=None):
+            from dpspec.srpp import SrppSgdOptimizer
+
+            return SrppSgdOptimizer(model, self.plan, self.calibration, loss_fn, seed=seed, comm=comm, name=self.name)
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class UncappedSrpp(SrppSgdMechanism):
+        """``step()`` accepts any batch (200 copies of one affected record against a cap of 5)."""
+
+        def optimizer(self, model, loss_fn=None, *, seed=None, comm=None):
+            opt = super().optimizer(model, loss_fn, seed=seed, comm=comm)
+            opt._check_batch = types.MethodType(permissive_batch, opt)
+            return opt
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class StepVoidingSrpp(SrppSgdMechanism):
+        """A step with a non-finite per-example gradient is lost (the parameters become non-finite)."""
+
+        def optimizer(self, model, loss_fn=None, *, seed=None, comm=None):
+            opt = super().optimizer(model, loss_fn, seed=seed, comm=comm)
+            opt._nonfinite_policy = types.MethodType(voiding_policy, opt)
+            return opt
+
+    return {"no_step_budget": FreshBudgetSrpp, "no_batch_caps": UncappedSrpp, "nonfinite_voids_step": StepVoidingSrpp}
+
+
+def mutate(mechanism, kind: str, factor: float | None):
+    """``noise_scaled`` — σ × ``factor`` in the calibration the optimizer reads (what the paper's 1/η
+    noise-unit slip does to a parameter-units run with step size η = ``factor``). Runtime holes:
+    ``no_step_budget`` — every optimizer from the mechanism gets a fresh budget; ``no_batch_caps`` —
+    ``step()`` accepts a batch with repeated records; ``nonfinite_voids_step`` — a step with a
+    non-finite per-example gradient is dropped."""
+    from .mutations import as_class
+
+    if kind == "noise_scaled":
+        cal = mechanism.calibration
+        return dataclasses.replace(mechanism, calibration=dataclasses.replace(
+            cal, sigma2=cal.sigma2 * float(factor) ** 2))
+    if kind in ("no_step_budget", "no_batch_caps", "nonfinite_voids_step"):
+        return as_class(_mutant_classes()[kind], mechanism)
+    return None

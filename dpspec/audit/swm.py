@@ -277,3 +277,28 @@ def _factory(ctx: AuditContext):
     order = np.argsort(-(w * common.instance_deltas ** 2))
     k = int(ctx.options.get("max_slices", 8))
     return [_AveAudit(ctx, common, [int(i) for i in order[:k] if w[i] > 0])]
+
+
+# --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
+
+MUTATION_FACTORS = {"delta_underestimated": 0.2}
+
+
+def mutate(mechanism, kind: str, factor: float | None):
+    """``delta_underestimated`` — σ² calibrated from the per-slice Δ × ``factor`` (< 1), the effect of
+    an estimator that under-reports the sliced Wasserstein sensitivity."""
+    import dataclasses
+
+    from dpspec.accounting.swm import swm_sigma2
+    from dpspec.mechanisms.swm import SwmRelease
+    from dpspec.pufferfish import SWMMechanism
+
+    if kind != "delta_underestimated":
+        return None
+    factor = float(factor)
+    cal = mechanism.mechanism.calibration
+    mc = cal.monte_carlo
+    s2 = swm_sigma2(cal.calibration_deltas * factor, cal.weights, cal.alpha, cal.epsilon, cal.flavour,
+                    monte_carlo=None if mc is None else (mc[0], mc[1] * factor))
+    bad = dataclasses.replace(cal, sigma2=s2)
+    return SwmRelease(mechanism.columns, SWMMechanism(mechanism.mechanism.query, bad), name=mechanism.name)

@@ -10,7 +10,7 @@ A certificate is meant to travel, so ``verify`` treats it as hostile data:
    (no unknown keys, no type coercion); every field present (the document must be exactly the
    canonical serialisation of its model, so a deleted ``warnings`` or ``content_hash`` is an error,
    not a default); result names unique. A document with a top-level ``"kind": "run"`` is a run
-   certificate and is handed to ``dpspec.certificate.run.verify_run_certificate``.
+   certificate and is handed to :func:`verify_run` (below).
 3. ``content_hash`` matches the content, and the embedded spec text matches its sha256.
 4. **No code**: the embedded spec is self-contained (no ``use``) and names no code hook
    (``sampler("m:f")`` worlds, ``callable(target = "m:f")`` queries) unless the reviewer passes
@@ -43,7 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from dpspec.certificate.model import SCHEMA_VERSION, Certificate, content_hash, sha256_text
+from dpspec.certificate.run_record import RUN_SCHEMA_VERSION, RunCertificate, SpentPoint, _points, run_content_hash
 
 #: a bound may be recorded above its recomputed value by this relative amount (rounding up), never below
 REL_TOL = 1e-9
@@ -250,8 +253,6 @@ def _version_problem(v: Any) -> str | None:
 def load_strict(doc) -> Certificate:
     """Steps 1–2: read ``doc`` and check its structure. Raises ``CertificateReadError`` or
     ``_StructureError`` (one-line reasons); the Certificate returned is complete and canonical."""
-    from pydantic import ValidationError
-
     text = _text_of(doc)
     data = parse_certificate_json(text)
     if data.get("kind") == "run":
@@ -360,7 +361,7 @@ def _verify(doc, rep: VerifyReport, data, trust_code: bool, original=None) -> No
         bar.update()
         _formulas(cert, rep, clean)
         bar.update()
-        _swm_checks(cert, rep, clean)
+        _family_checks(cert, rep, clean)
         _execution_checks(cert, rep)
         bar.update()
 
@@ -392,9 +393,7 @@ def load_structure(doc, rep: VerifyReport, *, data=None, trust_code: bool = Fals
 
 def _verify_run(doc: dict, rep: VerifyReport, data, trust_code: bool, original=None) -> None:
     """Run certificates (top-level ``"kind": "run"``, already read strictly) are verified by
-    ``dpspec.certificate.run`` against their original certificate, which is verified in full here."""
-    from dpspec.certificate.run import verify_run
-
+    :func:`verify_run` against their original certificate, which is verified in full here."""
     rrep = verify_run(doc, original, data=data, raise_on_error=False, trust_code=trust_code)
     rep.checks.extend(rrep.checks)
     for p in rrep.problems:
@@ -666,42 +665,17 @@ def _formulas(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
                                   "recomputed above)")
 
 
-def _swm_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
-    """Re-evaluate the SWM guarantee from the recorded Δ with mpmath, independently of the accountant:
-    Ave (Thm 4.5 / eq. 10), Joint exact (eq. 11), and their Monte-Carlo forms (Thms 4.7/4.8)."""
-    import mpmath as mp
+def _family_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
+    """The family's own independent re-check of each result that recompiled equal (``Family.reverify``
+    in :mod:`dpspec.families`, e.g. the SWM guarantee from the recorded Δ with mpmath). The mechanism
+    name only selects a registered family; nothing named by the certificate is imported or run."""
+    from dpspec.families import family, load
 
     for r in cert.results:
-        sv = r.sensitivity
-        if sv is None or r.mechanism.name != "swm" or r.name not in clean:
+        f = family(r.mechanism.name)
+        if f is None or not f.reverify or r.name not in clean:
             continue
-        p = r.mechanism.parameters
-        alpha, sigma2 = mp.mpf(r.guarantee.alpha), mp.mpf(p["sigma2"])
-        rows = sv.instance_deltas or [sv.deltas]
-        w = [mp.mpf(x) for x in sv.weights]
-        flavour = p["flavour"]
-        with mp.workdps(40):
-            if sigma2 == 0:
-                if any(d != 0 for row in rows for d in row):
-                    rep.fail(f"{r.name}: σ² = 0 (no noise) with a nonzero sensitivity")
-                continue
-            c = alpha * (alpha - 1) / (2 * sigma2)
-            if flavour == "ave":
-                vals = [alpha * mp.fsum(wi * mp.mpf(d) ** 2 for wi, d in zip(w, row)) / (2 * sigma2) for row in rows]
-            else:
-                vals = [mp.log(mp.fsum(wi * mp.exp(c * mp.mpf(d) ** 2) for wi, d in zip(w, row))) / (alpha - 1)
-                        for row in rows]
-            if "gamma" in p:
-                gamma, d0 = mp.mpf(p["gamma"]), mp.mpf(p["delta0"])
-                t = mp.sqrt(mp.log(4 * len(rows) / gamma) / (2 * len(w)))
-                if flavour == "ave":
-                    vals = [v + alpha * d0 ** 2 * t / (2 * sigma2) for v in vals]
-                else:
-                    vals = [mp.log(mp.exp(v * (alpha - 1)) + mp.expm1(c * d0 ** 2) * t) / (alpha - 1) for v in vals]
-                vals = [min(v, alpha * d0 ** 2 / (2 * sigma2)) for v in vals]
-            exact = max(vals)
-            _bound_check(rep, r.name, f"{flavour} SRPP level from the recorded Δ (mpmath)",
-                         f"α = {float(alpha):g}", r.guarantee.epsilon, exact, REL_TOL * max(1.0, float(exact)))
+        load(f.reverify)(r, rep.fail, lambda *a: _bound_check(rep, *a), REL_TOL)
 
 
 def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
@@ -718,3 +692,208 @@ def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
                  f"by more than the stated error bound {tol_abs:g}")
     else:
         rep.checks.append(f"{name}: {fname} at {where} re-evaluated with sympy/mpmath")
+
+
+# --- run certificates ------------------------------------------------------------------------------
+#
+# What a stopped (or finished) run spent of its certificate (the document: dpspec.certificate.run_record;
+# writing one: dpspec.certificate.run). Verified against the original certificate, which is verified in
+# full by ``verify`` above.
+
+
+def _compiled_mechanism(original, target: str, data: dict | None):
+    """The runtime object of ``target`` compiled from the original certificate's embedded spec, bound to it."""
+    from dpspec.compiler.compile import compile_spec
+    from dpspec.frontend import loads
+
+    spec = loads(original.spec.canonical_text, name=original.spec.source_name)
+    compiled = compile_spec(spec, data=data)
+    t = compiled.targets.get(target)
+    if t is None or t.mechanism is None or not hasattr(t.mechanism, "ledger"):
+        raise KeyError(target)
+    mech = t.mechanism
+    mech.bind_certificate(original, target)
+    return mech
+
+
+@dataclass
+class RunVerifyReport:
+    ok: bool = True
+    problems: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    run: RunCertificate | None = None
+    certificate: None = None  # the interface of VerifyReport: a run certificate is not a Certificate
+
+    def fail(self, msg: str) -> None:
+        self.ok = False
+        self.problems.append(msg)
+
+
+class RunVerificationError(Exception):
+    def __init__(self, report: RunVerifyReport):
+        self.report = report
+        super().__init__("run certificate verification failed:\n" + "\n".join(f"- {p}" for p in report.problems))
+
+
+def _load_json(doc, what: str) -> tuple[dict | None, str | None]:
+    """Read strictly, as ``dpspec verify`` reads a certificate: a ``Path`` is a bounded regular file, a
+    ``str``/``bytes`` is JSON text (never a path); duplicate keys, NaN and out-of-range numbers refused."""
+    if isinstance(doc, dict):
+        return doc, None
+    if hasattr(doc, "model_dump_json"):
+        doc = doc.model_dump_json()
+    try:
+        data = parse_certificate_json(_text_of(doc))
+    except (CertificateReadError, _StructureError) as e:
+        return None, f"the {what}: {e}"
+    if not isinstance(data, dict):
+        return None, f"the {what} must be a JSON object"
+    return data, None
+
+
+def _close(a: float, b: float) -> bool:  # REL_TOL as for a certificate
+    return a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= REL_TOL * max(abs(a), abs(b)))
+
+
+def _label(p: SpentPoint) -> str:
+    return f"δ = {p.delta:g}" if p.delta is not None else f"α = {p.alpha:g}"
+
+
+def verify_run(doc, certificate=None, *, data: dict | None = None, raise_on_error: bool = True,
+               trust_code: bool = False) -> RunVerifyReport:
+    """Verify a run certificate (dict, JSON text or path) against its original certificate (``certificate``:
+    a model, dict, JSON text or path; default: the embedded one). See the module docstring."""
+    rep = RunVerifyReport()
+    d, err = _load_json(doc, "run certificate")
+    if err:
+        rep.fail(err)
+        return _finish_run(rep, raise_on_error)
+    if d.get("kind") != "run":
+        rep.fail("not a run certificate (no top-level \"kind\": \"run\")")
+        return _finish_run(rep, raise_on_error)
+    if d.get("schema_version") != RUN_SCHEMA_VERSION:
+        rep.fail(f"unknown run certificate schema version {d.get('schema_version')!r}; this dpspec reads "
+                 f"{RUN_SCHEMA_VERSION}")
+        return _finish_run(rep, raise_on_error)
+    try:
+        rc = RunCertificate.model_validate(d, strict=True)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        rep.fail(f"the run certificate does not match its schema: {loc}: {first['msg']} ({e.error_count()} problem(s))")
+        return _finish_run(rep, raise_on_error)
+    rep.run = rc
+    if rc.content_hash != run_content_hash(rc):
+        rep.fail("content_hash does not match the content: the run certificate was edited after it was written")
+    else:
+        rep.checks.append("run certificate: content hash matches")
+    found = _original(rc, certificate, rep)
+    if found is None:
+        return _finish_run(rep, raise_on_error)
+    _check_against(rc, found, rep, data, trust_code)
+    return _finish_run(rep, raise_on_error)
+
+
+def _original(rc: RunCertificate, certificate, rep: RunVerifyReport):
+    docs = []
+    if certificate is not None:
+        c, err = _load_json(certificate, "certificate")
+        if err:
+            rep.fail(err)
+            return None
+        docs.append(("given", c))
+    if rc.original is not None:
+        docs.append(("embedded", rc.original))
+    if not docs:
+        rep.fail("the original certificate is needed: pass it (dpspec verify RUN.json --certificate CERT.json) or "
+                 "write the run certificate with it embedded (--embed)")
+        return None
+    certs = []
+    for where, c in docs:
+        try:
+            certs.append(Certificate.model_validate(c))
+        except ValidationError as e:
+            first = e.errors()[0]
+            rep.fail(f"the {where} original certificate does not match the certificate schema: "
+                     f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
+            return None
+    hashes = {c.content_hash for c in certs}
+    if len(hashes) > 1:
+        rep.fail("the given certificate and the embedded one differ")
+        return None
+    cert = certs[0]
+    if cert.content_hash != rc.certificate.content_hash:
+        rep.fail(f"the run certificate spends {rc.certificate.content_hash}, not the certificate given "
+                 f"({cert.content_hash})")
+        return None
+    rep.checks.append(f"original certificate: {cert.content_hash} ({rc.certificate.source_name})")
+    return cert, docs[0][1]  # the model, and the document as given (verified strictly, not re-serialised)
+
+
+def _check_against(rc: RunCertificate, found, rep: RunVerifyReport, data: dict | None,
+                   trust_code: bool = False) -> None:
+    original, document = found
+    orep = verify(document, raise_on_error=False, data=data, trust_code=trust_code)
+    if not orep.ok:
+        for p in orep.problems:
+            rep.fail(f"original certificate: {p}")
+        return
+    rep.checks.append("original certificate verifies (spec compiled again, every number recomputed)")
+    record = next((r for r in original.results if r.name == rc.target), None)
+    if record is None:
+        rep.fail(f"the original certificate has no target `{rc.target}`")
+        return
+    if record.mechanism.name != rc.mechanism or record.notion.name != rc.notion:
+        rep.fail(f"`{rc.target}` is a {record.mechanism.name} ({record.notion.name}) in the certificate, not "
+                 f"{rc.mechanism} ({rc.notion})")
+        return
+    try:
+        mech = _compiled_mechanism(original, rc.target, data)
+    except KeyError:
+        rep.fail(f"`{rc.target}` has no runtime object with a privacy ledger")
+        return
+    led = mech.ledger
+    if rc.budget_steps != led.budget_steps or rc.unit != led.unit:
+        rep.fail(f"budget: the run certificate says {rc.budget_steps} {rc.unit}(s), the certificate covers "
+                 f"{led.budget_steps} {led.unit}(s)")
+        return
+    if not 0 <= rc.steps_taken <= led.budget_steps:
+        rep.fail(f"{rc.steps_taken} {rc.unit}(s) taken is outside the certified budget of {led.budget_steps}")
+        return
+    rep.checks.append(f"{rc.target}: {rc.steps_taken} of {led.budget_steps} certified {rc.unit}(s)")
+    want = {(d, a): e for d, a, e in _points(record)}
+    got_keys = [(p.delta, p.alpha) for p in rc.certified]
+    if sorted(want, key=repr) != sorted(got_keys, key=repr) or [(p.delta, p.alpha) for p in rc.spent] != got_keys:
+        rep.fail("the run certificate's points are not the original certificate's δ values / α")
+        return
+    for c in rc.certified:
+        if not _close(c.epsilon, want[(c.delta, c.alpha)]):
+            rep.fail(f"certified ε at {_label(c)}: recorded {c.epsilon!r}, the certificate states "
+                     f"{want[(c.delta, c.alpha)]!r}")
+    for p in rc.spent:
+        s = led.spent_at(rc.steps_taken, p.delta)
+        if p.epsilon < s.epsilon * (1 - 1e-12):
+            rep.fail(f"ε spent at {_label(p)}: recorded {p.epsilon!r} is BELOW the recomputed {s.epsilon!r} "
+                     "(the run certificate understates what was spent)")
+        elif not _close(p.epsilon, s.epsilon):
+            rep.fail(f"ε spent at {_label(p)}: recorded {p.epsilon!r}, recomputed {s.epsilon!r}")
+        elif p.epsilon > want[(p.delta, p.alpha)] * (1 + 1e-12):
+            rep.fail(f"ε spent at {_label(p)} ({p.epsilon!r}) exceeds the certificate's {want[(p.delta, p.alpha)]!r}")
+        else:
+            rep.checks.append(f"{rc.target}: ε spent at {_label(p)} recomputed ({p.epsilon:.6g} ≤ "
+                              f"{want[(p.delta, p.alpha)]:.6g} certified) with the certificate's accountant")
+        if s.exact_for_run != rc.exact_for_run:
+            rep.fail(f"exact_for_run: recorded {rc.exact_for_run}, the mechanism's ledger says {s.exact_for_run}")
+    # the descriptive fields are the ledger's own words too: a verified run certificate carries no text
+    # its accountant did not write (a forged `note` or `accountant` would otherwise be sealed as verified)
+    last = led.spent_at(rc.steps_taken, rc.spent[-1].delta) if rc.spent else None
+    if last is not None:
+        for name, recorded, recomputed in (("accountant", rc.accountant, last.accountant), ("note", rc.note, last.note)):
+            if recorded != recomputed:
+                rep.fail(f"{name}: recorded {recorded!r}, the certificate's accountant writes {recomputed!r}")
+
+
+def _finish_run(rep: RunVerifyReport, raise_on_error: bool) -> RunVerifyReport:
+    if not rep.ok and raise_on_error:
+        raise RunVerificationError(rep)
+    return rep

@@ -6,7 +6,7 @@ depend on the data and are raised while compiling; their examples compile genera
 
 from __future__ import annotations
 
-from dpspec.check.framework import Context, diag, register_front_end, rule
+from dpspec.check.framework import Context, diag, register_front_end, releases_of, rule
 from dpspec.ir import models as ir
 
 _SC = ("scenario s {{\n  data   synthetic(generator = secret_groups, size = 600, seed = 1)\n"
@@ -23,10 +23,9 @@ GOOD = spec()
 
 
 def _swm_releases(ctx: Context):
-    for r in ctx.spec.releases:
-        if r.mechanism == "swm":
-            sc = ctx.resolve_protects(r)
-            yield r, sc if isinstance(sc, ir.Scenario) else None
+    for r in releases_of(ctx, __name__):  # the release families listing this module: the SWM
+        sc = ctx.resolve_protects(r)
+        yield r, sc if isinstance(sc, ir.Scenario) else None
 
 
 def query_dimension(q: ir.BoundedQuery | None) -> int | None:

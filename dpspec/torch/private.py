@@ -66,12 +66,18 @@ class SamplingOverrideWarning(UserWarning):
 # --- which runtime -------------------------------------------------------------------------------------
 
 
-def _resolve(compiled, target: str | None):
-    from dpspec.mechanisms.dpsgd import DpSgd
-    from dpspec.mechanisms.relational import RelationalMechanism
-    from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+def _family_of(mech):
+    """The family whose runtime class ``mech`` is an instance of (None for anything else)."""
+    from dpspec.families import FAMILIES, load
 
-    trainers = (DpSgd, SrppSgdMechanism, RelationalMechanism)
+    return next((f for f in FAMILIES.values() if f.runtime and isinstance(mech, load(f.runtime))), None)
+
+
+def _resolve(compiled, target: str | None):
+    """The training's runtime object and its backend class (the family's ``torch_backend`` hook)."""
+    from dpspec.families import FAMILIES, load
+
+    trainers = tuple(load(f.runtime) for f in FAMILIES.values() if f.torch_backend)
     mech = compiled
     if hasattr(compiled, "mechanisms") and hasattr(compiled, "certificate"):
         mechs = compiled.mechanisms
@@ -85,98 +91,11 @@ def _resolve(compiled, target: str | None):
                 raise ValueError(f"the spec has {len(found)} trainings ({', '.join(sorted(found)) or 'none'}): "
                                  "give target=NAME")
             mech = next(iter(found.values()))
-    if isinstance(mech, RelationalMechanism):
-        raise UnsupportedTrainingError(
-            f"`{mech.name}` is a relational DP-SGD training: its steps are tuples sampled from the degree-capped "
-            "graph (positive edges and negatives drawn under the caps K and k), not (x, y) batches of a DataLoader, "
-            "and its per-tuple gradients involve two nodes' encodings. Use its own trainer: "
-            "`compiled.mechanism.trainer()` / `.train()` (docs/training.md)")
-    if not isinstance(mech, (DpSgd, SrppSgdMechanism)):
+    f = _family_of(mech)
+    if f is None or not f.torch_backend:
         raise UnsupportedTrainingError(f"make_private needs a compiled DP-SGD or SRPP-SGD training, got "
                                        f"{type(mech).__name__}")
-    return mech
-
-
-class _DpSgdBackend:
-    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
-        self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
-        self.ledger = mech.ledger
-        self.rng = np.random.default_rng(seed)
-        self.gen = torch.Generator().manual_seed(int(self.rng.integers(2**62)))
-        mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
-        self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
-        self.describe = {"poisson": f"Poisson sampling, rate q = {mech.sample_rate:.6g}",
-                         "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
-                         "full_batch": "the full batch"}.get(mech.sampling, mech.sampling)
-
-    def draw(self) -> np.ndarray:
-        return next(self.mech.batches(self.n, self.rng, 1))
-
-    def clipped_sum(self, x, y):
-        """This batch's clipped per-example gradient sum (nothing charged, no noise), with the outputs of
-        the per-example forward: the model's forward returns them, so the loop's forward is not repeated."""
-        return self.mech._clipped_sum(self.model, self.criterion, x, y)
-
-    def step(self, x, y, idx, clipped=None) -> None:
-        grads = self.mech.private_gradients(self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx,
-                                            clipped=clipped)
-        for k, p in self.model.named_parameters():
-            if p.requires_grad:
-                p.grad = grads[k].to(p.device)
-        self.inner.step()
-
-    def state_dict(self) -> dict:
-        return {"ledger": self.ledger.state_dict(), "optimizer": self.inner.state_dict(),
-                "rng": self.rng.bit_generator.state, "generator": self.gen.get_state()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.ledger.load_state_dict(state["ledger"])
-        self.inner.load_state_dict(state["optimizer"])
-        self.rng.bit_generator.state = state["rng"]
-        self.gen.set_state(state["generator"])
-
-
-class _SrppBackend:
-    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
-        s = mech.plan.sampling
-        if n != s.dataset_size:
-            raise DataMismatchError(f"`{mech.name}`: the data has {n} examples but the certificate assumes "
-                                    f"dataset_size = {s.dataset_size}; recompile with the right size")
-        o = mech.plan.optimizer
-        if optimizer is not None:
-            warnings.warn(f"`{mech.name}` is an SRPP-SGD training: its certificate depends on the optimizer "
-                          f"(SGD, momentum {o.momentum:g}, the certified learning-rate schedule), so the step uses "
-                          f"that optimizer, not the {type(optimizer).__name__} you passed", SamplingOverrideWarning,
-                          stacklevel=3)
-        self.mech, self.model, self.criterion, self.n = mech, model, criterion, n
-        self.ledger = mech.ledger
-        self.opt = mech.optimizer(model, criterion, seed=seed)
-        self.inner = self.opt.opt
-        self._it = None
-        self.rate = float(s.rate)
-        self.describe = f"{s.scheme} sampling, rate {s.rate:.6g}"
-
-    def draw(self) -> np.ndarray:
-        if self._it is None:
-            self._it = self.opt.batches(self.n)
-        try:
-            return next(self._it)
-        except StopIteration:
-            self._it = None
-            self.ledger.require(1)
-            raise
-
-    clipped_sum = None  # the SRPP-SGD step computes its own
-
-    def step(self, x, y, idx, clipped=None) -> None:
-        self.opt.step(x, y, idx)
-
-    def state_dict(self) -> dict:
-        return {"srpp": self.opt.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.opt.load_state_dict(state["srpp"])
-        self._it = None
+    return mech, load(f.torch_backend)(mech)  # the hook raises UnsupportedTrainingError for a family it refuses
 
 
 # --- the session shared by the three objects -------------------------------------------------------------
@@ -493,7 +412,7 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
     loss must be it (mean or sum). ``seed``: for reproducible sampling and noise (never in production).
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
     :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
-    mech = _resolve(compiled, target)
+    mech, backend_class = _resolve(compiled, target)
     if isinstance(model, PrivateModel):
         raise ValueError("this model is already wrapped by make_private")
     validate(model, strict=True)
@@ -502,19 +421,12 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
     dataset = getattr(data_loader, "dataset", data_loader)
     n = len(dataset)
     collate = getattr(data_loader, "collate_fn", None) or torch.utils.data.default_collate
-    from dpspec.mechanisms.dpsgd import DpSgd
-
     if optimizer is not None:
         ours = {id(p) for p in model.parameters()}
         if any(id(p) not in ours for g in optimizer.param_groups for p in g["params"]):
             raise ValueError("the optimizer holds parameters that are not the model's (after dpspec.torch.fix(model), "
                              "build the optimizer on the returned model)")
-    if isinstance(mech, DpSgd):
-        if optimizer is None:
-            raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
-        backend = _DpSgdBackend(mech, model, optimizer, criterion, n, seed)
-    else:
-        backend = _SrppBackend(mech, model, optimizer, criterion, n, seed)
+    backend = backend_class(mech, model, optimizer, criterion, n, seed)
     bs = getattr(data_loader, "batch_size", None)
     if data_loader is not dataset:
         warnings.warn(f"make_private draws each step's batch as the certificate of `{mech.name}` says "

@@ -229,18 +229,18 @@ def test_every_model_forbids_unknown_keys_and_non_finite_floats():
 # --- run certificates are dispatched --------------------------------------------------------------
 
 
-def test_a_run_certificate_goes_to_the_run_module(monkeypatch):
-    from dpspec.certificate import run
+def test_a_run_certificate_goes_to_the_run_verifier(monkeypatch):
+    from dpspec.certificate import verify as verifier
 
     seen = {}
 
     def verify_run(doc, original, *, data=None, raise_on_error=True, trust_code=False):
         seen["doc"], seen["trust"] = doc, trust_code
-        rep = run.RunVerifyReport()
+        rep = verifier.RunVerifyReport()
         rep.checks.append("run checked")
         return rep
 
-    monkeypatch.setattr(run, "verify_run", verify_run)
+    monkeypatch.setattr(verifier, "verify_run", verify_run)
     rep = dpspec.verify('{"kind": "run", "x": 1}', raise_on_error=False)
     assert rep.ok and seen == {"doc": {"kind": "run", "x": 1}, "trust": False} and "run checked" in rep.checks
 

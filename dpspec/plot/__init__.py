@@ -17,6 +17,10 @@ What each panel shows, per result of the certificate:
   caps only as a hash, so its curve cannot be recomputed: the panel says so.
 - ``rdp``: the recorded ε(α) curve (Rényi DP, or sliced Rényi Pufferfish), target order marked.
 
+What a family adds (the analytic Gaussian line, DP-SGD's min(RDP, PLD), ε after t steps) is in its
+own module of this package, named by its entry in :mod:`dpspec.families` (``curve``,
+``steps_curve``); this module names no family.
+
 ``panels(cert)`` returns the data (``Panel``/``Series``) without importing matplotlib;
 ``figure(cert)`` draws them on a matplotlib ``Figure`` (no pyplot, no display needed).
 """
@@ -31,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dpspec.families import FAMILIES
+from dpspec.families import FAMILIES, family, load
 
 MAX_CERTIFICATE_BYTES = 64 * 1024 * 1024
 KINDS = ("curve", "steps", "rdp")
@@ -176,35 +180,31 @@ def _delta_grid(deltas: Sequence[float]) -> np.ndarray:
 
 
 def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
-    from dpspec.accounting.conversion import rdp_to_dp
-
-    g, params = r.guarantee, r.mechanism.parameters
+    """The family's own line (``Family.curve``) if it has one for this result, else the RDP → (ε, δ)
+    conversion of the recorded ε(α) curve."""
+    g = r.guarantee
     grid = _delta_grid(deltas)
+    f = family(r.mechanism.name)
     try:
-        if r.mechanism.name == "gaussian" and isinstance(params.get("mu"), (int, float)):
-            from dpspec.accounting.analytic_gaussian import epsilon_of_delta
-
-            eps = [epsilon_of_delta(float(params["mu"]), float(d)) for d in grid]
-            return Series("analytic Gaussian (Balle & Wang 2018, Thm 8)", tuple(grid), tuple(eps), False), None
-        a = getattr(r, "accounting", None)
-        if r.mechanism.name == "dpsgd" and a is not None and a.pld is not None and g.rdp_alphas:
-            # min(RDP, PLD) per δ, as certified; PLD on a coarser δ grid (each δ is one PLD evaluation)
-            grid = np.unique(np.concatenate([np.geomspace(grid[0], grid[-1], 12), [p.delta for p in a.curve],
-                                             list(deltas)]))
-            pe = _pld_epsilons(r, None, grid)
-            eps = [min(rdp_to_dp(g.rdp_alphas, g.rdp_epsilons, float(d))[0], e) for d, e in zip(grid, pe)]
-            return Series("min of RDP and PLD, recomputed (as certified)", tuple(grid), tuple(eps), False), None
+        if f is not None and f.curve:
+            line = load(f.curve)(r, grid, deltas)
+            if line is not None:
+                return line, None
         if g.rdp_alphas:
-            # relational DP-SGD pays NEG-SAMPLE-WOR's overflow probability from δ before converting
-            paid = params.get("overflow_probability", 0.0)
-            paid = float(paid) if isinstance(paid, (int, float)) else 0.0
-            grid = grid[grid > paid]
-            eps = [rdp_to_dp(g.rdp_alphas, g.rdp_epsilons, float(d) - paid)[0] for d in grid]
-            return Series("from the certified ε(α) curve (Balle et al. 2020, Thm 21)", tuple(grid), tuple(eps),
-                          False), None
+            return _rdp_line(r, grid), None
     except (ValueError, TypeError, ArithmeticError) as e:
         return None, f"cannot recompute ε(δ): {_text(str(e))}"
     return None, "no ε(α) curve recorded: the certified pairs only"
+
+
+def _rdp_line(r, grid: np.ndarray, paid: float = 0.0) -> Series:
+    """ε(δ) from the certified ε(α) curve, at δ − ``paid`` (a probability the family pays from δ first)."""
+    from dpspec.accounting.conversion import rdp_to_dp
+
+    g = r.guarantee
+    grid = grid[grid > paid]
+    eps = [rdp_to_dp(g.rdp_alphas, g.rdp_epsilons, float(d) - paid)[0] for d in grid]
+    return Series("from the certified ε(α) curve (Balle et al. 2020, Thm 21)", tuple(grid), tuple(eps), False)
 
 
 # RDP-accounted step-by-step trainings (dpspec.families: `stepped`), whose ε after t steps is recomputed
@@ -222,92 +222,24 @@ def _steps_panel(r) -> Panel:
     steps = r.mechanism.parameters.get("steps")
     if r.kind == "compose":
         return Panel(**common, note="a composition: its parts' panels show their steps")
-    if mech not in _STEPPED and mech != "srpp_sgd":
+    f = family(mech)
+    if f is None or not f.steps_curve:
         return Panel(**common, note=f"{mech} is a one-shot mechanism: ε does not depend on a number of steps")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1 or g.epsilon is None:
         return Panel(**common, note="no step count or ε recorded")
     certified = Series("certified", (float(steps),), (g.epsilon,), certified=True)
-    if mech == "srpp_sgd":
-        return Panel(**common, series=(certified,), note=(
-            "SRPP-SGD: the per-step caps behind ε(α) are recorded only as a hash (caps_sha256), so ε after "
-            "fewer steps cannot be recomputed from the certificate"))
-    ts = np.unique(np.linspace(1, steps, min(steps, _STEP_POINTS)).round().astype(np.int64))
-    try:
-        eps = _dpsgd_epsilons(r, ts, rdp_target) if mech == "dpsgd" else _relational_epsilons(r, ts)
-    except (ValueError, TypeError, KeyError, ArithmeticError) as e:
-        return Panel(**common, series=(certified,), note=f"cannot recompute: {_text(str(e))}")
-    line = Series("recomputed with dpspec.accounting", tuple(float(t) for t in ts), tuple(eps), certified=False)
-    a = getattr(r, "accounting", None)
-    if mech == "dpsgd" and not rdp_target and a is not None and a.pld is not None:
-        # as certified: min(RDP, PLD) after t steps (PLD at ≤ 12 step counts, each one evaluation)
-        idx = np.unique(np.linspace(0, len(ts) - 1, min(len(ts), 12)).round().astype(np.int64))
-        try:
-            pe = _pld_epsilons(r, ts[idx])
-        except (ValueError, TypeError, KeyError, ArithmeticError) as e:
-            return Panel(**common, series=(certified, line), note=f"cannot recompute PLD: {_text(str(e))}")
-        both = [min(eps[i], e) for i, e in zip(idx, pe)]
-        rdp_line = Series("RDP alone, recomputed", line.x, line.y, certified=False)
-        line = Series("recomputed with dpspec.accounting", tuple(float(ts[i]) for i in idx), tuple(both), False)
-        return Panel(**common, series=(certified, line, rdp_line), note=_agreement(both[-1], g.epsilon))
-    return Panel(**common, series=(certified, line), note=_agreement(eps[-1], g.epsilon))
+    return load(f.steps_curve)(r, common, certified, steps, rdp_target)
 
 
-def _pld_epsilons(r, ts: np.ndarray | None, deltas=None) -> list[float]:
-    """The certified PLD construction (dpspec.accounting.pld_select) after each t of ``ts`` steps at the
-    spec's δ, or after all steps at each δ of ``deltas``."""
-    from dpspec.accounting.pld_select import dpsgd_pld_epsilon
-
-    p, g = r.mechanism.parameters, r.guarantee
-    name = {"poisson": "poisson", "full_batch": "poisson", "without_replacement": (
-        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
-    if name is None:
-        raise ValueError(f"no PLD for sampling `{p.get('sampling')}`")
-    rate = 1.0 if p.get("sampling") == "full_batch" else float(p["sample_rate"])
-    K, n, sigma = int(p.get("group_size", 1)), p.get("dataset_size"), float(p["noise_multiplier"])
-    if deltas is not None:
-        return [dpsgd_pld_epsilon(sigma, rate, int(p["steps"]), float(d), name, K, n) for d in deltas]
-    out = [dpsgd_pld_epsilon(sigma, rate, int(t), g.delta, name, K, n) for t in ts]
-    return out
+def _step_counts(steps: int) -> np.ndarray:
+    """The step counts t at which ε after t steps is recomputed (at most ``_STEP_POINTS``)."""
+    return np.unique(np.linspace(1, steps, min(steps, _STEP_POINTS)).round().astype(np.int64))
 
 
 def _agreement(recomputed: float, certified: float) -> str | None:
     if math.isclose(recomputed, certified, rel_tol=1e-9, abs_tol=1e-12):
         return None
     return f"recomputed ε = {recomputed:.6g} after the last step differs from the certified {certified:.6g}"
-
-
-def _dpsgd_epsilons(r, ts: np.ndarray, rdp_target: bool) -> list[float]:
-    """RDP composes additively over steps (Mironov 2017, Prop. 1): ε(α; t) = t · ε(α; 1)."""
-    import dpspec.accounting as acc
-    from dpspec.accounting.conversion import rdp_to_dp
-
-    p, g = r.mechanism.parameters, r.guarantee
-    sampling = {"poisson": "poisson", "without_replacement": (
-        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
-    if sampling is None:
-        raise ValueError(f"no accountant for sampling `{p.get('sampling')}`")
-    alphas = np.asarray(g.rdp_alphas, dtype=float) if g.rdp_alphas else None
-    one = acc.dpsgd_rdp_curve(p["noise_multiplier"], p["sample_rate"], 1, sampling=sampling,
-                              group_size=int(p.get("group_size", 1)),
-                              dataset_size=p.get("dataset_size") if sampling != "poisson" else None, alphas=alphas)
-    if rdp_target:
-        at = int(np.argmin(np.abs(one.alphas - g.alpha)))
-        return [float(t * one.rdp[at]) for t in ts]
-    return [rdp_to_dp(one.alphas, t * one.rdp, g.delta)[0] for t in ts]
-
-
-def _relational_epsilons(r, ts: np.ndarray) -> list[float]:
-    """Every valid accountant's RDP is a per-step bound composed over steps, so the pointwise minimum
-    scales with t; δ pays the overflow probability of the negatives over t steps, as the compiler does."""
-    from dpspec.accounting.conversion import rdp_to_dp
-    from dpspec.accounting.relational import RelationalConfig, overflow_probability, relational_accountants
-
-    p, g = r.mechanism.parameters, r.guarantee
-    config = RelationalConfig(int(p["num_edges"]), int(p["num_nodes"]), float(p["sample_rate"]),
-                              int(p["degree_cap"]), int(p["negatives_per_positive"]), str(p["clipping"]),
-                              str(p["negatives"]), "poisson")
-    one = relational_accountants(config, float(p["noise_multiplier"]), 1, g.delta, np.asarray(g.rdp_alphas)).curve
-    return [rdp_to_dp(one.alphas, t * one.rdp, g.delta - overflow_probability(config, int(t)))[0] for t in ts]
 
 
 def _rdp_panel(r) -> Panel:

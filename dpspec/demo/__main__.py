@@ -1,0 +1,5 @@
+import sys
+
+from dpspec.demo import main
+
+sys.exit(main())
