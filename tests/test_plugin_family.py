@@ -137,3 +137,11 @@ def test_without_the_entry_the_mechanism_is_unknown():
     assert "noisy_gd" not in FAMILIES
     spec = dpspec.load(SPEC)
     assert not spec.ok and any("noisy_gd" in d.message for d in spec.diagnostics)
+
+
+def test_a_setting_only_the_new_family_holds_is_refused_elsewhere(noisy_gd):
+    """DPS130 covers settings by name: a GCON training given the plug-in's `noise_multiplier` is refused."""
+    text = UNIT.replace("unit record  relation add_remove  dataset_size 1000", "unit edge  graph cora") + \
+        "train g { mechanism gcon  noise_multiplier 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }\n"
+    diags = [d for d in dpspec.load(text).diagnostics if d.rule == "DPS130"]
+    assert [d.message for d in diags] == ["`noise` has no effect for mechanism `gcon`"]

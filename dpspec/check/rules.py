@@ -500,9 +500,9 @@ def check_unused_settings(ctx: Context):
         if not allowed:
             continue
         if isinstance(t, ir.Training):
-            # a training's settings are in its family's model; the ones it does not hold were kept by name
-            given = [(key, t, f) for f, key in fields_to_setting.items()
-                     if f in t.ignored or setting(t, f) is not None]
+            # a training's settings are in its family's model (all allowed, by derivation); the ones it
+            # does not hold were kept by name, whatever setting they are (a new family's too)
+            given = [(f, t, f) for f in t.ignored]
             sched = t.schedule
         else:
             fields = type(t).model_fields  # (a miss through pydantic's getattr is slow: many targets)
