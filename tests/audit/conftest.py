@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 import dpspec
+from tests.conftest import load_example
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
@@ -110,7 +111,7 @@ def compiled_specs():
                 data = {"rows": separated_rows()}
                 cache[key] = (dpspec.compile(SWM_SEPARATED, data=data), data)
             elif key.endswith(".dps"):
-                cache[key] = dpspec.compile(dpspec.load(str(SPECS / key)))
+                cache[key] = dpspec.compile(load_example(SPECS / key))
             else:
                 cache[key] = dpspec.compile(globals()[key])
         return cache[key]

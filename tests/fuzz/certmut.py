@@ -85,7 +85,9 @@ def base_certificates() -> dict[str, str]:
 
     out = {}
     for name in BASE_SPEC_FILES:
-        c = dpspec.compile(dpspec.load(SPECS / name))
+        from tests.conftest import load_example
+
+        c = dpspec.compile(load_example(SPECS / name))
         out[name.removesuffix(".dps")] = c.certificate.to_json()
     for name, text in GENERATED_SPECS.items():
         out[name] = dpspec.compile(dpspec.loads(text, name=f"{name}.dps")).certificate.to_json()
