@@ -250,6 +250,25 @@ def _version_problem(v: Any) -> str | None:
     return None
 
 
+#: result fields added by each schema minor version: an older version's certificate cannot hold them
+RESULT_FIELDS_SINCE = {"1.1": ("accounting",)}
+
+
+def _fields_newer_than(cert: Certificate) -> str | None:
+    """Why ``cert`` cannot be of the schema version it states (a field a later version added), or None.
+    A certificate is read as the version it claims; older ones are genuine when their content is."""
+    minor = int(cert.schema_version.split(".")[1])
+    for version, fields in RESULT_FIELDS_SINCE.items():
+        if minor >= int(version.split(".")[1]):
+            continue
+        for r in cert.results:
+            for f in fields:
+                if getattr(r, f, None) is not None:
+                    return (f"result {r.name!r} has `{f}`, which schema version {version} added, but the certificate "
+                            f"states version {cert.schema_version}")
+    return None
+
+
 def load_strict(doc) -> Certificate:
     """Steps 1–2: read ``doc`` and check its structure. Raises ``CertificateReadError`` or
     ``_StructureError`` (one-line reasons); the Certificate returned is complete and canonical."""
@@ -271,6 +290,9 @@ def load_strict(doc) -> Certificate:
     diff = _structure_difference(data, canonical, "")
     if diff:
         raise _StructureError(diff)
+    newer = _fields_newer_than(cert)
+    if newer:
+        raise _StructureError(newer)
     counts = Counter(r.name for r in cert.results)
     dup = sorted(n for n, k in counts.items() if k > 1)[:5]
     if dup:

@@ -264,3 +264,19 @@ def test_the_number_of_problems_listed_is_bounded():
     for i in range(1000):
         rep.fail(f"problem {i}")
     assert len(rep.problems) == V.MAX_PROBLEMS + 1 and not rep.ok
+
+
+def test_an_older_schema_version_is_read_as_that_version(doc, resealed):
+    """A certificate stating schema 1.0 is what dpspec 1.0 wrote: accepted when its content is (an SRPP
+    result has no `accounting` record), refused when it holds a field 1.1 added."""
+    import dpspec
+
+    srpp = doc("digits_srpp")
+    assert srpp["schema_version"] == "1.1"
+    srpp["schema_version"] = "1.0"
+    assert dpspec.verify(resealed(srpp), raise_on_error=False).ok
+    dp = doc("dpsgd_records")
+    assert dp["results"][0]["accounting"] is not None
+    dp["schema_version"] = "1.0"
+    rep = dpspec.verify(resealed(dp), raise_on_error=False)
+    assert not rep.ok and any("schema version 1.1 added" in p for p in rep.problems), rep.problems
