@@ -5,7 +5,7 @@ Launch paths
 * ``torchrun --nproc_per_node=W script.py`` — the script calls :func:`init_from_env` (``env://``:
   ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set by torchrun) and gets a
   :class:`Comm`; :meth:`Comm.close` tears the group down.
-* tests / one machine — :func:`spawn(fn, world_size)` picks a free localhost port, starts W
+* tests / one machine — :func:`spawn(fn, world_size)` meets through a temporary file, starts W
   processes with ``torch.multiprocessing.spawn``, calls ``fn(comm, *args)`` in each and returns
   the per-rank return values (pickled through a temporary directory).
 
@@ -271,14 +271,16 @@ def _check_backend(backend: str) -> None:
                                         hint="use backend gloo on CPU machines")
 
 
-def _worker(rank: int, world_size: int, port: int, backend: str, fn, args, outdir: str, threads: int | None,
+def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, threads: int | None,
             comm_kw: dict):
     import torch
     import torch.distributed as dist
 
     if threads:
         torch.set_num_threads(threads)
-    dist.init_process_group(backend=backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    # rendezvous through a file in the run's own temporary folder: no port is picked and released
+    # first, so parallel runs on one machine cannot race for it
+    dist.init_process_group(backend=backend, init_method="file://" + os.path.join(outdir, "rendezvous"), rank=rank,
                             world_size=world_size)
     comm = Comm(rank, world_size, backend, _owns_group=True, **comm_kw)
     try:
@@ -291,14 +293,13 @@ def _worker(rank: int, world_size: int, port: int, backend: str, fn, args, outdi
 def spawn(fn: Callable, world_size: int = 2, args: tuple = (), *, backend: str = "gloo",
           threads: int | None = 1, **comm_kw) -> list:
     """Run ``fn(comm, *args)`` in ``world_size`` fresh processes (``torch.multiprocessing.spawn``,
-    a free localhost port); returns the list of per-rank return values. ``fn`` must be importable
+    rendezvous through a file in a temporary folder); returns the list of per-rank return values. ``fn`` must be importable
     (a module-level function). ``threads`` sets ``torch.set_num_threads`` in each worker."""
     import torch
     import torch.multiprocessing as mp
 
     _check_backend(backend)
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="dpspec-dist-") as d:
-        mp.spawn(_worker, args=(world_size, port, backend, fn, args, d, threads, comm_kw), nprocs=world_size,
+        mp.spawn(_worker, args=(world_size, backend, fn, args, d, threads, comm_kw), nprocs=world_size,
                  join=True)
         return [torch.load(os.path.join(d, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
