@@ -338,7 +338,8 @@ class Pld:
         """Certified eps of one direction on grid d: (eps, error budget, tilt, FFT length).
 
         Up to three tilted passes: the first at ``lam`` (default: the saddle-point guess for
-        ``delta``), then at the saddle point of the eps found; the smallest certified eps
+        ``delta``), then at the saddle point of the eps found; if the error budget is still
+        above 1e-3 delta, steeper tilts while the eps improves. The smallest certified eps
         wins (each pass certifies on its own)."""
         comps = self._components(direction, d, tail)
         tau = min(1e-10, 1e-6 * delta)
@@ -347,38 +348,42 @@ class Pld:
         lam = _quantize(lam)
         best = (math.inf, math.inf, lam, 0)
         tried = set()
+
+        def certify(lam):
+            tried.add(lam)
+            p = self._pass(direction, d, lam, tau, tail)
+            return (*p.epsilon_for(delta), lam, p.n_fft), p
+
+        def small_error(r):
+            return math.isfinite(r[0]) and r[1] <= 1e-3 * delta
+
         for _ in range(3):
             if lam in tried:
                 break
-            tried.add(lam)
-            p = self._pass(direction, d, lam, tau, tail)
-            eps, err = p.epsilon_for(delta)
-            if eps < best[0]:
-                best = (eps, err, lam, p.n_fft)
-            if math.isfinite(eps) and err <= 1e-3 * delta:
+            r, p = certify(lam)
+            if r[0] < best[0]:
+                best = r
+            if small_error(r):
                 break
-            if math.isfinite(eps):
-                lam = _quantize(saddle_point(comps, eps, d))
+            if math.isfinite(r[0]):
+                lam = _quantize(saddle_point(comps, r[0], d))
             else:
                 est = p.epsilon_estimate(delta)
                 lam = _quantize(saddle_point(comps, est, d)) if lam == 0.0 else 0.0
-        if not (math.isfinite(best[0]) and best[1] <= 1e-3 * delta):
+        if not small_error(best):
             # The saddle-point guess can be far too small when each step's loss spans only a few
             # grid cells (e.g. sigma 7, q 1e-3, T 3000, delta 1e-11: guess 50, the error budget then
-            # takes 98 % of delta; a tilt of 400 certifies 21 % less). Try steeper tilts while the
-            # certified eps improves; every pass certifies on its own, the smallest eps wins.
+            # takes 98 % of delta; a tilt of 400 certifies 21 % less).
             lam = best[2]
             for _ in range(6):
                 lam = _quantize(max(lam, 1.0) * 2.0)
                 if lam in tried:
                     continue
-                tried.add(lam)
-                p = self._pass(direction, d, lam, tau, tail)
-                eps, err = p.epsilon_for(delta)
-                if not eps < best[0]:
+                r, _p = certify(lam)
+                if not r[0] < best[0]:
                     break
-                best = (eps, err, lam, p.n_fft)
-                if err <= 1e-3 * delta:
+                best = r
+                if small_error(r):
                     break
         return best
 

@@ -487,13 +487,7 @@ def check_sizes(ctx: Context):
       good=_rel(),
       explanation="A setting the chosen mechanism ignores is a trap (the reader believes it matters); it is an error.")
 def check_unused_settings(ctx: Context):
-    fields_to_setting = {"sampling": "sampling", "clipping": "clipping", "slices": "slices", "query": "query",
-                         "sensitivity": "sensitivity", "degree_cap": "degree_cap", "model": "model",
-                         "propagation": "propagation", "loss": "loss", "regularization": "regularization",
-                         "encoder": "encoder", "pseudo_labels": "pseudo_labels", "split": "split",
-                         "inference": "inference", "discrepancy": "discrepancy", "lr_schedule": "lr_schedule",
-                         "noise_units": "noise_units", "accountant": "accountant", "dataset_size": "dataset_size",
-                         "noise": "noise"}
+    release_settings = ("slices", "query", "sensitivity", "noise")  # (a release's field names are its settings)
     for t in (*ctx.spec.releases, *ctx.spec.trainings):
         m = MECHANISMS[t.mechanism]
         allowed = allowed_settings(m)
@@ -506,7 +500,7 @@ def check_unused_settings(ctx: Context):
             sched = t.schedule
         else:
             fields = type(t).model_fields  # (a miss through pydantic's getattr is slow: many targets)
-            given = [(key, t, f) for f, key in fields_to_setting.items() if f in fields and getattr(t, f) is not None]
+            given = [(f, t, f) for f in release_settings if f in fields and getattr(t, f) is not None]
             sched = None
         given += [(f, sched, f) for f in ("steps", "epochs", "learning_rate", "momentum")
                   if sched is not None and getattr(sched, f) is not None]

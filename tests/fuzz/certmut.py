@@ -33,7 +33,6 @@ import json
 import math
 import os
 import random
-import re
 import signal
 import tempfile
 import time
@@ -436,13 +435,11 @@ def is_legit_variant(original: dict, text: str) -> bool:
 
 
 def _older_readable_version(v) -> bool:
+    """A schema version this dpspec reads (verify's own test) other than the one it writes."""
     from dpspec.certificate.model import SCHEMA_VERSION
+    from dpspec.certificate.verify import _version_problem
 
-    if not isinstance(v, str) or not re.fullmatch(r"[0-9]+\.[0-9]+", v):
-        return False
-    major, minor = v.split(".")
-    mine_major, mine_minor = SCHEMA_VERSION.split(".")
-    return major == mine_major and int(minor) < int(mine_minor)
+    return v != SCHEMA_VERSION and _version_problem(v) is None
 
 
 def _formula_up_paths(original: dict) -> set[tuple]:
