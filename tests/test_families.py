@@ -1,4 +1,4 @@
-"""The family table (dpspec/families.py) is the one place a mechanism family is declared: every
+"""The family table (dpspec/families/__init__.py) is the one place a mechanism family is declared: every
 path it names loads, and the stages read their lists from it."""
 
 import pytest

@@ -1,5 +1,5 @@
 """No shared module names a mechanism family: family-specific behaviour lives in the family's own
-modules, reached through its entry in dpspec/families.py (docs/extending.md).
+modules, reached through its entry in dpspec/families/__init__.py (docs/extending.md).
 
 A module is the family's own when the family table names it (compile, accountants, runtime, auditor,
 rules, curve, steps_curve, reverify, distributed_example, torch_backend, demo) or it is a family's runtime package.
@@ -67,7 +67,7 @@ def _shared_files() -> list[Path]:
     for p in sorted(PKG.rglob("*.py")):
         rel = p.relative_to(PKG)
         # the table and the settings models are the families' declarations themselves
-        if rel.parts[0] in skip_dirs or rel in (Path("families.py"), Path("ir/settings.py")) or p in own:
+        if rel.parts[0] in skip_dirs or rel in (Path("families/__init__.py"), Path("ir/settings.py")) or p in own:
             continue
         out.append(p)
     return out

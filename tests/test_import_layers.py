@@ -61,8 +61,8 @@ def _files(package: str):
 
 
 def test_families_table_imports_only_the_standard_library():
-    for name in _imports(PKG / "families.py", top_level_only=False):
-        assert name.split(".")[0] in sys.stdlib_module_names, f"dpspec/families.py imports {name}"
+    for name in _imports(PKG / "families" / "__init__.py", top_level_only=False):
+        assert name.split(".")[0] in sys.stdlib_module_names, f"dpspec/families/__init__.py imports {name}"
 
 
 def test_ir_imports_no_other_stage():

@@ -2,7 +2,7 @@
 
 DPS127 and DPS128 (a size or a setting DP-SGD needs), DPS160 (a normaliser that would be read from the
 data) and DP-SGD's cases of DPS125 (samplings its accountants do not cover). The family's entry in
-``dpspec/families.py`` lists this module; its trainings are the ones with ``DpsgdSettings``.
+``dpspec/families/__init__.py`` lists this module; its trainings are the ones with ``DpsgdSettings``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Gaussian release's own rules: its sensitivity must be known (DPS129) and never below the one its
-query implies (DPS140). The family's entry in ``dpspec/families.py`` lists this module; the releases it
+query implies (DPS140). The family's entry in ``dpspec/families/__init__.py`` lists this module; the releases it
 checks are those of the families listing it.
 """
 

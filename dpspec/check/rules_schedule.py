@@ -1,5 +1,5 @@
 """A training's length given twice (DPS144), for the families that list this module in their ``rules``
-(``dpspec/families.py``): those whose length is `steps` or `epochs` and that have no rule of their own for
+(``dpspec/families/__init__.py``): those whose length is `steps` or `epochs` and that have no rule of their own for
 the conflict (DP-SGD's is DPS128).
 """
 

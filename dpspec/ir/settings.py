@@ -3,7 +3,7 @@
 ``ir.Training`` keeps what every training has (name, what it protects, the mechanism, the
 schedule, the guarantee, where it runs) and one ``settings`` field typed as the base
 ``TrainingSettings``; lowering builds the family's own model (named by ``settings_model`` in the
-family's entry in ``dpspec/families.py``). Code of a family reads its settings narrowed to its model,
+family's entry in ``dpspec/families/__init__.py``). Code of a family reads its settings narrowed to its model,
 ``t.settings_as(DpsgdSettings).sampling``, so a setting of another family cannot be read by mistake.
 
 A settings model's fields are spec-level setting names (``sampling``, ``clipping``, …) and, with the
