@@ -3,8 +3,10 @@ so that the certificate package can raise them without importing the ledger."""
 
 from __future__ import annotations
 
+from dpspec.errors import DpspecError
 
-class CertificateGuardError(RuntimeError):
+
+class CertificateGuardError(DpspecError, RuntimeError):
     """A runtime object was asked to do something its certificate does not cover (``rule``: the
     catalogue id, `dpspec rules DPS16x`)."""
 

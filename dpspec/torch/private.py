@@ -42,6 +42,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from dpspec.errors import DpspecError
 from dpspec.mechanisms.ledger import BudgetExceededError, CapExceededError, CertificateGuardError, DataMismatchError
 from dpspec.torch.validator import validate
 
@@ -55,7 +56,7 @@ class CriterionMismatchError(CertificateGuardError, ValueError):
     rule = "DPS165"
 
 
-class UnsupportedTrainingError(TypeError):
+class UnsupportedTrainingError(DpspecError, ValueError):
     """The compiled target is not a training whose steps are (x, y) batches of a DataLoader."""
 
 
