@@ -51,7 +51,7 @@ def _in_git_checkout() -> bool:
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_has_a_proof_with_a_theorem_map(name):
     text = _text(name)
-    assert "## 2. Theorem map" in text or "## 3. Theorem map" in text, "no theorem map section"
+    assert re.search(r"^#+ .*Theorem map", text, re.MULTILINE), "no theorem map section"
     assert "| certified number |" in text, "the theorem map table is missing"
     assert "What this does not cover" in text
     assert len(CHECKED.findall(text)) == 1, "exactly one 'Checked against commit <sha>' line"
