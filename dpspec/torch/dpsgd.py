@@ -7,7 +7,8 @@ import torch
 
 
 def backend(mech) -> type:
-    return DpSgdBackend
+    # a runtime class may name its own backend (the audit's wrapper mutants, dpspec.audit.wrapper)
+    return getattr(type(mech), "torch_backend", None) or DpSgdBackend
 
 
 class DpSgdBackend:

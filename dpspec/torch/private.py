@@ -211,9 +211,11 @@ class _Session:
                     "clipped, noised per-example gradient and would drop it silently. Use the optimizer's "
                     "`weight_decay` (a post-processing of the noisy gradient) instead.")
 
-    def check_stepped_params(self, param_groups) -> None:
-        """Every parameter the wrapped optimizer steps is noised by the private step (DPS166)."""
-        check_stepped_parameters(self.module, param_groups, self._grads_set, self.ledger.target)
+    def check_stepped_params(self, param_groups, assigned: dict | None = None) -> None:
+        """Every parameter the wrapped optimizer steps is noised by the private step (DPS166). The backend's
+        ``check_parameters`` when it has one (the audit's mutants re-introduce the earlier hole there)."""
+        check = getattr(self.backend, "check_parameters", check_stepped_parameters)
+        check(self.module, param_groups, self._grads_set if assigned is None else assigned, self.ledger.target)
 
     def record_param_grads(self) -> None:
         self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters()
@@ -357,7 +359,7 @@ class PrivateOptimizer(torch.optim.Optimizer):
         hold is refused at once (:class:`UnnoisedParameterError`, DPS166): the private step would not noise it."""
         params = param_group.get("params") if isinstance(param_group, dict) else None
         params = [params] if torch.is_tensor(params) else list(params or [])
-        check_stepped_parameters(self._session.module, [{"params": params}], {}, self._session.ledger.target)
+        self._session.check_stepped_params([{"params": params}], {})
         self.original_optimizer.add_param_group(param_group)
 
     def __reduce_ex__(self, protocol):
