@@ -114,6 +114,7 @@ class _Run:
         self.run_id, self.steps = run_id, int(steps)
 
     def __reduce__(self):
+        _RUNS.setdefault(self.run_id, self)  # an unpickled copy in this process resolves to this count
         return (_run, (self.run_id, self.steps))
 
     def __copy__(self):
@@ -123,7 +124,9 @@ class _Run:
         return self
 
 
-# run id -> its step count in this process; never shrinks (a run's high-water mark outlives its objects)
+# run id -> its step count in this process; never shrinks (a run's high-water mark outlives its objects).
+# A run is entered when a state of it leaves its ledger (state_dict, pickle): a run whose state never left
+# cannot be rewound by one, and copies share its _Run object directly.
 _RUNS: dict[str, _Run] = {}
 
 
@@ -198,7 +201,7 @@ class PrivacyLedger:
         self.unit = unit
         self.fingerprint = fingerprint
         self._accountant = accountant
-        self._run = _run(uuid.uuid4().hex)
+        self._run = _Run(uuid.uuid4().hex, 0)
         self._journal: LedgerJournal | None = None
         # set by bind_certificate when the object was compiled from a spec
         self.certificate_hash: str | None = None
@@ -276,6 +279,7 @@ class PrivacyLedger:
         return int.from_bytes(h[:6], "big")
 
     def state_dict(self) -> dict:
+        _RUNS.setdefault(self.run_id, self._run)  # the state leaves the object: the run's count must outlive it
         out = {"target": self.target, "budget_steps": self.budget_steps, "steps_taken": self.steps_taken,
                "fingerprint": self.fingerprint, "run": self.run_id}
         if self.certificate_hash is not None:
@@ -314,6 +318,8 @@ class PrivacyLedger:
                 "of another run would hand out a second copy of the budget. Load a checkpoint into a freshly "
                 "made object (before any step), or continue this run.")
         rid = rid or uuid.uuid4().hex
+        if rid == self.run_id:
+            _RUNS.setdefault(rid, self._run)
         known = _RUNS.get(rid)
         high, where = (known.steps, "in this process") if known is not None else (0, "")
         if self._journal is not None:

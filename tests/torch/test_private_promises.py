@@ -353,3 +353,69 @@ def test_a_non_finite_example_is_zeroed_exactly_as_the_runtime_does(one_step):
     want = mech.private_gradients(ref, F.mse_loss, X[idx], Y[idx], len(X), generator=gen, idx=idx)
     torch.testing.assert_close(got, want["weight"])
     assert opt.nonfinite_examples == 1
+
+
+RESUME = r"""
+import sys, warnings
+import torch, torch.nn as nn, torch.nn.functional as F
+from torch.utils.data import TensorDataset
+import dpspec, dpspec.torch as dt
+
+warnings.simplefilter("ignore")
+spec, journal = sys.argv[1:3]
+m = nn.Linear(1, 1, bias=False)
+data = TensorDataset(torch.zeros(8, 1), torch.zeros(8, 1))
+model, opt, loader = dt.make_private(dpspec.compile(open(spec).read()), m, torch.optim.SGD(m.parameters(), lr=0.1),
+                                     data, criterion=F.mse_loss, journal=journal)
+for path in sys.argv[3:]:
+    try:
+        opt.load_state_dict(torch.load(path, weights_only=False)["opt"])
+        print(path, "loaded", opt.steps_taken)
+    except dt.LedgerRewindError as e:
+        print(path, "refused", e.rule)
+while opt.steps_remaining:
+    for x, y in loader:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+print("steps", opt.steps_taken, opt.mechanism.run_certificate().steps_taken)
+"""
+
+
+def test_a_resume_in_a_real_new_process(tmp_path):
+    """Process 1 (this one) trains 2 of 4 steps, saves; process 2 loads the latest checkpoint and runs
+    the 2 steps left, and refuses the step-1 checkpoint of the same run (the journal knows 2 steps)."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "run.dps"
+    spec.write_text(FULL_BATCH.format(sampling="poisson(rate = 0.5)", steps=4))
+    journal = tmp_path / "run.ledger.json"
+    D, _ = neighbours()
+    m = linear()
+    model, opt, loader = dt.make_private(
+        dpspec.compile(spec.read_text()),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.1),
+        D,
+        criterion=F.mse_loss,
+        journal=journal,
+        seed=0,
+    )
+    paths = []
+    it = iter(loader)
+    for step in range(2):
+        x, y = next(it)
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        paths.append(tmp_path / f"ckpt{step + 1}.pt")
+        torch.save({"opt": opt.state_dict()}, paths[-1])
+    out = subprocess.run(
+        [sys.executable, "-c", RESUME, str(spec), str(journal), str(paths[1]), str(paths[0])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines == [f"{paths[1]} loaded 2", f"{paths[0]} refused DPS167", "steps 4 4"], out.stdout
