@@ -59,14 +59,15 @@ class _WrapperAudit(_Runtime, DpSgdAudit):
         trial r's columns of the block model."""
         import torch
 
+        n = int(self.n or 0)  # set by DpSgdAudit (K + 1 without a declared size)
         base = self.scale * np.array(self.layer_clips)
         slot = base if world else (-base if self.relation == "substitution" else np.zeros_like(base))
-        X = torch.zeros(R * self.n, R * self.L, dtype=torch.float64)
+        X = torch.zeros(R * n, R * self.L, dtype=torch.float64)
         for r in range(R):
             cols = r + R * np.arange(self.L)
             for j in range(self.K):
-                X[r * self.n + j, cols] = float("nan") if (nan and world) else torch.from_numpy(slot)
-        return torch.utils.data.TensorDataset(X, torch.zeros(R * self.n, dtype=torch.float64))
+                X[r * n + j, cols] = float("nan") if (nan and world) else torch.from_numpy(slot)
+        return torch.utils.data.TensorDataset(X, torch.zeros(R * n, dtype=torch.float64))
 
     def _wrap(self, R: int, world: int, seed: int, nan: bool = False):
         import warnings
