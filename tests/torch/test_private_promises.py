@@ -419,3 +419,20 @@ def test_a_resume_in_a_real_new_process(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert lines == [f"{paths[1]} loaded 2", f"{paths[0]} refused DPS167", "steps 4 4"], out.stdout
+
+
+def test_srpp_sgd_through_the_wrapper_also_runs_past_a_non_finite_record():
+    from tests.torch.test_make_private import SRPP
+
+    c = dpspec.compile(SRPP)
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(60, 5, generator=g), torch.randint(0, 2, (60,), generator=g)
+    X[7] = math.nan
+    torch.manual_seed(0)
+    m = nn.Linear(5, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dt.SamplingOverrideWarning)
+        model, opt, loader = dt.make_private(c, m, None, TensorDataset(X, y), criterion=F.cross_entropy, seed=0)
+    assert run_steps(model, opt, loader, loss=F.cross_entropy) == 6 and opt.steps_taken == 6
+    assert opt.nonfinite_examples >= 1  # 10 of 60 per step for 6 steps: record 7 was drawn with this seed
+    assert all(torch.isfinite(p).all() for p in m.parameters())
