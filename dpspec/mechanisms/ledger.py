@@ -170,13 +170,15 @@ class LedgerJournal:
         entry = self._read().get(run_id)
         return int(entry.get("steps", 0)) if isinstance(entry, dict) else 0
 
-    def record(self, ledger: "PrivacyLedger", steps: int) -> None:
+    def record(self, ledger: "PrivacyLedger", steps: int, held: int | None = None) -> None:
+        """Write ``steps`` for the ledger's run; refused when the journal already holds more than ``held``
+        (the count the ledger holds before this write: default ``steps``) — another copy of the run, in
+        another process, went further."""
         runs = self._read()
         old = runs.get(ledger.run_id)
-        if isinstance(old, dict) and int(old.get("steps", 0)) > steps:
-            raise LedgerRewindError(f"`{ledger.target}`: the journal {self.path} records "
-                                    f"{int(old['steps'])} {ledger.unit}(s) charged against this run, more than "
-                                    f"the {steps} this ledger would record")
+        held = steps if held is None else held
+        if isinstance(old, dict) and int(old.get("steps", 0)) > held:
+            raise LedgerRewindError(ledger._rewind_text(held, int(old["steps"]), f"the journal {self.path}"))
         runs[ledger.run_id] = {"target": ledger.target, "fingerprint": ledger.fingerprint,
                                "certificate": ledger.certificate_hash, "budget_steps": ledger.budget_steps,
                                "steps": int(steps)}
@@ -254,7 +256,7 @@ class PrivacyLedger:
         """Record ``n`` more steps, or raise :class:`BudgetExceededError` (recording nothing)."""
         self.require(n)
         if self._journal is not None:  # persisted before the step's noise is drawn
-            self._journal.record(self, self.steps_taken + n)
+            self._journal.record(self, self.steps_taken + n, held=self.steps_taken)
         self._run.steps += n
 
     def privacy_spent(self, delta: float | None = None) -> Spent:

@@ -436,3 +436,19 @@ def test_srpp_sgd_through_the_wrapper_also_runs_past_a_non_finite_record():
     assert run_steps(model, opt, loader, loss=F.cross_entropy) == 6 and opt.steps_taken == 6
     assert opt.nonfinite_examples >= 1  # 10 of 60 per step for 6 steps: record 7 was drawn with this seed
     assert all(torch.isfinite(p).all() for p in m.parameters())
+
+
+def test_an_unpickled_copy_in_another_process_cannot_charge_past_the_journal(tmp_path, monkeypatch):
+    from dpspec.mechanisms import ledger as ledger_module
+
+    c = dpspec.compile(FULL_BATCH.format(sampling="poisson(rate = 0.5)", steps=4))
+    mech = fresh(c)
+    mech.attach_journal(tmp_path / "j.json")
+    blob = pickle.dumps(mech)  # shipped to another process at 0 steps
+    mech.ledger.charge(2)
+    monkeypatch.setattr(ledger_module, "_RUNS", {})  # the other process
+    other = pickle.loads(blob)
+    assert other.ledger.steps_taken == 0
+    with pytest.raises(dt.LedgerRewindError, match="journal"):
+        other.ledger.charge(1)  # step 1 was already noised by the original
+    assert other.ledger.steps_taken == 0
