@@ -25,7 +25,15 @@ batch-of-this-step rule (CapExceededError), the data size where the analysis use
 * a train-mode forward must be on the batch the loader drew for this step (CapExceededError), and
   a drawn batch must be stepped on before the next is drawn (skipping a batch — say, one whose loss
   is NaN — would choose batches by their content, which the sampling analysis does not cover);
-* the model is checked by :func:`dpspec.torch.validate` (DPS164: no BatchNorm).
+* the model is checked by :func:`dpspec.torch.validate` (DPS164: no BatchNorm);
+* every parameter the wrapped optimizer steps is a parameter of the model that the step noises (a
+  parameter added with ``add_param_group`` that the model does not hold, or a frozen one given a
+  gradient by hand, is refused before anything moves: :class:`UnnoisedParameterError`, DPS166);
+* a non-finite example is zeroed by the step (the runtime's policy) and never stops the run: the loss
+  check above compares the finite examples only (:mod:`dpspec.torch.guards`);
+* ``load_state_dict`` never lowers the run's ledger (:class:`LedgerRewindError`, DPS167; ``journal=``
+  carries the high-water mark across processes), and the optimizer is not copied or pickled
+  (:class:`PrivateCopyError`).
 
 In train mode the wrapped model's forward runs without an autograd graph (the private step makes its
 own), so your ``backward()`` only reaches the output: the wasted batch gradient is not computed.
@@ -383,7 +391,8 @@ class PrivateOptimizer(torch.optim.Optimizer):
             raise CapExceededError(
                 f"`{s.ledger.target}`: no batch drawn by the private loader is waiting for this step; iterate the "
                 "loader make_private returned (each step uses the batch it drew)")
-        s.check_stepped_params(self.param_groups)  # DPS166, before anything is charged or moves
+        # DPS166, before anything is charged or moves: the groups the wrapped optimizer will step
+        s.check_stepped_params(self.original_optimizer.param_groups)
         s.check_param_grads()
         s.check_loss(b)
         x = b.x_model if b.x_model is not None else b.x

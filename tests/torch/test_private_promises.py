@@ -452,3 +452,17 @@ def test_an_unpickled_copy_in_another_process_cannot_charge_past_the_journal(tmp
     with pytest.raises(dt.LedgerRewindError, match="journal"):
         other.ledger.charge(1)  # step 1 was already noised by the original
     assert other.ledger.steps_taken == 0
+
+
+def test_a_parameter_slipped_into_the_wrapped_optimizers_own_groups_is_refused():
+    c = dpspec.compile(FULL_BATCH.format(sampling="full_batch", steps=2))
+    D, _ = neighbours()
+    m = linear()
+    model, opt, loader = dt.make_private(c, m, torch.optim.SGD(m.parameters(), lr=0.1), D, criterion=F.mse_loss)
+    temp = nn.Parameter(torch.ones(()))
+    opt.original_optimizer.param_groups = [*opt.original_optimizer.param_groups, {**opt.defaults, "params": [temp]}]
+    x, y = next(iter(loader))
+    (F.mse_loss(model(x), y) + temp * x.sum()).backward()
+    with pytest.raises(dt.UnnoisedParameterError):
+        opt.step()
+    assert opt.steps_taken == 0 and float(temp.detach()) == 1.0
