@@ -365,10 +365,12 @@ class PrivateOptimizer(torch.optim.Optimizer):
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of the model's parameters (unfreezing a layer, say); a parameter the model does not
         hold is refused at once (:class:`UnnoisedParameterError`, DPS166): the private step would not noise it."""
-        params = param_group.get("params") if isinstance(param_group, dict) else None
-        params = [params] if torch.is_tensor(params) else list(params or [])
-        self._session.check_stepped_params([{"params": params}], {})
-        self.original_optimizer.add_param_group(param_group)
+        if not isinstance(param_group, dict):
+            raise TypeError("a param group is a dict")
+        params = param_group.get("params")
+        params = [params] if torch.is_tensor(params) else list(params or [])  # a generator is read once
+        self._session.check_stepped_params([{"params": params}])
+        self.original_optimizer.add_param_group({**param_group, "params": params})
 
     def __reduce_ex__(self, protocol):
         raise PrivateCopyError("a private optimizer cannot be copied or pickled: a copy would hold copies of the "

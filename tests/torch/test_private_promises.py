@@ -282,7 +282,8 @@ def test_parameters_the_optimizer_holds_must_be_the_models_noised_ones():
     # unfreezing a layer of the model and adding it to the optimizer: its parameters are noised too
     for p in second.parameters():
         p.requires_grad_(True)
-    opt.add_param_group({"params": list(second.parameters())})
+    opt.add_param_group({"params": second.parameters(), "lr": 0.05})  # a generator, as model.parameters() is
+    assert len(opt.param_groups) == 2 and len(opt.param_groups[1]["params"]) == 2
     assert run_steps(model, opt, loader) == 2 and all(p.grad is not None for p in m.parameters())
     # a frozen parameter the optimizer holds, given a gradient by hand, would be stepped on it
     before = [p.detach().clone() for p in m.parameters()]
