@@ -325,8 +325,10 @@ def test_a_non_finite_record_neither_stops_nor_shortens_the_run(poisson, where):
     sD = [run_length(fresh(poisson), D, s)[0] for s in range(seeds)]
     lengths = [run_length(fresh(poisson), D1, s) for s in range(seeds)]
     sD1 = [-n for n, _ in lengths]
-    acc = threshold_accuracy([-n for n in sD], sD1, -8 + 0.5)  # "D' when the run stopped early"
-    assert acc <= gaussian_bound(1.0, 2 * seeds), acc
+    # "D' when the run stopped early": the run's length must not depend on the data, so this test is
+    # blind (balanced accuracy 1/2); the earlier wrapper stopped at the step that sampled the record
+    acc = threshold_accuracy([-n for n in sD], sD1, -8 + 0.5)
+    assert acc == 0.5, acc
     assert set(sD) == {8} and set(sD1) == {-8}  # every run takes the certified steps
     # counted, privately: the runs that sampled the record know it (never published)
     assert any(opt.nonfinite_examples > 0 for _, opt in lengths)
