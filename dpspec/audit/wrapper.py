@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 import numpy as np
 
 from .base import AuditContext
 from .dpsgd import DpSgdAudit, _block_model, _linear_loss
-from .runtime import _budget_steps, _Runtime, _skip, _with
+from .runtime import _Runtime, _skip, _with
 
 __all__ = ["WrapperRewindAudit", "WrapperParameterAudit", "WrapperNonFiniteAudit", "wrapper_mutants", "wrapper_targets"]
 
@@ -50,17 +51,19 @@ class _WrapperAudit(_Runtime, DpSgdAudit):
             import torch  # noqa: F401
         except ImportError:  # pragma: no cover - torch is a dependency of the training extra
             raise _skip(f"{self.check}: needs torch (dpspec.torch)") from None
-        T, k_req = _budget_steps(ctx, int(ctx.record.mechanism.parameters["steps"]), factor)
-        super().__init__(_with(ctx, steps=T))  # the claim: the certificate's ε for all T steps
-        self.k_req = k_req
-        self.chunk = int(ctx.options.get("chunk") or 128) if self.sampling == "full_batch" else 1
-        cap = int(ctx.options.get("max_wrapper_steps", 16))
-        if self.chunk == 1 and T > cap:
+        T = int(ctx.record.mechanism.parameters["steps"])
+        chunked = str(ctx.record.mechanism.parameters["sampling"]) == "full_batch"
+        cap = int(ctx.options.get("max_budget_steps", 40) if chunked else ctx.options.get("max_wrapper_steps", 16))
+        if T > cap:
+            how = "full-batch trials share a run" if chunked else "one make_private run per trial"
             raise _skip(
-                f"{self.check}: {self.sampling} sampling needs one make_private run per trial; the wrapper "
-                f"audits run such certificates up to {cap} steps (option max_wrapper_steps; "
+                f"{self.check}: the certificate covers {T} steps; the wrapper audits ({how}) run on certificates "
+                f"of at most {cap} steps (option {'max_budget_steps' if chunked else 'max_wrapper_steps'}; "
                 "tests/torch/test_private_promises.py checks the wrapper's promises themselves)"
             )
+        super().__init__(_with(ctx, steps=T))  # the claim: the certificate's ε for all T steps
+        self.k_req = int(math.ceil(factor * T))
+        self.chunk = int(ctx.options.get("chunk") or 128) if chunked else 1
 
     def _data(self, R: int, world: int, nan: bool = False):
         """R blocks of the n records (block r: trial r's records, its canary slot(s) first), inputs in
