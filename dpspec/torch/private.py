@@ -470,8 +470,9 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
     if optimizer is not None:
         ours = {id(p) for p in model.parameters()}
         if any(id(p) not in ours for g in optimizer.param_groups for p in g["params"]):
-            raise ValueError("the optimizer holds parameters that are not the model's (after dpspec.torch.fix(model), "
-                             "build the optimizer on the returned model)")
+            raise UnnoisedParameterError(
+                f"`{mech.name}`: the optimizer holds parameters that are not the model's, which the private step "
+                "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)")
     backend = backend_class(mech, model, optimizer, criterion, n, seed)
     if journal is not None:
         mech.ledger.attach_journal(journal)

@@ -469,3 +469,13 @@ def test_a_parameter_slipped_into_the_wrapped_optimizers_own_groups_is_refused()
     with pytest.raises(dt.UnnoisedParameterError):
         opt.step()
     assert opt.steps_taken == 0 and float(temp.detach()) == 1.0
+
+
+def test_an_optimizer_over_other_parameters_is_refused_when_wrapping():
+    c = dpspec.compile(FULL_BATCH.format(sampling="full_batch", steps=1))
+    D, _ = neighbours()
+    m = linear()
+    temp = nn.Parameter(torch.ones(()))
+    with pytest.raises(dt.UnnoisedParameterError) as e:
+        dt.make_private(c, m, torch.optim.SGD([*m.parameters(), temp], lr=0.1), D, criterion=F.mse_loss)
+    assert e.value.rule == "DPS166" and c.mechanism.ledger.steps_taken == 0
