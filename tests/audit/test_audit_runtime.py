@@ -53,8 +53,10 @@ def test_without_replacement_has_no_normaliser_audit_and_large_budgets_are_skipp
     r = _runtime(audit(big, seed=0, trials=40, options={name: {"checks": ["step budget"], "steps": 1}}),
                  "step budget")[0]
     assert r.status == "skipped" and "at most 40 steps" in r.note
-    for check in ("wrapper rewind", "wrapper parameter", "wrapper non-finite"):
-        r = _runtime(audit(big, seed=0, trials=40, options={name: {"checks": [check]}}), check)[0]
+    wrapper = ["wrapper rewind", "wrapper parameter", "wrapper non-finite"]
+    rep = audit(big, seed=0, trials=40, options={name: {"checks": wrapper}})
+    for check in wrapper:
+        r = _runtime(rep, check)[0]
         assert r.status == "skipped" and "at most 16 steps" in r.note and check in r.note
 
 
