@@ -33,3 +33,10 @@ class DataMismatchError(CertificateGuardError, ValueError):
     """The data handed to the runtime differs from what the certificate assumes (size, columns, …)."""
 
     rule = "DPS163"
+
+
+class LedgerRewindError(DataMismatchError):
+    """A ledger state (checkpoint, copy, pickle) would lower the steps already charged against a run, or
+    give a second, independent copy of its budget: refused (the ledger's high-water mark)."""
+
+    rule = "DPS167"
