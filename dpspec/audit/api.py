@@ -200,10 +200,10 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
     a line that details it (from timing a few discarded outputs of each target,
     :func:`dpspec.audit.base.seconds_per_trial`; ``report.estimated_seconds`` keeps it).
     ``max_seconds``: a time budget (compiling the certificate's spec and timing included). The trial counts
-    are planned before any target starts so that the whole audit fits: the cheapest targets first, each at
-    most an equal share of the time left, never below MIN_TRIALS = 40 per neighbour (a target that cannot
-    get that many is not run, nor is one reached after the budget is spent); each cut is stated in the
-    result (``budget_note``). A count fixed before the outputs are
+    are planned before any target starts so that the whole audit fits: every target first gets MIN_TRIALS
+    = 40 per neighbour (cheapest first, while the budget lasts; one that cannot is not run, nor is one
+    reached after the budget is spent), then the rest goes to the cheapest targets first, each at most an
+    equal share; each cut is stated in the result (``budget_note``). A count fixed before the outputs are
     drawn keeps the Clopper–Pearson bound valid: fewer trials only make it weaker.
 
     Returns an :class:`AuditReport`; ``report.ok`` is False iff some ε_lower exceeds the
@@ -273,21 +273,33 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
         if max_seconds is not None:
             left = max_seconds - (time.perf_counter() - t0)
             if total > 0.9 * left:
-                # water-filling: the cheapest targets first, each at most an equal share of what is left
+                # every target first gets MIN_TRIALS per side (cheapest first, while the budget lasts); the
+                # rest of the budget is water-filled: cheapest targets first, each at most an equal share
                 pool = max(0.0, 0.9 * left)
                 order = sorted(runs, key=lambda x: need[id(x[2])])
-                for m, (_, _, t) in enumerate(order):
+                live = []
+                for _, _, t in order:
                     k = id(t)
-                    share = pool / (len(order) - m)
-                    if need[k] <= share:
-                        pool -= need[k]
+                    base = 2.0 * min(MIN_TRIALS, want[k]) * cost[k]
+                    if base <= pool:
+                        pool -= base
+                        live.append(k)
+                    else:
+                        plan[k] = 0
+                for m, k in enumerate(live):
+                    base = 2.0 * min(MIN_TRIALS, want[k]) * cost[k]
+                    share = pool / (len(live) - m)
+                    if need[k] - base <= share:
+                        pool -= need[k] - base
                         continue
-                    plan[k] = int(share / (2.0 * cost[k])) if cost[k] > 0 else want[k]
-                    pool -= 2.0 * plan[k] * cost[k] if plan[k] >= MIN_TRIALS else 0.0
+                    plan[k] = max(MIN_TRIALS, int((base + share) / (2.0 * cost[k])))
+                    pool -= share
+                for _, _, t in order:
+                    k = id(t)
                     if plan[k] < MIN_TRIALS:
                         notes[k] = (f"not run: the time budget of {max_seconds:g} s leaves fewer than {MIN_TRIALS} "
                                     f"trials per neighbour for it (all {want[k]} would take ≈ {_dur(need[k])})")
-                    else:
+                    elif plan[k] < want[k]:
                         notes[k] = (f"time budget {max_seconds:g} s: {plan[k]} of {want[k]} trials per neighbour "
                                     f"(all would take ≈ {_dur(need[k])}); fewer trials give a weaker lower bound, "
                                     "still valid at the stated confidence")

@@ -148,3 +148,24 @@ def test_cli_budget_and_estimate(gaussian_cert, capsys, monkeypatch):
     assert err.count("estimated duration") == 1 and "--max-seconds bounds it" in err
     assert main(["audit", str(gaussian_cert), "--max-seconds", "0"]) == 2
     assert main(["audit", str(gaussian_cert), "--max-seconds", "nan"]) == 2
+
+
+def test_every_target_gets_the_minimum_before_any_gets_more(monkeypatch):
+    """Runtime audits at 0.05 s per output (300 trials: 30 s each) and the canary audit at 0.5 s (40 trials:
+    40 s) under a 100 s budget: equal shares alone would leave the canary audit under 40 trials."""
+    from dpspec.audit.base import AuditResult
+    from dpspec.compiler.compile import compile_spec
+    from dpspec.frontend import loads
+
+    c = compile_spec(loads(DPSGD_POISSON, name="p.dps"))
+    monkeypatch.setattr(audit_api, "seconds_per_trial", lambda t, seed=0: 0.05 if "·" in t.label() else 0.5)
+    ran = {}
+
+    def fake_run(t, *, trials, **kw):
+        ran[t.label()] = trials
+        return AuditResult(name=t.name, mechanism=t.mechanism, status="pass", label=t.label())
+
+    monkeypatch.setattr(audit_api, "run_target", fake_run)
+    audit(c, seed=0, max_seconds=100)
+    assert len(ran) >= 3 and all(v >= MIN_TRIALS for v in ran.values())
+    assert ran["model"] >= MIN_TRIALS and sum(2 * v * (0.05 if "·" in k else 0.5) for k, v in ran.items()) <= 90
