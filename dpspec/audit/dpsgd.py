@@ -40,7 +40,7 @@ import math
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
+from .base import AuditContext, AuditTarget, Claim, register_auditor, tick
 
 __all__ = ["DpSgdAudit"]
 
@@ -148,6 +148,17 @@ class DpSgdAudit(AuditTarget):
                 f"{other} in its slot on D₀; {self.k} step(s) of the noisy canary coordinate observed")
 
     # --- sampling ----------------------------------------------------------------------------------
+    def _chunk_size(self) -> int:
+        """Trials per block model: the cost per call grows like (examples × trials); ~2 ms of fixed overhead
+        per call sets the balance."""
+        batch = max(1.0, float(self.ctx.mechanism.expected_batch(self.n)))
+        return int(self._chunk or min(256, max(16, int(math.sqrt(2e4 / (batch * self.L))))))
+
+    @property
+    def pilot_trials(self) -> int:  # type: ignore[override]
+        """One block model's worth of trials (a smaller pilot would undercount the cost per trial)."""
+        return min(self._chunk_size(), 64)
+
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
 
@@ -159,9 +170,7 @@ class DpSgdAudit(AuditTarget):
         gen = torch.Generator().manual_seed(int(seeds[-1] % (2**62)))
         base = self.scale * np.array(self.layer_clips)
         slot_value = base if world else (-base if self.relation == "substitution" else np.zeros_like(base))
-        batch = max(1.0, float(mech.expected_batch(self.n)))
-        # cost per call grows like (examples × R); ~2 ms of fixed overhead per call sets the balance
-        chunk = int(self._chunk or min(256, max(16, int(math.sqrt(2e4 / (batch * self.L))))))
+        chunk = self._chunk_size()
         for c0 in range(0, n, chunk):
             R = min(chunk, n - c0)
             model = _block_model(R, self.L)
@@ -181,6 +190,7 @@ class DpSgdAudit(AuditTarget):
                 sums, _cs = run._noisy_sum(model, _linear_loss, xb, yb, generator=gen)
                 for layer, key in enumerate(sorted(sums, key=lambda s: int(s.split(".")[-1]))):
                     out[c0:c0 + R, t * self.L + layer] = sums[key].detach().numpy()
+            tick(R)
         return out
 
     # --- statistics --------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ class _Runtime:
     check = ""
     default_trials = 400
     max_trials = 500
+    pilot_trials = 8  # one run per output: the cost per output does not depend on how many are drawn
 
     def label(self) -> str:
         return f"{self.name} · {self.check}"
