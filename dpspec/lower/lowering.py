@@ -256,7 +256,9 @@ class Setting:
 BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "scenario": (
         Setting("data", "where the data comes from", 'data csv("adult/adult.data", schema = adult)'),
-        Setting("secret", "the secret attribute and its values", "secret race in {White, Black, Other}", True),
+        Setting("secret", "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
+                "values true/false) or `member(record)` (docs/pufferfish.md)", "secret race in {White, Black, Other}",
+                True),
         Setting("pairs", "discriminative pairs: all_distinct or a list", "pairs [(White, Black)]"),
         Setting("prior", "the prior(s)/world(s) the adversary may hold", "prior [empirical, balanced(seed = 1)]",
                 aliases=("priors", "worlds")),
