@@ -233,6 +233,9 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
             elif isinstance(w, (ir.BernoulliWorld, ir.CategoricalWorld)):
                 worlds.append(pf.ProductFamilyWorld(X, labels, secret_values=values, ranges=prior_ranges(w, values),
                                                     name=world_name(w)))
+            elif isinstance(w, ir.MarkovWorld):
+                _fail("DPS436", "a Markov-chain prior is released by the Markov Quilt Mechanism", w,
+                      hint="use `mechanism markov_quilt` with `guarantee pufferfish(epsilon = ...)`")
             elif isinstance(w, ir.GroupsWorld):
                 worlds.append(pf.DeterministicWorld.from_groups(X, labels, secret_values=values, prior=w.prior,
                                                                 name=f"groups({w.prior})"))

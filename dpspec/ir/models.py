@@ -231,8 +231,21 @@ class CategoricalWorld(Node):
     ranges: tuple[tuple[float, float], ...]
 
 
+class MarkovWorld(Node):
+    """The records are the steps of one Markov chain, in order (Song, Wang & Chaudhuri 2017, §4): the
+    chain's transition matrix is one of ``transitions`` (an explicit class, started at its stationary
+    law), or any reversible chain whose stationary probabilities are all ≥ ``min_stationary`` and whose
+    second-largest absolute eigenvalue is ≤ ``max_eigenvalue``, started at stationarity."""
+
+    world: Literal["markov"] = "markov"
+    states: tuple[str, ...]
+    transitions: tuple[tuple[tuple[float, ...], ...], ...] = ()
+    min_stationary: float | None = None
+    max_eigenvalue: float | None = None
+
+
 World = Annotated[
-    EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld | BernoulliWorld | CategoricalWorld,
+    EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld | BernoulliWorld | CategoricalWorld | MarkovWorld,
     Field(discriminator="world"),
 ]
 

@@ -163,6 +163,11 @@ DATA = {
     "graph": Signature((P("name", V.label, True),), example="graph(cora)"),
 }
 
+def _matrices(r: Reporter, v):
+    """``[[[…], […]], [[…], […]]]``: a list of matrices (a class of transition matrices)."""
+    return V.sequence(r, v, V.vectors, single_ok=False)
+
+
 def _depth(r: Reporter, v):
     if isinstance(v, ast.Ident) and v.name == "inf":
         return "inf"
@@ -234,6 +239,12 @@ WORLDS = {
     "bernoulli": Signature((P("p", N, True, ranges=V.pair_of_numbers),), example="bernoulli(p in [0.2, 0.5])",
                            doc="independent records, each with P(secret = true) = p, for every p in the range; "
                                "a record's values given its secret as in the data"),
+    "markov": Signature((P("states", V.labels, True), P("transitions", V.vectors, ranges=_matrices),
+                         P("min_stationary", N), P("max_eigenvalue", N)),
+                        example="markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])",
+                        doc="the records are the steps of one Markov chain: one of the listed transition matrices "
+                            "(`transitions in [...]`), or any reversible chain with the stated minimum stationary "
+                            "probability and maximum second eigenvalue; started at stationarity"),
     "categorical": Signature((P("p", V.numbers, True, ranges=V.bounds),),
                              example="categorical(p in [[0.1, 0.5], [0.2, 0.6], [0.2, 0.6]])",
                              doc="independent records, P(secret = vᵢ) = pᵢ in its range (the secret's values in "
@@ -843,6 +854,12 @@ def worlds(r: Reporter, v):
             lo, hi = p if isinstance(p, tuple) else (p, p)
             return build(ir.BernoulliWorld, sp(w), {"p_low": a.spans.get("p"), "p_high": a.spans.get("p")},
                          p_low=lo, p_high=hi)
+        if fname == "markov":
+            t = a.values.get("transitions", ())
+            if t and not isinstance(t[0][0], tuple):  # one matrix given with `=`
+                t = (t,)
+            return build(ir.MarkovWorld, sp(w), a.spans, states=a.values["states"], transitions=t,
+                         min_stationary=a.values.get("min_stationary"), max_eigenvalue=a.values.get("max_eigenvalue"))
         if fname == "categorical":
             p = a.values["p"]
             ranges = tuple((x, x) if not isinstance(x, tuple) else x for x in p)

@@ -182,3 +182,68 @@ def test_mqm_release_meets_its_epsilon_exactly_and_a_fifth_of_the_noise_does_not
     ya = rng.choice(T + 1, n, p=w0) / T + rng.laplace(0, cal.scale, n)
     yb = rng.choice(T + 1, n, p=w1) / T + rng.laplace(0, cal.scale, n)
     assert distinguishing_epsilon(-ya, -yb) <= eps and distinguishing_epsilon(ya, yb) <= eps
+
+
+# --- the language: `prior markov(...)`, `mechanism markov_quilt` ------------------------------------------
+
+_SPEC = """
+scenario a {{
+  data   synthetic(generator = markov_chain, size = {T}, seed = 2)
+  secret state in {{0, 1}}
+  prior  {prior}
+}}
+release r {{
+  protect   a
+  mechanism {mech}
+  output    aggregate
+  query     mean(state, bounds = [0, 1])
+  guarantee pufferfish(epsilon = 1)
+}}
+"""
+
+
+def _compile(prior, mech="markov_quilt", T=80):
+    import dpspec
+
+    return dpspec.compile(dpspec.loads(_SPEC.format(prior=prior, mech=mech, T=T), name="t.dps"))
+
+
+def test_markov_quilt_release_takes_the_larger_scale_of_its_priors_and_refuses_other_lengths():
+    from dpspec.mechanisms.ledger import DataMismatchError
+
+    P1, P2 = [[0.8, 0.2], [0.3, 0.7]], [[0.7, 0.3], [0.3, 0.7]]
+    c = _compile(
+        f"[markov(states = [0, 1], transitions in [{P1}, {P2}]), "
+        "markov(states = [0, 1], min_stationary = 0.3, max_eigenvalue = 0.5)]"
+    )
+    p = c.certificate.results[0].mechanism.parameters
+    explicit = calibrate_mqm([MarkovChain(np.array(P1)), MarkovChain(np.array(P2))], 80, 1.0)
+    reversible = calibrate_mqm_reversible(0.3, 0.5, 80, 1.0)
+    assert p["scale_0"] == max(explicit.scale, reversible.scale)
+    assert p["scale_0"] < p["group_dp_scale"]
+    mech = c.mechanisms["r"]
+    X = np.zeros((80, 1))
+    with pytest.raises(DataMismatchError):
+        mech.release(X[:40])
+    assert np.isfinite(mech.release(X, rng=0).value).all()
+    import dpspec
+
+    dpspec.verify(c.certificate.to_json())
+
+
+@pytest.mark.parametrize(
+    "prior, mech",
+    [
+        ("markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])", "wasserstein"),
+        ("markov(states = [0, 1], transitions in [[[0.8, 0.3], [0.3, 0.7]]])", "markov_quilt"),  # not stochastic
+        ("markov(states = [0], transitions in [[[1.0]]])", "markov_quilt"),  # the data has state 1 too
+        ("markov(states = [0, 1], min_stationary = 0.3)", "markov_quilt"),
+        ("empirical", "markov_quilt"),
+    ],
+)
+def test_bad_markov_specs_are_refused_with_dps436(prior, mech):
+    import dpspec
+
+    with pytest.raises(dpspec.SpecError) as e:
+        _compile(prior, mech)
+    assert "DPS436" in {d.rule for d in e.value.diagnostics}

@@ -295,7 +295,7 @@ def test_the_notion_checker_catches_an_ambiguous_line():
 PUFFERFISH_SPECS = sorted(
     p
     for p in SPECS.glob("*.dps")
-    if re.search(r"mechanism\s+(swm|wasserstein|srpp_sgd)", p.read_text(encoding="utf-8"))
+    if re.search(r"mechanism\s+(swm|wasserstein|markov_quilt|srpp_sgd)", p.read_text(encoding="utf-8"))
 )
 
 

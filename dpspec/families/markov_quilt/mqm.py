@@ -109,6 +109,8 @@ class _Powers:
     def __init__(self, P: np.ndarray):
         self.P = P
         self.pw = [np.eye(P.shape[0])]
+        self.left: dict = {}  # (a, support of p_{i−a}) → max_u log ratio matrix
+        self.right: dict = {}  # b → max_v log ratio matrix
 
     def __call__(self, t: int) -> np.ndarray:
         while len(self.pw) <= t:
@@ -141,12 +143,18 @@ def _influence(ch: MarkovChain, pw, p: np.ndarray, i: int, a: int | None, b: int
     pos = p[i] > 0
     total = np.zeros((k, k))
     if a is not None:
-        left = _log_ratio_max(pw(a), p[i - a] > 0)
+        key = (a, (p[i - a] > 0).tobytes())
+        left = pw.left.get(key)
+        if left is None:
+            left = pw.left[key] = _log_ratio_max(pw(a), p[i - a] > 0)
         with np.errstate(divide="ignore"):
             lp = np.log(p[i])
         total = total + left + (lp[None, :] - lp[:, None])
     if b is not None:
-        total = total + _right(pw(b))
+        right = pw.right.get(b)
+        if right is None:
+            right = pw.right[b] = _right(pw(b))
+        total = total + right
     mask = pos[:, None] & pos[None, :] & ~np.eye(k, dtype=bool)
     if not mask.any():
         return -np.inf

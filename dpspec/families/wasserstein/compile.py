@@ -93,6 +93,13 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
     if sc.data is None:
         _fail("DPS413", f"scenario `{sc.name}` has no `data`", sc, hint='add `data csv("...", schema = ...)`')
     for w in sc.worlds:
+        if isinstance(w, ir.MarkovWorld):
+            _fail(
+                "DPS436",
+                "a Markov-chain prior is released by the Markov Quilt Mechanism",
+                w,
+                hint="use `mechanism markov_quilt`",
+            )
         if isinstance(w, ir.SamplerWorld) and not w.exhaustive:
             _fail(
                 "DPS431",

@@ -125,3 +125,21 @@ register_front_end(
     explanation="`groups` and sampler priors draw whole datasets, so their release is an aggregate; "
     "an aggregate bound also cannot mix them with record-level priors in one release.",
 )
+
+
+_MARKOV = (
+    "scenario s {{\n  data   synthetic(generator = markov_chain, size = 200, seed = 1)\n  secret state in {{0, 1}}\n"
+    "  prior  markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])\n}}\n"
+    "release r {{\n  mechanism {mech}  output aggregate\n  query     mean(state, bounds = [0, 1])\n"
+    "  guarantee pufferfish(epsilon = 1)\n}}\n"
+)
+register_front_end(
+    "DPS436",
+    "a Markov-chain prior with another mechanism, or a Markov prior that does not fit the data",
+    "compile",
+    bad=_MARKOV.format(mech="wasserstein\n"),
+    good=_MARKOV.format(mech="markov_quilt\n"),
+    explanation="`prior markov(...)` says the records are the steps of one Markov chain; only the Markov Quilt "
+    "Mechanism accounts for that correlation. Its states must cover the data's, its matrices must be stochastic "
+    "and k × k, and a reversible class needs both min_stationary and max_eigenvalue.",
+)
