@@ -173,6 +173,7 @@ FAMILIES: dict[str, Family] = {
         settings=("protect", "mechanism", "query", "output", "guarantee", "description"),
         compile="dpspec.families.wasserstein.compile:compile_target",
         runtime="dpspec.families.wasserstein.runtime:WassersteinRelease",
+        auditor="dpspec.families.wasserstein.audit",
         rules=("dpspec.families.wasserstein.rules",),
         reverify="dpspec.families.wasserstein.verify:reverify",
     ),
@@ -188,6 +189,8 @@ FAMILIES: dict[str, Family] = {
         settings=("protect", "mechanism", "query", "output", "guarantee", "description"),
         compile="dpspec.families.markov_quilt.compile:compile_target",
         runtime="dpspec.families.wasserstein.runtime:WassersteinRelease",
+        auditor="dpspec.families.markov_quilt.audit",
+        reverify="dpspec.families.markov_quilt.verify:reverify",
         rules=("dpspec.families.wasserstein.rules",),
     ),
     "srpp_sgd": Family(

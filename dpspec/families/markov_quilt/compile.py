@@ -155,6 +155,7 @@ def compile_mqm(r: ir.Release, sc, bound_data):
         "sigma_max": scale / L,
         "worst_node": worst.worst_node,
         "worst_quilt": " ".join(map(str, worst.worst_quilt)),
+        "worst_influence": worst.worst_influence,
         "records": T,
         "group_dp_scale": L * T / eps,
         "dimension": 1,

@@ -177,12 +177,11 @@ class MqmCalibration:
     worst_node: int
     worst_quilt: tuple
     method: str
+    worst_influence: float = 0.0  # e of the quilt that sets σ at the worst node (0 for the empty quilt)
     notes: list[str] = field(default_factory=list)
 
 
-def calibrate_mqm(
-    chains, T: int, epsilon: float, *, lipschitz: float | None = None, window: int = 64
-) -> MqmCalibration:
+def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = None) -> MqmCalibration:
     """MQM over an explicit class of chains (MQMExact): for every node the exact minimum of card/(ε − e)
     over all its quilts. Two-sided quilts are searched by increasing card = a + b − 1; a quilt with
     card ≥ σ·ε cannot beat a σ already found, so the search stops there — the minimum is exact."""
@@ -194,6 +193,7 @@ def calibrate_mqm(
         raise ValueError("epsilon must be > 0")
     L = 1.0 / T if lipschitz is None else float(lipschitz)
     sig = np.full(T, T / eps)
+    infl = np.zeros(T)
     quilt: list[tuple] = [("empty",)] * T
     data = [(ch, _Powers(ch.transition), _laws(ch, T)) for ch in chains]
 
@@ -208,14 +208,14 @@ def calibrate_mqm(
                 break
             e = e_of(i, None, b)
             if e < eps and card / (eps - e) < sig[i]:
-                sig[i], quilt[i] = card / (eps - e), ("right", b)
+                sig[i], quilt[i], infl[i] = card / (eps - e), ("right", b), e
         for a in range(1, i + 1):
             card = T - 1 - i + a
             if card >= sig[i] * eps:
                 break
             e = e_of(i, a, None)
             if e < eps and card / (eps - e) < sig[i]:
-                sig[i], quilt[i] = card / (eps - e), ("left", a)
+                sig[i], quilt[i], infl[i] = card / (eps - e), ("left", a), e
         s = 2
         while s - 1 < sig[i] * eps and s <= T:
             for a in range(1, s):
@@ -224,10 +224,12 @@ def calibrate_mqm(
                     continue
                 e = e_of(i, a, b)
                 if e < eps and (s - 1) / (eps - e) < sig[i]:
-                    sig[i], quilt[i] = (s - 1) / (eps - e), ("both", a, b)
+                    sig[i], quilt[i], infl[i] = (s - 1) / (eps - e), ("both", a, b), e
             s += 1
     j = int(np.argmax(sig))
-    return MqmCalibration(eps, L, sig, float(np.nextafter(L * sig[j], np.inf)), j, quilt[j], "exact (explicit class)")
+    return MqmCalibration(
+        eps, L, sig, float(np.nextafter(L * sig[j], np.inf)), j, quilt[j], "exact (explicit class)", float(infl[j])
+    )
 
 
 def reversible_influence_bound(pi_min: float, lam: float, a: int | None, b: int | None) -> float:
@@ -262,22 +264,23 @@ def calibrate_mqm_reversible(
             e = reversible_influence_bound(pi_min, lam, a, s - a)
             if e < eps and (s - 1) / (eps - e) < cur:
                 cur = (s - 1) / (eps - e)
-                best2.append((cur, a, s - a))
+                best2.append((cur, a, s - a, e))
         s += 1
     sig = np.full(T, T / eps)
+    infl = np.zeros(T)
     quilt: list[tuple] = [("empty",)] * T
     one = [(reversible_influence_bound(pi_min, lam, None, t), t) for t in range(1, T)]
     for i in range(T):
-        for val, a, b in best2:
+        for val, a, b, e2 in best2:
             if i - a >= 0 and i + b <= T - 1 and val < sig[i]:
-                sig[i], quilt[i] = val, ("both", a, b)
+                sig[i], quilt[i], infl[i] = val, ("both", a, b), e2
         for e, t in one:
             if e >= eps:
                 continue
             if i + t <= T - 1 and (i + t) / (eps - e) < sig[i]:
-                sig[i], quilt[i] = (i + t) / (eps - e), ("right", t)
+                sig[i], quilt[i], infl[i] = (i + t) / (eps - e), ("right", t), e
             if i - t >= 0 and (T - 1 - i + t) / (eps - e) < sig[i]:
-                sig[i], quilt[i] = (T - 1 - i + t) / (eps - e), ("left", t)
+                sig[i], quilt[i], infl[i] = (T - 1 - i + t) / (eps - e), ("left", t), e
     j = int(np.argmax(sig))
     return MqmCalibration(
         eps,
@@ -287,6 +290,7 @@ def calibrate_mqm_reversible(
         j,
         quilt[j],
         f"reversible class (π_min = {pi_min:g}, λ* ≤ {lam:g})",
+        float(infl[j]),
     )
 
 
