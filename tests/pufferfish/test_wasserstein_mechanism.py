@@ -311,3 +311,40 @@ def test_dp_certificates_state_their_notion_unambiguously(tmp_path):
     from tests.conftest import load_example
 
     assert not check_notion_lines(explain(dpspec.compile(load_example(SPECS / "gaussian_release.dps")).certificate))
+
+
+# --- the sliced mechanism's aggregate reading ------------------------------------------------------------
+
+SWM = """
+scenario s {{
+  data   synthetic(generator = secret_groups, size = 150, seed = 1)
+  secret group in {{A, B, C}}
+  prior  [empirical, categorical(p in [[0.2, 0.6], [0.2, 0.6], [0.1, 0.5]])]
+}}
+release r {{
+  mechanism swm
+  {output}
+  query     mean(x1, x2, bounds = [0, 10])
+  slices    axes
+  guarantee ave_srpp(alpha = 4, epsilon = 1)
+}}
+"""
+
+
+def test_swm_aggregate_sigma_is_the_per_record_sigma_over_n_and_the_runtime_keeps_to_it():
+    from dpspec.mechanisms.ledger import DataMismatchError
+
+    agg = compile_text(SWM.format(output="output aggregate"))
+    per = compile_text(SWM.format(output=""))
+    pa = agg.certificate.results[0].mechanism.parameters
+    pp = per.certificate.results[0].mechanism.parameters
+    assert pa["output"] == "aggregate" and pa["records"] == 150 and "output" not in pp  # old certificates unchanged
+    assert pa["sigma"] == pytest.approx(pp["sigma"] / 150, rel=1e-9)  # Ave: σ is linear in Δ (Thm 4.5)
+    assert "per-record release" in per.certificate.results[0].protected.description
+    X = _synthetic_rows(150)
+    mech = agg.mechanisms["r"]
+    with pytest.raises(DataMismatchError):
+        mech.release_records(X)
+    with pytest.raises(DataMismatchError):
+        mech.release(X[:149])
+    assert mech.release(X, rng=0).value.shape == (2,)
