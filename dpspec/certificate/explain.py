@@ -107,7 +107,11 @@ def explain_result(r: TargetCertificate) -> list[str]:
                                    initial_indent="  ", subsequent_indent="    "))
     n = r.numerics
     lines.append(f"Numerics:  {n.method}; error bound {n.abs_error_bound:.2g}; α grid: {n.alpha_grid}")
-    if r.sensitivity is not None:
+    if r.sensitivity is not None and r.notion.name == "pufferfish":
+        sv = r.sensitivity
+        lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; W∞ = {max(sv.deltas):.4g} over "
+                     f"{len(sv.instance_deltas)} (prior, pair) instances, {sv.aggregation} [{sv.estimator}]")
+    elif r.sensitivity is not None:
         sv = r.sensitivity
         lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; Δ over {len(sv.deltas)} slices "
                      f"(max {max(sv.deltas):.4g}) [{sv.deltas_sha256[:23]}…], estimator {sv.estimator}")
