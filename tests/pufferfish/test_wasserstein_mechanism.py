@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dpspec
 from dpspec.ir import models as ir
@@ -348,3 +350,24 @@ def test_swm_aggregate_sigma_is_the_per_record_sigma_over_n_and_the_runtime_keep
     with pytest.raises(DataMismatchError):
         mech.release(X[:149])
     assert mech.release(X, rng=0).value.shape == (2,)
+
+
+@given(
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.integers(1, 3),
+    st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=40, deadline=None)
+def test_weighted_l1_w_inf_properties(na, nb, d, seed):
+    """Symmetric; between the weighted distance of the means (W∞ ≥ W1 ≥ ‖E a − E b‖, Jensen) and the
+    largest cross distance; zero for identical laws."""
+    rng = np.random.default_rng(seed)
+    A_, B_ = rng.normal(size=(na, d)), rng.normal(size=(nb, d))
+    w = rng.uniform(0.1, 3.0, d)
+    ab, _ = A.weighted_l1_w_inf(A_, B_, w)
+    ba, _ = A.weighted_l1_w_inf(B_, A_, w)
+    assert ab == pytest.approx(ba, rel=1e-12)
+    assert float(np.sum(w * np.abs(A_.mean(0) - B_.mean(0)))) <= ab * (1 + 1e-12)
+    assert ab <= A.max_cross_distance(A_, B_, w) * (1 + 1e-12)
+    assert A.weighted_l1_w_inf(A_, A_[::-1], w)[0] < 1e-12
