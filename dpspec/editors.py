@@ -102,6 +102,7 @@ def textmate_grammar() -> dict:
             {"match": f"{t['LSQB']}|{t['RSQB']}", "name": "punctuation.section.brackets.dps"},
             {"match": f"{t['LPAR']}|{t['RPAR']}", "name": "punctuation.section.parens.dps"},
             {"match": t["COMMA"], "name": "punctuation.separator.comma.dps"},
+            {"match": t["COMPARE"], "name": "keyword.operator.comparison.dps"},
             {"match": t["EQUAL"], "name": "keyword.operator.assignment.dps"},
         ]},
         "value": {"patterns": [{"include": f"#{k}"} for k in (

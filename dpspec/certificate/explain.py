@@ -26,6 +26,8 @@ def summary_line(r: TargetCertificate) -> str:
     g = r.guarantee
     if g.epsilon is not None and g.delta is not None:
         head = f"(ε = {g.epsilon:.4g}, δ = {g.delta:g})"
+    elif g.epsilon is not None and g.alpha is None:
+        head = f"ε = {g.epsilon:.4g}"
     elif g.epsilon is not None and g.alpha is not None:
         head = f"ε({g.alpha:g}) = {g.epsilon:.4g}"
     else:
@@ -36,6 +38,8 @@ def summary_line(r: TargetCertificate) -> str:
         extra = f", σ/C = {_g4(noise['noise_multiplier'])}, {_fmt(noise.get('steps'))} steps"
     elif "sigma" in noise:
         extra = f", σ = {_g4(noise['sigma'])}"
+    elif "scale_factor" in noise:
+        extra = f", Laplace scale (W/ε)·range = {_g4(noise['scale_factor'])}·range"
     return f"{r.name:<20} {r.kind:<8} {r.notion.name:<15} {head}{extra}"
 
 
@@ -65,7 +69,7 @@ def explain_result(r: TargetCertificate) -> list[str]:
                                        subsequent_indent="          "))
     if p.unit == "secret":
         lines.append("Against:  an adversary who sees the output and whose prior is one of the declared worlds; "
-                     f"notion: {r.notion.description}")
+                     f"notion: {r.notion.description}" + _NOTION_SCOPE.get(_notion_kind(r.notion.name), ""))
     else:
         lines.append(f"Against:  any adversary who sees the output and knows everything else; notion: "
                      f"{r.notion.description}")
@@ -75,6 +79,8 @@ def explain_result(r: TargetCertificate) -> list[str]:
                          r.accounting is not None and r.accounting.accountant != "rdp") else ""))
     elif g.epsilon is not None and g.alpha is not None:
         lines.append(f"Guarantee: ε(α = {g.alpha:g}) = {g.epsilon:.6g}")
+    elif g.epsilon is not None:
+        lines.append(f"Guarantee: ε = {g.epsilon:.6g} (pure ε: no δ, no Rényi order)")
     if g.target:
         lines.append("Target:    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in g.target.items()))
     if g.reading:
@@ -101,7 +107,11 @@ def explain_result(r: TargetCertificate) -> list[str]:
                                    initial_indent="  ", subsequent_indent="    "))
     n = r.numerics
     lines.append(f"Numerics:  {n.method}; error bound {n.abs_error_bound:.2g}; α grid: {n.alpha_grid}")
-    if r.sensitivity is not None:
+    if r.sensitivity is not None and r.notion.name == "pufferfish":
+        sv = r.sensitivity
+        lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; W∞ = {max(sv.deltas):.4g} over "
+                     f"{len(sv.instance_deltas)} (prior, pair) instances, {sv.aggregation} [{sv.estimator}]")
+    elif r.sensitivity is not None:
         sv = r.sensitivity
         lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; Δ over {len(sv.deltas)} slices "
                      f"(max {max(sv.deltas):.4g}) [{sv.deltas_sha256[:23]}…], estimator {sv.estimator}")
@@ -116,6 +126,26 @@ def explain_result(r: TargetCertificate) -> list[str]:
 
 
 _FAMILY = {"rdp": "RDP", "pld": "PLD", "analytic_gaussian": "analytic Gaussian"}
+
+
+def _notion_kind(name: str) -> str:
+    if name == "pufferfish":
+        return "pufferfish"
+    if name.endswith("srpp"):
+        return "sliced"
+    return ""
+
+
+#: what each Pufferfish notion bounds and what it does not, appended to the `Against:` line so that a
+#: sliced ε is never read as the same number in an unsliced notion (docs/pufferfish.md, measured case)
+_NOTION_SCOPE = {
+    "sliced": ("; what it bounds: the Rényi divergence of one-dimensional projections (slices) of the output, "
+               "averaged (Ave) or mixed (Joint) over the slice profile — a sliced ε is weaker than the same ε in "
+               "Rényi Pufferfish privacy of the whole output or in DP (a Bayes attack can exceed what an unsliced "
+               "bound of that size allows)"),
+    "pufferfish": ("; what it bounds: the whole output law, for every set of outputs (pure ε, unsliced) — it is not "
+                   "a bound for priors, pairs or secrets outside the scenario"),
+}
 
 
 def _accounting_lines(a, delta) -> list[str]:

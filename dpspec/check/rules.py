@@ -122,6 +122,7 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.RdpGuarantee, "epsilon"): (*_pos, "for example epsilon = 2.0"),
     (ir.SrppGuarantee, "alpha"): (lambda x: x > 1, "must be > 1", "Rényi orders are > 1, e.g. alpha = 4"),
     (ir.SrppGuarantee, "epsilon"): (*_pos, "for example epsilon = 1.0"),
+    (ir.PufferfishGuarantee, "epsilon"): (*_pos, "for example epsilon = 1.0"),
     (ir.PoissonSampling, "rate"): (lambda x: 0 < x <= 1, "must be in (0, 1]", "a sampling rate such as 0.01 or 1%"),
     (ir.PoissonSampling, "expected_batch"): (*_int1, "for example expected_batch = 256"),
     (ir.WithoutReplacementSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
@@ -336,7 +337,8 @@ def check_notion(ctx: Context):
         m = MECHANISMS[t.mechanism]
         g = t.guarantee
         if g.notion not in m.notions:
-            names = {"dp": "dp(...)", "rdp": "rdp(...)", "srpp": "ave_srpp(...) / joint_srpp(...)"}
+            names = {"dp": "dp(...)", "rdp": "rdp(...)", "srpp": "ave_srpp(...) / joint_srpp(...)",
+                     "pufferfish": "pufferfish(...)"}
             yield diag("DPS121", f"mechanism `{m.name}` certifies {', '.join(names[n] for n in m.notions)}, "
                        f"not {_guarantee_name(g)}", t, "guarantee",
                        hint="change the guarantee, or pick a mechanism that provides it")
@@ -344,6 +346,8 @@ def check_notion(ctx: Context):
 
 def _family(g) -> str:
     """DP and RDP guarantees are both read off one RDP curve; SRPP is a different notion."""
+    if isinstance(g, ir.PufferfishGuarantee):
+        return "pufferfish"
     return "srpp" if isinstance(g, ir.SrppGuarantee) else "dp"
 
 

@@ -35,7 +35,7 @@ __all__ = ["data_root", "DataNotFoundError", "DataAccessError", "FileRefused", "
            "TABLE_GENERATORS", "GRAPH_GENERATORS"]
 
 # The generators of dpspec.data.synthetic, named here without importing numpy (the checker reads them).
-TABLE_GENERATORS = ("secret_groups", "two_blobs")
+TABLE_GENERATORS = ("secret_groups", "two_blobs", "markov_chain")
 GRAPH_GENERATORS = ("sbm_graph",)
 
 

@@ -138,6 +138,17 @@ DataBinding = Annotated[CsvData | NamedData | GraphData | SyntheticData, Field(d
 # ---------------------------------------------------------------------------------------------
 
 
+class SecretPredicate(Node):
+    """``secret disease = num > 0``: the secret is whether the protected record satisfies a predicate
+    on one column (values ``true``/``false``, the secret's ``attribute`` is the defined name).
+    ``op`` is a comparison with the number ``threshold``, or ``in`` with the listed ``members``."""
+
+    column: str
+    op: Literal["<", "<=", ">", ">=", "==", "!=", "in"]
+    threshold: float | str | None = None
+    members: tuple[str, ...] = ()
+
+
 class Secret(Node):
     """The secret: the value of ``attribute`` for the protected individual(s).
 
@@ -148,6 +159,8 @@ class Secret(Node):
     attribute: str
     values: tuple[str, ...] = ()
     quantile_bins: int | None = None
+    predicate: SecretPredicate | None = None
+    membership: bool = False
 
 
 class AllDistinctPairs(Node):
@@ -199,7 +212,42 @@ class SamplerWorld(Node):
     exhaustive: bool = False
 
 
-World = Annotated[EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld, Field(discriminator="world")]
+class BernoulliWorld(Node):
+    """A family of independent product priors over the records (Kifer & Machanavajjhala 2014, §7 "data
+    evolution scenarios"): each record's binary secret is true with probability p, for every p in
+    [``p_low``, ``p_high``] (a point when equal); given its secret, a record's other values follow the
+    data's conditional law (the empirical world's), independently of the other records."""
+
+    world: Literal["bernoulli"] = "bernoulli"
+    p_low: float
+    p_high: float
+
+
+class CategoricalWorld(Node):
+    """Like ``bernoulli`` for a secret of k values: P(secret = v_i) = p_i with p_i in [``low_i``,
+    ``high_i``] (in the order of the secret's values; a family of independent product priors)."""
+
+    world: Literal["categorical"] = "categorical"
+    ranges: tuple[tuple[float, float], ...]
+
+
+class MarkovWorld(Node):
+    """The records are the steps of one Markov chain, in order (Song, Wang & Chaudhuri 2017, §4): the
+    chain's transition matrix is one of ``transitions`` (an explicit class, started at its stationary
+    law), or any reversible chain whose stationary probabilities are all ≥ ``min_stationary`` and whose
+    second-largest absolute eigenvalue is ≤ ``max_eigenvalue``, started at stationarity."""
+
+    world: Literal["markov"] = "markov"
+    states: tuple[str, ...]
+    transitions: tuple[tuple[tuple[float, ...], ...], ...] = ()
+    min_stationary: float | None = None
+    max_eigenvalue: float | None = None
+
+
+World = Annotated[
+    EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld | BernoulliWorld | CategoricalWorld | MarkovWorld,
+    Field(discriminator="world"),
+]
 
 
 class Scenario(Node):
@@ -386,7 +434,16 @@ class SrppGuarantee(Node):
     gamma: float | None = None  # failure probability of a PAC reading (Monte-Carlo slices, sampled worlds)
 
 
-Guarantee = Annotated[DpGuarantee | RdpGuarantee | SrppGuarantee, Field(discriminator="notion")]
+class PufferfishGuarantee(Node):
+    """ε-Pufferfish privacy (Kifer & Machanavajjhala 2014, §3): for every prior θ of the scenario,
+    every discriminative pair (sᵢ, sⱼ) with positive prior mass and every output set S,
+    P(M(X) ∈ S | sᵢ, θ) ≤ e^ε P(M(X) ∈ S | sⱼ, θ). Unsliced and not Rényi: a pure-ε statement."""
+
+    notion: Literal["pufferfish"] = "pufferfish"
+    epsilon: float
+
+
+Guarantee = Annotated[DpGuarantee | RdpGuarantee | SrppGuarantee | PufferfishGuarantee, Field(discriminator="notion")]
 
 
 class GaussianNoise(Node):
@@ -443,6 +500,9 @@ class Release(Node):
     noise: GaussianNoise | None = None
     slices: SliceProfile | None = None
     guarantee: Guarantee
+    #: Pufferfish: what is released — the dataset's ``aggregate`` (one answer for the whole data) or one
+    #: answer ``per_record``; None where the spec does not say (the family's default reading)
+    output: Literal["aggregate", "per_record"] | None = None
 
 
 class Propagation(Node):

@@ -47,8 +47,8 @@ def from_args(cls, v, a: Args, rename: dict[str, str] | None = None, **extra):
 N, I, NAME, S = V.number, V.integer, V.name, V.string
 
 
-def P(name, conv, required=False, aliases=(), positional=True):
-    return Param(name, conv, required, aliases, positional)
+def P(name, conv, required=False, aliases=(), positional=True, ranges=None):
+    return Param(name, conv, required, aliases, positional, ranges)
 
 
 GUARANTEES = {
@@ -65,6 +65,8 @@ GUARANTEES = {
     "sa_joint_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)),
                                example="sa_joint_srpp(alpha = 4, epsilon = 1.0)",
                                doc="subsampling-aware Joint-SRPP (an on-average notion)"),
+    "pufferfish": Signature((P("epsilon", N, True),), example="pufferfish(epsilon = 1.0)",
+                            doc="ε-Pufferfish privacy (Kifer & Machanavajjhala 2014, §3): unsliced, pure ε"),
 }
 
 SAMPLINGS = {
@@ -161,6 +163,11 @@ DATA = {
     "graph": Signature((P("name", V.label, True),), example="graph(cora)"),
 }
 
+def _matrices(r: Reporter, v):
+    """``[[[…], […]], [[…], […]]]``: a list of matrices (a class of transition matrices)."""
+    return V.sequence(r, v, V.vectors, single_ok=False)
+
+
 def _depth(r: Reporter, v):
     if isinstance(v, ast.Ident) and v.name == "inf":
         return "inf"
@@ -227,7 +234,21 @@ WORLDS = {
     "groups": Signature((P("prior", lambda r, v: V.name(r, v, ("empirical", "uniform"), "prior")),),
                         example="groups(prior = uniform)"),
     "sampler": Signature((P("target", S, True), P("samples", I), P("exhaustive", V.boolean)),
-                         example='sampler("my_module:draw", samples = 2000)'),
+                         example='sampler("my_module:draw", samples = 2000)',
+                         doc="`fn(secret, n, rng)` → n datasets drawn from X | secret (see docs/pufferfish.md)"),
+    "bernoulli": Signature((P("p", N, True, ranges=V.pair_of_numbers),), example="bernoulli(p in [0.2, 0.5])",
+                           doc="independent records, each with P(secret = true) = p, for every p in the range; "
+                               "a record's values given its secret as in the data"),
+    "markov": Signature((P("states", V.labels, True), P("transitions", V.vectors, ranges=_matrices),
+                         P("min_stationary", N), P("max_eigenvalue", N)),
+                        example="markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])",
+                        doc="the records are the steps of one Markov chain: one of the listed transition matrices "
+                            "(`transitions in [...]`), or any reversible chain with the stated minimum stationary "
+                            "probability and maximum second eigenvalue; started at stationarity"),
+    "categorical": Signature((P("p", V.numbers, True, ranges=V.bounds),),
+                             example="categorical(p in [[0.1, 0.5], [0.2, 0.6], [0.2, 0.6]])",
+                             doc="independent records, P(secret = vᵢ) = pᵢ in its range (the secret's values in "
+                                 "order)"),
 }
 
 
@@ -246,7 +267,9 @@ class Setting:
 BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "scenario": (
         Setting("data", "where the data comes from", 'data csv("adult/adult.data", schema = adult)'),
-        Setting("secret", "the secret attribute and its values", "secret race in {White, Black, Other}", True),
+        Setting("secret", "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
+                "values true/false) or `member(record)` (docs/pufferfish.md)", "secret race in {White, Black, Other}",
+                True),
         Setting("pairs", "discriminative pairs: all_distinct or a list", "pairs [(White, Black)]"),
         Setting("prior", "the prior(s)/world(s) the adversary may hold", "prior [empirical, balanced(seed = 1)]",
                 aliases=("priors", "worlds")),
@@ -268,6 +291,8 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("sensitivity", "ℓ2 sensitivity of the query w.r.t. the unit", "sensitivity 1.0"),
         Setting("noise", "noise given explicitly (instead of a target ε)", "noise gaussian(sigma = 2.0)"),
         Setting("slices", "the slice profile (SRPP mechanisms)", "slices sphere(m = 200, seed = 7)"),
+        Setting("output", "Pufferfish: what is released, the dataset's `aggregate` or one answer `per_record`",
+                "output aggregate"),
         Setting("guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 1, delta = 1e-6)",
                 True),
         Setting("description", "free text", 'description "..."'),
@@ -510,6 +535,8 @@ class Lowerer(Reporter):
             self.convert(got, "noise", noise, fields, fspans),
             self.convert(got, "slices", slices, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
+            self.convert(got, "output", lambda r, v: V.name(r, v, ("aggregate", "per_record"), "output"), fields,
+                         fspans),
         ]
         if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
             return FAIL
@@ -631,6 +658,8 @@ def guarantee(r: Reporter, v):
         return from_args(ir.DpGuarantee, v, a)
     if fname == "rdp":
         return from_args(ir.RdpGuarantee, v, a)
+    if fname == "pufferfish":
+        return from_args(ir.PufferfishGuarantee, v, a)
     flavour = "ave" if "ave" in fname else "joint"
     return from_args(ir.SrppGuarantee, v, a, flavour=flavour, subsampling_aware=fname.startswith("sa_"))
 
@@ -763,8 +792,46 @@ def secret(r: Reporter, v):
         return build(ir.Secret, sp(v), a.spans, attribute=a.values["column"], quantile_bins=a.values["bins"])
     if isinstance(v, ast.Ident):
         return build(ir.Secret, sp(v), {"attribute": sp(v)}, attribute=v.name)
+    if isinstance(v, ast.Definition):
+        return _predicate_secret(r, v)
+    if isinstance(v, ast.Call) and v.name == "member":
+        if len(v.args) != 1 or v.kwargs or not (isinstance(v.args[0], ast.Ident) and v.args[0].name == "record"):
+            return r.error("DPS104", "a membership secret is `member(record)`", sp(v), hint="write `secret member(record)`")
+        return build(ir.Secret, sp(v), {"attribute": sp(v)}, attribute="member", values=("in", "out"), membership=True)
     return r.error("DPS104", f"expected a secret, found {ast.describe(v)}", sp(v),
-                   hint="write `secret race in {White, Black}` or `secret quantile_bins(G3, bins = 5)`")
+                   hint="write `secret race in {White, Black}`, `secret disease = num > 0`, `secret member(record)` "
+                        "or `secret quantile_bins(G3, bins = 5)`")
+
+
+def _predicate_secret(r: Reporter, v: ast.Definition):
+    """``secret disease = num > 0`` (or ``= col in {a, b}``): a binary secret, values true/false."""
+    c = v.value
+    if isinstance(c, ast.Comparison):
+        col = V.label(r, c.left) if isinstance(c.left, (ast.Ident, ast.String)) else r.error(
+            "DPS104", f"the left side of a secret's predicate is a column, found {ast.describe(c.left)}", sp(c.left),
+            hint="write `secret disease = num > 0`")
+        if c.op in ("==", "!="):
+            thr = V.label(r, c.right)
+        else:
+            thr = V.number(r, c.right, "a number such as 0")
+        if FAIL in (col, thr):
+            return FAIL
+        pred = build(ir.SecretPredicate, sp(c), {"column": sp(c.left), "threshold": sp(c.right)}, column=col, op=c.op,
+                     threshold=thr)
+    elif isinstance(c, ast.Membership):
+        col = V.label(r, c.element)
+        members = V.labels(r, c.collection) if V.items_of(c.collection) is not None else r.error(
+            "DPS104", f"expected the values as a set, found {ast.describe(c.collection)}", sp(c.collection),
+            hint="write `secret smoker = smoke in {daily, weekly}`")
+        if FAIL in (col, members):
+            return FAIL
+        pred = build(ir.SecretPredicate, sp(c), {"column": sp(c.element), "members": sp(c.collection)}, column=col,
+                     op="in", members=members)
+    else:
+        return r.error("DPS104", f"a secret's definition is a comparison or an `in` test, found {ast.describe(c)}",
+                       sp(c), hint="write `secret disease = num > 0`")
+    return build(ir.Secret, sp(v), {"attribute": v.name_span, "predicate": sp(c)}, attribute=v.name,
+                 values=("true", "false"), predicate=pred)
 
 
 def pairs(r: Reporter, v):
@@ -782,6 +849,21 @@ def worlds(r: Reporter, v):
         if x is FAIL:
             return FAIL
         fname, a = x
+        if fname == "bernoulli":
+            p = a.values["p"]
+            lo, hi = p if isinstance(p, tuple) else (p, p)
+            return build(ir.BernoulliWorld, sp(w), {"p_low": a.spans.get("p"), "p_high": a.spans.get("p")},
+                         p_low=lo, p_high=hi)
+        if fname == "markov":
+            t = a.values.get("transitions", ())
+            if t and not isinstance(t[0][0], tuple):  # one matrix given with `=`
+                t = (t,)
+            return build(ir.MarkovWorld, sp(w), a.spans, states=a.values["states"], transitions=t,
+                         min_stationary=a.values.get("min_stationary"), max_eigenvalue=a.values.get("max_eigenvalue"))
+        if fname == "categorical":
+            p = a.values["p"]
+            ranges = tuple((x, x) if not isinstance(x, tuple) else x for x in p)
+            return build(ir.CategoricalWorld, sp(w), {"ranges": a.spans.get("p")}, ranges=ranges)
         cls = {"empirical": ir.EmpiricalWorld, "balanced": ir.BalancedWorld, "groups": ir.GroupsWorld,
                "sampler": ir.SamplerWorld}[fname]
         return from_args(cls, w, a)

@@ -96,7 +96,7 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
     if isinstance(v, ast.String):
         return _string(v.value)
     if isinstance(v, ast.Call):
-        args = [f"{a.name} = {value(a.value, as_written=as_written)}" if isinstance(a, ast.Kwarg)
+        args = [f"{a.name} {a.op} {value(a.value, as_written=as_written)}" if isinstance(a, ast.Kwarg)
                 else value(a, as_written=as_written) for a in _call_args(v, as_written)]
         return f"{v.name}({', '.join(args)})"
     if isinstance(v, ast.SetLit):
@@ -108,6 +108,10 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
         return f"({inner},)" if len(v.items) == 1 else f"({inner})"
     if isinstance(v, ast.Membership):
         return f"{value(v.element, as_written=as_written)} in {value(v.collection, as_written=as_written)}"
+    if isinstance(v, ast.Comparison):
+        return f"{value(v.left, as_written=as_written)} {v.op} {value(v.right, as_written=as_written)}"
+    if isinstance(v, ast.Definition):
+        return f"{v.name} = {value(v.value, as_written=as_written)}"
     if isinstance(v, ast.NamedBlock):
         inner = " ".join(f"{x.key} {value(x.value, as_written=as_written)}" for x in v.entries)
         return f"{v.name} {{ {inner} }}" if inner else f"{v.name} {{}}"
@@ -325,6 +329,13 @@ class _Layout:
             self._value(v.element, depth)
             self._put(" in ")
             self._value(v.collection, depth)
+        elif isinstance(v, ast.Comparison) and self.src is not None:
+            self._value(v.left, depth)
+            self._put(f" {v.op} ")
+            self._value(v.right, depth)
+        elif isinstance(v, ast.Definition) and self.src is not None:
+            self._put(f"{v.name} = ", *self._range(v.name_span))
+            self._value(v.value, depth)
         elif not self._spread(v):
             self._put(value(v, as_written=self.src is not None), *self._range(v.span))
         elif isinstance(v, ast.Call):
@@ -346,7 +357,7 @@ class _Layout:
         for it in items:
             self._line(depth + 1)
             if isinstance(it, ast.Kwarg):
-                self._put(f"{it.name} = ", *self._range(it.name_span))
+                self._put(f"{it.name} {it.op} ", *self._range(it.name_span))
                 self._value(it.value, depth + 1)
             else:
                 self._value(it, depth + 1)

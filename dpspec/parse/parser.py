@@ -37,6 +37,7 @@ _TOKEN_NAMES = {
     "RSQB": "`]`",
     "COMMA": "`,`",
     "EQUAL": "`=`",
+    "COMPARE": "a comparison (`>`, `<=`, `==`, …)",
     "IDENT": "a name",
     "NUMBER": "a number",
     "STRING": "a string",
@@ -54,7 +55,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<NUMBER>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?%?)
   | (?P<STRING>"[^"\\\n]*(?:\\.[^"\\\n]*)*")  # "(?:[^"\\\n]|\\.)*", unrolled: linear, no backtracking
   | (?P<LBRACE>\{) | (?P<RBRACE>\}) | (?P<LSQB>\[) | (?P<RSQB>\]) | (?P<LPAR>\() | (?P<RPAR>\))
-  | (?P<COMMA>,) | (?P<EQUAL>=)
+  | (?P<COMMA>,) | (?P<COMPARE>[<>]=?|[=!]=) | (?P<EQUAL>=)
   | (?P<bad>.)
 """, re.X | re.S)
 
@@ -289,14 +290,34 @@ class _Parser:
         return tuple(out)
 
     def setting_value(self):
-        """``value: primary | primary "in" primary``."""
+        """``value: primary | primary "in" primary | IDENT "=" condition``."""
         first = self.i
+        if self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "EQUAL":
+            self.i += 2
+            cond = self.condition()
+            return ast.Definition(self.value(first), cond, self.span_between(first, self.i - 1),
+                                  self.tok_span(first))
         p = self.primary()
         if self.is_keyword("in"):
             self.i += 1
             q = self.primary()
             return ast.Membership(p, q, self.span_between(first, self.i - 1))
         return p
+
+    def condition(self):
+        """``condition: primary COMPARE primary | primary "in" primary``."""
+        first = self.i
+        p = self.primary()
+        if self.kind() == "COMPARE":
+            op = self.value(self.i)
+            self.i += 1
+            q = self.primary()
+            return ast.Comparison(p, op, q, self.span_between(first, self.i - 1))
+        if self.is_keyword("in"):
+            self.i += 1
+            q = self.primary()
+            return ast.Membership(p, q, self.span_between(first, self.i - 1))
+        self.fail(("COMPARE", "IN"))
 
     def primary(self):
         i = self.i
@@ -379,6 +400,13 @@ class _Parser:
                     v = self.primary()
                     kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
                                             self.tok_span(k)))
+                elif (self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "IDENT"
+                      and self.value(self.i + 1) == "in"):
+                    k = self.i
+                    self.i += 2
+                    v = self.primary()
+                    kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
+                                            self.tok_span(k), op="in"))
                 else:
                     args.append(self.primary())
                 if len(args) + len(kwargs) > self.max_items:

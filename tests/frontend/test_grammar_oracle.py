@@ -61,6 +61,12 @@ def test_every_example_spec_parses_like_the_grammar():
     "x y { a b c }", "x y { a [1 2] }", "x y { a f(x = ) }", "x y { a f(x = 1 = 2) }", "}", "{", "x", "x y",
     "x y {", "x y { a", "x y { a [", "x y { a b } }", "x y { a -- }", "x y { a 1e }", "x y { a .e5 }",
     "x y { a { b } in c }", "x y { a b in c d in e }", "x y{a\"b\"}", "x-y z { }", "x- z { }",
+    # derived values (`secret disease = num > 0`) and ranges in calls (`bernoulli(p in [0.2, 0.5])`)
+    "x y { a d = n > 0 }", "x y { a d = n >= -1.5 b c }", "x y { a d = n in {1, 2} }", "x y { a d = n }",
+    "x y { a d = n == \"s\" }", "x y { a d = n != x }", "x y { a d == n }", "x y { a d = n < }",
+    "x y { a d = = 1 }", "x y { a d = n > 0 > 1 }", "x y { a f(p in [0.2, 0.5]) }", "x y { a f(p in 1, q = 2) }",
+    "x y { a f(p in) }", "x y { a f(1 in 2) }", "x y { a f(p in [1] in [2]) }", "x y { a n > 0 }",
+    "x y { a f(x == 1) }", "x y { a d = f(1) <= [1] }",
 ])
 def test_edge_cases_parse_like_the_grammar(text):
     assert_same_as_grammar(text)
