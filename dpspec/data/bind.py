@@ -65,6 +65,15 @@ def as_table(obj, name: str) -> tabular.Table:
     raise DataBindingError(f"dataset `{name}` must be a dpspec Table or a dict of columns")
 
 
+def schema_columns(schema: str, path: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """(columns, numeric columns) a named schema gives a file, known without reading it (None: not known)."""
+    if schema == "adult":
+        return tabular.ADULT_COLUMNS, frozenset(tabular._ADULT_NUMERIC)
+    if schema == "heart_cleveland":
+        return tabular.HEART_COLUMNS, frozenset(tabular.HEART_COLUMNS)
+    return None
+
+
 def _load_csv(b: ir.CsvData, missing: str = "drop") -> tabular.Table:
     # the binding itself is checked before the data root is looked up
     name = Path(b.path).name

@@ -89,6 +89,16 @@ class Membership:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """``sex == "Female"``, ``age >= 30`` (a keyword argument's value: ``where = age >= 30``)."""
+
+    left: "Value"
+    op: str
+    right: "Value"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
 class NamedBlock:
     """``coupled { positive poisson(...) negative ... }``."""
 
@@ -98,7 +108,7 @@ class NamedBlock:
     name_span: Span | None = _span()
 
 
-Value = Union[Ident, Number, String, Call, SetLit, ListLit, TupleLit, Membership, NamedBlock]
+Value = Union[Ident, Number, String, Call, SetLit, ListLit, TupleLit, Membership, NamedBlock, Comparison]
 
 
 @dataclass(frozen=True)
@@ -151,5 +161,6 @@ def describe(v: Value) -> str:
         ListLit: "a list",
         TupleLit: "a tuple",
         Membership: "an `in` expression",
+        Comparison: "a comparison",
         NamedBlock: "a block",
     }.get(type(v), "a value")

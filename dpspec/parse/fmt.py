@@ -107,6 +107,8 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
         return f"({inner},)" if len(v.items) == 1 else f"({inner})"
     if isinstance(v, ast.Membership):
         return f"{value(v.element, as_written=as_written)} in {value(v.collection, as_written=as_written)}"
+    if isinstance(v, ast.Comparison):
+        return f"{value(v.left, as_written=as_written)} {v.op} {value(v.right, as_written=as_written)}"
     if isinstance(v, ast.NamedBlock):
         inner = " ".join(f"{x.key} {value(x.value, as_written=as_written)}" for x in v.entries)
         return f"{v.name} {{ {inner} }}" if inner else f"{v.name} {{}}"

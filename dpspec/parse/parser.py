@@ -37,6 +37,7 @@ _TOKEN_NAMES = {
     "RSQB": "`]`",
     "COMMA": "`,`",
     "EQUAL": "`=`",
+    "CMP": "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
     "IDENT": "a name",
     "NUMBER": "a number",
     "STRING": "a string",
@@ -54,7 +55,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<NUMBER>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?%?)
   | (?P<STRING>"[^"\\\n]*(?:\\.[^"\\\n]*)*")  # "(?:[^"\\\n]|\\.)*", unrolled: linear, no backtracking
   | (?P<LBRACE>\{) | (?P<RBRACE>\}) | (?P<LSQB>\[) | (?P<RSQB>\]) | (?P<LPAR>\() | (?P<RPAR>\))
-  | (?P<COMMA>,) | (?P<EQUAL>=)
+  | (?P<COMMA>,) | (?P<CMP>==|!=|<=|>=|<|>) | (?P<EQUAL>=)
   | (?P<bad>.)
 """, re.X | re.S)
 
@@ -377,6 +378,10 @@ class _Parser:
                     k = self.i
                     self.i += 2
                     v = self.primary()
+                    if self.kind() == "CMP":  # `where = sex == "Female"`: arg: IDENT "=" comparison
+                        op = self.i
+                        self.i += 1
+                        v = ast.Comparison(v, self.value(op), self.primary(), self.span_between(k + 2, self.i - 1))
                     kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
                                             self.tok_span(k)))
                 else:
