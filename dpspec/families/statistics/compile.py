@@ -109,6 +109,49 @@ class Design:
         return A.compose([self.pure_eps], [self.mu] if self.mu else [], delta - self.approx_delta)
 
 
+def _selection_delta(noise: str, thr: float, b: float) -> float:
+    """P[1 + X ≥ T]: the probability that a key held by one record only is released."""
+    if noise == "laplace":
+        return math.exp(-(thr - 1) / b) / 2
+    return math.exp(-(thr - 1) / b) / (1 + math.exp(-1 / b))
+
+
+def _formulas(dz: Design, points) -> list:
+    from dpspec.compiler import formulas as F
+
+    out = []
+    if dz.noise == "exponential":
+        out.append(
+            F.formula("exponential_epsilon", F.EXPONENTIAL_EPSILON, {"Delta": 1.0, "b": dz.scale}, value=dz.pure_eps)
+        )
+    elif dz.noise in A.PURE:
+        parts = [(dz.sensitivity, dz.scale)] + ([(1.0, dz.count_scale)] if dz.count_scale is not None else [])
+        for sens, b in parts:
+            out.append(
+                F.formula("pure_dp_epsilon", F.PURE_DP_EPSILON, {"Delta": sens, "b": b}, value=A.pure_epsilon(sens, b))
+            )
+    elif not dz.approx_delta:
+        out.append(
+            F.formula(
+                "delta_of_epsilon",
+                F.ANALYTIC_GAUSSIAN_DELTA,
+                {"mu": dz.mu, "epsilon": points[0].epsilon},
+                value=GR.delta_of_epsilon(points[0].epsilon, dz.mu),
+            )
+        )
+    if dz.threshold is not None:
+        name = f"selection_delta_{dz.noise}"
+        out.append(
+            F.formula(
+                name,
+                F.FORMULAS[name],
+                {"T": dz.threshold, "b": dz.scale},
+                value=_selection_delta(dz.noise, dz.threshold, dz.scale) * (1 + 1e-12),
+            )
+        )
+    return out
+
+
 def _integer_valued(fn: str, bounds) -> bool:
     return fn == "count" or (bounds is not None and all(float(b).is_integer() for b in bounds))
 
@@ -170,7 +213,7 @@ def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection) -> Desig
     )
     if fn == "quantile":
         grid = int(hi - lo) + 1 if _integer_valued("sum", bounds) and hi - lo + 1 <= QUANTILE_GRID else QUANTILE_GRID
-        temp = 2.0 / eps  # probabilities ∝ exp(ε u / 2): scale 2/ε, Δu = 1
+        temp = A.pure_scale(2.0, eps)  # probabilities ∝ exp(u / temp) = exp(ε u / 2): Δu = 1
         e95 = temp * (math.log(grid) + math.log(1 / A.ALPHA))
         return Design(
             noise="exponential",
@@ -198,11 +241,11 @@ def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection) -> Desig
         how += "; the filter keeps or drops a row by its own value, so it changes at most one kept row"
     if selection:
         b, pe, _ = _scales(noise, 1.0, eps, delta)
-        if noise == "laplace":
-            thr = 1.0 + b * math.log(1 / (2 * delta))
-        else:  # P[X ≥ k] = r^k / (1 + r) ≤ δ for discrete Laplace X
-            r = math.exp(-1 / b)
-            thr = 1.0 + math.ceil(math.log(delta * (1 + r)) / math.log(r))
+        thr = 1.0 + b * math.log(1 / (2 * delta)) * (1 + 1e-12)
+        if noise != "laplace":  # P[X ≥ k] = r^k / (1 + r) ≤ δ for discrete Laplace X
+            thr = 1.0 + math.ceil(math.log(delta * (1 + math.exp(-1 / b))) / (-1 / b))
+        while _selection_delta(noise, thr, b) > delta * (1 - 1e-12):
+            thr += 1.0
         return Design(
             noise=noise,
             sensitivity=1.0,
@@ -429,7 +472,7 @@ def certificate(ctx: Context, r: ir.Release, dz: Design, alphas) -> TargetCertif
         mechanism=MechanismRecord(name=r.mechanism, description=desc, parameters=_parameters(dz), calibrated=True),
         guarantee=guarantee,
         assumptions=_assumptions(dz),
-        formulas=[],
+        formulas=_formulas(dz, points),
         numerics=Numerics(
             method=method,
             abs_error_bound=GR.ABS_ERROR if dz.mu else 0.0,

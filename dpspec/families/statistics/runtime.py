@@ -368,7 +368,7 @@ class StatisticRelease:
         below = np.searchsorted(x, cand, side="left").astype(float)
         u = -np.abs(below - p.q * len(x))
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        j = int(np.argmax(self.epsilon * u / 2 + gen.gumbel(size=len(cand))))
+        j = int(np.argmax(u / self.scale + gen.gumbel(size=len(cand))))  # scale = 2/ε (the certificate's)
         arrays = [np.asarray(table.column(c)) for c in p.columns_read()]
         return float(cand[j]), clamped, missing, arrays
 
