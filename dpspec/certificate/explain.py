@@ -12,11 +12,8 @@ def _accuracy(p: dict) -> str:
     """The release's noise distribution and 95 % error bound, where its certificate records them."""
     if "error_95" not in p:
         return ""
-    noise, scale = p.get("noise"), p.get("scale")
-    dist = {"laplace": f"Laplace(b = {_fmt(scale)})", "discrete_laplace": f"discrete Laplace(t = {_fmt(scale)})",
-            "gaussian": f"N(0, σ = {_fmt(scale)})", "discrete_gaussian": f"discrete N(0, σ = {_fmt(scale)})",
-            "exponential": f"exponential mechanism (temperature {_fmt(scale)})"}.get(noise, str(noise))
-    unit = " ranks" if noise == "exponential" else ""
+    dist = str(p.get("distribution", p.get("noise")))
+    unit = " ranks" if p.get("error_unit") == "ranks" else ""
     what = "the sum's " if "count_error_95" in p else ""
     text = (f"{what}noise {dist}; |error| ≤ {_fmt(p['error_95'])}{unit} with probability ≥ 95 % per answer, "
             f"E|error| = {_fmt(p['expected_abs_error'])}{unit}")

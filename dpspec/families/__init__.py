@@ -45,6 +45,8 @@ class Family:
     #: ``f(ctx, composition, releases) -> {part: ir.Guarantee}``: the share of a ``compose … split`` block's
     #: guarantee each part is compiled to; ``compose`` then certifies the whole
     split: str = ""
+    #: ``f() -> list[str]``: the family's section of docs/language.md (markdown lines)
+    docs: str = ""
     # --- code, by dotted path, imported lazily ---
     #: ``f(ctx, target, data) -> CompiledTarget``: calibrate and write the certificate entry
     compile: str = ""
@@ -140,6 +142,7 @@ FAMILIES: dict[str, Family] = {
         compile="dpspec.families.statistics.compile:compile_release",
         compose="dpspec.families.statistics.compile:compose",
         split="dpspec.families.statistics.split:shares",
+        docs="dpspec.families.statistics:docs",
         accountants=("dpspec.families.statistics.accountant",),
         runtime="dpspec.families.statistics.runtime:StatisticRelease",
         auditor="dpspec.families.statistics.audit",

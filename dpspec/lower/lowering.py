@@ -339,7 +339,7 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
         Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
-        Setting("split", "share the guarantee among the parts, calibrated jointly: evenly, weights [...] or optimal",
+        Setting("split", "share the guarantee among the parts, calibrated jointly: evenly, weights(…) or optimal",
                 "split optimal"),
         Setting("description", "free text", 'description "..."'),
     ),

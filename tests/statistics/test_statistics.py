@@ -320,3 +320,42 @@ def test_audit_flags_halved_noise():
     bad = mutants(c, "a")["noise_scaled"]
     rep = audit(c, mechanisms={"a": bad}, trials=40000, seed=1, runtime=False)
     assert not rep.ok
+
+
+def test_verify_takes_a_path_string_to_a_json_file(tmp_path, monkeypatch):
+    c = _compile(UNIT + 'release a { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }')
+    p = tmp_path / "cert.json"
+    p.write_text(c.certificate.model_dump_json(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert dpspec.verify("cert.json").ok  # a relative path string
+    assert dpspec.verify(str(p)).ok
+    with pytest.raises(Exception):  # a str that names no file is JSON text (and this is not JSON)
+        dpspec.verify("missing.json")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(Exception):  # a directory is never read
+        dpspec.verify("dir.json")
+
+
+def test_release_takes_a_pandas_dataframe():
+    pd = pytest.importorskip("pandas")
+    t = table()
+    df = pd.DataFrame(t)
+    df.loc[3, "hours"] = None  # a missing value
+    text = UNIT + 'release a { mechanism laplace  query sum(hours, bounds = [0, 99], by = sex, keys = ["Male", "Female"])  guarantee dp(epsilon = 50, delta = 1e-6) }'
+    c = dpspec.compile(dpspec.loads(text))  # the data arrives at run time
+    v, rep = c.mechanism.release(df, rng=0)
+    expect = {s: np.nansum(df["hours"][df["sex"] == s]) for s in ("Male", "Female")}
+    assert all(abs(v[s] - expect[s]) <= 3 * rep.error_95 for s in expect)
+    assert rep.missing == 1 and rep.rows == len(df)
+
+
+def test_release_takes_a_polars_frame_and_lazy_frame_with_equal_results():
+    pl = pytest.importorskip("polars")
+    t = table()
+    text = UNIT + 'release a { mechanism laplace  query count(by = race, keys = ["A", "B", "C"], where = age >= 40)  guarantee dp(epsilon = 50, delta = 1e-6) }'
+    outs = []
+    for frame in (t, pl.DataFrame(t), pl.DataFrame(t).lazy()):
+        c = dpspec.compile(dpspec.loads(text))
+        v, rep = c.mechanism.release(frame, rng=7)  # the same noise draw: the answers must be equal
+        outs.append((v, rep.rows, rep.data_fingerprint))
+    assert outs[0] == outs[1] == outs[2]

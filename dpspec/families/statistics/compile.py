@@ -327,7 +327,16 @@ def _rdp(dz: Design, alphas: np.ndarray) -> np.ndarray | None:
 
 
 def _parameters(dz: Design) -> dict[str, Any]:
+    dist = {
+        "laplace": f"Laplace(b = {dz.scale:.6g})",
+        "discrete_laplace": f"discrete Laplace(t = {dz.scale:.6g})",
+        "gaussian": f"N(0, σ = {dz.scale:.6g})",
+        "discrete_gaussian": f"discrete N(0, σ = {dz.scale:.6g})",
+        "exponential": f"exponential mechanism, P(c) ∝ exp(u(c) / {dz.scale:.6g})",
+    }[dz.noise]
     p: dict[str, Any] = {
+        "distribution": dist,
+        "error_unit": "ranks" if dz.noise == "exponential" else "value",
         "noise": dz.noise,
         "scale": dz.scale,
         "sensitivity": dz.sensitivity,
