@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import dpspec
+from dpspec.certificate.verify import VerificationError
 from dpspec.families.statistics import accountant as A
 from dpspec.families.statistics.runtime import discrete_laplace_exact
 
@@ -323,16 +324,16 @@ def test_audit_flags_halved_noise():
 
 
 def test_verify_takes_a_path_string_to_a_json_file(tmp_path, monkeypatch):
-    c = _compile(UNIT + 'release a { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }')
+    c = _compile(UNIT + "release a { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }")
     p = tmp_path / "cert.json"
     p.write_text(c.certificate.model_dump_json(), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert dpspec.verify("cert.json").ok  # a relative path string
     assert dpspec.verify(str(p)).ok
-    with pytest.raises(Exception):  # a str that names no file is JSON text (and this is not JSON)
+    with pytest.raises(VerificationError):  # a str that names no file is JSON text (and this is not JSON)
         dpspec.verify("missing.json")
     (tmp_path / "dir.json").mkdir()
-    with pytest.raises(Exception):  # a directory is never read
+    with pytest.raises(VerificationError):  # a directory is never read
         dpspec.verify("dir.json")
 
 
@@ -341,7 +342,10 @@ def test_release_takes_a_pandas_dataframe():
     t = table()
     df = pd.DataFrame(t)
     df.loc[3, "hours"] = None  # a missing value
-    text = UNIT + 'release a { mechanism laplace  query sum(hours, bounds = [0, 99], by = sex, keys = ["Male", "Female"])  guarantee dp(epsilon = 50, delta = 1e-6) }'
+    text = UNIT + (
+        'release a { mechanism laplace  query sum(hours, bounds = [0, 99], by = sex, keys = ["Male", "Female"])\n'
+        "  guarantee dp(epsilon = 50, delta = 1e-6) }"
+    )
     c = dpspec.compile(dpspec.loads(text))  # the data arrives at run time
     v, rep = c.mechanism.release(df, rng=0)
     expect = {s: np.nansum(df["hours"][df["sex"] == s]) for s in ("Male", "Female")}
@@ -352,7 +356,10 @@ def test_release_takes_a_pandas_dataframe():
 def test_release_takes_a_polars_frame_and_lazy_frame_with_equal_results():
     pl = pytest.importorskip("polars")
     t = table()
-    text = UNIT + 'release a { mechanism laplace  query count(by = race, keys = ["A", "B", "C"], where = age >= 40)  guarantee dp(epsilon = 50, delta = 1e-6) }'
+    text = UNIT + (
+        'release a { mechanism laplace  query count(by = race, keys = ["A", "B", "C"], where = age >= 40)\n'
+        "  guarantee dp(epsilon = 50, delta = 1e-6) }"
+    )
     outs = []
     for frame in (t, pl.DataFrame(t), pl.DataFrame(t).lazy()):
         c = dpspec.compile(dpspec.loads(text))
