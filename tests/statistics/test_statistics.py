@@ -311,16 +311,23 @@ def test_a_missing_data_file_is_reported_once():
     assert [d.rule for d in e.value.diagnostics] == ["DPS419"]
 
 
-def test_audit_flags_halved_noise():
+def test_audit_flags_each_mutant_and_passes_the_mechanism():
     from dpspec.audit import audit
     from dpspec.audit.mutations import mutants
 
-    c = _compile(UNIT + "release a { mechanism laplace  query count()  guarantee dp(epsilon = 1, delta = 1e-6) }")
-    ok = audit(c, trials=40000, seed=1, runtime=False)
-    assert ok.ok
-    bad = mutants(c, "a")["noise_scaled"]
-    rep = audit(c, mechanisms={"a": bad}, trials=40000, seed=1, runtime=False)
-    assert not rep.ok
+    text = UNIT + (
+        'release a { mechanism laplace  query sum(hours, bounds = [0, 99], by = sex, keys = ["Male", "Female"])\n'
+        "  guarantee dp(epsilon = 1, delta = 1e-6) }"
+    )
+    c = _compile(text)
+    ok = audit(c, trials=3000, seed=1, runtime=False)
+    assert ok.ok and len(ok.results) == 3  # answers, data with an outlier, data with an undeclared key
+    muts = mutants(c, "a")
+    assert set(muts) == {"noise_scaled", "missing_clamp", "key_leak"}
+    for kind, bad in muts.items():
+        trials = 40000 if kind == "noise_scaled" else 2000
+        rep = audit(c, mechanisms={"a": bad}, trials=trials, seed=1, runtime=False)
+        assert not rep.ok, kind
 
 
 def test_verify_takes_a_path_string_to_a_json_file(tmp_path, monkeypatch):

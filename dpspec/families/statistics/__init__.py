@@ -26,16 +26,16 @@ def docs() -> list[str]:
         "| `quantile(c, q = 0.5, bounds = [lo, hi])` | the rank utility by ≤ 1 | exponential mechanism over the "
         "integers of integer bounds (≤ 1001) or 1001 grid points; 95 % bound in ranks (Dwork & Roth Thm 3.11) |",
         "",
-        "Options: `by = column, keys = [\"a\", \"b\"]` gives one answer per declared key (a record touches one "
+        'Options: `by = column, keys = ["a", "b"]` gives one answer per declared key (a record touches one '
         "group: Δ of the vector is that of one group; rows of other groups are dropped); `by` without `keys` "
         "(counts only) finds the groups by DP partition selection — a key is released when its noisy count "
-        "reaches 1 + b·ln(1/(2δ)), which spends the release's δ; `where = sex == \"Female\"` or "
+        'reaches 1 + b·ln(1/(2δ)), which spends the release\'s δ; `where = sex == "Female"` or '
         "`where = age >= 30` (`==`, `!=`, `<`, `<=`, `>`, `>=`; categories with `==`/`!=` only) keeps the rows that "
         "satisfy it.",
         "",
         "```",
-        "release race_counts { query count(by = race, keys = [\"White\", \"Black\", \"Other\"]) }",
-        "release women_hours { query mean(hours-per-week, bounds = [0, 99], where = sex == \"Female\") }",
+        'release race_counts { query count(by = race, keys = ["White", "Black", "Other"]) }',
+        'release women_hours { query mean(hours-per-week, bounds = [0, 99], where = sex == "Female") }',
         "compose survey {",
         "  parts     [race_counts, women_hours]",
         "  guarantee dp(epsilon = 1, delta = 1e-6)",
