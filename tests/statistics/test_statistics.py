@@ -373,3 +373,21 @@ def test_release_takes_a_polars_frame_and_lazy_frame_with_equal_results():
         v, rep = c.mechanism.release(frame, rng=7)  # the same noise draw: the answers must be equal
         outs.append((v, rep.rows, rep.data_fingerprint))
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_noisy_denominator_mean_reports_a_95_percent_bound_that_holds():
+    t = table(n=300)
+    text = (
+        UNIT
+        + "release m { mechanism laplace  query mean(age, bounds = [17, 90])  guarantee dp(epsilon = 1, delta = 1e-6) }"
+    )
+    rec = _compile(text, t).certificate.results[0]
+    from dpspec.families.statistics.runtime import StatisticRelease
+
+    truth_, misses, bounds = float(np.mean(t["age"])), 0, []
+    for i in range(400):
+        v, rep = StatisticRelease.from_certificate(rec).release(t, rng=i)
+        bounds.append(rep.error_95)
+        misses += abs(v - truth_) > rep.error_95
+    assert misses <= 0.05 * 400 + 3 * math.sqrt(0.05 * 0.95 * 400)  # coverage ≥ 95 % (binomial slack)
+    assert max(bounds) <= 73 and min(bounds) < 5  # never above hi − lo; informative at n = 300

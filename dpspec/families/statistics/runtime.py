@@ -316,16 +316,17 @@ class StatisticRelease:
         self._ledger.charge(1)
         from dpspec.data.bind import fingerprint
 
+        err95 = self.error_95
         if self.plan.function == "quantile":
             value, clamped, missing, arrays = self._quantile(table, rng)
         else:
-            value, clamped, missing, arrays = self._statistic(table, rng)
+            value, clamped, missing, arrays, err95 = self._statistic(table, rng)
         report = StatisticReport(
             self.name,
             self.plan.text(),
             self.noise,
             self.scale,
-            self.error_95,
+            err95,
             self.expected_abs_error,
             int(len(table)),
             clamped,
@@ -342,18 +343,36 @@ class StatisticRelease:
         sums, counts, keys, clamped, missing, arrays = p.evaluate(table)
         gen = rng if (rng is None or isinstance(rng, np.random.Generator)) else np.random.default_rng(rng)
         noisy = sums + draw(self.noise, self.scale, len(sums), gen)
+        err95 = self.error_95
         if p.function == "mean":
             if p.dataset_size is not None:
                 noisy = noisy / float(p.dataset_size)
             else:
                 den = counts + draw(self.noise, self.count_scale, len(counts), gen)
                 lo, hi = p.bounds
+                err95 = float(np.max(self._mean_bound(noisy, den)))
                 noisy = np.clip(noisy / np.maximum(den, 1.0), lo, hi)  # post-processing
         if keys is None:
-            return float(noisy[0]), clamped, missing, arrays
+            return float(noisy[0]), clamped, missing, arrays, err95
         if self.threshold is not None:  # partition selection: only keys whose noisy count clears the threshold
-            return ({k: float(x) for k, x in zip(keys, noisy) if x >= self.threshold}, clamped, missing, arrays)
-        return {k: float(x) for k, x in zip(keys, noisy)}, clamped, missing, arrays
+            kept = {k: float(x) for k, x in zip(keys, noisy) if x >= self.threshold}
+            return kept, clamped, missing, arrays, err95
+        return {k: float(x) for k, x in zip(keys, noisy)}, clamped, missing, arrays, err95
+
+    def _mean_bound(self, s_noisy: np.ndarray, c_noisy: np.ndarray) -> np.ndarray:
+        """A 95 % bound on |S'/C' − S/C| from the released S', C' only (post-processing): with |Z_s| ≤ e_s and
+        |Z_c| ≤ e_c, each at 97.5 % (a union bound), S'/C' − S/C = (C' Z_s − S' Z_c) / (C' (C' − Z_c)), so the
+        error is at most (C' e_s + |S'| e_c) / (C' (C' − e_c)) when C' > e_c, and at most hi − lo always (the
+        released mean and the true one both lie in [lo, hi])."""
+        from dpspec.families.statistics.accountant import error_bound
+
+        lo, hi = self.plan.bounds
+        es = error_bound(self.noise, self.scale, 0.025)
+        ec = error_bound(self.noise, self.count_scale, 0.025)
+        c = np.asarray(c_noisy, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = (c * es + np.abs(s_noisy) * ec) / (c * (c - ec))
+        return np.where(c > ec, np.minimum(b, hi - lo), hi - lo)
 
     def _quantile(self, table, rng):
         """Exponential mechanism (McSherry & Talwar 2007, Thm 6) over ``grid`` candidates c_j evenly spaced
