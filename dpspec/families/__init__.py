@@ -143,6 +143,7 @@ FAMILIES: dict[str, Family] = {
         compose="dpspec.families.statistics.compile:compose",
         split="dpspec.families.statistics.split:shares",
         docs="dpspec.families.statistics:docs",
+        demo="dpspec.families.statistics.demo:run",
         accountants=("dpspec.families.statistics.accountant",),
         runtime="dpspec.families.statistics.runtime:StatisticRelease",
         auditor="dpspec.families.statistics.audit",

@@ -528,6 +528,11 @@ def _table(r: ir.Release, d, bound):
                 fld,
                 hint=did_you_mean(c, table.columns, "column") or f"its columns are: {', '.join(table.columns)}",
             )
+    if d.dataset_size is not None and len(table) != d.dataset_size:
+        from dpspec.check.rules_conformance import size_mismatch
+
+        msg, hint = size_mismatch(len(table), d.dataset_size, f"`{d.name}`")
+        _fail("DPS142", msg, d, "dataset_size", hint=hint)
     for c in q.columns:
         if not table.is_numeric(c):
             _fail(
