@@ -425,8 +425,9 @@ class BoundedQuery(Node):
     ``callable`` for a Python function ``target`` = "module:function" of output ``dimension``.
     ``bounds`` are per-column [lo, hi] (one pair applies to all columns)."""
 
-    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable",
-                      "quantile"]
+    function: Literal[
+        "sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable", "quantile"
+    ]
     columns: tuple[str, ...] = ()
     bounds: tuple[tuple[float, float], ...] = ()
     sensitivity: float | None = None
