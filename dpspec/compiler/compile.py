@@ -181,7 +181,11 @@ def split_shares(ctx: Context) -> dict:
             _fail("DPS151", f"composition `{c.name}` splits its budget, but not all its parts are releases whose "
                   "mechanism can take a share", c, "split",
                   hint="list only releases of mechanisms that take a share (`dpspec rules DPS151`)")
-        out.update(load(next(iter(hooks)))(ctx, c, parts))
+        try:
+            out.update(load(next(iter(hooks)))(ctx, c, parts))
+        except (ArithmeticError, ValueError) as e:  # a share that cannot be calibrated: a located error
+            _fail("DPS202", f"composition `{c.name}` cannot share its budget among its parts: {_short(e)}", c,
+                  "split", hint="raise the target ε or δ, or use fewer parts or other mechanisms")
     return out
 
 

@@ -391,3 +391,13 @@ def test_a_noisy_denominator_mean_reports_a_95_percent_bound_that_holds():
         misses += abs(v - truth_) > rep.error_95
     assert misses <= 0.05 * 400 + 3 * math.sqrt(0.05 * 0.95 * 400)  # coverage ≥ 95 % (binomial slack)
     assert max(bounds) <= 73 and min(bounds) < 5  # never above hi − lo; informative at n = 300
+
+
+def test_a_budget_too_small_to_share_is_a_located_error_not_a_traceback(tmp_path):
+    parts = ", ".join(f"r{i}" for i in range(3))
+    text = UNIT + "".join(f"release r{i} {{ mechanism discrete_gaussian  query count() }}\n" for i in range(3))
+    text += f"compose c {{ parts [{parts}]  guarantee dp(epsilon = 2e-9, delta = 1e-12)  split evenly }}\n"
+    with pytest.raises(dpspec.SpecError) as e:
+        _compile(text)
+    assert {d.rule for d in e.value.diagnostics} <= {"DPS202", "DPS206", "DPS204"}
+    assert all(d.span is not None for d in e.value.diagnostics)

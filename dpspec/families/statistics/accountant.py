@@ -84,7 +84,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 #: relative margins tried, in order, between the discrete Gaussian's μ and Δ/σ (a small σ needs more: the
 #: profile's tail enclosure is looser, and P(Y = 0) exceeds the continuous TV distance by ~1/(24σ²))
-DG_MARGINS = (1e-3, 1e-2, 3e-2, 0.1, 0.3)
+DG_MARGINS = (1e-3, 3e-3, 1e-2, 2e-2, 3e-2, 5e-2, 0.1, 0.2, 0.3)
 
 
 def discrete_gaussian(sigma_cont: float, sensitivity: int) -> tuple[float, float]:

@@ -167,7 +167,9 @@ def choose_noise(mechanism: str, fn: str, by_without_keys: bool) -> tuple[str, .
     return ("discrete_laplace" if fn == "count" else "laplace", "gaussian")
 
 
-def design(ctx: Context | None, r: ir.Release, epsilon: float, delta: float, n: int | None = None) -> Design:
+def design(
+    ctx: Context | None, r: ir.Release, epsilon: float, delta: float, n: int | None = None, planning: bool = False
+) -> Design:
     """The release's noise and numbers for the budget (ε, δ): the lowest expected |error| among the noises
     its mechanism allows (``auto``), each calibrated so the release is (ε, δ)-DP."""
     q = r.query
@@ -178,13 +180,19 @@ def design(ctx: Context | None, r: ir.Release, epsilon: float, delta: float, n: 
     use_n = n if (fn == "mean" and n is not None and q.by is None and q.where is None) else None
     best = None
     for noise in choose_noise(r.mechanism, fn, selection):
-        d = _design_one(noise, fn, column, bounds, q, epsilon, delta, use_n, selection)
+        d = _design_one(noise, fn, column, bounds, q, epsilon, delta, use_n, selection, planning)
         if best is None or d.expected_abs_error < best.expected_abs_error:
             best = d
     return best
 
 
-def _scales(noise: str, sens: float, eps: float, delta: float) -> tuple[float, float, float]:
+def _dg(sigma: float, sens: int, planning: bool) -> tuple[float, float]:
+    """The discrete Gaussian's (σ, certified μ); while planning a split, the continuous (σ, Δ/σ) — an upper
+    bound on the μ it will certify (the margin only lowers μ), so a plan meeting the target is met."""
+    return (sigma, sens / sigma) if planning else A.discrete_gaussian(sigma, sens)
+
+
+def _scales(noise: str, sens: float, eps: float, delta: float, planning: bool = False) -> tuple[float, float, float]:
     """(scale, pure ε, μ) of one noise for one answer of sensitivity Δ at (ε, δ)."""
     if noise in A.PURE:
         b = A.pure_scale(sens, eps)
@@ -192,11 +200,11 @@ def _scales(noise: str, sens: float, eps: float, delta: float) -> tuple[float, f
     sigma = A.gaussian_sigma(sens, eps, delta)
     if noise == "gaussian":
         return sigma, 0.0, sens / sigma
-    sigma, mu = A.discrete_gaussian(sigma, int(sens))  # certified μ-GDP with a margin (accountant)
+    sigma, mu = _dg(sigma, int(sens), planning)  # certified μ-GDP with a margin (accountant)
     return sigma, 0.0, mu
 
 
-def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection) -> Design:
+def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection, planning=False) -> Design:
     lo, hi = bounds if bounds is not None else (0.0, 0.0)
     big = max(abs(lo), abs(hi))
     common = dict(
@@ -272,7 +280,7 @@ def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection) -> Desig
             mu_half = mu_total / math.sqrt(2) * (1 - 1e-12)
             b, bc = sens / mu_half * (1 + 1e-12), 1.0 / mu_half * (1 + 1e-12)
             if noise == "discrete_gaussian":
-                (b, m1), (bc, m2) = A.discrete_gaussian(b, int(sens)), A.discrete_gaussian(bc, 1)
+                (b, m1), (bc, m2) = _dg(b, int(sens), planning), _dg(bc, 1, planning)
             else:
                 m1, m2 = sens / b, 1.0 / bc
             pe, mu, comps = 0.0, math.sqrt(m1 * m1 + m2 * m2) * (1 + 1e-15), []
@@ -294,7 +302,7 @@ def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection) -> Desig
             "count (each with half the budget), clamped to the bounds",
             **common,
         )
-    b, pe, mu = _scales(noise, sens, eps, delta)
+    b, pe, mu = _scales(noise, sens, eps, delta, planning)
     dim = len(q.keys) if q.keys is not None else 1
     div = float(n) if (fn == "mean" and n) else 1.0
     if fn == "mean":
