@@ -401,3 +401,16 @@ def test_a_budget_too_small_to_share_is_a_located_error_not_a_traceback(tmp_path
         _compile(text)
     assert {d.rule for d in e.value.diagnostics} <= {"DPS202", "DPS206", "DPS204"}
     assert all(d.span is not None for d in e.value.diagnostics)
+
+
+@pytest.mark.parametrize("b,sigma", [(2.0, 3.0), (10.0, 1.5), (1.0, 20.0)])
+def test_mixed_composition_is_an_upper_bound_of_dp_accountings_pld(b, sigma):
+    import dp_accounting
+
+    acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.LaplaceDpEvent(b))
+    acc.compose(dp_accounting.GaussianDpEvent(sigma))
+    ref = acc.get_epsilon(1e-6)
+    ours = A.compose([A.pure_epsilon(1.0, b)], [1.0 / sigma], 1e-6)
+    assert ours >= ref * (1 - 1e-3)  # sound (dp_accounting's PLD is itself pessimistic to ~1e-4)
+    assert ours <= ref * 1.6 + 0.05  # and not far above the near-exact value
