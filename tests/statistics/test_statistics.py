@@ -371,7 +371,7 @@ def test_release_takes_a_polars_frame_and_lazy_frame_with_equal_results():
     for frame in (t, pl.DataFrame(t), pl.DataFrame(t).lazy()):
         c = dpspec.compile(dpspec.loads(text))
         v, rep = c.mechanism.release(frame, rng=7)  # the same noise draw: the answers must be equal
-        outs.append((v, rep.rows, rep.data_fingerprint))
+        outs.append((v, rep.rows, rep.clamped, rep.missing))
     assert outs[0] == outs[1] == outs[2]
 
 
@@ -414,3 +414,26 @@ def test_mixed_composition_is_an_upper_bound_of_dp_accountings_pld(b, sigma):
     ours = A.compose([A.pure_epsilon(1.0, b)], [1.0 / sigma], 1e-6)
     assert ours >= ref * (1 - 1e-3)  # sound (dp_accounting's PLD is itself pessimistic to ~1e-4)
     assert ours <= ref * 1.6 + 0.05  # and not far above the near-exact value
+
+
+def test_a_polars_lazyframe_is_aggregated_out_of_core_with_the_in_memory_results():
+    pl = pytest.importorskip("polars")
+    t = table()
+    t["hours"][5] = np.nan  # a missing value
+    t["age"][7] = 200.0  # clamped
+    cases = [
+        'count(by = race, keys = ["A", "B", "C", "Z"], where = sex == "Female")',
+        "count(by = race, where = age >= 40)",
+        'sum(hours, bounds = [0, 50], by = sex, keys = ["Male", "Female"], where = age < 60)',
+        "mean(age, bounds = [17, 90])",
+        "sum(hours, bounds = [0.5, 50.5])",  # a fractional value after clamping: evaluated in memory
+    ]
+    for q in cases:
+        text = UNIT + f"release a {{ mechanism laplace  query {q}  guarantee dp(epsilon = 1, delta = 1e-6) }}"
+        outs = []
+        for frame in (t, pl.DataFrame(t).lazy()):
+            c = dpspec.compile(dpspec.loads(text))
+            v, rep = c.mechanism.release(frame, rng=11)
+            outs.append((v, rep.rows, rep.clamped, rep.missing))
+        assert outs[0] == outs[1], q
+        assert ("out of core" in rep.data_source) == ("0.5" not in q)  # the fractional case is collected

@@ -145,6 +145,10 @@ class StatisticPlan:
             args.append(f"where = {c} {op} {json.dumps(v) if isinstance(v, str) else format(v, 'g')}")
         return f"{self.function}({', '.join(args)})"
 
+    def evaluate_lazy(self, lf, target: str):
+        """Out of core on a polars LazyFrame: ``_evaluate_lazy``."""
+        return _evaluate_lazy(self, lf, target)
+
     def columns_read(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c for c in (self.column, self.by, self.where and self.where[0]) if c))
 
@@ -225,9 +229,102 @@ class StatisticPlan:
         counts = np.bincount(g[kept], minlength=k).astype(float)
         if self.function == "count":
             return counts, None, keys, 0, 0, arrays
-        v, clamped, missing = self.values(table, mask)
+        v, clamped, missing = self.values(table, kept)  # counted over the rows the query reads
         sums = np.array([math.fsum(v[kept & (g == j)].tolist()) for j in range(k)])
         return sums, counts, keys, clamped, missing, arrays
+
+
+def _is_lazy(data) -> bool:
+    return (
+        type(data).__module__.split(".")[0] == "polars" and hasattr(data, "collect") and not hasattr(data, "get_column")
+    )
+
+
+@dataclass(frozen=True)
+class _Aggregated:
+    """The aggregates of a query evaluated out of core: ``result`` as ``StatisticPlan.evaluate`` returns it."""
+
+    rows: int
+    result: tuple
+
+    def __len__(self) -> int:
+        return self.rows
+
+
+def _evaluate_lazy(plan: StatisticPlan, lf, target: str):
+    """The query's aggregates computed by polars' streaming engine on a LazyFrame (data larger than memory):
+    filter, group, clamp, count and sum in the engine, only the per-group aggregates in memory. Exactly the
+    in-memory path's numbers: counts are integers, and a sum is taken here only when every clamped value is
+    an integer (then an Int64 sum is exact, as ``math.fsum`` is); otherwise None (the caller collects the
+    frame and evaluates it in memory). Quantiles, non-string group columns and a category compared with a
+    numeric column also return None."""
+    import polars as pl
+
+    schema = lf.collect_schema()
+    for c in plan.columns_read():
+        if c not in schema:
+            raise DataMismatchError(f"`{target}` reads column `{c}`, which the data does not have [DPS148]")
+    if plan.function not in ("count", "sum", "mean"):
+        return None
+    if plan.column and not schema[plan.column].is_numeric():
+        raise DataMismatchError(
+            f"`{target}` reads column `{plan.column}` as numbers, but it is categorical in the data [DPS148]"
+        )
+    if plan.by and schema[plan.by] != pl.String:
+        return None
+    keep = pl.lit(True)
+    if plan.where:
+        c, op, v = plan.where
+        col = pl.col(c)
+        if schema[c].is_numeric():
+            if isinstance(v, str):
+                return None
+            x = col.cast(pl.Float64)
+            cmp = {"==": x == v, "!=": x != v, "<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v}[op]
+            keep = x.is_not_null() & x.is_not_nan() & cmp
+        elif schema[c] == pl.String:
+            keep = col.is_not_null() & ((col == str(v)) if op == "==" else (col != str(v)))
+        else:
+            return None
+    q = lf.filter(keep)
+    if plan.by and plan.keys is not None:
+        q = q.filter(pl.col(plan.by).is_in(list(plan.keys)))
+    elif plan.by:
+        q = q.filter(pl.col(plan.by).is_not_null())
+    aggs = [pl.len().alias("n")]
+    if plan.column:
+        lo, hi = plan.bounds
+        raw = pl.col(plan.column).cast(pl.Float64)
+        miss = raw.is_null() | raw.is_nan()
+        v = pl.when(miss).then(min(max(0.0, lo), hi)).otherwise(raw)
+        out = (v < lo) | (v > hi)
+        v = v.clip(lo, hi)
+        if plan.integer:
+            v = v.round().clip(math.ceil(lo), math.floor(hi))
+        aggs += [
+            miss.sum().alias("missing"),
+            out.sum().alias("clamped"),
+            (v != v.round()).any().alias("fractional"),
+            v.round().cast(pl.Int64).sum().alias("sum"),
+        ]
+    if plan.by:
+        agg = q.group_by(plan.by).agg(aggs).collect(engine="streaming")
+        found = {r[plan.by]: r for r in agg.iter_rows(named=True)}
+        keys = plan.keys if plan.keys is not None else tuple(sorted(found))
+    else:
+        agg = q.select(aggs).collect(engine="streaming")
+        found, keys = {None: agg.row(0, named=True)}, None
+    rows_ = [found.get(k) for k in (keys if keys is not None else (None,))]
+    if plan.column and any(r is not None and r["fractional"] for r in rows_):
+        return None  # a non-integer value: exact sums need the in-memory path
+    counts = np.array([float(r["n"]) if r else 0.0 for r in rows_])
+    n_rows = int(lf.select(pl.len()).collect(engine="streaming").item())
+    if plan.function == "count":
+        return _Aggregated(n_rows, (counts, None, keys, 0, 0, []))
+    sums = np.array([float(r["sum"] or 0) if r else 0.0 for r in rows_])
+    clamped = int(sum(int(r["clamped"] or 0) for r in rows_ if r))
+    missing = int(sum(int(r["missing"] or 0) for r in rows_ if r))
+    return _Aggregated(n_rows, (sums, counts, keys, clamped, missing, []))
 
 
 def _as_number(v) -> float | None:
@@ -306,8 +403,12 @@ class StatisticRelease:
         """Evaluate the certified query on ``data`` (omitted: the data bound at compile time), add the
         certified noise; once per object. ``DataMismatchError`` (nothing charged) for data the certificate
         does not describe; ``BudgetExceededError`` on a second call."""
-        table, source = self._table(data)
-        self.plan.check(table, self.name)
+        lazy = self.plan.evaluate_lazy(data, self.name) if _is_lazy(data) else None  # out of core (polars)
+        if lazy is not None:
+            table, source = lazy, "a polars LazyFrame, aggregated out of core"
+        else:
+            table, source = self._table(data)
+            self.plan.check(table, self.name)
         if self.noise.startswith("discrete") and rng is not None:
             raise ValueError(
                 "discrete noise draws its randomness from the operating system (secrets); a seeded "
@@ -331,7 +432,7 @@ class StatisticRelease:
             int(len(table)),
             clamped,
             missing,
-            fingerprint(*arrays),
+            fingerprint(*arrays) if lazy is None else "not computed (out of core)",
             source,
         )
         return Released(value, report)
@@ -340,7 +441,9 @@ class StatisticRelease:
 
     def _statistic(self, table, rng):
         p = self.plan
-        sums, counts, keys, clamped, missing, arrays = p.evaluate(table)
+        sums, counts, keys, clamped, missing, arrays = (
+            table.result if isinstance(table, _Aggregated) else p.evaluate(table)
+        )
         gen = rng if (rng is None or isinstance(rng, np.random.Generator)) else np.random.default_rng(rng)
         noisy = sums + draw(self.noise, self.scale, len(sums), gen)
         err95 = self.error_95
