@@ -15,7 +15,9 @@ def docs() -> list[str]:
         "counts, Laplace for sums and means, or Gaussian where it is more accurate) release a statistic of the "
         "data that dpspec evaluates itself: it filters, groups and clamps, so Δ is derived, never declared. Unit: "
         "`record` with add/remove. Each certificate records the noise distribution and its 95 % error bound "
-        "(`explain` prints them; `release()` returns them in its report).",
+        "(`explain` prints them; `release()` returns them in its report). `release(data)` takes a dict of columns, "
+        "a pandas or polars DataFrame, or a polars LazyFrame, which is aggregated out of core by polars' streaming "
+        "engine (counts, and sums of integer values, exactly as in memory; other queries collect the frame).",
         "",
         "| query | one record moves | noise |",
         "|---|---|---|",

@@ -5,8 +5,9 @@ column, its clamping bounds, the filter, the group column and its declared keys,
 the partition-selection threshold all come from the certificate's ``mechanism.parameters`` and
 ``query`` record, never from the data or the caller.
 
-``release(data)`` reads the data (a dpspec ``Table``, a dict of columns, a pandas DataFrame, or nothing
-for the data bound at compile time), keeps the rows the filter keeps, clamps every value of the column
+``release(data)`` reads the data (a dpspec ``Table``, a dict of columns, a pandas or polars DataFrame, a
+polars LazyFrame — aggregated out of core where that is exact, see ``_evaluate_lazy`` — or nothing for the
+data bound at compile time), keeps the rows the filter keeps, clamps every value of the column
 to [lo, hi] (a missing value becomes the bound nearest 0; discrete noise: rounded to an integer inside
 the bounds), evaluates the query per declared key (rows of other groups are dropped: a record then
 moves one group's answer only), adds the noise and returns ``Released(value, report)``: ``value`` is a
