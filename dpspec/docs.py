@@ -156,12 +156,23 @@ def language_markdown() -> str:
             "`secret race` (values read from the data).", "",
             "### `pairs`", "", "`pairs all_distinct` (default) or `pairs [(White, Black), (White, Other)]`.", "",
             *release_sections(),
+            *family_sections(),
             "## Mechanisms", "", "| mechanism | block | protects | certifies | available | source |",
             "|---|---|---|---|---|---|"]
     for m in MECHANISMS.values():
         out.append(f"| `{m.name}` | {m.block} | {', '.join(m.units)} | {', '.join(m.notions)} | "
                    f"{'yes' if m.available else 'not yet'} | {m.source} |")
     return "\n".join(out).rstrip() + "\n"
+
+
+def family_sections() -> list[str]:
+    """The sections the families write themselves (their ``docs`` hook), each once."""
+    from dpspec.families import FAMILIES, load
+
+    out: list[str] = []
+    for path in dict.fromkeys(f.docs for f in FAMILIES.values() if f.docs):
+        out += load(path)()
+    return out
 
 
 def release_sections() -> list[str]:

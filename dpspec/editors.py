@@ -89,7 +89,7 @@ def textmate_grammar() -> dict:
                    "endCaptures": {"0": {"name": "punctuation.section.braces.dps"}},
                    "patterns": [{"include": "#body"}]},
         "setting": {"match": word(_alternation(w["settings"])) + r"(?=\s)", "name": "variable.other.property.dps"},
-        "kwarg": {"match": rf"{_NOT_NAME_BEFORE}({ident})\s*({t['EQUAL']})",
+        "kwarg": {"match": rf"{_NOT_NAME_BEFORE}({ident})\s*({t['EQUAL']})(?!=)",
                   "captures": {"1": {"name": "variable.parameter.dps"},
                                "2": {"name": "keyword.operator.assignment.dps"}}},
         "call": {"match": rf"{_NOT_NAME_BEFORE}({ident})(?=\s*{t['LPAR']})",

@@ -8,6 +8,21 @@ import textwrap
 from dpspec.certificate.model import Certificate, TargetCertificate
 
 
+def _accuracy(p: dict) -> str:
+    """The release's noise distribution and 95 % error bound, where its certificate records them."""
+    if "error_95" not in p:
+        return ""
+    dist = str(p.get("distribution", p.get("noise")))
+    unit = " ranks" if p.get("error_unit") == "ranks" else ""
+    what = "the sum's " if "count_error_95" in p else ""
+    text = (f"{what}noise {dist}; |error| ≤ {_fmt(p['error_95'])}{unit} with probability ≥ 95 % per answer, "
+            f"E|error| = {_fmt(p['expected_abs_error'])}{unit}")
+    if "count_error_95" in p:
+        text += (f"; the mean's denominator: noise scale {_fmt(p['count_scale'])}, |error| ≤ "
+                 f"{_fmt(p['count_error_95'])} with probability ≥ 95 %")
+    return text
+
+
 def _fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:.6g}"
@@ -98,6 +113,9 @@ def explain_result(r: TargetCertificate) -> list[str]:
     lines.append(f"Mechanism: {m.name} — {m.description}"
                  + (" (noise calibrated by dpspec)" if m.calibrated else " (noise given by the spec)"))
     lines.append("           " + ", ".join(f"{k} = {_fmt(v)}" for k, v in m.parameters.items()))
+    acc = _accuracy(m.parameters)
+    if acc:
+        lines.append("Accuracy:  " + acc)
     lines.append("Theorems:  " + "; ".join(g.theorems))
     lines.append("Assumptions:")
     for a in r.assumptions:

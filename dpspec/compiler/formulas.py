@@ -52,8 +52,19 @@ GCON_C_THETA = "(n1*omega*epsilon*c1 + c*c1*Psi*csf)/(n1*omega*epsilon*Lam - c*c
 # Huang et al. 2025: the unamplified Gaussian mechanism composed over T steps (a cap on the curve).
 RELATIONAL_NAIVE_CAP = "T*alpha*sens**2/(2*sigma**2)"
 
+# Statistics releases: ε of a pure mechanism (Laplace, discrete Laplace: Δ/b; exponential mechanism with
+# probabilities ∝ exp(u/b): 2Δ/b) and the δ of partition selection by a threshold T on noisy counts.
+PURE_DP_EPSILON = "Delta/b"
+EXPONENTIAL_EPSILON = "2*Delta/b"
+SELECTION_DELTA_LAPLACE = "exp(-(T - 1)/b)/2"
+SELECTION_DELTA_DISCRETE_LAPLACE = "exp(-(T - 1)/b)/(1 + exp(-1/b))"
+
 #: every formula the compiler emits, by name (group removal terms: see :func:`known_text`)
 FORMULAS: dict[str, str] = {
+    "pure_dp_epsilon": PURE_DP_EPSILON,
+    "exponential_epsilon": EXPONENTIAL_EPSILON,
+    "selection_delta_laplace": SELECTION_DELTA_LAPLACE,
+    "selection_delta_discrete_laplace": SELECTION_DELTA_DISCRETE_LAPLACE,
     "rdp_gaussian": GAUSSIAN_RDP,
     "delta_of_epsilon": ANALYTIC_GAUSSIAN_DELTA,
     "rdp_to_dp": BALLE_CONVERSION,

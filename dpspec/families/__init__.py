@@ -46,6 +46,15 @@ class Family:
     #: a training family: its settings model (``dpspec.ir.settings``), built by lowering
     settings_model: str = ""
     unavailable_reason: str = ""
+    #: a release family: the mechanism a release without a `mechanism` line gets (at most one family)
+    default: bool = False
+    #: a release family: the query options it evaluates (``by``, ``keys``, ``where``, ``q``); others refuse them
+    query_options: tuple[str, ...] = ()
+    #: ``f(ctx, composition, releases) -> {part: ir.Guarantee}``: the share of a ``compose … split`` block's
+    #: guarantee each part is compiled to; ``compose`` then certifies the whole
+    split: str = ""
+    #: ``f() -> list[str]``: the family's section of docs/language.md (markdown lines)
+    docs: str = ""
     # --- code, by dotted path, imported lazily ---
     #: ``f(ctx, target, data) -> CompiledTarget``: calibrate and write the certificate entry
     compile: str = ""
@@ -190,6 +199,36 @@ FAMILIES: dict[str, Family] = {
         curve="dpspec.plot.gaussian:curve",
         demo="dpspec.demo.gaussian:run",
     ),
+    **{name: Family(
+        name=name,
+        block="release",
+        units=("record",),
+        relations=("add_remove",),
+        notions=("dp",),
+        summary=summary,
+        source=source,
+        settings=("protect", "mechanism", "query", "guarantee", "description"),
+        default=name == "auto",
+        query_options=("by", "keys", "where", "q"),
+        compile="dpspec.families.statistics.compile:compile_release",
+        compose="dpspec.families.statistics.compile:compose",
+        split="dpspec.families.statistics.split:shares",
+        docs="dpspec.families.statistics:docs",
+        demo="dpspec.families.statistics.demo:run",
+        accountants=("dpspec.families.statistics.accountant",),
+        runtime="dpspec.families.statistics.runtime:StatisticRelease",
+        auditor="dpspec.families.statistics.audit",
+        rules=("dpspec.check.rules", "dpspec.families.statistics.rules"),
+    ) for name, summary, source in (
+        ("laplace", "Laplace noise on a count, sum, mean or quantile of the data (pure ε-DP)",
+         "Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014 Thm 3.6"),
+        ("discrete_laplace", "discrete Laplace (geometric) noise on an integer count, sum or mean (pure ε-DP, "
+         "exact sampler)", "Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020 Alg. 2"),
+        ("discrete_gaussian", "discrete Gaussian noise on an integer count, sum or mean (exact sampler)",
+         "Canonne, Kamath & Steinke 2020, Thm 7, Alg. 3"),
+        ("auto", "the statistics release with the lowest expected error at its budget (Laplace, discrete Laplace "
+         "or Gaussian noise)", "Dwork & Roth 2014 Thm 3.6; Balle & Wang 2018 Thm 8"),
+    )},
     "dpsgd": Family(
         name="dpsgd",
         block="train",

@@ -463,6 +463,16 @@ class Schedule(Node):
     momentum: float | None = None
 
 
+class Filter(Node):
+    """A row filter ``column op value`` (``where = sex == "Female"``, ``where = age >= 30``): the query
+    reads only the rows it keeps. A row is kept or not by its own value alone, so one record inserted
+    or removed still changes at most one row of the filtered data (the sensitivity is unchanged)."""
+
+    column: str
+    op: Literal["==", "!=", "<", "<=", ">", ">="]
+    value: str | float
+
+
 class BoundedQuery(Node):
     """A query with a declared ℓ2 sensitivity or declared per-column bounds.
 
@@ -472,7 +482,9 @@ class BoundedQuery(Node):
     ``callable`` for a Python function ``target`` = "module:function" of output ``dimension``.
     ``bounds`` are per-column [lo, hi] (one pair applies to all columns)."""
 
-    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable"]
+    function: Literal[
+        "sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable", "quantile"
+    ]
     columns: tuple[str, ...] = ()
     bounds: tuple[tuple[float, float], ...] = ()
     sensitivity: float | None = None
@@ -482,6 +494,21 @@ class BoundedQuery(Node):
     positive: str | None = None
     regularization: float | None = None
     target: str | None = None
+    #: group-by (``by = race``): one answer per group; ``keys``: the declared (public) groups (omitted:
+    #: groups found in the data by DP partition selection); ``where``: a row filter; ``q``: the quantile
+    by: str | None = None
+    keys: tuple[str, ...] | None = None
+    where: Filter | None = None
+    q: float | None = None
+
+
+class BudgetSplit(Node):
+    """How a ``compose`` block shares its guarantee among its parts (``split evenly``, ``split weights
+    [1, 2]``, ``split optimal``): the parts carry no guarantee of their own and are calibrated jointly
+    so that their composition meets the block's target."""
+
+    kind: Literal["evenly", "weights", "optimal"]
+    weights: tuple[float, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,6 +530,9 @@ class Release(Node):
     #: Pufferfish: what is released — the dataset's ``aggregate`` (one answer for the whole data) or one
     #: answer ``per_record``; None where the spec does not say (the family's default reading)
     output: Literal["aggregate", "per_record"] | None = None
+    #: the ``compose`` block whose ``split`` gives this release its budget (it then has no guarantee of
+    #: its own; ``guarantee`` holds the block's total target until the split assigns the share)
+    budget_from: str | None = None
 
 
 class Propagation(Node):
@@ -672,6 +702,7 @@ class Composition(Node):
     name: str
     parts: tuple[str, ...]
     guarantee: Guarantee
+    split: BudgetSplit | None = None
 
 
 class SpecIR(Node):

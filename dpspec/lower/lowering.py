@@ -120,12 +120,42 @@ NOISES = {
                           example="gaussian(sigma = 2.0)", one_of=(("sigma", "noise_multiplier"),)),
 }
 
+def where(r: Reporter, v):
+    """A row filter: ``column op value`` (``sex == "Female"``, ``age >= 30``)."""
+    if not isinstance(v, ast.Comparison):
+        return r.error("DPS104", f"expected a comparison such as `sex == \"Female\"`, found {ast.describe(v)}",
+                       sp(v), hint='write `where = sex == "Female"` or `where = age >= 30`')
+    col = V.label(r, v.left)
+    if col is FAIL:
+        return FAIL
+    if isinstance(v.right, ast.Number):
+        val = v.right.value
+    elif isinstance(v.right, (ast.String, ast.Ident)):
+        val = v.right.value if isinstance(v.right, ast.String) else v.right.name
+        if v.op not in ("==", "!="):
+            return r.error("DPS104", f"`{v.op}` compares numbers; `{val}` is a category", sp(v.right),
+                           hint="compare a category with `==` or `!=`, or compare with a number")
+    else:
+        return r.error("DPS104", f"expected a number or a category to compare with, found {ast.describe(v.right)}",
+                       sp(v.right), hint='write `where = sex == "Female"` or `where = age >= 30`')
+    return build(ir.Filter, sp(v), {"column": sp(v.left), "value": sp(v.right)}, column=col, op=v.op, value=val)
+
+
+#: the options of the statistics queries (a release family lists the ones it evaluates in ``query_options``)
+_GROUPING = (P("by", V.label, positional=False), P("keys", V.labels, positional=False),
+             P("where", where, positional=False))
+
 QUERIES = {
-    "sum": Signature((P("bounds", V.bounds),), variadic=V.label, variadic_name="columns",
+    "sum": Signature((P("bounds", V.bounds), *_GROUPING), variadic=V.label, variadic_name="columns",
                      example="sum(age, hours_per_week, bounds = [0, 100])"),
-    "mean": Signature((P("bounds", V.bounds),), variadic=V.label, variadic_name="columns",
+    "mean": Signature((P("bounds", V.bounds), *_GROUPING), variadic=V.label, variadic_name="columns",
                       example="mean(age, bounds = [17, 90])"),
-    "count": Signature((), example="count()"),
+    "count": Signature(_GROUPING, example="count()"),
+    "quantile": Signature((P("q", N, True, positional=False), P("bounds", V.bounds, True), P("where", where,
+                                                                                           positional=False)),
+                          variadic=V.label, variadic_name="columns",
+                          example="quantile(age, q = 0.5, bounds = [17, 90])",
+                          doc="the q-quantile of one column by the exponential mechanism over a grid of its bounds"),
     "histogram": Signature((P("bins", I), P("bounds", V.bounds)), variadic=V.label, variadic_name="columns",
                            example="histogram(age, bins = 10, bounds = [17, 90])"),
     "vector": Signature((P("dimension", I, True, aliases=("dim",)), P("sensitivity", N)),
@@ -286,15 +316,16 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "release": (
         Setting("protect", "the scenario or privacy block this release protects", "protect adult_race",
                 aliases=("protects", "for")),
-        Setting("mechanism", "the mechanism", "mechanism gaussian", True),
+        Setting("mechanism", "the mechanism (omitted: the release family marked as the default)",
+                "mechanism gaussian"),
         Setting("query", "what is released", "query sum(x, bounds = [0, 1])"),
         Setting("sensitivity", "ℓ2 sensitivity of the query w.r.t. the unit", "sensitivity 1.0"),
         Setting("noise", "noise given explicitly (instead of a target ε)", "noise gaussian(sigma = 2.0)"),
         Setting("slices", "the slice profile (SRPP mechanisms)", "slices sphere(m = 200, seed = 7)"),
         Setting("output", "Pufferfish: what is released, the dataset's `aggregate` or one answer `per_record`",
                 "output aggregate"),
-        Setting("guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 1, delta = 1e-6)",
-                True),
+        Setting("guarantee", "the guarantee to certify or calibrate to (omitted: the share a `compose … split` "
+                "gives it)", "guarantee dp(epsilon = 1, delta = 1e-6)"),
         Setting("description", "free text", 'description "..."'),
     ),
     "train": (
@@ -333,6 +364,8 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
         Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
+        Setting("split", "share the guarantee among the parts, calibrated jointly: evenly, weights(…) or optimal",
+                "split optimal"),
         Setting("description", "free text", 'description "..."'),
     ),
 }
@@ -538,9 +571,41 @@ class Lowerer(Reporter):
             self.convert(got, "output", lambda r, v: V.name(r, v, ("aggregate", "per_record"), "output"), fields,
                          fspans),
         ]
+        if "mechanism" not in fields and "mechanism" not in got:
+            default = [f.name for f in FAMILIES.values() if f.block == "release" and f.default]
+            if default:
+                fields["mechanism"] = default[0]
+            else:
+                r.append(self.error("DPS102", f"release `{b.name}` has no `mechanism`", b.name_span or b.span,
+                                    hint="add a line such as `mechanism gaussian`"))
+        if "guarantee" not in got:
+            share = self._split_share(b.name)
+            if share is FAIL:
+                r.append(self.error("DPS102", f"release `{b.name}` has no `guarantee`", b.name_span or b.span,
+                                    hint="add a line such as `guarantee dp(epsilon = 1, delta = 1e-6)`, or make it a "
+                                         "part of a `compose` block with a `split` that shares its guarantee"))
+            elif share is not None:
+                fields["guarantee"], fields["budget_from"] = share
         if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
             return FAIL
         return build(ir.Release, b.span, fspans, **fields)
+
+    def _split_share(self, name: str):
+        """(the guarantee, the block's name) of the `compose` block with a `split` naming release ``name``
+        among its parts; None when that block's guarantee is itself broken (reported there); FAIL when
+        no such block exists."""
+        for cb in self.program.visible_blocks():
+            if cb.kind != "compose":
+                continue
+            entries = {e.key: e for e in cb.entries}
+            if "split" not in entries or "parts" not in entries or "guarantee" not in entries:
+                continue
+            parts = V.items_of(entries["parts"].value) or ()
+            if any(getattr(x, "name", getattr(x, "value", None)) == name for x in parts):
+                quiet = Reporter()
+                g = guarantee(quiet, entries["guarantee"].value)
+                return None if g is FAIL else (g, cb.name)
+        return FAIL
 
     def lower_train(self, b: ast.Block):
         got = self.settings(b)
@@ -618,6 +683,7 @@ class Lowerer(Reporter):
         r = [
             self.convert(got, "parts", V.labels, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
+            self.convert(got, "split", budget_split, fields, fspans),
         ]
         if FAIL in r or "parts" not in fields or "guarantee" not in fields:
             return FAIL
@@ -639,6 +705,19 @@ def _kind_node(r: Reporter, v, table, what, cls):
     if x is FAIL:
         return FAIL
     return from_args(cls, v, x[1], kind=x[0])
+
+
+def budget_split(r: Reporter, v):
+    """``evenly``, ``optimal`` or ``weights [w1, w2, …]`` (one positive weight per part)."""
+    if isinstance(v, ast.Ident) and v.name in ("evenly", "optimal"):
+        return build(ir.BudgetSplit, sp(v), {}, kind=v.name)
+    if isinstance(v, ast.Call) and v.name == "weights" and v.args and not v.kwargs:
+        one = len(v.args) == 1 and V.items_of(v.args[0]) is not None
+        w = V.numbers(r, v.args[0]) if one else V.numbers(r, ast.ListLit(v.args, v.span))
+        return FAIL if w is FAIL else build(ir.BudgetSplit, sp(v), {"weights": sp(v.args[0])}, kind="weights",
+                                            weights=tuple(w))
+    return r.error("DPS104", f"expected `evenly`, `optimal` or `weights(…)`, found {ast.describe(v)}", sp(v),
+                   hint="write `split evenly`, `split optimal` or `split weights(1, 1, 2)` (one weight per part)")
 
 
 def execution(r: Reporter, v):

@@ -93,7 +93,8 @@ class Membership:
 
 @dataclass(frozen=True)
 class Comparison:
-    """``num > 0``: a predicate on a record (``op`` one of <, <=, >, >=, ==, !=)."""
+    """``num > 0``: a predicate on a record, or a keyword argument's value (``where = sex == "Female"``);
+    ``op`` one of <, <=, >, >=, ==, !=."""
 
     left: "Value"
     op: str

@@ -398,6 +398,10 @@ class _Parser:
                     k = self.i
                     self.i += 2
                     v = self.primary()
+                    if self.kind() == "COMPARE":  # `where = sex == "Female"`: arg: IDENT "=" comparison
+                        op = self.i
+                        self.i += 1
+                        v = ast.Comparison(v, self.value(op), self.primary(), self.span_between(k + 2, self.i - 1))
                     kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
                                             self.tok_span(k)))
                 elif (self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "IDENT"

@@ -95,6 +95,8 @@ class _Builder:
         if d == "tuple":
             rest = self.items(c[1]) if len(c) > 1 else ()
             return ast.TupleLit((self.value(c[0]),) + rest, sp)
+        if d == "comparison":
+            return ast.Comparison(self.value(c[0]), str(c[1]), self.value(c[2]), sp)
         if d == "membership":
             return ast.Membership(self.value(c[0]), self.value(c[1]), sp)
         if d == "comparison":
