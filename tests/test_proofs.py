@@ -21,7 +21,8 @@ from dpspec.check import catalogue
 from dpspec.families import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
-PROOFS = {name: ROOT / "dpspec" / "families" / name / "PROOF.md" for name in FAMILIES}
+PROOFS = {name: ROOT / Path(*(f.package or f"dpspec.families.{name}").split(".")) / "PROOF.md"
+          for name, f in FAMILIES.items()}  # a folder may serve several entries (its `package`)
 CHECKED = re.compile(r"^Checked against commit ([0-9a-f]{7,40})\b", re.MULTILINE)
 #: ``dpspec.pkg.module:attribute`` (attribute may be dotted: ``Class.method``)
 DOTTED = re.compile(r"`(dpspec(?:\.\w+)+):(\w+(?:\.\w+)*)`")

@@ -219,6 +219,7 @@ FAMILIES: dict[str, Family] = {
         runtime="dpspec.families.statistics.runtime:StatisticRelease",
         auditor="dpspec.families.statistics.audit",
         rules=("dpspec.check.rules", "dpspec.families.statistics.rules"),
+        package="dpspec.families.statistics",  # one folder serves the four entries
     ) for name, summary, source in (
         ("laplace", "Laplace noise on a count, sum, mean or quantile of the data (pure ε-DP)",
          "Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014 Thm 3.6"),
