@@ -51,6 +51,9 @@ register_front_end(
 )
 
 
+#: each candidate is compiled; a larger grid is refused (DPS955)
+MAX_CANDIDATES = 1000
+
 _NOT_TUNED = ("protect", "mechanism", "description", "guarantee", "execution")
 
 
@@ -244,7 +247,8 @@ def one_target(ctx: Context):
 )
 def tuning_numbers(ctx: Context):
     """Run counts: `fixed(count >= 1)`, `poisson(mean > 0)`, `truncated_negative_binomial(eta > -1,
-    0 < gamma < 1)`. Draw weights: one per candidate of the grid, non-negative, summing to 1. `score_noise` > 0."""
+    0 < gamma < 1)`. Draw weights: one per candidate of the grid, non-negative, summing to 1. `score_noise` > 0.
+    At most 1000 candidates (each is compiled)."""
     for tu in ctx.spec.tunings:
         r = tu.runs
         if r.kind == "fixed" and not (r.count or 0) >= 1:
@@ -280,8 +284,16 @@ def tuning_numbers(ctx: Context):
                     "gamma",
                     hint="a smaller gamma means more runs on average",
                 )
+        n = math.prod(len(c.values) for c in tu.candidates)
+        if n > MAX_CANDIDATES:
+            yield diag(
+                "DPS955",
+                f"the candidate grid has {n:,} settings, above {MAX_CANDIDATES:,}",
+                tu,
+                "candidates",
+                hint="search fewer values per setting (each candidate is compiled and accounted)",
+            )
         if tu.weights is not None:
-            n = math.prod(len(c.values) for c in tu.candidates)
             w = tu.weights
             if len(w) != n or any(not x >= 0 for x in w) or abs(sum(w) - 1.0) > 1e-9:
                 yield diag(

@@ -153,6 +153,14 @@ def test_lowering_of_ranges_draws_and_geometric_runs():
         )
     )
     assert not bad.ok and {d.rule for d in bad.diagnostics} == {"DPS104"}
+    big = dpspec.loads(
+        _small(
+            "candidates { learning_rate range(0.1, 1, count = 11)  momentum range(0, 0.9, count = 11)  "
+            "epochs range(1, 3, count = 11) }  runs 2  select best(score = accuracy)  "
+            "guarantee dp(epsilon = 6, delta = 1e-5)"
+        )
+    )
+    assert "DPS955" in {d.rule for d in big.diagnostics}
 
 
 # --- the runtime -----------------------------------------------------------------------------------------
