@@ -43,7 +43,8 @@ def price_table() -> None:
     single = dp_from_curve(curve, delta).epsilon
     print(f"one DP-SGD run: q = {q:.5f}, {steps} steps, σ/C = {z}, δ = {delta:g}: ε = {single:.4f}")
     print(
-        f"{'expected runs':>14} {'poisson':>10} {'geometric':>10} {'logarithmic':>12} {'fixed':>10}   (whole ε / one run's ε)"
+        f"{'expected runs':>14} {'poisson':>10} {'geometric':>10} {'logarithmic':>12} {'fixed':>10}"
+        "   (whole ε / one run's ε)"
     )
     for mean in (10, 30, 100):
         gamma_log = _log_gamma_for_mean(mean)
@@ -140,10 +141,12 @@ def accuracy_table(full: bool) -> None:
 
     print(f"\n{what}: {n} private training records, {len(Xv)} private validation records, {len(Xt)} test")
     print(
-        f"grid: learning_rate {GRID_LR} × C {GRID_C}; default lr = {DEFAULT['learning_rate']}, C = {DEFAULT['clipping']}"
+        f"grid: learning_rate {GRID_LR} × C {GRID_C}; "
+        f"default lr = {DEFAULT['learning_rate']}, C = {DEFAULT['clipping']}"
     )
     print(
-        f"{'total ε':>8} {'tuned (covered)':>16} {'untuned default':>16} {'best-of-grid (uncovered)':>26} {'runs':>5} {'s':>6}"
+        f"{'total ε':>8} {'tuned (covered)':>16} {'untuned default':>16} {'best-of-grid (uncovered)':>26} "
+        f"{'runs':>5} {'s':>6}"
     )
     for eps in (1.0, 4.0, 8.0) if full else (4.0,):
         t0 = time.perf_counter()
