@@ -257,3 +257,19 @@ def test_stopping_early_is_refused_when_not_certified():
     )
     with pytest.raises(TuningRefused):
         c.mechanism.run(lambda m, s: None, lambda m: 0.0, stop=lambda b, d: True)
+
+
+def test_run_cert_cli_refuses_a_tuning_cleanly(issue, tmp_path):
+    import subprocess
+    import sys
+
+    cert = tmp_path / "t.json"
+    cert.write_text(issue.certificate.to_json(), encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, "-m", "dpspec", "run-cert", str(cert), "--steps", "3"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0 and "Traceback" not in out.stderr and "internal error" not in out.stderr
+    assert "ledger" in out.stderr
