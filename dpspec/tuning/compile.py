@@ -148,6 +148,10 @@ def _compile_run(ctx: Context, tu: ir.Tuning, cand: ir.Training, data) -> Compil
         )
     assert fam is not None
     out = load(fam.compile)(ctx, cand, data)
+    g = out.certificate.guarantee
+    if (out.rdp_alphas is None or out.rdp_values is None) and g.rdp_alphas and len(g.rdp_alphas) == len(g.rdp_epsilons):
+        # the certified ε(α) curve the certificate records (upper bounds, the guarantee's own curve)
+        out.rdp_alphas, out.rdp_values = np.asarray(g.rdp_alphas, float), np.asarray(g.rdp_epsilons, float)
     if out.rdp_alphas is None or out.rdp_values is None:
         _fail(
             "DPS952",
@@ -194,6 +198,13 @@ def _run_curve(out: CompiledTarget, score_z: float | None, group: int):
         method=out.certificate.numerics.method,
         abs_error=err + 4e-16 * float(np.max(rho[np.isfinite(rho)], initial=0.0)),
     )
+
+
+def _family_notions(t: ir.Training) -> tuple[str, ...]:
+    from dpspec.families import family
+
+    f = family(t.mechanism)
+    return f.notions if f is not None else ()
 
 
 def run_count(tu: ir.Tuning):
@@ -243,7 +254,24 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     tuned_noise = any(c.key == "noise_multiplier" for c in tu.candidates)
     noise_given = tuned_noise or getattr(t.settings, "noise", None) is not None
     calibrate = not own_target and not noise_given
-    search_g = ir.RdpGuarantee(alpha=2.0)  # the search needs curves only (no per-run (ε, δ) accountants)
+    # the runs' target while searching and for the final curves: an RDP target without ε (only the curve is
+    # needed, and a family's (ε, δ) accountants, such as PLD, are skipped); a family whose compile function
+    # takes (ε, δ) targets only gets `dp(delta = δ)` instead (the curve it certifies is the same bound)
+    rdp_g = ir.RdpGuarantee(alpha=2.0)
+    dp_g = ir.DpGuarantee(delta=g.delta if isinstance(g, ir.DpGuarantee) else 1e-6)
+    target_of = {"g": rdp_g if "rdp" in _family_notions(t) else dp_g}
+
+    def compile_run(cand_of) -> CompiledTarget:
+        from dpspec.compiler.errors import CompileError
+
+        if target_of["g"] is rdp_g:
+            try:
+                return _compile_run(ctx, tu, cand_of(rdp_g), data)
+            except CompileError:
+                raise
+            except (AttributeError, TypeError):  # the family's compile reads a δ: it takes (ε, δ) targets
+                target_of["g"] = dp_g
+        return _compile_run(ctx, tu, cand_of(target_of["g"]), data)
 
     def procedure(curve):
         if isinstance(g, ir.DpGuarantee):
@@ -288,7 +316,7 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
                     key_combo = tuple(None if c.key in OPTIMISER_ONLY else v for c, v in zip(tu.candidates, combo))
                     key = f"{zz!r}|{key_combo!r}"
                     if key not in cache:
-                        cache[key] = _compile_run(ctx, tu, apply_candidate(t, tu, combo, i, zz, search_g), data)
+                        cache[key] = compile_run(lambda gg, c=combo, j=i: apply_candidate(t, tu, c, j, zz, gg))
                     curves.append(_run_curve(cache[key], score_z(cache[key]), group))
                 return S.candidate_envelope(curves)
 
@@ -322,7 +350,9 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         # every candidate, compiled at the chosen noise for its certified curve (an RDP target without ε: the
         # curve is what the selection bounds take; the family's (ε, δ) accountants are not needed)
         finals = [
-            _compile_run(ctx, tu, apply_candidate(t, tu, combo, i, z, None if own_target else search_g), data)
+            _compile_run(ctx, tu, apply_candidate(t, tu, combo, i, z, None), data)
+            if own_target
+            else compile_run(lambda gg, c=combo, j=i: apply_candidate(t, tu, c, j, z, gg))
             for i, combo in enumerate(combos)
         ]
     except SoundnessError as err:
