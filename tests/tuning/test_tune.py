@@ -196,6 +196,7 @@ def _fns():
     return train_fn, score_fn, trained
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "runs,stop_early",
     [
@@ -259,6 +260,7 @@ def test_stopping_early_is_refused_when_not_certified():
         c.mechanism.run(lambda m, s: None, lambda m: 0.0, stop=lambda b, d: True)
 
 
+@pytest.mark.slow
 def test_run_cert_cli_refuses_a_tuning_cleanly(issue, tmp_path):
     import subprocess
     import sys
