@@ -621,6 +621,8 @@ class Lowerer(Reporter):
             g = guarantee(V.Reporter(), ge.value) if ge is not None else FAIL
             if g is FAIL:
                 return FAIL  # reported at the tune block
+            if ("noise" in got or "noise_multiplier" in got) and getattr(g, "epsilon", None) is not None:
+                g = g.model_copy(update={"epsilon": None})  # given noise: the runs report ε, they are not calibrated
             fields["guarantee"] = g
         nm = got.get("noise_multiplier")
         if nm is not None:

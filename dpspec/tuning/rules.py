@@ -54,6 +54,9 @@ register_front_end(
 #: each candidate is compiled; a larger grid is refused (DPS955)
 MAX_CANDIDATES = 1000
 
+#: a candidate key → the family setting it sets (`noise_multiplier 1.1` is the train block's `noise` shortcut)
+_FAMILY_SETTING = {"noise_multiplier": "noise"}
+
 _NOT_TUNED = ("protect", "mechanism", "description", "guarantee", "execution")
 
 
@@ -158,14 +161,17 @@ def candidates_belong_to_family(ctx: Context):
         if t is None or f is None:
             continue
         allowed = allowed_settings(f)
+        from dpspec.lower.lowering import TUNABLE
+
         for c in tu.candidates:
-            if c.key not in allowed:
+            if (_FAMILY_SETTING.get(c.key, c.key)) not in allowed:
                 yield diag(
                     "DPS953",
                     f"`{t.mechanism}` does not read `{c.key}`, so tuning it changes nothing the certificate covers",
                     c,
                     "key",
-                    hint="tune one of: " + ", ".join(k for k in allowed if k not in _NOT_TUNED),
+                    hint="tune one of: "
+                    + ", ".join(k for k in TUNABLE if _FAMILY_SETTING.get(k, k) in allowed and k not in _NOT_TUNED),
                 )
 
 

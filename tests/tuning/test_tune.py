@@ -275,3 +275,21 @@ def test_run_cert_cli_refuses_a_tuning_cleanly(issue, tmp_path):
     )
     assert out.returncode != 0 and "Traceback" not in out.stderr and "internal error" not in out.stderr
     assert "ledger" in out.stderr
+
+
+def test_tuned_noise_multiplier_is_certified_per_candidate():
+    text = _small(
+        "candidates { noise_multiplier [1.0, 2.0] }  runs 3  select best(score = accuracy, on = public)  "
+        "guarantee dp(epsilon = 6, delta = 1e-5)"
+    )
+    c = dpspec.compile(dpspec.loads(text))
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    assert r.mechanism.calibrated is False
+    assert (p["candidate_0_noise_multiplier"], p["candidate_1_noise_multiplier"]) == (1.0, 2.0)
+    alphas = np.asarray(r.guarantee.rdp_alphas)
+    worst = dpsgd_rdp_curve(1.0, 0.05, 5, alphas=alphas)  # the envelope is the noisier-free candidate's curve
+    assert r.guarantee.epsilon == pytest.approx(rdp_to_dp(alphas, 3 * worst.rdp, 1e-5)[0], rel=1e-9)
+    with pytest.raises(dpspec.SpecError) as e:
+        dpspec.compile(dpspec.loads(text.replace("epsilon = 6", "epsilon = 1")))
+    assert {d.rule for d in e.value.diagnostics} == {"DPS959"}
