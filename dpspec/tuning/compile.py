@@ -440,7 +440,11 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     steps = [v for k, v in params.items() if k.endswith("_steps") and isinstance(v, int)]
     if steps:
         params["steps"] = max(steps)  # of one run (the longest candidate)
-    stop_runs, stop_eps = _early_stop_cap(env, certified, g)
+    cert_points: list[tuple[float | None, float]] = (
+        [(pt.delta, pt.epsilon) for pt in points] if isinstance(g, ir.DpGuarantee) else [(None, certified)]
+    )
+    stop_runs, stop_eps_all = _early_stop_cap(env, cert_points, g)
+    stop_eps = stop_eps_all[0]
     params["stop_early_max_runs"] = stop_runs
     warnings = []
     if tu.select.on == "public":
@@ -517,7 +521,8 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha,
         stop_early=tu.stop_early,
         stop_early_max_runs=stop_runs,
-        stop_early_epsilon=stop_eps,
+        points=tuple(cert_points),
+        stop_early_points=tuple(stop_eps_all),
     )
     return CompiledTarget(tu.name, "train", record, mech, np.asarray(alphas), np.asarray(sel_curve.rdp))
 
@@ -542,25 +547,29 @@ def _run_epsilon(curve, g) -> float:
     return _rdp_at(curve.alphas, curve.rdp, g.alpha)
 
 
-def _early_stop_cap(env, certified: float, g) -> tuple[int, float]:
-    """The largest T ≤ 10 000 whose T-run composition (valid for any stopping rule within T runs) is within
-    the certified ε, and that composition's ε (0 runs when even one run exceeds it)."""
+def _early_stop_cap(env, certified: list[tuple[float | None, float]], g) -> tuple[int, list[float]]:
+    """The largest T <= 10 000 whose T-run composition (valid for any stopping rule within T runs) is within the
+    certified ε at every certified point (δ, ε) (or at α), and that composition's ε at each point (0 runs, ε = 0,
+    when even one run exceeds it)."""
     from dpspec.accounting.selection import RunCount, selection_curve, selection_dp
 
-    def eps(k: int) -> float:
+    def eps(k: int) -> list[float]:
         if isinstance(g, ir.DpGuarantee):
-            return selection_dp(env, RunCount.fixed(k), g.delta).epsilon
+            return [selection_dp(env, RunCount.fixed(k), g.delta if d is None else d).epsilon for d, _ in certified]
         sel = selection_curve(env, RunCount.fixed(k))
-        return _rdp_at(sel.alphas, sel.rdp, g.alpha)
+        return [_rdp_at(sel.alphas, sel.rdp, g.alpha)]
+
+    def fits(k: int) -> bool:
+        return all(e <= c for e, (_, c) in zip(eps(k), certified))
 
     lo, hi = 0, 1
-    while hi <= 10_000 and eps(hi) <= certified:
+    while hi <= 10_000 and fits(hi):
         lo, hi = hi, hi * 2
     hi = min(hi, 10_001)
     while hi - lo > 1:
         m = (lo + hi) // 2
-        lo, hi = (m, hi) if eps(m) <= certified else (lo, m)
-    return lo, (eps(lo) if lo > 0 else 0.0)
+        lo, hi = (m, hi) if fits(m) else (lo, m)
+    return lo, (eps(lo) if lo > 0 else [0.0] * len(certified))
 
 
 def _plain(v: Any) -> Any:

@@ -54,7 +54,9 @@ class TuningResult:
 
 
 class TunedTraining:
-    """The compiled tuning procedure (see ``dpspec.tuning.compile``)."""
+    """The compiled tuning procedure (see ``dpspec.tuning.compile``). Its ledger counts one procedure (a second
+    ``run`` is refused: it would spend the certificate again), or in early-stopping mode the runs, at most
+    the certified cap over every call."""
 
     def __init__(
         self,
@@ -72,8 +74,11 @@ class TunedTraining:
         alpha: float | None,
         stop_early: bool,
         stop_early_max_runs: int,
-        stop_early_epsilon: float,
+        points: tuple[tuple[float | None, float], ...],
+        stop_early_points: tuple[float, ...],
     ):
+        from dpspec.mechanisms.ledger import PrivacyLedger, fingerprint
+
         if not candidates:
             raise ValueError("a tuning needs at least one candidate")
         self.name = name
@@ -90,15 +95,67 @@ class TunedTraining:
         self.alpha = alpha
         self.stop_early = stop_early
         self.stop_early_max_runs = int(stop_early_max_runs)
-        self.stop_early_epsilon = float(stop_early_epsilon)
-        self.certificate_hash: str | None = None
-        self.certificate_source: str | None = None
-        self.record: Any = None
+        #: the certified points: (δ, ε) for an (ε, δ) guarantee, (None, ε(α)) for a Rényi one
+        self.points = tuple((d, float(e)) for d, e in points)
+        #: ε of the composition of ``stop_early_max_runs`` runs at each point (the early-stopping bound)
+        self.stop_early_points = tuple(float(e) for e in stop_early_points)
+        self.stop_early_epsilon = self.stop_early_points[0] if self.stop_early_points else 0.0
+        unit, budget = ("run", self.stop_early_max_runs) if stop_early else ("procedure", 1)
+        self.ledger = PrivacyLedger(
+            name,
+            budget,
+            self._spent,
+            unit=unit,
+            fingerprint=fingerprint(
+                points=[e for _, e in self.points],
+                stop=list(self.stop_early_points),
+                cap=self.stop_early_max_runs,
+                runs=self.runs.describe(),
+                candidates=[c.epsilon for c in candidates],
+            ),
+        )
+
+    def _spent(self, steps: int, delta: float | None):
+        from dpspec.mechanisms.ledger import Spent
+
+        idx = next((i for i, (d, _) in enumerate(self.points) if d == delta), 0)
+        d, full = self.points[idx]
+        if steps <= 0:
+            eps, note = 0.0, "nothing run yet"
+        elif self.stop_early:
+            eps = self.stop_early_points[idx]
+            note = (
+                f"early-stopping mode: at most {self.stop_early_max_runs} runs, certified by their composition "
+                "(any stopping rule within them)"
+            )
+        else:
+            eps, note = full, f"the whole procedure ({self.runs.describe()}), as certified"
+        if self.score_on == "public":
+            note += "; the score is computed on public data (not covered)"
+        return Spent(
+            target=self.name,
+            notion="approximate_dp" if self.delta is not None else "renyi_dp",
+            steps=int(steps),
+            budget_steps=self.ledger.budget_steps,
+            epsilon=eps,
+            delta=d,
+            alpha=None if d is not None else self.alpha,
+            exact_for_run=not self.stop_early,
+            note=note,
+            accountant="composition of the capped runs (Mironov 2017 Prop 1)"
+            if self.stop_early
+            else "selection (Papernot & Steinke 2022)",
+        )
 
     def bind_certificate(self, certificate, name: str) -> None:
-        self.certificate_hash = certificate.content_hash
-        self.certificate_source = certificate.spec.source_name
-        self.record = next((r for r in certificate.results if r.name == name), None)
+        record = next((r for r in certificate.results if r.name == name), None)
+        self.ledger.bind_certificate(certificate.content_hash, certificate.spec.source_name, record)
+
+    def run_certificate(self, *, embed=None):
+        """The run certificate of the procedure so far, from its ledger (``embed``: the original certificate)."""
+        from dpspec.certificate.run_record import build_run_certificate
+
+        return build_run_certificate(self, embed=embed)
 
     def describe(self) -> str:
         return (
@@ -132,13 +189,17 @@ class TunedTraining:
             raise TuningRefused(
                 f"`{self.name}`: the certificate does not cover stopping early; compile a spec with `stop_early true`"
             )
+        if not self.stop_early:
+            self.ledger.charge(1)  # one procedure per compiled object: a second run would spend it again
         rng = np.random.default_rng(seed)
         drawn = int(self.runs.sample(rng))
-        limit = min(drawn, self.stop_early_max_runs) if self.stop_early else drawn
+        limit = min(drawn, self.ledger.remaining) if self.stop_early else drawn
         best: tuple[float, int, Any] | None = None
         history: list[int] = []
         stopped = False
         for j in range(limit):
+            if self.stop_early:
+                self.ledger.charge(1)  # at most the cap's runs, over every call
             i = int(rng.choice(len(self.candidates), p=self.weights))
             history.append(i)
             cand = self.candidates[i]
@@ -151,8 +212,7 @@ class TunedTraining:
             if stop is not None and j + 1 < limit and stop(best[0], j + 1):
                 stopped = True
                 break
-        early = self.stop_early  # capped mode: certified by the composition of at most the cap
-        eps = self.stop_early_epsilon if early else self.epsilon
+        spent = self.ledger.privacy_spent(self.points[0][0] if self.points else None)
         result = TuningResult(
             model=best[2] if best else None,
             settings=dict(self.candidates[best[1]].values) if best else None,
@@ -160,50 +220,11 @@ class TunedTraining:
             score=best[0] if best and self.release_score else None,
             runs_drawn=drawn,
             runs_done=len(history),
-            stopped_early=stopped or (early and limit < drawn),
-            epsilon=eps,
+            stopped_early=stopped or (self.stop_early and limit < drawn),
+            epsilon=spent.epsilon,
             delta=self.delta,
             history=history,
         )
-        result.run_certificate = self._run_certificate(result, early)
+        if self.ledger.certificate_hash is not None:
+            result.run_certificate = self.run_certificate()
         return result
-
-    def _run_certificate(self, result: TuningResult, early: bool):
-        if self.certificate_hash is None:
-            return None
-        from dpspec.certificate.model import Tool
-        from dpspec.certificate.run_record import OriginalRef, RunCertificate, SpentPoint
-
-        def point(e: float) -> SpentPoint:
-            return (
-                SpentPoint(epsilon=e, delta=self.delta)
-                if self.delta is not None
-                else SpentPoint(epsilon=e, alpha=self.alpha)
-            )
-
-        from dpspec import __version__
-
-        note = (
-            f"early-stopping mode: at most {self.stop_early_max_runs} runs, certified by their composition "
-            f"(any stopping rule within them); {result.runs_done} made of {result.runs_drawn} drawn"
-            if early
-            else f"the whole procedure ({self.runs.describe()}): {result.runs_done} runs made, as drawn; the "
-            "certified ε covers the procedure, not the realised number of runs"
-        )
-        if self.score_on == "public":
-            note += "; the score was computed on public data (not covered)"
-        return RunCertificate(
-            tool=Tool(version=__version__),
-            certificate=OriginalRef(content_hash=self.certificate_hash, source_name=self.certificate_source or ""),
-            target=self.name,
-            mechanism="tune",
-            notion="approximate_dp" if self.delta is not None else "renyi_dp",
-            unit="run",
-            steps_taken=result.runs_done,
-            budget_steps=min(result.runs_drawn, self.stop_early_max_runs) if early else result.runs_drawn,
-            accountant="selection",
-            exact_for_run=not early,
-            spent=[point(result.epsilon)],
-            certified=[point(self.epsilon)],
-            note=note,
-        ).sealed()

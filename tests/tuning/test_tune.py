@@ -236,6 +236,16 @@ def test_run_certificate_never_states_less_than_the_procedure_spent(runs, stop_e
     else:
         assert spent == r.guarantee.epsilon  # the procedure as certified, whatever K came out
     assert rc.certified[0].epsilon == r.guarantee.epsilon
+    assert [(x.delta, x.epsilon) for x in rc.certified] == [(x.delta, x.epsilon) for x in r.guarantee.dp]
+    assert all(s.epsilon <= x.epsilon for s, x in zip(rc.spent, rc.certified))
+    # the run certificate verifies against the original (recompiled, the ledger's ε recomputed)
+    from dpspec.certificate.verify import verify_run
+
+    assert verify_run(mech.run_certificate(embed=c.certificate).to_json(), raise_on_error=False).ok
+    # the procedure cannot be run again on the same certificate (or, capped, past its runs)
+    if not stop_early:
+        with pytest.raises(BudgetExceededError):
+            mech.run(train_fn, score_fn, seed=4)
     # every run had its own ledger, which refuses a second training
     if trained:
         m0, _ = trained[0]
@@ -261,20 +271,22 @@ def test_stopping_early_is_refused_when_not_certified():
 
 
 @pytest.mark.slow
-def test_run_cert_cli_refuses_a_tuning_cleanly(issue, tmp_path):
+def test_run_cert_cli_writes_and_verifies_a_tuning_run(issue, tmp_path):
     import subprocess
     import sys
 
     cert = tmp_path / "t.json"
     cert.write_text(issue.certificate.to_json(), encoding="utf-8")
-    out = subprocess.run(
-        [sys.executable, "-m", "dpspec", "run-cert", str(cert), "--steps", "3"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert out.returncode != 0 and "Traceback" not in out.stderr and "internal error" not in out.stderr
-    assert "ledger" in out.stderr
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "dpspec", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    bad = cli("run-cert", str(cert), "--steps", "3")  # one procedure is certified, not three
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "DPS163" in bad.stderr
+    ok = cli("run-cert", str(cert), "--steps", "1", "--embed", "-o", str(tmp_path / "run.json"))
+    assert ok.returncode == 0, ok.stderr
+    ver = cli("verify", str(tmp_path / "run.json"))
+    assert ver.returncode == 0 and "verified" in ver.stdout
 
 
 def test_tuned_noise_multiplier_is_certified_per_candidate():
