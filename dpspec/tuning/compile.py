@@ -200,6 +200,197 @@ def _run_curve(out: CompiledTarget, score_z: float | None, group: int):
     )
 
 
+def _has_rdp(t: ir.Training) -> bool:
+    """Whether the training's family is certified by an RDP curve that composes (else: (ε, δ) only)."""
+    from dpspec.families import family
+
+    f = family(t.mechanism)
+    return f is not None and f.composable and "rdp" in f.notions
+
+
+THEOREM_BASIC = "basic composition (Dwork, Kenthapadi, McSherry, Mironov & Naor 2006; Dwork & Roth 2014 Thm 3.16)"
+
+
+def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos, data) -> CompiledTarget:
+    """A family certified in (ε, δ) only (no RDP curve): a fixed number k of runs, each (ε_r, δ_r)-DP, composes
+    to (k ε_r, k δ_r) (basic composition); a run drawn from the candidates is (max ε_i, max δ_i)-DP (a mixture of
+    the candidates' output distributions); selecting the best is post-processing. The score must be public.
+    Calibration: each candidate is compiled by its family to (ε/k, δ/k) (δ rounded down), or to its own target."""
+    from dpspec.tuning.runtime import Candidate, TunedTraining
+
+    g = tu.guarantee
+    if runs.kind != "fixed" or tu.select.on != "public" or not isinstance(g, ir.DpGuarantee):
+        _fail(
+            "DPS952",
+            f"`{t.name}` ({t.mechanism}) is certified in (ε, δ) only: it is tuned with a fixed number of "
+            "runs, a public score and an (ε, δ) guarantee (basic composition)",
+            tu,
+            "runs",
+            hint="write `runs fixed(count = k)` and `select best(score = ..., on = public)`",
+        )
+    assert isinstance(g, ir.DpGuarantee)
+    k = runs.count
+    own_target = "guarantee" in t.field_spans
+    if own_target:
+        per_g = None
+    else:
+        if g.epsilon is None:
+            _fail(
+                "DPS954",
+                f"neither `{tu.name}` nor `{t.name}` gives a target ε",
+                tu,
+                "guarantee",
+                hint="give the whole procedure's target: `guarantee dp(epsilon = 4, delta = 1e-5)`",
+            )
+        per_g = ir.DpGuarantee(epsilon=float(g.epsilon or 0.0) / k * (1 - 1e-12), delta=g.delta / k * (1 - 1e-12))
+    finals = [
+        _compile_any(ctx, tu, apply_candidate(t, tu, combo, i, None, per_g), data) for i, combo in enumerate(combos)
+    ]
+    per = [
+        (
+            float(
+                o.certificate.guarantee.epsilon
+                if o.certificate.guarantee.epsilon is not None
+                else o.certificate.guarantee.dp[0].epsilon
+            ),
+            float(
+                o.certificate.guarantee.delta
+                if o.certificate.guarantee.delta is not None
+                else o.certificate.guarantee.dp[0].delta
+            ),
+        )
+        for o in finals
+    ]
+    eps_run, delta_run = max(e for e, _ in per), max(d for _, d in per)
+    eps_total = k * eps_run * (1 + 4e-16 * k)
+    delta_total = k * delta_run
+    if delta_total > g.delta * (1 + 1e-12):
+        _fail(
+            "DPS959",
+            f"the runs' δ add up to {delta_total:.6g}, above the tuning's δ = {g.delta:g}",
+            tu,
+            "guarantee",
+            hint=f"give the runs δ <= {g.delta / k:g} each, or make fewer runs",
+        )
+    if g.epsilon is not None and eps_total > g.epsilon:
+        _fail(
+            "DPS959",
+            f"the whole tuning's certified ε = {eps_total:.6g} exceeds the target {g.epsilon:g}",
+            tu,
+            "guarantee",
+            hint="raise the target ε or make fewer runs",
+        )
+    params: dict[str, Any] = {
+        "training": t.name,
+        "family": t.mechanism,
+        "runs": runs.describe(),
+        "runs_kind": runs.kind,
+        "runs_mean": float(k),
+        "runs_count": k,
+        "candidates": len(combos),
+        "draw": "weighted" if tu.weights is not None else "uniform",
+        "select": f"best({tu.select.score})",
+        "score": tu.select.score,
+        "score_on": tu.select.on,
+        "release_score": tu.select.release_score,
+        "stop_early": tu.stop_early,
+        "per_run_epsilon": eps_run,
+        "per_run_delta": delta_run,
+        "price_of_tuning": float(k),
+        "stop_early_max_runs": k,
+    }
+    for i, (combo, (e, d)) in enumerate(zip(combos, per)):
+        params[f"candidate_{i}"] = candidate_text(tu, combo)
+        params[f"candidate_{i}_epsilon"] = e
+        params[f"candidate_{i}_delta"] = d
+        if tu.weights is not None:
+            params[f"candidate_{i}_weight"] = float(tu.weights[i])
+    guarantee = GuaranteeRecord(
+        target=_target(g),
+        dp=[DpPoint(epsilon=eps_total, delta=float(g.delta))],
+        theorems=[
+            f"mixture of the candidates: (max ε_i, max δ_i)-DP; {THEOREM_BASIC}, {k} runs; selection is post-processing"
+        ]
+        + [finals[0].certificate.guarantee.theorems[0]]
+        if finals[0].certificate.guarantee.theorems
+        else [],
+        epsilon=eps_total,
+        delta=float(g.delta),
+    )
+    record = TargetCertificate(
+        name=tu.name,
+        kind="train",
+        protected=protected,
+        notion=_notion(g),
+        mechanism=MechanismRecord(
+            name="tune",
+            description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): {k} runs, each with a candidate drawn "
+            f"from {len(combos)}, the best by `{tu.select.score}` (public score) output",
+            parameters=params,
+            calibrated=not own_target,
+        ),
+        guarantee=guarantee,
+        assumptions=_assumptions(tu, False, 1),
+        numerics=Numerics(
+            method="basic composition of the runs' certified (ε, δ)",
+            abs_error_bound=0.0,
+            alpha_grid="none (the runs are certified in (ε, δ) only)",
+            calibration=None
+            if own_target
+            else f"each candidate calibrated by its family to (ε/{k}, δ/{k}) (both rounded down by a relative 1e-12)",
+        ),
+        warnings=[
+            "the score is computed on public data: it is not covered by this certificate, and data that is "
+            "not public makes the selection leak beyond it"
+        ],
+    )
+    cands = [
+        Candidate(
+            index=i,
+            settings=candidate_text(tu, combo),
+            values={c.key: _plain(v) for c, v in zip(tu.candidates, combo)},
+            mechanism=out.mechanism,
+            epsilon=e,
+            score_noise=None,
+        )
+        for i, (combo, out, (e, _d)) in enumerate(zip(combos, finals, per))
+    ]
+    mech = TunedTraining(
+        name=tu.name,
+        candidates=tuple(cands),
+        weights=tu.weights,
+        runs=runs,
+        score=tu.select.score,
+        score_on="public",
+        score_sensitivity=1.0,
+        release_score=tu.select.release_score,
+        epsilon=eps_total,
+        delta=float(g.delta),
+        alpha=None,
+        stop_early=tu.stop_early,
+        stop_early_max_runs=k,
+        points=((float(g.delta), eps_total),),
+        stop_early_points=(eps_total,),
+    )
+    return CompiledTarget(tu.name, "train", record, mech)
+
+
+def _compile_any(ctx: Context, tu: ir.Tuning, cand: ir.Training, data) -> CompiledTarget:
+    from dpspec.families import family, load
+
+    fam = family(cand.mechanism)
+    if fam is None or not fam.compile:
+        _fail(
+            "DPS952",
+            f"`{tu.train}` cannot be compiled, so it cannot be tuned",
+            tu,
+            "train",
+            hint="tune a training whose mechanism this build compiles",
+        )
+    assert fam is not None
+    return load(fam.compile)(ctx, cand, data)
+
+
 def _family_notions(t: ir.Training) -> tuple[str, ...]:
     from dpspec.families import family
 
@@ -249,6 +440,8 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     runs = run_count(tu)
     combos = grid(tu)
     group = _group(u)
+    if not _has_rdp(t):
+        return _compile_dp_only(ctx, tu, t, protected, runs, combos, data)
     private_score = tu.select.on == "private"
     own_target = "guarantee" in t.field_spans  # the training states a per-run target
     tuned_noise = any(c.key == "noise_multiplier" for c in tu.candidates)

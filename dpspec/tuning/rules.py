@@ -111,9 +111,10 @@ def tune_names_a_training(ctx: Context):
     good=_GOOD,
 )
 def tuned_family_composes(ctx: Context):
-    """The selection bounds (Papernot & Steinke 2022) take each run's Rényi DP curve. A family certified
-    otherwise (GCON's objective perturbation gives (ε, δ) only; SRPP-SGD's Pufferfish notion does not compose)
-    cannot be tuned by them; the tuning's own guarantee must be (ε, δ)-DP or Rényi DP."""
+    """The selection bounds (Papernot & Steinke 2022) take each run's Rényi DP curve. A family certified in
+    (ε, δ) only (GCON's objective perturbation) is tuned by basic composition instead: a fixed number of runs
+    and a public score. A notion that does not compose (SRPP-SGD's Pufferfish privacy) cannot be tuned; the
+    tuning's own guarantee must be (ε, δ)-DP or Rényi DP."""
     from dpspec.families import family
 
     trains = _trainings(ctx)
@@ -130,14 +131,18 @@ def tuned_family_composes(ctx: Context):
         if t is None:
             continue
         f = family(t.mechanism)
+        dp_only = f is not None and "dp" in f.notions and not (f.composable and "rdp" in f.notions)
+        if dp_only and tu.runs.kind == "fixed" and tu.select.on == "public":
+            continue  # (ε, δ) runs: basic composition of a fixed number of them (dpspec.tuning.compile)
         if f is None or not f.composable or "rdp" not in f.notions:
             yield diag(
                 "DPS952",
                 f"`{t.name}` ({t.mechanism}) is not certified by a Rényi DP curve, which the selection bounds need",
                 tu,
                 "train",
-                hint="tune a training certified by RDP (dpsgd, relational_dpsgd); for this family, fix the "
-                "settings on public data and state it",
+                hint="a family certified in (ε, δ) only is tuned with `runs fixed(count = k)` and "
+                "`select best(score = ..., on = public)` (basic composition); a family whose notion does not "
+                "compose (Pufferfish) cannot be tuned: fix its settings on public data",
             )
 
 

@@ -305,3 +305,29 @@ def test_tuned_noise_multiplier_is_certified_per_candidate():
     with pytest.raises(dpspec.SpecError) as e:
         dpspec.compile(dpspec.loads(text.replace("epsilon = 6", "epsilon = 1")))
     assert {d.rule for d in e.value.diagnostics} == {"DPS959"}
+
+
+GCON_TUNE = """privacy links { unit edge  data synthetic(generator = sbm_graph, size = 400, seed = 1) }
+train g { mechanism gcon  propagation appr(restart = 0.6, steps = [2, inf])  loss pseudo_huber(delta = 0.5)
+          regularization 0.2  encoder mlp(hidden = 16, epochs = 20, seed = 0)  pseudo_labels true }
+tune search { train g  candidates { regularization [0.1, 0.5] }  RUNS  SELECT  guarantee dp(epsilon = 4, delta = 1e-4) }
+"""
+
+
+@pytest.mark.slow
+def test_an_epsilon_delta_family_is_tuned_by_basic_composition():
+    text = GCON_TUNE.replace("RUNS", "runs fixed(count = 3)").replace("SELECT", "select best(score = f1, on = public)")
+    c = dpspec.compile(dpspec.loads(text))
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    per = [(p[f"candidate_{i}_epsilon"], p[f"candidate_{i}_delta"]) for i in range(2)]
+    assert r.guarantee.epsilon >= 3 * max(e for e, _ in per) and r.guarantee.epsilon <= 4.0
+    assert 3 * max(d for _, d in per) <= r.guarantee.delta == 1e-4
+    assert any("basic composition" in t for t in r.guarantee.theorems)
+    assert dpspec.verify(c.certificate).ok
+    for runs, select in (
+        ("runs poisson(mean = 3)", "select best(score = f1, on = public)"),
+        ("runs fixed(count = 3)", "select best(score = f1)"),
+    ):
+        spec = dpspec.loads(GCON_TUNE.replace("RUNS", runs).replace("SELECT", select))
+        assert "DPS952" in {d.rule for d in spec.diagnostics}
