@@ -34,6 +34,10 @@ released, its score). Its privacy follows from the runs' RDP curves:
   stopping); a fixed k: kε (basic composition). No pure bound is claimed for Poisson K
   (:func:`pure_selection_epsilon`).
 
+Rényi divergence is non-decreasing in its order (van Erven & Harremoës 2014 Thm 3): each order's bound is
+the minimum of the theorem's bound over the orders at or above it (the log E[K]/(λ-1) and log(μ)/(λ-1)
+terms fall with λ, so this tightens small orders).
+
 The certified (ε, δ) of the procedure is the minimum over the valid bounds
 (:func:`selection_dp`). Outputs are rounded *up* by a few ulps of the magnitudes involved, and the
 per-order error bound of the input curve is carried (the bounds are monotone in ρ with slope at
@@ -185,13 +189,33 @@ def candidate_envelope(curves: Sequence[RdpCurve]) -> RdpCurve:
     return _make(alphas, rdp, errs, theorem, " | ".join(sorted({c.method for c in curves})))
 
 
+def _monotone(out: np.ndarray, errs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ε''(λ) = min over λ' >= λ of ε'(λ'): Rényi divergence is non-decreasing in its order (van Erven &
+    Harremoës 2014 Thm 3), so a bound at a larger order bounds every smaller one. The error bound taken is the
+    largest over the suffix (conservative)."""
+    mono = np.minimum.accumulate(out[::-1])[::-1]
+    err = np.maximum.accumulate(errs[::-1])[::-1]
+    return mono, err
+
+
 def _round_up(value: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     return value + 16.0 * ULP * magnitude
 
 
-def tnb_selection_curve(curve: RdpCurve, eta: float, gamma: float) -> RdpCurve:
+def tnb_hat(curve: RdpCurve, eta: float, gamma: float) -> tuple[float, float]:
+    """The order λ̂ (1 or one of the grid) and ρ(λ̂) that :func:`tnb_selection_curve` uses (ρ(1) reported 0)."""
+    a, rho = curve.alphas, curve.rdp
+    c = 1.0 + eta
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = c * (1.0 - 1.0 / a) * rho + c * -math.log(gamma) / a
+    terms = np.where(np.isfinite(rho), terms, np.inf)
+    j = int(np.argmin(terms))
+    return (float(a[j]), float(rho[j])) if terms[j] < c * -math.log(gamma) else (1.0, 0.0)
+
+
+def tnb_selection_curve(curve: RdpCurve, eta: float, gamma: float, monotone: bool = True) -> RdpCurve:
     """Papernot & Steinke 2022 Thm 2 at every order of ``curve`` (the curve of one run), with
-    λ̂ minimised over {1} ∪ the grid."""
+    λ̂ minimised over {1} ∪ the grid; ``monotone``: then the minimum over larger orders (:func:`_monotone`)."""
     if not isinstance(curve, RdpCurve):
         raise ValueError(f"curve must be an RdpCurve, got {type(curve).__name__}")
     eta = V.real("eta", eta, lo=-1.0, lo_open=True)
@@ -214,6 +238,8 @@ def tnb_selection_curve(curve: RdpCurve, eta: float, gamma: float) -> RdpCurve:
     out = _round_up(out, np.abs(rho) + abs(hat) + np.abs(tail) + 1.0 * ULP)
     out = np.where(np.isfinite(rho), np.maximum(out, 0.0), np.inf)
     errs = err + hat_err + 16.0 * ULP * (np.abs(rho) + abs(hat) + np.abs(tail))
+    if monotone:
+        out, errs = _monotone(out, errs)
     theorem = f"{THEOREM_TNB}, eta = {eta:g}, gamma = {gamma:g}, over [{curve.theorem}]"
     return _make(a, out, errs, theorem, curve.method)
 
@@ -237,9 +263,9 @@ def delta_at(curve: RdpCurve, eps_hat: np.ndarray) -> np.ndarray:
     return np.minimum(np.minimum(d, tv), 1.0)
 
 
-def poisson_selection_curve(curve: RdpCurve, mu: float) -> RdpCurve:
+def poisson_selection_curve(curve: RdpCurve, mu: float, monotone: bool = True) -> RdpCurve:
     """Papernot & Steinke 2022 Thm 6 at every order λ of ``curve``: ε̂ = log(λ/(λ-1)),
-    δ̂ = :func:`delta_at` (ε̂)."""
+    δ̂ = :func:`delta_at` (ε̂); ``monotone``: then the minimum over larger orders (:func:`_monotone`)."""
     if not isinstance(curve, RdpCurve):
         raise ValueError(f"curve must be an RdpCurve, got {type(curve).__name__}")
     mu = V.real("mu", mu, lo=0.0, lo_open=True)
@@ -258,6 +284,8 @@ def poisson_selection_curve(curve: RdpCurve, mu: float) -> RdpCurve:
     err_max = float(np.max(curve.abs_errors[np.isfinite(curve.abs_errors)], initial=0.0))
     d_err = d_hat * min(1.0, (float(np.max(a)) - 1.0) * err_max * math.e)
     errs = curve.abs_errors + mu * d_err + 16.0 * ULP * out
+    if monotone:
+        out, errs = _monotone(out, errs)
     theorem = f"{THEOREM_POISSON}, mean {mu:g}, over [{curve.theorem}]"
     return _make(a, out, errs, theorem, curve.method)
 
@@ -275,13 +303,14 @@ def fixed_selection_curve(curve: RdpCurve, count: int) -> RdpCurve:
     )
 
 
-def selection_curve(curve: RdpCurve, runs: RunCount) -> RdpCurve:
-    """The RDP curve of the whole procedure (best of K runs) for the number of runs ``runs``."""
+def selection_curve(curve: RdpCurve, runs: RunCount, monotone: bool = True) -> RdpCurve:
+    """The RDP curve of the whole procedure (best of K runs) for the number of runs ``runs`` (``monotone``:
+    each order's bound is the minimum of the theorem's bound over the larger orders)."""
     if runs.kind == "fixed":
         return fixed_selection_curve(curve, runs.count)
     if runs.kind == "poisson":
-        return poisson_selection_curve(curve, runs.mu)
-    return tnb_selection_curve(curve, runs.eta, runs.gamma)
+        return poisson_selection_curve(curve, runs.mu, monotone)
+    return tnb_selection_curve(curve, runs.eta, runs.gamma, monotone)
 
 
 def pure_selection_epsilon(epsilon: float, runs: RunCount) -> float | None:

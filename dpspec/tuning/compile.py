@@ -663,11 +663,13 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         guarantee = guarantee.model_copy(update={"epsilon": certified, "delta": g.delta})
     else:
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": certified})
+    formulas = _selection_formulas(env, sel_curve, runs, g, best_alpha, points)
     record = TargetCertificate(
         name=tu.name,
         kind="train",
         protected=protected,
         notion=_notion(g),
+        formulas=formulas,
         mechanism=MechanismRecord(
             name="tune",
             description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): {runs.describe()} runs, each with a "
@@ -718,6 +720,78 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         stop_early_points=tuple(stop_eps_all),
     )
     return CompiledTarget(tu.name, "train", record, mech, np.asarray(alphas), np.asarray(sel_curve.rdp))
+
+
+def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
+    """The selection bound at the order the conversion used (or the guarantee's α), and the conversion, as
+    closed forms ``verify`` re-evaluates with sympy from the recorded numbers."""
+    from dpspec.accounting.selection import delta_at, selection_curve, tnb_hat, tnb_log_mean
+    from dpspec.compiler import formulas as F
+
+    lam_used = float(best_alpha) if best_alpha is not None else float(getattr(g, "alpha", 0.0) or 0.0)
+    alphas = [float(a) for a in env.alphas]
+    if lam_used not in alphas:
+        return []
+    i = alphas.index(lam_used)
+    # the curve's value at λ is the theorem's bound at the order λ° >= λ where it is smallest
+    raw = selection_curve(env, runs, monotone=False).rdp
+    j = i + int(np.argmin(raw[i:]))
+    lam = alphas[j]
+    rho, out_v = float(env.rdp[j]), float(raw[j])
+    if not (math.isfinite(rho) and math.isfinite(out_v)):
+        return []
+    out = []
+    if runs.kind == "fixed":
+        out.append(F.formula("selection_fixed", F.SELECTION_FIXED, {"count": runs.count, "rdp": rho}, value=out_v))
+    elif runs.kind == "poisson":
+        d_hat = float(delta_at(env, np.array([math.log(lam / (lam - 1.0)) * (1.0 - 8.0 * 2.220446049250313e-16)]))[0])
+        out.append(
+            F.formula(
+                "selection_poisson",
+                F.SELECTION_POISSON,
+                {"rdp": rho, "mu": runs.mu, "delta_hat": d_hat, "alpha": lam},
+                value=out_v,
+            )
+        )
+    else:
+        a_hat, r_hat = tnb_hat(env, runs.eta, runs.gamma)
+        mean = math.exp(tnb_log_mean(runs.eta, runs.gamma))
+        if runs.eta == 0.0:
+            out.append(
+                F.formula(
+                    "tnb_mean_logarithmic", F.TNB_MEAN_LOGARITHMIC, {"gam": runs.gamma}, value=mean, check="close"
+                )
+            )
+        else:
+            out.append(
+                F.formula("tnb_mean", F.TNB_MEAN, {"eta": runs.eta, "gam": runs.gamma}, value=mean, check="close")
+            )
+        out.append(
+            F.formula(
+                "selection_tnb",
+                F.SELECTION_TNB,
+                {
+                    "rdp": rho,
+                    "eta": runs.eta,
+                    "alpha_hat": a_hat,
+                    "rdp_hat": r_hat,
+                    "gam": runs.gamma,
+                    "mean": mean,
+                    "alpha": lam,
+                },
+                value=out_v,
+            )
+        )
+    if isinstance(g, ir.DpGuarantee) and points and points[0].epsilon > 0:
+        out.append(
+            F.formula(
+                "rdp_to_dp",
+                F.BALLE_CONVERSION,
+                {"rdp": float(sel_curve.rdp[i]), "alpha": lam_used, "delta": g.delta},
+                value=points[0].epsilon,
+            )
+        )
+    return out
 
 
 def _slope(runs) -> float:

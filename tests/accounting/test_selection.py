@@ -68,7 +68,13 @@ def _mp_tnb(alphas, rho, eta, gamma):
         ah = mp.mpf(float(ah))
         hats.append(c * (1 - 1 / ah) * mp.mpf(float(rh)) + c * mp.log(1 / mp.mpf(gamma)) / ah)
     h = min(hats)
-    return [mp.mpf(float(r)) + h + mp.log(mean) / (mp.mpf(float(a)) - 1) for a, r in zip(alphas, rho)]
+    raw = [mp.mpf(float(r)) + h + mp.log(mean) / (mp.mpf(float(a)) - 1) for a, r in zip(alphas, rho)]
+    return _suffix_min(raw)
+
+
+def _suffix_min(vals):
+    """Rényi divergence is non-decreasing in the order: a bound at a larger order bounds a smaller one."""
+    return [min(vals[i:]) for i in range(len(vals))]
 
 
 def _mp_delta(alphas, rho, eps_hat):
@@ -86,8 +92,8 @@ def _mp_poisson(alphas, rho, mu):
     for a, r in zip(alphas, rho):
         a = mp.mpf(float(a))
         eh = mp.log(a / (a - 1))
-        out.append(mp.mpf(float(r)) + mu * _mp_delta(alphas, rho, eh) + mp.log(mu) / (a - 1))
-    return out
+        out.append(max(mp.mpf(float(r)) + mu * _mp_delta(alphas, rho, eh) + mp.log(mu) / (a - 1), mp.mpf(0)))
+    return _suffix_min(out)
 
 
 CURVES = [
