@@ -14,8 +14,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from dpspec.diagnostics import Diagnostic, SpecError
+from dpspec.errors import DpspecError
 
-__all__ = ["__version__", "Diagnostic", "SpecError", "Spec", "load", "loads", "compile", "verify", "fmt"]
+__all__ = ["__version__", "Diagnostic", "DpspecError", "SpecError", "Spec", "load", "loads", "compile", "verify", "fmt"]
 
 
 def __getattr__(name):  # the front end (pydantic, lark) is imported on first use

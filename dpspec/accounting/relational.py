@@ -2,7 +2,7 @@
 
 Source: Y. Huang, H. Yin, E. Chien, R. Wei, P. Li, "Differentially Private Relational Learning
 with Entity-level Privacy Guarantees" (arXiv 2506.08347), cited as "Huang et al. 2025"; equation
-and theorem numbers are the paper's (digest ``shared/digests/relational-dpsgd.md``).  [D] marks
+and theorem numbers are the paper's (``dpspec/families/relational_dpsgd/PROOF.md``).  [D] marks
 results derived for dpspec.
 
 Mechanism (Alg. 3): positives are Poisson(``rate``) samples of the ``num_edges`` = m edges of the

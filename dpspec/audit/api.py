@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from dpspec.errors import DpspecError
+
 from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, SkippedTarget, run_target, skipped
 
 __all__ = ["audit", "AuditReport", "AuditError", "load_subject"]
 
 
-class AuditError(ValueError):
+class AuditError(DpspecError, ValueError):
     """The subject cannot be audited (not a certificate, does not verify, unknown target, …)."""
 
 

@@ -226,7 +226,8 @@ def _factory(ctx: AuditContext):
 # --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
 
 MUTATION_FACTORS = {"noise_scaled": 0.25, "no_clipping": 1.0, "rate_misreported": 10.0, "normaliser_from_data": 1.0,
-                    "nonfinite_voids_step": 1.0, "no_step_budget": 25.0, "no_batch_caps": 1.0}
+                    "nonfinite_voids_step": 1.0, "no_step_budget": 25.0, "no_batch_caps": 1.0, "ledger_rewind": 1.0,
+                    "unnoised_param_group": 1.0}
 MUTANT_CLASSES = ("UnclippedDpSgd",)
 
 
@@ -301,7 +302,9 @@ def mutate(mechanism, kind: str, factor: float | None):
     len(data)) instead of the certificate's constant; ``nonfinite_voids_step`` — one non-finite
     per-example gradient makes the whole step non-finite (the trainer then dropped it, freezing the
     model exactly when that example is sampled); ``no_step_budget`` — the object runs ``factor`` × the
-    certified steps; ``no_batch_caps`` — a batch is accepted with repeated examples."""
+    certified steps; ``no_batch_caps`` — a batch is accepted with repeated examples. The wrapper's
+    (:mod:`.wrapper`): ``ledger_rewind`` — a loaded checkpoint sets the ledger's count (the run is
+    rewound); ``unnoised_param_group`` — make_private steps a parameter it does not noise."""
     import dataclasses
 
     from .mutations import as_class
@@ -314,6 +317,10 @@ def mutate(mechanism, kind: str, factor: float | None):
         return as_class(_mutant_classes()[kind], mechanism)
     if kind == "no_step_budget":
         return dataclasses.replace(mechanism, steps=int(math.ceil(mechanism.steps * float(factor))))
+    if kind in ("ledger_rewind", "unnoised_param_group"):
+        from .wrapper import wrapper_mutants
+
+        return as_class(wrapper_mutants()[kind], mechanism)
     if kind == "rate_misreported":
         k = float(factor)
         if mechanism.sampling == "poisson" and mechanism.sample_rate < 1.0:

@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     c.add_argument("--no-runtime-checks", action="store_true",
-                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps)")
+                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps; "
+                        "through dpspec.torch.make_private: checkpoint rewind, unnoised parameter, non-finite record)")
     return p
 
 

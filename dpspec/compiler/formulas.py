@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 
 from dpspec.certificate.model import Formula
+from dpspec.errors import DpspecError
 
 GAUSSIAN_RDP = "alpha*Delta**2/(2*sigma**2)"
 GAUSSIAN_RDP_COMPOSED = "steps*alpha*Delta**2/(2*sigma**2)"
@@ -114,7 +115,7 @@ MAX_SUM_TERMS = 5000
 DIGITS = 40
 
 
-class FormulaError(ValueError):
+class FormulaError(DpspecError, ValueError):
     """A formula that cannot be evaluated within the bounds (unknown name, bad variables, too large)."""
 
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpspec.data import data_root, read_data_text
-from dpspec.data import tabular
+from dpspec.data import data_root, read_data_text, tabular
 from dpspec.data.synthetic import generate
+from dpspec.errors import DpspecError
 from dpspec.ir import models as ir
 
 SCHEMAS = ("adult", "heart_cleveland", "student")
 
 
-class DataBindingError(ValueError):
+class DataBindingError(DpspecError, ValueError):
     """The binding names a file/schema/dataset that cannot be used (message says why)."""
 
 

@@ -10,13 +10,21 @@ code through the hooks it names here.
 
 Code is named by dotted path ("package.module:attribute") and imported only when used, so this
 module imports nothing beyond the standard library and stays below the IR in the import order.
-Adding a family: see docs/extending.md.
+
+A family that lives in its own folder (``dpspec/families/<family>/``, or any package named by
+``package``) needs no paths at all: a hook exists because its file exists and defines the hook's name
+(``compile.py`` defining ``compile_target`` is the compile hook; the table ``FOLDER_HOOKS`` lists
+every file and name). A path written in the entry wins over the file. Adding a family: copy
+``dpspec/families/template/`` and see docs/extending.md.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -69,6 +77,69 @@ class Family:
     #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
     #: object on generated data and prints one line
     demo: str = ""
+    #: the package holding the family's own folder (default ``dpspec.families.<name>`` when that folder
+    #: exists); its files fill every hook left empty above (``FOLDER_HOOKS``)
+    package: str = ""
+
+    def __post_init__(self) -> None:
+        folder = _folder_of(self.package or f"{__name__}.{self.name}")
+        if folder is None:
+            return
+        if not self.package:
+            object.__setattr__(self, "package", f"{__name__}.{self.name}")
+        for hook, (stem, attr) in FOLDER_HOOKS.items():
+            path = _hook_in_folder(folder, self.package, stem, attr)
+            if path is None:
+                continue
+            if hook in _LISTED_HOOKS:  # the folder's module joins the listed ones
+                if path not in getattr(self, hook):
+                    object.__setattr__(self, hook, (*getattr(self, hook), path))
+            elif not getattr(self, hook):
+                object.__setattr__(self, hook, path)
+
+
+#: hook -> (file stem in the family's folder, the name it must define; "" = the module itself)
+FOLDER_HOOKS: dict[str, tuple[str, str]] = {
+    "settings_model": ("settings", "Settings"),
+    "compile": ("compile", "compile_target"),
+    "compose": ("compose", "compose"),
+    "accountants": ("accountant", ""),
+    "runtime": ("runtime", "Runtime"),
+    "auditor": ("audit", ""),
+    "rules": ("rules", ""),
+    "curve": ("plot", "curve"),
+    "steps_curve": ("plot", "steps_panel"),
+    "reverify": ("verify", "reverify"),
+    "distributed_example": ("distributed", ""),
+    "torch_backend": ("torch_backend", "backend"),
+    "demo": ("demo", "run"),
+}
+_LISTED_HOOKS = ("accountants", "rules")
+
+
+def _folder_of(package: str) -> Path | None:
+    """The folder of ``package`` if it exists (its parent packages are imported, the package is not)."""
+    if package.startswith(f"{__name__}."):
+        folder = Path(__file__).resolve().parent / package[len(__name__) + 1:].replace(".", "/")
+        return folder if (folder / "__init__.py").is_file() else None
+    try:
+        found = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    locations = list(found.submodule_search_locations or []) if found else []
+    return Path(locations[0]) if locations else None
+
+
+def _hook_in_folder(folder: Path, package: str, stem: str, attr: str) -> str | None:
+    """``package.stem:attr`` when ``folder/stem.py`` exists and defines ``attr`` at top level (read as
+    text: nothing is imported)."""
+    f = folder / f"{stem}.py"
+    if not f.is_file():
+        return None
+    if not attr:
+        return f"{package}.{stem}"
+    pattern = rf"^(?:def|class)\s+{attr}\b|^{attr}\s*[:=]"
+    return f"{package}.{stem}:{attr}" if re.search(pattern, f.read_text(encoding="utf-8"), re.M) else None
 
 
 #: the settings every block of a family takes, listed around the family's own

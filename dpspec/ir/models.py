@@ -686,5 +686,9 @@ class SpecIR(Node):
         """Everything that gets a certificate, in source order."""
         tuned = {tu.train for tu in self.tunings}  # a tuned training is certified as part of its tuning
         items: list[Release | Training | Composition | Tuning] = [
-            *self.releases, *(t for t in self.trainings if t.name not in tuned), *self.compositions, *self.tunings]
+            *self.releases,
+            *(t for t in self.trainings if t.name not in tuned),
+            *self.compositions,
+            *self.tunings,
+        ]
         return tuple(sorted(items, key=lambda x: (x.span.line, x.span.col) if x.span else (0, 0)))

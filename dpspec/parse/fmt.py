@@ -25,12 +25,13 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+from dpspec.errors import DpspecError
 from dpspec.parse import ast
 
 _INDENT = "  "
 
 
-class FormatError(Exception):
+class FormatError(DpspecError, ValueError):
     """The formatter cannot produce text that keeps the spec and every comment (nothing is written)."""
 
 
@@ -52,8 +53,8 @@ def format_source(text: str, file: str = "<string>") -> str:
     Raises ``SpecError`` when ``text`` does not parse, ``FormatError`` when the formatted text would
     not parse back to the same spec with the same comments (a limit, or a bug; nothing is lost).
     """
-    from dpspec.diagnostics import SpecError
     from dpspec import limits
+    from dpspec.diagnostics import SpecError
     from dpspec.parse.parser import parse_text
 
     tree, diags = parse_text(text, file)

@@ -7,10 +7,11 @@
 See docs/training.md.
 """
 
-from dpspec.torch.private import (CriterionMismatchError, PrivateDataLoader, PrivateModel, PrivateOptimizer,
-                                  SamplingOverrideWarning, UnsupportedTrainingError, make_private)
+from dpspec.torch.private import (CriterionMismatchError, LedgerRewindError, PrivateCopyError, PrivateDataLoader,
+                                  PrivateModel, PrivateOptimizer, SamplingOverrideWarning, UnnoisedParameterError,
+                                  UnsupportedTrainingError, make_private)
 from dpspec.torch.validator import ModuleIssue, ModuleValidationError, fix, validate
 
 __all__ = ["make_private", "validate", "fix", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader",
            "ModuleIssue", "ModuleValidationError", "CriterionMismatchError", "SamplingOverrideWarning",
-           "UnsupportedTrainingError"]
+           "UnsupportedTrainingError", "UnnoisedParameterError", "LedgerRewindError", "PrivateCopyError"]

@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from dpspec.mechanisms.errors import CertificateGuardError
 
-class TuningRefused(RuntimeError):
+
+class TuningRefused(CertificateGuardError):
     """A request the certificate does not cover (stopping early when the spec does not allow it)."""
 
 
@@ -51,6 +53,25 @@ class TuningResult:
     delta: float | None
     run_certificate: Any = None
     history: list[int] = field(default_factory=list)  # the candidate index of every run (public: data-independent)
+
+
+def _fresh_run(template):
+    """A new run of a candidate: a copy of its compiled object with a ledger of its own, over the candidate's
+    certified steps. The tuning's certificate covers K runs, each a new run of a candidate; a plain copy would
+    share the template's run count (copies of a ledger are one run, by design), so the copy gets a new ledger
+    built like the template's (same target, budget, accountant, unit, fingerprint and certificate binding)."""
+    from dpspec.mechanisms.ledger import PrivacyLedger
+
+    mech = copy.deepcopy(template)
+    old = getattr(mech, "ledger", None)
+    if isinstance(old, PrivacyLedger):
+        if old.steps_taken:
+            raise TuningRefused("a candidate's compiled object was used outside the tuning; compile again")
+        new = PrivacyLedger(old.target, old.budget_steps, old._accountant, unit=old.unit, fingerprint=old.fingerprint)
+        if old.certificate_hash is not None:
+            new.bind_certificate(old.certificate_hash, old.certificate_source or "", old.record)
+        object.__setattr__(mech, "ledger", new)
+    return mech
 
 
 class TunedTraining:
@@ -203,7 +224,7 @@ class TunedTraining:
             i = int(rng.choice(len(self.candidates), p=self.weights))
             history.append(i)
             cand = self.candidates[i]
-            mech = copy.deepcopy(cand.mechanism)  # a fresh ledger for this run
+            mech = _fresh_run(cand.mechanism)  # this run's own ledger
             model = train_fn(mech, dict(cand.values))
             s = self._score(cand, score_fn(model), rng)
             if best is None or s > best[0]:

@@ -331,3 +331,33 @@ def test_an_epsilon_delta_family_is_tuned_by_basic_composition():
     ):
         spec = dpspec.loads(GCON_TUNE.replace("RUNS", runs).replace("SELECT", select))
         assert "DPS952" in {d.rule for d in spec.diagnostics}
+
+
+def test_each_run_of_a_candidate_has_its_own_ledger():
+    torch = pytest.importorskip("torch")
+    from dpspec.mechanisms.errors import BudgetExceededError
+
+    c = dpspec.compile(
+        dpspec.loads(
+            _small(
+                "candidates { learning_rate [0.1] }  runs fixed(count = 3)  select best(score = accuracy, on = public)"
+                "  guarantee dp(epsilon = 6, delta = 1e-5)"
+            )
+        )
+    )
+    X, y = _data()
+    used = []
+
+    def train_fn(mech, settings):
+        model = torch.nn.Linear(X.shape[1], 2)
+        mech.train(model, X, y, seed=len(used))
+        used.append(mech)
+        return model
+
+    res = c.mechanism.run(train_fn, lambda m: 0.5, seed=0)
+    assert res.runs_done == 3 and res.history == [0, 0, 0]
+    assert [m.ledger.steps_taken for m in used] == [5, 5, 5]  # each run its own certified steps
+    assert len({id(m.ledger) for m in used}) == 3
+    assert c.mechanism.candidates[0].mechanism.ledger.steps_taken == 0
+    with pytest.raises(BudgetExceededError):  # and no run goes past them
+        used[0].train(torch.nn.Linear(X.shape[1], 2), X, y)
