@@ -361,3 +361,16 @@ def test_each_run_of_a_candidate_has_its_own_ledger():
     assert c.mechanism.candidates[0].mechanism.ledger.steps_taken == 0
     with pytest.raises(BudgetExceededError):  # and no run goes past them
         used[0].train(torch.nn.Linear(X.shape[1], 2), X, y)
+
+
+def test_weighted_draw_is_followed_and_bad_weights_are_refused():
+    body = (
+        "candidates { learning_rate [0.1, 0.5] }  draw weighted(weights = W)  runs fixed(count = 4)  "
+        "select best(score = accuracy, on = public)  guarantee dp(epsilon = 6, delta = 1e-5)"
+    )
+    c = dpspec.compile(dpspec.loads(_small(body.replace("W", "[0, 1]"))))
+    res = c.mechanism.run(lambda m, s: s["learning_rate"], lambda model: model, seed=0)
+    assert res.history == [1, 1, 1, 1] and res.settings == {"learning_rate": 0.5}
+    for bad in ("[0.5]", "[0.7, 0.7]", "[-0.5, 1.5]"):
+        spec = dpspec.loads(_small(body.replace("W", bad)))
+        assert "DPS955" in {d.rule for d in spec.diagnostics}, bad
