@@ -150,6 +150,22 @@ def language_markdown() -> str:
     out += table("`split`", SPLITS)
     out += table("`loss`", LOSSES)
     out += table("`propagation` (gcon)", PROPAGATIONS)
+    from dpspec.lower.lowering import DRAWS, RANGES, RUNS, SELECTS, TUNABLE
+
+    out += table("`runs` (tune blocks)", RUNS, "How many training runs a tuning makes; a bare number is a fixed "
+                 "count. A random count (Poisson or truncated negative binomial) makes the selection cheap: the "
+                 "whole procedure costs a few times one run's ε, not the sum (see docs/tuning.md).")
+    out += table("`select` (tune blocks)", SELECTS, "`on = private` (default): the score is a sum of per-record "
+                 "values in [0, 1] released with Gaussian noise (`score_noise`, its standard deviation; default: "
+                 "the smallest with at most 10 % of a run's RDP) and covered by the certificate; `on = public`: "
+                 "computed on public data, free, and stated so. `release_score = true` outputs the best run's "
+                 "noisy score too.")
+    out += table("`draw` (tune blocks)", DRAWS)
+    out += table("candidate values: ranges (tune blocks)", RANGES, "Inside `candidates { ... }` each tunable "
+                 f"setting ({', '.join(f'`{k}`' for k in TUNABLE)}) takes a list of values as its train-block "
+                 "setting would take one, or (for numbers) a range, e.g. `candidates { learning_rate log_range(0.01, "
+                 "1, count = 5)  clipping [flat(C = 0.5), flat(C = 1.0)] }`. The candidates are the grid (product) "
+                 "of the lists.")
     out += ["### `degree_cap` (relational_dpsgd)", "", "`degree_cap 5`: every node keeps at most K edges "
             "before training (removing a node then changes at most K capped edges).", ""]
     out += ["### `secret`", "", "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "

@@ -194,6 +194,10 @@ def _compile_target(ctx: Context, t, data, compiled: dict) -> CompiledTarget:
         return _compile_release(ctx, t, data)
     if isinstance(t, ir.Training):
         return _compile_training(ctx, t, data)
+    if isinstance(t, ir.Tuning):
+        from dpspec.tuning.compile import compile_tuning
+
+        return compile_tuning(ctx, t, data)
     return _compile_composition(ctx, t, compiled)
 
 

@@ -705,6 +705,56 @@ class Composition(Node):
     split: BudgetSplit | None = None
 
 
+class CandidateSetting(Node):
+    """One tuned setting of a ``tune`` block: the values its candidates take (``learning_rate [0.05, 0.1]``,
+    ``clipping [flat(C = 0.5), flat(C = 1.0)]``, ``learning_rate log_range(0.01, 1, count = 5)``). ``values``
+    are the lowered setting values (numbers, or the IR nodes the train block's setting lowers to)."""
+
+    key: str
+    values: tuple[int | float | Clipping | Sampling, ...]
+
+
+class RunCountSpec(Node):
+    """How many runs a tuning makes: ``fixed`` (``count`` runs), ``poisson`` (K ~ Poisson(``mean``)) or
+    ``truncated_negative_binomial`` (K ~ D_{``eta``, ``gamma``}, Papernot & Steinke 2022 §2; ``geometric(mean = m)``
+    is η = 1, γ = 1/m). A random count is what makes selection cheap (Papernot & Steinke 2022 Thms 2, 6)."""
+
+    kind: Literal["fixed", "poisson", "truncated_negative_binomial"]
+    count: int | None = None
+    mean: float | None = None
+    eta: float | None = None
+    gamma: float | None = None
+
+
+class SelectSpec(Node):
+    """What a tuning outputs: the run with the best ``score`` (a name the runtime's score function is
+    bound to). ``on``: ``private`` — the score is a sum of per-record values in [0, 1] over private records,
+    released with Gaussian noise of standard deviation ``score_noise`` (default: the run's noise multiplier),
+    and is part of what each run's guarantee covers; ``public`` — computed on public data, free, and stated so.
+    ``release_score``: the selected run's (noisy) score is output too."""
+
+    score: str
+    on: Literal["private", "public"] = "private"
+    score_noise: float | None = None
+    release_score: bool = False
+
+
+class Tuning(Node):
+    """Hyper-parameter tuning charged to the budget: draw K runs (``runs``), each with a candidate setting
+    drawn from the grid of ``candidates`` (uniformly, or with ``weights`` over the grid in its listed order),
+    train the named training ``train`` under each, score, and output the best (``select``). ``guarantee`` is
+    the guarantee of the whole procedure; the named training is compiled only as part of it."""
+
+    name: str
+    train: str
+    candidates: tuple[CandidateSetting, ...] = ()
+    weights: tuple[float, ...] | None = None
+    runs: RunCountSpec
+    select: SelectSpec
+    guarantee: Guarantee
+    stop_early: bool = False
+
+
 class SpecIR(Node):
     """A whole spec: definitions (scenarios, privacy units) and what to certify."""
 
@@ -714,6 +764,7 @@ class SpecIR(Node):
     releases: tuple[Release, ...] = ()
     trainings: tuple[Training, ...] = ()
     compositions: tuple[Composition, ...] = ()
+    tunings: tuple[Tuning, ...] = ()
 
     def definition(self, name: str) -> Scenario | PrivacyUnitDecl | None:
         decls: tuple[Scenario | PrivacyUnitDecl, ...] = (*self.scenarios, *self.units)
@@ -722,7 +773,13 @@ class SpecIR(Node):
                 return d
         return None
 
-    def targets(self) -> tuple[Release | Training | Composition, ...]:
+    def targets(self) -> tuple[Release | Training | Composition | Tuning, ...]:
         """Everything that gets a certificate, in source order."""
-        items: list[Release | Training | Composition] = [*self.releases, *self.trainings, *self.compositions]
+        tuned = {tu.train for tu in self.tunings}  # a tuned training is certified as part of its tuning
+        items: list[Release | Training | Composition | Tuning] = [
+            *self.releases,
+            *(t for t in self.trainings if t.name not in tuned),
+            *self.compositions,
+            *self.tunings,
+        ]
         return tuple(sorted(items, key=lambda x: (x.span.line, x.span.col) if x.span else (0, 0)))

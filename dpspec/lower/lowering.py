@@ -284,6 +284,37 @@ WORLDS = {
 
 # --- block schemas ---------------------------------------------------------------------------------
 
+# the `tune` block's value forms
+RUNS = {
+    "fixed": Signature((P("count", I, True),), example="fixed(count = 20)", doc="exactly `count` runs"),
+    "poisson": Signature((P("mean", N, True),), example="poisson(mean = 10)",
+                         doc="K ~ Poisson(mean) runs (Papernot & Steinke 2022 Thm 6)"),
+    "truncated_negative_binomial": Signature((P("eta", N, True), P("gamma", N, True)),
+                                             example="truncated_negative_binomial(eta = 1, gamma = 0.1)",
+                                             doc="K ~ D(η, γ) runs (Papernot & Steinke 2022 Thm 2)"),
+    "geometric": Signature((P("mean", N, True),), example="geometric(mean = 10)",
+                           doc="K geometric with the given mean: D(η = 1, γ = 1/mean)"),
+}
+SELECTS = {
+    "best": Signature((P("score", V.label, True), P("on", lambda r, v: V.name(r, v, ("private", "public"), "score data"),
+                                                    positional=False),
+                       P("score_noise", N, positional=False), P("release_score", V.boolean, positional=False)),
+                      example="best(score = accuracy)",
+                      doc="the run with the highest score; `on = public` for a score computed on public data"),
+}
+DRAWS = {
+    "uniform": Signature((), example="uniform", doc="each run's candidate uniformly from the grid"),
+    "weighted": Signature((P("weights", V.numbers, True),), example="weighted(weights = [0.5, 0.25, 0.25])",
+                          doc="each run's candidate with the given probabilities over the grid, in its listed order"),
+}
+RANGES = {
+    "range": Signature((P("low", N, True), P("high", N, True), P("count", I, True)),
+                       example="range(0.5, 2.0, count = 4)", doc="`count` evenly spaced values from low to high"),
+    "log_range": Signature((P("low", N, True), P("high", N, True), P("count", I, True)),
+                           example="log_range(0.01, 1.0, count = 5)",
+                           doc="`count` log-spaced values from low to high"),
+}
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -361,6 +392,19 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("accountant", "SRPP-SGD accountant: huc, sa_huc or amplified (default from the guarantee)",
                 "accountant huc"),
     ),
+    "tune": (
+        Setting("train", "the training whose settings are tuned", "train model", True),
+        Setting("candidates", "the candidate settings: a list or range per setting; their grid is searched",
+                "candidates { learning_rate [0.05, 0.1, 0.5]  clipping [flat(C = 0.5), flat(C = 1.0)] }", True),
+        Setting("draw", "how each run's candidate is drawn from the grid", "draw uniform"),
+        Setting("runs", "the number of runs: a count, or poisson(...) / truncated_negative_binomial(...)",
+                "runs poisson(mean = 10)", True),
+        Setting("select", "what is output: the best run by its score", "select best(score = accuracy)", True),
+        Setting("stop_early", "the runtime may stop before the drawn number of runs", "stop_early true"),
+        Setting("guarantee", "the guarantee of the whole tuning procedure", "guarantee dp(epsilon = 8, delta = 1e-6)",
+                True),
+        Setting("description", "free text", 'description "..."'),
+    ),
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
         Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
@@ -376,7 +420,11 @@ BLOCK_DOCS = {
     "release": "a one-shot release of a query answer",
     "train": "private training",
     "compose": "sequential composition of releases/trainings",
+    "tune": "hyper-parameter tuning of a training, charged to the budget (best of a random number of runs)",
 }
+
+#: the settings a `tune` block may search, with the converter of one value (as in a train block)
+TUNABLE: dict[str, Callable] = {}  # filled below, once the converters are defined
 
 MECHANISM_NAMES = tuple(FAMILIES)  # one entry per family in dpspec.families
 
@@ -402,6 +450,13 @@ class Lowerer(Reporter):
         super().__init__()
         self.program = program
         self.failed: set[str] = set()
+        #: training name → the `tune` block that names it (its guarantee stands in for the training's)
+        self.tuned: dict[str, ast.Block] = {}
+        for b in program.visible_blocks():
+            if b.kind == "tune":
+                for e in b.entries:
+                    if e.key == "train" and isinstance(e.value, ast.Ident):
+                        self.tuned.setdefault(e.value.name, b)
 
     # entry collection: unknown keys, duplicates, required keys
     def settings(self, b: ast.Block) -> dict[str, ast.Entry]:
@@ -420,6 +475,8 @@ class Lowerer(Reporter):
                 continue
             got[s.key] = e
         for s in BLOCK_SETTINGS[b.kind]:
+            if s.key == "guarantee" and b.kind == "train" and b.name in self.tuned:
+                continue  # a tuned training's per-run guarantee comes from its tuning
             if s.required and s.key not in got:
                 self.error("DPS102", f"{b.kind} `{b.name}` has no `{s.key}`", b.name_span or b.span,
                            hint=f"add a line such as `{s.example}`")
@@ -461,6 +518,7 @@ class Lowerer(Reporter):
             releases=tuple(out["release"]),
             trainings=tuple(out["train"]),
             compositions=tuple(out["compose"]),
+            tunings=tuple(out["tune"]),
         )
 
     def convert(self, got: dict[str, ast.Entry], key: str, fn: Callable, fields: dict, fspans: dict,
@@ -648,6 +706,16 @@ class Lowerer(Reporter):
             self.convert(got, "accountant", lambda r, v: V.name(r, v, ("huc", "sa_huc", "amplified"), "accountant"),
                          fields, fspans),
         ]
+        if "guarantee" not in got and b.name in self.tuned:
+            # checked with the whole procedure's guarantee (every run's is at least as strong); the tuning
+            # compiles the runs with their own calibrated guarantee
+            ge = next((e for e in self.tuned[b.name].entries if e.key == "guarantee"), None)
+            g = guarantee(V.Reporter(), ge.value) if ge is not None else FAIL
+            if g is FAIL:
+                return FAIL  # reported at the tune block
+            if ("noise" in got or "noise_multiplier" in got) and getattr(g, "epsilon", None) is not None:
+                g = g.model_copy(update={"epsilon": None})  # given noise: the runs report ε, they are not calibrated
+            fields["guarantee"] = g
         nm = got.get("noise_multiplier")
         if nm is not None:
             x = V.number(self, nm.value)
@@ -675,6 +743,29 @@ class Lowerer(Reporter):
         fields["ignored"] = ignored
         fields["settings"] = build(model, b.span, {k: v for k, v in fspans.items() if k in settings}, **settings)
         return build(ir.Training, b.span, fspans, **fields)
+
+    def lower_tune(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        r = [
+            self.convert(got, "train", V.label, fields, fspans),
+            self.convert(got, "candidates", candidates, fields, fspans),
+            self.convert(got, "runs", runs, fields, fspans),
+            self.convert(got, "select", select, fields, fspans),
+            self.convert(got, "stop_early", V.boolean, fields, fspans),
+            self.convert(got, "guarantee", guarantee, fields, fspans),
+        ]
+        d = got.get("draw")
+        if d is not None:
+            x = V.dispatch(self, d.value, DRAWS, "draw")
+            r.append(x)
+            if x is not FAIL and x[0] == "weighted":
+                fields["weights"] = tuple(x[1].values["weights"])
+                fspans["weights"] = sp(d.value)
+        if FAIL in r or any(k not in fields for k in ("train", "candidates", "runs", "select", "guarantee")):
+            return FAIL
+        return build(ir.Tuning, b.span, fspans, **fields)
 
     def lower_compose(self, b: ast.Block):
         got = self.settings(b)
@@ -948,6 +1039,97 @@ def worlds(r: Reporter, v):
         return from_args(cls, w, a)
 
     return V.sequence(r, v, one)
+
+
+def _value_range(r: Reporter, v):
+    x = V.dispatch(r, v, RANGES, "range")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    lo, hi, n = a.values["low"], a.values["high"], a.values["count"]
+    if n < 1 or (fname == "log_range" and (lo <= 0 or hi <= 0)):
+        return r.error("DPS104", f"`{fname}` needs count >= 1" + (" and positive bounds" if fname == "log_range"
+                                                                    else ""), sp(v),
+                       hint=f"write e.g. `{RANGES[fname].example}`")
+    if n == 1:
+        return (lo,)
+    if fname == "range":
+        return tuple(lo + (hi - lo) * i / (n - 1) for i in range(n))
+    import math
+
+    return tuple(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * i / (n - 1)) for i in range(n))
+
+
+def candidates(r: Reporter, v):
+    """``{ key [v1, v2, …]  key range(lo, hi, count = n) … }`` → candidate settings."""
+    if not (isinstance(v, ast.NamedBlock) and not v.name):
+        return r.error("DPS104", f"expected the candidate settings as a block, found {ast.describe(v)}", sp(v),
+                       hint="write `candidates { learning_rate [0.05, 0.1]  clipping [flat(C = 0.5), flat(C = 1.0)] }`")
+    out = []
+    seen: set[str] = set()
+    for e in v.entries:
+        conv = TUNABLE.get(e.key)
+        if conv is None:
+            r.error("DPS950", f"`{e.key}` cannot be tuned", e.key_span,
+                    hint=lambda e=e: did_you_mean(e.key, tuple(TUNABLE), "setting")
+                    or f"tunable settings: {', '.join(TUNABLE)}")
+            out.append(FAIL)
+            continue
+        if e.key in seen:
+            out.append(r.error("DPS103", f"candidate setting `{e.key}` given twice", e.key_span,
+                               hint="give all its values in one list"))
+            continue
+        seen.add(e.key)
+        if isinstance(e.value, ast.Call) and e.value.name in RANGES:
+            if conv not in (V.number,):
+                out.append(r.error("DPS104", f"`{e.key}` takes a list of values, not a range", sp(e.value),
+                                   hint=f"list them: `{e.key} [...]`"))
+                continue
+            vals = _value_range(r, e.value)
+        else:
+            vals = V.sequence(r, e.value, conv)
+        if vals is FAIL:
+            out.append(FAIL)
+            continue
+        out.append(build(ir.CandidateSetting, sp(e.value) or e.key_span, {"key": e.key_span}, key=e.key,
+                         values=tuple(vals)))
+    if FAIL in out:
+        return FAIL
+    if not out:
+        return r.error("DPS102", "`candidates` lists no setting", sp(v),
+                       hint="add a line such as `learning_rate [0.05, 0.1, 0.5]`")
+    return tuple(out)
+
+
+def runs(r: Reporter, v):
+    if isinstance(v, ast.Number):
+        x = V.integer(r, v)
+        return FAIL if x is FAIL else build(ir.RunCountSpec, sp(v), {"count": sp(v)}, kind="fixed", count=x)
+    x = V.dispatch(r, v, RUNS, "number of runs")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    if fname == "geometric":
+        m = a.values["mean"]
+        if not m > 1:
+            return r.error("DPS104", f"a geometric number of runs needs a mean above 1, found {m:g}",
+                           a.spans.get("mean") or sp(v), hint="write e.g. `geometric(mean = 10)`")
+        return build(ir.RunCountSpec, sp(v), a.spans, kind="truncated_negative_binomial", eta=1.0, gamma=1.0 / m)
+    return from_args(ir.RunCountSpec, v, a, kind=fname)
+
+
+def select(r: Reporter, v):
+    x = V.dispatch(r, v, SELECTS, "selection")
+    if x is FAIL:
+        return FAIL
+    return from_args(ir.SelectSpec, v, x[1])
+
+
+TUNABLE.update({
+    "learning_rate": V.number, "momentum": V.number, "epochs": V.number, "steps": V.integer,
+    "noise_multiplier": V.number, "regularization": V.number, "degree_cap": V.integer,
+    "clipping": clipping, "sampling": sampling,
+})
 
 
 def lower_program(program: Program) -> tuple[ir.SpecIR | None, list[Diagnostic], set[str]]:

@@ -114,6 +114,8 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
         return f"{v.name} = {value(v.value, as_written=as_written)}"
     if isinstance(v, ast.NamedBlock):
         inner = " ".join(f"{x.key} {value(x.value, as_written=as_written)}" for x in v.entries)
+        if not v.name:  # a setting's block of settings: `candidates { learning_rate [0.1] }`
+            return f"{{ {inner} }}" if inner else "{}"
         return f"{v.name} {{ {inner} }}" if inner else f"{v.name} {{}}"
     raise TypeError(type(v))
 
@@ -315,6 +317,10 @@ class _Layout:
     def _entry(self, e: ast.Entry, depth: int, width: int) -> None:
         self._line(depth)
         key_start, key_end = self._range(e.key_span)
+        if isinstance(e.value, ast.NamedBlock) and not e.value.name:
+            self._put(e.key.ljust(width) + " ", key_start, key_end)
+            self._body(e.value.entries, depth, e.key_span, e.value.span)
+            return
         if isinstance(e.value, ast.NamedBlock):
             nb = e.value
             self._put(e.key.ljust(width), key_start, key_end)

@@ -277,7 +277,7 @@ class _Parser:
         while self.i < self.hi and kinds[self.i] == "IDENT":
             k = self.i
             self.i += 1
-            val = self.setting_value()
+            val = self.entry_block(k) if self.at_entry_block() else self.setting_value()
             out.append(ast.Entry(self.value(k), val, self.span_between(k, self.i - 1),
                                  self.tok_span(k)))
             if isinstance(val, ast.Membership) and self.is_keyword("in"):
@@ -288,6 +288,24 @@ class _Parser:
         if self.kind() != "RBRACE":
             self.fail(("IDENT", "RBRACE"))
         return tuple(out)
+
+    def at_entry_block(self) -> bool:
+        """``IDENT "{" head_entry entry* "}"``: a `{` whose first setting's value does not start with
+        `{` or `(` (otherwise the `{` opens a set)."""
+        i, kinds = self.i, self.kinds
+        return (i + 2 < self.hi and kinds[i] == "LBRACE" and kinds[i + 1] == "IDENT"
+                and kinds[i + 2] in ("IDENT", "NUMBER", "STRING", "LSQB"))
+
+    def entry_block(self, key: int) -> ast.NamedBlock:
+        """A setting's value that is a block of settings: a ``NamedBlock`` with no name, whose name
+        span is the setting's key (``candidates { learning_rate [0.1, 0.5] }``)."""
+        o = self.i
+        self.enter(o)
+        self.i += 1
+        entries = self.entries()
+        c = self.expect("RBRACE", ("IDENT", "RBRACE"))
+        self.depth -= 1
+        return ast.NamedBlock("", entries, self.span_between(key, c), self.tok_span(key))
 
     def setting_value(self):
         """``value: primary | primary "in" primary | IDENT "=" condition``."""

@@ -54,6 +54,10 @@ class _Builder:
                          self.span(kind), self.span(name), file=self.f)
 
     def entry(self, t) -> ast.Entry:
+        if t.data == "entry_block":
+            key, *entries = t.children
+            block = ast.NamedBlock("", tuple(self.entry(e) for e in entries), self.span(t), self.span(key))
+            return ast.Entry(str(key), block, self.span(t), self.span(key))
         key, value = t.children
         return ast.Entry(str(key), self.value(value), self.span(t), self.span(key))
 
