@@ -247,3 +247,16 @@ def test_bad_markov_specs_are_refused_with_dps436(prior, mech):
     with pytest.raises(dpspec.SpecError) as e:
         _compile(prior, mech)
     assert "DPS436" in {d.rule for d in e.value.diagnostics}
+
+
+def test_a_statistic_of_another_column_than_the_states_is_refused():
+    """The max-influence bounds a statistic of the states only: a column holding, say, a copy of one step's
+    state would be released with the states' noise (privacy loss ~1/b instead of ε). Refused (DPS432)."""
+    import dpspec
+
+    text = _SPEC.format(prior="markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])",
+                        mech="markov_quilt", T=80).replace("mean(state, bounds = [0, 1])", "mean(t, bounds = [0, 80])")
+    with pytest.raises(dpspec.SpecError) as e:
+        dpspec.compile(dpspec.loads(text, name="t.dps"))
+    assert [d.rule for d in e.value.diagnostics] == ["DPS432"]
+    assert "not the secret's attribute `state`" in e.value.diagnostics[0].message

@@ -86,6 +86,18 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             q or r,
             hint="write `query mean(state, bounds = [0, 1])`",
         )
+    sec = sc.secret
+    if sec.predicate is not None or sec.membership or sec.quantile_bins or q.columns[0] != sec.attribute:
+        # the privacy theorem covers a statistic of the chain's states only: a statistic of another column
+        # (a copy of one step's state, say) is not bounded by the states' max-influence
+        _fail(
+            "DPS432",
+            f"the Markov Quilt Mechanism releases a statistic of the chain's states: the query's column "
+            f"`{q.columns[0]}` is not the secret's attribute `{sec.attribute}`",
+            q,
+            hint=f"write `query {q.function}({sec.attribute}, bounds = [...])`, with the secret a state "
+            f"attribute (`secret {sec.attribute} in {{...}}`)",
+        )
     if r.output != "aggregate":
         _fail(
             "DPS430",
