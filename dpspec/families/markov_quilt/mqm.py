@@ -158,7 +158,14 @@ def _influence(ch: MarkovChain, pw, p: np.ndarray, i: int, a: int | None, b: int
     mask = pos[:, None] & pos[None, :] & ~np.eye(k, dtype=bool)
     if not mask.any():
         return -np.inf
-    return float(np.max(total[mask]))
+    e = float(np.max(total[mask]))
+    # rounded up: the matrix powers and logs are float64, so the influence is raised by a slack far
+    # above their rounding error (about 1e-13 relative for chains without near-zero transitions)
+    return e + INFLUENCE_SLACK * max(1.0, abs(e))
+
+
+#: relative slack added to every float64 max-influence (an upper bound must not be rounded down)
+INFLUENCE_SLACK = 1e-9
 
 
 def _right(Pb: np.ndarray) -> np.ndarray:
