@@ -217,6 +217,18 @@ class StatisticPlan:
             v = np.clip(np.round(v), math.ceil(lo), math.floor(hi))
         return v, int((out & mask).sum()), int((nan & mask).sum())
 
+    def quantile_utility(self, table) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(candidates, utility per candidate, clamped, missing) of a quantile: the ``grid`` candidates c_j
+        evenly spaced in [lo, hi] (public) and u(c) = −|#{x < c} − q n| over the kept rows' clamped values
+        (n of them); inserting or removing one row moves every u(c) by at most max(q, 1 − q) ≤ 1."""
+        mask = self._mask(table)
+        v, clamped, missing = self.values(table, mask)
+        x = np.sort(v[mask])
+        lo, hi = self.bounds
+        cand = np.linspace(lo, hi, self.grid)
+        below = np.searchsorted(x, cand, side="left").astype(float)
+        return cand, -np.abs(below - self.q * len(x)), clamped, missing
+
     def evaluate(self, table):
         """(sums per group, counts per group or None, keys or None, clamped, missing, arrays read)."""
         mask = self._mask(table)
@@ -483,13 +495,7 @@ class StatisticRelease:
         in [lo, hi]: utility u(c) = −|#{x < c} − q n|, which one record moves by at most 1, sampled with
         probability ∝ exp(ε u / 2)."""
         p = self.plan
-        mask = p._mask(table)
-        v, clamped, missing = p.values(table, mask)
-        x = np.sort(v[mask])
-        lo, hi = p.bounds
-        cand = np.linspace(lo, hi, p.grid)
-        below = np.searchsorted(x, cand, side="left").astype(float)
-        u = -np.abs(below - p.q * len(x))
+        cand, u, clamped, missing = p.quantile_utility(table)
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         j = int(np.argmax(u / self.scale + gen.gumbel(size=len(cand))))  # scale = 2/ε (the certificate's)
         arrays = [np.asarray(table.column(c)) for c in p.columns_read()]
