@@ -233,3 +233,21 @@ def test_the_quantile_needs_the_two_in_its_exponential_mechanism(compiled):
     ratio = np.max(np.abs(_em_logprob(u, m.scale) - _em_logprob(u2, m.scale)))
     assert eps / 2 < ratio <= eps
     assert m.scale == pytest.approx(2 / eps, rel=1e-12)
+
+
+def test_numeric_groups_are_never_merged_by_their_printed_form():
+    """Distinct numeric group values keep distinct groups: declared keys 1000000 and 1000001 (equal at six
+    significant digits) and 0.1 vs 0.1000001 each count their own rows, with and without declared keys."""
+    t = as_table({"zip": np.array([1e6] * 5 + [1000001.0] * 7 + [0.1] * 2 + [0.1000001] * 3)}, "t")
+    g = "guarantee dp(epsilon = 1, delta = 1e-6)"
+    keyed = dpspec.compile(
+        dpspec.loads(
+            UNIT
+            + f'release c {{ mechanism laplace  query count(by = zip, keys = ["1000000", "1000001", "0.1"])  {g} }}'
+        )
+    )
+    counts, _, keys, *_ = keyed.mechanism.plan.evaluate(t)
+    assert dict(zip(keys, counts.tolist())) == {"1000000": 5.0, "1000001": 7.0, "0.1": 2.0}
+    found = dpspec.compile(dpspec.loads(UNIT + f"release c {{ mechanism laplace  query count(by = zip)  {g} }}"))
+    counts, _, keys, *_ = found.mechanism.plan.evaluate(t)
+    assert sorted(counts.tolist()) == [2.0, 3.0, 5.0, 7.0] and "1e+06" in keys and "0.1" in keys
