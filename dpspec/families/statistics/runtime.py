@@ -190,7 +190,7 @@ class StatisticPlan:
         """Group index per row (−1: outside the declared keys or the filter) and the group keys."""
         col = table.column(self.by)
         if table.is_numeric(self.by):
-            vals = [None if (x is None or math.isnan(x)) else format(float(x), "g") for x in col.tolist()]
+            vals = [None if (x is None or math.isnan(x)) else _number_key(float(x)) for x in col.tolist()]
         else:
             vals = [None if x is None else str(x) for x in col.tolist()]
         keys = (
@@ -199,7 +199,7 @@ class StatisticPlan:
             else tuple(sorted({v for v, m in zip(vals, mask) if m and v is not None}))
         )
         if self.keys is not None and table.is_numeric(self.by):
-            index = {format(float(k), "g") if _as_number(k) is not None else k: i for i, k in enumerate(keys)}
+            index = {_number_key(float(k)) if _as_number(k) is not None else k: i for i, k in enumerate(keys)}
         else:
             index = {k: i for i, k in enumerate(keys)}
         g = np.array([index.get(v, -1) if m else -1 for v, m in zip(vals, mask)], dtype=np.int64)
@@ -216,6 +216,18 @@ class StatisticPlan:
         if self.integer:
             v = np.clip(np.round(v), math.ceil(lo), math.floor(hi))
         return v, int((out & mask).sum()), int((nan & mask).sum())
+
+    def quantile_utility(self, table) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(candidates, utility per candidate, clamped, missing) of a quantile: the ``grid`` candidates c_j
+        evenly spaced in [lo, hi] (public) and u(c) = −|#{x < c} − q n| over the kept rows' clamped values
+        (n of them); inserting or removing one row moves every u(c) by at most max(q, 1 − q) ≤ 1."""
+        mask = self._mask(table)
+        v, clamped, missing = self.values(table, mask)
+        x = np.sort(v[mask])
+        lo, hi = self.bounds
+        cand = np.linspace(lo, hi, self.grid)
+        below = np.searchsorted(x, cand, side="left").astype(float)
+        return cand, -np.abs(below - self.q * len(x)), clamped, missing
 
     def evaluate(self, table):
         """(sums per group, counts per group or None, keys or None, clamped, missing, arrays read)."""
@@ -326,6 +338,13 @@ def _evaluate_lazy(plan: StatisticPlan, lf, target: str):
     clamped = int(sum(int(r["clamped"] or 0) for r in rows_ if r))
     missing = int(sum(int(r["missing"] or 0) for r in rows_ if r))
     return _Aggregated(n_rows, (sums, counts, keys, clamped, missing, []))
+
+
+def _number_key(x: float) -> str:
+    """The group key of a numeric value: its short form ("30", "1e+06") when that reads back as the same
+    float, else the shortest exact one ("1000001.0", "0.1000001"): distinct values never share a group."""
+    short = format(x, "g")
+    return short if float(short) == x else repr(x)
 
 
 def _as_number(v) -> float | None:
@@ -483,13 +502,7 @@ class StatisticRelease:
         in [lo, hi]: utility u(c) = −|#{x < c} − q n|, which one record moves by at most 1, sampled with
         probability ∝ exp(ε u / 2)."""
         p = self.plan
-        mask = p._mask(table)
-        v, clamped, missing = p.values(table, mask)
-        x = np.sort(v[mask])
-        lo, hi = p.bounds
-        cand = np.linspace(lo, hi, p.grid)
-        below = np.searchsorted(x, cand, side="left").astype(float)
-        u = -np.abs(below - p.q * len(x))
+        cand, u, clamped, missing = p.quantile_utility(table)
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         j = int(np.argmax(u / self.scale + gen.gumbel(size=len(cand))))  # scale = 2/ε (the certificate's)
         arrays = [np.asarray(table.column(c)) for c in p.columns_read()]
