@@ -230,7 +230,7 @@ class DpSgd(LedgerOwner):
         """(un-normalised noisy clipped sums, ClippedSum): the certified step on this batch. The ledger is
         charged before the noise is drawn. ``clipped``: this batch's ClippedSum, already computed by
         :meth:`_clipped_sum` (dpspec.torch computes it in the model's forward)."""
-        import torch
+        from dpspec.mechanisms.noise_device import gaussian_like
 
         cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
         summed = self._nonfinite_policy(cs)
@@ -239,10 +239,9 @@ class DpSgd(LedgerOwner):
         if comm is not None:
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
             # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
-            return comm.noisy_sum(summed, lambda i, s: torch.normal(0.0, std, size=s.shape, generator=generator,
-                                                                    dtype=s.dtype)), cs
-        out = {k: s + torch.normal(0.0, std, size=s.shape, generator=generator, dtype=s.dtype)
-               for k, s in summed.items()}
+            return comm.noisy_sum(summed, lambda i, s: gaussian_like(s, std, generator)), cs
+        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device)
+        out = {k: s + gaussian_like(s, std, generator) for k, s in summed.items()}
         return out, cs
 
     def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
@@ -285,11 +284,13 @@ class DpSgd(LedgerOwner):
         every rank keeps the same ledger, checked with the batch at every step."""
         import torch
 
+        from dpspec.mechanisms.noise_device import device_generator, parameter_device
+
         if loss_fn is None:
             loss_fn = torch.nn.functional.cross_entropy
         n = len(X)
         rng = np.random.default_rng(seed)
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
         opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=self.learning_rate,
                               momentum=self.momentum)
         total = self.ledger.remaining if steps is None else int(steps)
@@ -310,7 +311,7 @@ class DpSgd(LedgerOwner):
                 xb, yb = X[idx], y[idx]
             grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep)
             for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
-                p.grad = grads[k]
+                p.grad = grads[k].to(p.dtype)
             opt.step()
             rep.batch_sizes.append(len(idx))
         return rep

@@ -41,6 +41,12 @@ GHOST_ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoi
                      "Flatten", "Hardtanh", "ReLU6", "Mish", "SELU", "CELU")
 
 
+def _acc(dtype):
+    from dpspec.mechanisms.noise_device import accumulation_dtype
+
+    return accumulation_dtype(dtype)
+
+
 def trainable_parameters(model) -> dict:
     """{name: detached tensor} of the trainable parameters; ValueError naming ``model`` if none."""
     params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
@@ -186,31 +192,32 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
                                   randomness="different")(params, xb, yb)
     names = list(g.keys())
     B = xb.shape[0]
+    g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
     sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
     bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
     if bool(bad.any()):
         for k in names:
             shape = (B,) + (1,) * (g[k].dim() - 1)
-            g[k] = torch.where(bad.reshape(shape), torch.zeros((), dtype=g[k].dtype), g[k])
-        sq = torch.where(bad[:, None], torch.zeros((), dtype=sq.dtype), sq)
+            g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
+        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
     sums = {}
     if pcs is None:
         norm = sq.sum(dim=1).sqrt()
         scale = (clip / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad, torch.zeros((), dtype=scale.dtype), scale)
+        scale = torch.where(bad, scale.new_zeros(()), scale)
         for k in names:
             sums[k] = torch.einsum("b,b...->...", scale, g[k])
-        norms, clipped = norm, float((norm > clip).float().mean()) if B else 0.0
+        norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
     else:
         norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype)
+        c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
         scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad[:, None], torch.zeros((), dtype=scale.dtype), scale)
+        scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
         for j, k in enumerate(names):
             sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
-        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
+        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
     idx = torch.nonzero(bad).flatten().tolist()
-    loss = torch.where(bad, torch.full((), float("nan"), dtype=loss.dtype), loss.detach())
+    loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
     return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
 
 
@@ -255,10 +262,12 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     out = a
     losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
     bad = ~torch.isfinite(losses)
-    total = torch.where(bad, torch.zeros((), dtype=losses.dtype), losses).sum()
+    total = torch.where(bad, losses.new_zeros(()), losses).sum()
     deltas = torch.autograd.grad(total, outs, allow_unused=True)
     B = xb.shape[0]
     deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(deltas, outs)]
+    acc = _acc(out.dtype)  # norms and sums in float32 or wider
+    acts, deltas = [x.to(acc) for x in acts], [d.to(acc) for d in deltas]
     # per-example squared norms per block, in named_parameters order (weight, bias per layer)
     a_sq = [x.pow(2).sum(dim=1) for x in acts]
     d_sq = [d.pow(2).sum(dim=1) for d in deltas]
@@ -271,26 +280,26 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     sq = torch.stack(cols, dim=1)
     bad = bad | ~torch.isfinite(sq).all(dim=1)
     if bool(bad.any()):
-        acts = [torch.where(bad[:, None], torch.zeros((), dtype=x.dtype), x) for x in acts]
-        deltas = [torch.where(bad[:, None], torch.zeros((), dtype=d.dtype), d) for d in deltas]
-        sq = torch.where(bad[:, None], torch.zeros((), dtype=sq.dtype), sq)
+        acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
+        deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
+        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
     sums = {}
     if pcs is None:
         norm = sq.sum(dim=1).sqrt()
         s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-        s_all = torch.where(bad, torch.zeros((), dtype=s_all.dtype), s_all)
+        s_all = torch.where(bad, s_all.new_zeros(()), s_all)
         for (name, mod), x, d in zip(lin_names, acts, deltas):
             ds = d * s_all[:, None]
             if mod.weight.requires_grad:
                 sums[f"{name}.weight"] = ds.t() @ x
             if mod.bias is not None and mod.bias.requires_grad:
                 sums[f"{name}.bias"] = ds.sum(dim=0)
-        norms, clipped = norm, float((norm > clip).float().mean()) if B else 0.0
+        norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
     else:
         norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype)
+        c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
         scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad[:, None], torch.zeros((), dtype=scale.dtype), scale)
+        scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
         col = 0
         for (name, mod), x, d in zip(lin_names, acts, deltas):
             if mod.weight.requires_grad:
@@ -299,11 +308,11 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             if mod.bias is not None and mod.bias.requires_grad:
                 sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
                 col += 1
-        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
+        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
     names = [k for k, _ in _blocks(model)]
     sums = {k: sums[k] for k in names}
     idx = torch.nonzero(bad).flatten().tolist()
-    losses = torch.where(bad, torch.full((), float("nan"), dtype=losses.dtype), losses.detach())
+    losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
     return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
 
@@ -322,8 +331,9 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
         raise ValueError(f"method must be 'auto', 'vmap', 'ghost' or 'loop', got {method!r}")
     B = int(xb.shape[0])
     if B == 0:
-        z = {k: torch.zeros_like(v) for k, v in params.items()}
-        return ClippedSum(z, 0, 0, [], torch.zeros(0), torch.zeros(0), "empty", 0.0)
+        z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
+        dev = next(iter(params.values())).device
+        return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
     if method == "ghost" and not ghost_supported(model):
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
     if method in ("auto", "ghost") and ghost_supported(model):
