@@ -20,7 +20,13 @@ Two implementations of the clipped sum, checked against each other in the tests:
   allow-list of layers guarantees that example i's output depends only on example i.
 * ``method="loop"`` — one autograd pass per example (a batch of one each): for layers ``vmap`` has no
   batching rule for (e.g. ``nn.GRU``); slower, the same numbers.
-* ``method="auto"`` — ghost when supported, else vmap, else (vmap raised) loop.
+* ``method="rules"`` — the per-layer rules of :mod:`dpspec.torch.clipping` (ghost / book-keeping
+  clipping for ``nn.Linear`` anywhere, convolutions, embeddings, LayerNorm / GroupNorm and
+  ``nn.MultiheadAttention``): no (B, d) gradients of the large layers; checked once per model against
+  vmap (each example alone) before it is used.
+* ``method="auto"`` — ghost when supported, else the rules when they cover every trainable parameter
+  (and passed that check), else vmap, else (vmap raised) loop; ``ClippedSum.method`` says which and
+  ``ClippedSum.fallback`` why the rules were not used.
 """
 
 from __future__ import annotations
@@ -110,6 +116,8 @@ class ClippedSum:
     clipped_fraction: float
     # (B, *out) the model's outputs, each computed on its example alone (ghost, vmap, loop); None if not kept
     outputs: object = None
+    # why the per-layer rules (dpspec.torch.clipping) were not used, when method is vmap or loop under auto
+    fallback: str = ""
 
 
 def _ghost_layers(model):
@@ -327,8 +335,8 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
 
     params = trainable_parameters(model)
     clip, pcs = _check_clips(model, clip, per_layer_clips)
-    if method not in ("auto", "vmap", "ghost", "loop"):
-        raise ValueError(f"method must be 'auto', 'vmap', 'ghost' or 'loop', got {method!r}")
+    if method not in ("auto", "vmap", "ghost", "rules", "loop"):
+        raise ValueError(f"method must be 'auto', 'vmap', 'ghost', 'rules' or 'loop', got {method!r}")
     B = int(xb.shape[0])
     if B == 0:
         z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
@@ -346,7 +354,22 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
         return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
     if method == "vmap":
         return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    why = ""
+    if method in ("auto", "rules"):  # the per-layer rules (dpspec.torch.clipping): no (B, d) gradients
+        from dpspec.torch.clipping import Unsupported
+        from dpspec.torch.clipping import engine as rules
+
+        try:
+            ok, why = rules.verified(model, loss_fn, xb, yb, params, per_example_grads)
+            if ok:
+                return rules.clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, ClippedSum)
+        except Unsupported as e:
+            why = str(e)
+        if method == "rules":
+            raise ValueError(f"method='rules' does not cover this model: {why}")
     try:
-        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
     except RuntimeError:  # a layer vmap cannot batch (nn.GRU): the same gradients, one example at a time
-        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+    cs.fallback = why
+    return cs
