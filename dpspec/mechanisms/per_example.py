@@ -40,6 +40,7 @@ __all__ = [
     "ghost_supported",
     "clipped_grad_sum",
     "ClippedSum",
+    "combine_clipped",
     "GHOST_ACTIVATIONS",
 ]
 
@@ -118,6 +119,31 @@ class ClippedSum:
     outputs: object = None
     # why the per-layer rules (dpspec.torch.clipping) were not used, when method is vmap or loop under auto
     fallback: str = ""
+
+
+def combine_clipped(parts: list) -> ClippedSum:
+    """The ClippedSum of a batch from those of its consecutive chunks (virtual batches): the sums
+    added in chunk order, the per-example records concatenated. Each example is clipped alone in every
+    method, so chunking changes nothing but the order of the floating-point additions."""
+    import torch
+
+    parts = [p for p in parts if p.batch] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
+    sums = {k: v.clone() for k, v in parts[0].sums.items()}
+    for p in parts[1:]:
+        for k, v in p.sums.items():
+            sums[k] += v
+    B, off, idx = 0, 0, []
+    for p in parts:
+        idx += [off + i for i in p.nonfinite_index]
+        off += p.batch
+        B += p.batch
+    frac = sum(p.clipped_fraction * p.batch for p in parts) / B
+    methods = "+".join(dict.fromkeys(p.method for p in parts))
+    outs = None if any(p.outputs is None for p in parts) else torch.cat([p.outputs for p in parts])
+    return ClippedSum(sums, B, len(idx), idx, torch.cat([p.norms for p in parts]),
+                      torch.cat([p.losses for p in parts]), methods, frac, outs, parts[0].fallback)
 
 
 def _ghost_layers(model):

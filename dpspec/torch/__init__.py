@@ -10,7 +10,8 @@ See docs/training.md.
 from dpspec.torch.private import (CriterionMismatchError, PrivateDataLoader, PrivateModel, PrivateOptimizer,
                                   SamplingOverrideWarning, UnsupportedTrainingError, make_private)
 from dpspec.torch.validator import ModuleIssue, ModuleValidationError, fix, validate
+from dpspec.torch.virtual import VirtualDataLoader, virtual_batches
 
 __all__ = ["make_private", "validate", "fix", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader",
            "ModuleIssue", "ModuleValidationError", "CriterionMismatchError", "SamplingOverrideWarning",
-           "UnsupportedTrainingError"]
+           "UnsupportedTrainingError", "VirtualDataLoader", "virtual_batches"]

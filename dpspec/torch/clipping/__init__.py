@@ -39,6 +39,7 @@ class Outer:
 
     A: Any
     D: Any
+    G: Any = None  # the (B, d_out, d_in) per-example gradients, when the norm formed them
 
 
 @dataclass

@@ -38,7 +38,8 @@ class ConvRule(Rule):
             u = F.unfold(x, k, dilation=dil, padding=pad, stride=st)  # (B, C_in·k, L)
             As.append(u.transpose(1, 2))
             Ds.append(d.reshape(B, d.shape[1], -1).transpose(1, 2))  # (B, L, C_out)
-        A, D = torch.cat(As, dim=1), torch.cat(Ds, dim=1)
+        A = As[0] if len(As) == 1 else torch.cat(As, dim=1)
+        D = Ds[0] if len(Ds) == 1 else torch.cat(Ds, dim=1)
         out = {}
         if m.weight.requires_grad:
             out["weight"] = [Outer(A, D)]

@@ -33,7 +33,9 @@ class EmbeddingRule(Rule):
                 dd = dd * (ii != m.padding_idx).unsqueeze(-1).to(dd.dtype)
             idx.append(ii)
             D.append(dd)
-        return {"weight": [Embed(torch.cat(idx, dim=1), torch.cat(D, dim=1), m.num_embeddings)]}
+        if len(idx) > 1:
+            idx, D = [torch.cat(idx, dim=1)], [torch.cat(D, dim=1)]
+        return {"weight": [Embed(idx[0], D[0], m.num_embeddings)]}
 
 
 register(EmbeddingRule())

@@ -77,7 +77,8 @@ def _part_sq(p, B):
             return A.pow(2).sum(dim=(1, 2)) * D.pow(2).sum(dim=(1, 2))
         if T * T <= di * do:  # ghost norm: (T × T) Gram matrices
             return (torch.bmm(A, A.transpose(1, 2)) * torch.bmm(D, D.transpose(1, 2))).sum(dim=(1, 2))
-        return torch.bmm(D.transpose(1, 2), A).pow(2).sum(dim=(1, 2))  # the (B, d_out, d_in) gradients
+        p.G = torch.bmm(D.transpose(1, 2), A)  # the (B, d_out, d_in) gradients: kept for the sum
+        return p.G.pow(2).sum(dim=(1, 2))
     if isinstance(p, Direct):
         return p.G.reshape(B, -1).pow(2).sum(dim=1)
     same = (p.idx.unsqueeze(2) == p.idx.unsqueeze(1)).to(p.D.dtype)
@@ -85,13 +86,19 @@ def _part_sq(p, B):
 
 
 def _mask(x, bad):
+    """``x`` with the rows of the non-finite examples zeroed (their scale is 0, but 0 · inf is NaN)."""
+    if bad is None:
+        return x
     return x.masked_fill(bad.reshape((-1,) + (1,) * (x.dim() - 1)), 0)
 
 
 def _part_sum(p, s, bad):
+    """Σ_i s_i ∇_i of one part; ``bad``: the non-finite examples' mask, None when there are none."""
     import torch
 
     if isinstance(p, Outer):
+        if p.G is not None:
+            return torch.einsum("b,boi->oi", s, _mask(p.G, bad))
         D = _mask(p.D, bad) * s[:, None, None]
         return D.reshape(-1, D.shape[-1]).t() @ _mask(p.A, bad).reshape(-1, p.A.shape[-1])
     if isinstance(p, Direct):
@@ -121,10 +128,20 @@ def _capture(model, entries, xb, acc):
     return out, [(n, m, r, calls[id(m)]) for n, m, r in entries]
 
 
+def per_example_losses(loss_fn, out, yb):
+    """(B,) ``loss_fn`` on each (output, target) pair as a batch of one: ``vmap``, or for the default
+    criterion ``F.cross_entropy`` its ``reduction="none"`` values (the same numbers, one call)."""
+    import torch.nn.functional as F
+    from torch.func import vmap
+
+    if loss_fn is F.cross_entropy and out.dim() == 2 and yb.dim() == 1 and not yb.is_floating_point():
+        return F.cross_entropy(out, yb, reduction="none")
+    return vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
+
+
 def _grads(model, loss_fn, xb, yb, names):
     """(out, losses, bad, {name: [parts]}) for the batch."""
     import torch
-    from torch.func import vmap
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
 
@@ -132,7 +149,7 @@ def _grads(model, loss_fn, xb, yb, names):
     p0 = next(p for p in model.parameters() if p.requires_grad)
     acc = accumulation_dtype(p0.dtype)
     out, captured = _capture(model, entries, xb, acc)
-    losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
+    losses = per_example_losses(loss_fn, out, yb)
     bad = ~torch.isfinite(losses)
     total = losses.masked_fill(bad, 0).sum()
     zs = [z for _, _, _, cs in captured for _, outs in cs for z in outs]
@@ -182,12 +199,12 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
         sc = (c[None, :] / (norm + 1e-12)).clamp(max=1.0).masked_fill(bad[:, None], 0)
         scales = {k: sc[:, j] for j, k in enumerate(names)}
         over = (norm > c[None, :]).any(dim=1)
+    nbad, nover = torch.stack([bad.sum(), over.sum()]).tolist()  # the step's one host read (reporting)
     sums = {}
     for k in names:
-        ss = [_part_sum(p, scales[k], bad) for p in parts[k]]
+        ss = [_part_sum(p, scales[k], bad if nbad else None) for p in parts[k]]
         v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
         sums[k] = v.reshape(params[k].shape)
-    nbad, nover = torch.stack([bad.sum(), over.sum()]).tolist()  # the step's one host read (reporting)
     idx = torch.nonzero(bad).flatten().tolist() if nbad else []
     losses = losses.detach().masked_fill(bad, float("nan"))
     return result(sums, B, int(nbad), idx, norm.detach(), losses, "rules", nover / B, out.detach())
@@ -240,7 +257,7 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
         ones = torch.ones(k, dtype=acc, device=sq.device)
         sums = {}
         for n in names:
-            ss = [_part_sum(p, ones, bad) for p in parts[n]]
+            ss = [_part_sum(p, ones, bad if bool(bad.any()) else None) for p in parts[n]]
             v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
             sums[n] = v.reshape(params[n].shape)
         ref_sq, ref_sum = _reference(model, loss_fn, xs, ys, names, per_example_grads)

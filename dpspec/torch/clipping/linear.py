@@ -19,8 +19,10 @@ def outer_parts(pairs, B: int, what: str):
     positions are concatenated (a layer applied twice is one sum over both)."""
     import torch
 
-    A = torch.cat([batch_first(a, B, what) for a, _ in pairs], dim=1)
-    D = torch.cat([batch_first(d, B, what) for _, d in pairs], dim=1)
+    As = [batch_first(a, B, what) for a, _ in pairs]
+    Ds = [batch_first(d, B, what) for _, d in pairs]
+    A = As[0] if len(As) == 1 else torch.cat(As, dim=1)
+    D = Ds[0] if len(Ds) == 1 else torch.cat(Ds, dim=1)
     return Outer(A, D), Direct(D.sum(dim=1))
 
 
