@@ -201,11 +201,13 @@ def _forever(loader):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (default 100; --quick: 8)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_make_private.md"))
     args = ap.parse_args()
     torch.set_num_threads(1)
     n = 4096
     warm, steps = (2, 8) if args.quick else (5, 100)
+    steps = args.steps or steps
     rows = []
     for name, (build, shape, b) in models().items():
         ts, sigma = bench(build, shape, n, b, warm, steps)
