@@ -76,8 +76,8 @@ class GhostClipper:
             if d is None:
                 d = torch.zeros(*x.shape[:-1], m.weight.shape[0] if isinstance(m, nn.Linear)
                                 else x.shape[-1], device=x.device, dtype=x.dtype)
-            X = x.reshape(b, -1, x.shape[-1])
-            D = d.reshape(b, -1, d.shape[-1])
+            X = x.reshape(b, -1, x.shape[-1]).to(sq.dtype)  # norms and sums in float32 or wider
+            D = d.reshape(b, -1, d.shape[-1]).to(sq.dtype)
             if isinstance(m, nn.Linear):
                 R = X.shape[1]
                 if R * R <= X.shape[2] * D.shape[2]:
