@@ -39,7 +39,7 @@ class ConvRule(Rule):
         else:
             k, dil, pad, st = m.kernel_size, m.dilation, m.padding, m.stride
         B, C_out = ds[0].shape[0], ds[0].shape[1]
-        out = {}
+        out: dict = {}
         if m.weight.requires_grad:  # the (B, C_out, C_in·k) per-example gradients (small for a convolution)
             out["weight"] = [
                 Outer(None, None, G=sum(_per_example_weight(x, d, k, dil, pad, st) for x, d in zip(xs, ds)))

@@ -249,7 +249,7 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
     acc = next(iter(params.values())).dtype
     # in train mode (eval mode may take other paths: nn.TransformerEncoderLayer's fused kernel), with the
     # dropout of torch's own layers off (a random mask differs between the batch and each example alone)
-    drops = [(m, m.p) for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+    drops: list = [(m, m.p) for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
     drops += [(m, m.dropout) for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
     for m, _ in drops:
         setattr(m, "p" if hasattr(m, "p") else "dropout", 0.0)
