@@ -313,7 +313,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             cols.append(dsq)
     sq = torch.stack(cols, dim=1)
     bad = bad | ~torch.isfinite(sq).all(dim=1)
-    if bool(bad.any()):
+    nbad = int(bad.sum())  # the step's one host read (the clipped fraction rides on it below)
+    if nbad:
         acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
         deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
         sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
@@ -328,7 +329,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
                 sums[f"{name}.weight"] = ds.t() @ x
             if mod.bias is not None and mod.bias.requires_grad:
                 sums[f"{name}.bias"] = ds.sum(dim=0)
-        norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
+        norms, over = norm, norm > clip
     else:
         norm = sq.sqrt()
         c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
@@ -342,10 +343,11 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             if mod.bias is not None and mod.bias.requires_grad:
                 sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
                 col += 1
-        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
+        norms, over = norm, (norm > c[None, :]).any(dim=1)
     names = [k for k, _ in _blocks(model)]
     sums = {k: sums[k] for k in names}
-    idx = torch.nonzero(bad).flatten().tolist()
+    clipped = int(over.sum()) / B  # reporting (a second read; the sums are queued before it)
+    idx = torch.nonzero(bad).flatten().tolist() if nbad else []
     losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
     return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
