@@ -233,3 +233,15 @@ def test_bfloat16_accumulates_in_float32():
     assert all(v.dtype == torch.float32 for v in cs.sums.values())
     ref = clipped_grad_sum(Encoder().to(F64).requires_grad_(True), ce, x, y, clip=1.0, method="vmap")
     assert set(ref.sums) == set(cs.sums)
+
+
+def test_autocast_runs_the_rules_and_accumulates_in_float32():
+    torch.manual_seed(0)
+    m = Encoder()  # float32 parameters, a bfloat16 autocast region around the step
+    x, y = batch("tok")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cs = clipped_grad_sum(m, ce, x, y, clip=1.0)
+    assert cs.method == "rules" and all(v.dtype == torch.float32 for v in cs.sums.values())
+    ref = clipped_grad_sum(m, ce, x, y, clip=1.0, method="vmap")
+    for k in ref.sums:  # bfloat16 matmuls: close, not equal
+        assert float((cs.sums[k] - ref.sums[k]).norm()) <= 0.1 * float(ref.sums[k].norm()) + 1e-3, k

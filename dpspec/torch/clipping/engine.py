@@ -165,13 +165,14 @@ def _grads(model, loss_fn, xb, yb, names):
     def cast(x):
         return x.to(acc) if torch.is_tensor(x) and x.is_floating_point() else x
 
-    for name, m, r, cs in captured:
-        if not cs:
-            raise Unsupported(f"{name}: a trainable layer the forward did not call")
-        deltas = [tuple(cast(next(it)) for _ in outs) for _, outs in cs]
-        calls = [(tuple(cast(x) for x in inp), outs) for inp, outs in cs]
-        for k, ps in r.parts(m, calls, deltas).items():
-            parts[f"{name}.{k}" if name else k] = ps
+    with torch.autocast(p0.device.type, enabled=False):  # the rules' arithmetic in the accumulation dtype
+        for name, m, r, cs in captured:
+            if not cs:
+                raise Unsupported(f"{name}: a trainable layer the forward did not call")
+            deltas = [tuple(cast(next(it)) for _ in outs) for _, outs in cs]
+            calls = [(tuple(cast(x) for x in inp), outs) for inp, outs in cs]
+            for k, ps in r.parts(m, calls, deltas).items():
+                parts[f"{name}.{k}" if name else k] = ps
     missing = [k for k in names if k not in parts]
     if missing:
         raise Unsupported(f"no rule gave the gradient of {missing}")
@@ -187,6 +188,13 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
     names = list(params)
     B = int(xb.shape[0])
     out, losses, bad, parts = _grads(model, loss_fn, xb, yb, names)
+    with torch.autocast(out.device.type, enabled=False):  # norms and sums in the accumulation dtype
+        return _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result)
+
+
+def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
+    import torch
+
     sq = torch.stack([sum(_part_sq(p, B) for p in parts[k]) for k in names], dim=1)  # (B, E)
     bad = bad | ~torch.isfinite(sq).all(dim=1)
     sq = sq.masked_fill(bad[:, None], 0)
@@ -253,16 +261,18 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
     drops += [(m, m.dropout) for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
     for m, _ in drops:
         setattr(m, "p" if hasattr(m, "p") else "dropout", 0.0)
-    try:
-        _, losses, bad, parts = _grads(model, loss_fn, xs, ys, names)
-        sq = torch.stack([sum(_part_sq(p, k) for p in parts[n]) for n in names], dim=1)
-        ones = torch.ones(k, dtype=acc, device=sq.device)
-        sums = {}
-        for n in names:
-            ss = [_part_sum(p, ones, bad if bool(bad.any()) else None) for p in parts[n]]
-            v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
-            sums[n] = v.reshape(params[n].shape)
-        ref_sq, ref_sum = _reference(model, loss_fn, xs, ys, names, per_example_grads)
+    dev = next(iter(params.values())).device
+    try:  # in full precision: an autocast region around the step would hide a structural difference
+        with torch.autocast(dev.type, enabled=False):
+            _, losses, bad, parts = _grads(model, loss_fn, xs, ys, names)
+            sq = torch.stack([sum(_part_sq(p, k) for p in parts[n]) for n in names], dim=1)
+            ones = torch.ones(k, dtype=acc, device=sq.device)
+            sums = {}
+            for n in names:
+                ss = [_part_sum(p, ones, bad if bool(bad.any()) else None) for p in parts[n]]
+                v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
+                sums[n] = v.reshape(params[n].shape)
+            ref_sq, ref_sum = _reference(model, loss_fn, xs, ys, names, per_example_grads)
     finally:
         for m, p in drops:
             setattr(m, "p" if hasattr(m, "p") else "dropout", p)
