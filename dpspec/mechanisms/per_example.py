@@ -48,6 +48,13 @@ GHOST_ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoi
                      "Flatten", "Hardtanh", "ReLU6", "Mish", "SELU", "CELU")
 
 
+def _full_precision(x):
+    """A region without autocast on ``x``'s device (the clipped sum's arithmetic)."""
+    import torch
+
+    return torch.autocast(x.device.type if x.device.type in ("cuda", "cpu") else "cpu", enabled=False)
+
+
 def _acc(dtype):
     from dpspec.mechanisms.noise_device import accumulation_dtype
 
@@ -224,35 +231,36 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         f = _single_loss_out(model, loss_fn, buffers)
         g, (loss, outputs) = vmap(grad_and_value(f, has_aux=True), in_dims=(None, 0, 0),
                                   randomness="different")(params, xb, yb)
-    names = list(g.keys())
-    B = xb.shape[0]
-    g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
-    sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
-    bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
-    if bool(bad.any()):
-        for k in names:
-            shape = (B,) + (1,) * (g[k].dim() - 1)
-            g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
-        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
-    sums = {}
-    if pcs is None:
-        norm = sq.sum(dim=1).sqrt()
-        scale = (clip / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad, scale.new_zeros(()), scale)
-        for k in names:
-            sums[k] = torch.einsum("b,b...->...", scale, g[k])
-        norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
-    else:
-        norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
-        scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
-        for j, k in enumerate(names):
-            sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
-        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
-    idx = torch.nonzero(bad).flatten().tolist()
-    loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
+    with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
+        names = list(g.keys())
+        B = xb.shape[0]
+        g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
+        sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
+        bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
+        if bool(bad.any()):
+            for k in names:
+                shape = (B,) + (1,) * (g[k].dim() - 1)
+                g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
+            sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        sums = {}
+        if pcs is None:
+            norm = sq.sum(dim=1).sqrt()
+            scale = (clip / (norm + 1e-12)).clamp(max=1.0)
+            scale = torch.where(bad, scale.new_zeros(()), scale)
+            for k in names:
+                sums[k] = torch.einsum("b,b...->...", scale, g[k])
+            norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
+        else:
+            norm = sq.sqrt()
+            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
+            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            for j, k in enumerate(names):
+                sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
+            norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
+        idx = torch.nonzero(bad).flatten().tolist()
+        loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
+        return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
 
 
 def _per_example_loop(model, loss_fn, xb, yb):
@@ -300,56 +308,57 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     deltas = torch.autograd.grad(total, outs, allow_unused=True)
     B = xb.shape[0]
     deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(deltas, outs)]
-    acc = _acc(out.dtype)  # norms and sums in float32 or wider
-    acts, deltas = [x.to(acc) for x in acts], [d.to(acc) for d in deltas]
-    # per-example squared norms per block, in named_parameters order (weight, bias per layer)
-    a_sq = [x.pow(2).sum(dim=1) for x in acts]
-    d_sq = [d.pow(2).sum(dim=1) for d in deltas]
-    cols = []
-    for (name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
-        if mod.weight.requires_grad:
-            cols.append(asq * dsq)
-        if mod.bias is not None and mod.bias.requires_grad:
-            cols.append(dsq)
-    sq = torch.stack(cols, dim=1)
-    bad = bad | ~torch.isfinite(sq).all(dim=1)
-    nbad = int(bad.sum())  # the step's one host read (the clipped fraction rides on it below)
-    if nbad:
-        acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
-        deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
-        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
-    sums = {}
-    if pcs is None:
-        norm = sq.sum(dim=1).sqrt()
-        s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-        s_all = torch.where(bad, s_all.new_zeros(()), s_all)
-        for (name, mod), x, d in zip(lin_names, acts, deltas):
-            ds = d * s_all[:, None]
+    with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
+        acc = _acc(out.dtype)  # norms and sums in float32 or wider
+        acts, deltas = [x.to(acc) for x in acts], [d.to(acc) for d in deltas]
+        # per-example squared norms per block, in named_parameters order (weight, bias per layer)
+        a_sq = [x.pow(2).sum(dim=1) for x in acts]
+        d_sq = [d.pow(2).sum(dim=1) for d in deltas]
+        cols = []
+        for (name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
             if mod.weight.requires_grad:
-                sums[f"{name}.weight"] = ds.t() @ x
+                cols.append(asq * dsq)
             if mod.bias is not None and mod.bias.requires_grad:
-                sums[f"{name}.bias"] = ds.sum(dim=0)
-        norms, over = norm, norm > clip
-    else:
-        norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
-        scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
-        col = 0
-        for (name, mod), x, d in zip(lin_names, acts, deltas):
-            if mod.weight.requires_grad:
-                sums[f"{name}.weight"] = (d * scale[:, col:col + 1]).t() @ x
-                col += 1
-            if mod.bias is not None and mod.bias.requires_grad:
-                sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
-                col += 1
-        norms, over = norm, (norm > c[None, :]).any(dim=1)
-    names = [k for k, _ in _blocks(model)]
-    sums = {k: sums[k] for k in names}
-    clipped = int(over.sum()) / B  # reporting (a second read; the sums are queued before it)
-    idx = torch.nonzero(bad).flatten().tolist() if nbad else []
-    losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
+                cols.append(dsq)
+        sq = torch.stack(cols, dim=1)
+        bad = bad | ~torch.isfinite(sq).all(dim=1)
+        nbad = int(bad.sum())  # the step's one host read (the clipped fraction rides on it below)
+        if nbad:
+            acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
+            deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
+            sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        sums = {}
+        if pcs is None:
+            norm = sq.sum(dim=1).sqrt()
+            s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
+            s_all = torch.where(bad, s_all.new_zeros(()), s_all)
+            for (name, mod), x, d in zip(lin_names, acts, deltas):
+                ds = d * s_all[:, None]
+                if mod.weight.requires_grad:
+                    sums[f"{name}.weight"] = ds.t() @ x
+                if mod.bias is not None and mod.bias.requires_grad:
+                    sums[f"{name}.bias"] = ds.sum(dim=0)
+            norms, over = norm, norm > clip
+        else:
+            norm = sq.sqrt()
+            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
+            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            col = 0
+            for (name, mod), x, d in zip(lin_names, acts, deltas):
+                if mod.weight.requires_grad:
+                    sums[f"{name}.weight"] = (d * scale[:, col:col + 1]).t() @ x
+                    col += 1
+                if mod.bias is not None and mod.bias.requires_grad:
+                    sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
+                    col += 1
+            norms, over = norm, (norm > c[None, :]).any(dim=1)
+        names = [k for k, _ in _blocks(model)]
+        sums = {k: sums[k] for k in names}
+        clipped = int(over.sum()) / B  # reporting (a second read; the sums are queued before it)
+        idx = torch.nonzero(bad).flatten().tolist() if nbad else []
+        losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
+        return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
 
 def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = None,

@@ -245,3 +245,13 @@ def test_autocast_runs_the_rules_and_accumulates_in_float32():
     ref = clipped_grad_sum(m, ce, x, y, clip=1.0, method="vmap")
     for k in ref.sums:  # bfloat16 matmuls: close, not equal
         assert float((cs.sums[k] - ref.sums[k]).norm()) <= 0.1 * float(ref.sums[k].norm()) + 1e-3, k
+
+
+@pytest.mark.parametrize("method", ["ghost", "vmap"])
+def test_autocast_sums_stay_float32_on_the_other_paths(method):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = batch("seq")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cs = clipped_grad_sum(m, ce, x[:, 0].float(), y, clip=0.5, method=method)
+    assert cs.method == method and all(v.dtype == torch.float32 for v in cs.sums.values())
