@@ -9,6 +9,10 @@ on the first examples of the batch, with torch's dropout layers off; a model tha
 coupling examples, a layer fed (T, B, ·) — is never run by the rules again (vmap is used, and
 ``ClippedSum.method`` says so). ``nn.MultiheadAttention`` with ``batch_first=False`` is refused
 outright (the layers around it see the batch in dim 1).
+
+The plan and the check are cached per model, keyed by its modules and its trainable parameters; a
+model whose layers' settings are changed in place afterwards (``batch_first``, a padding mode) is
+re-planned and re-checked after :func:`forget`.
 """
 
 from __future__ import annotations
@@ -17,14 +21,32 @@ import weakref
 
 from . import Direct, Outer, Unsupported, rule_for
 
-__all__ = ["plan", "clipped_sum", "verified", "supported"]
+__all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 
 _VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PROBE_EXAMPLES = 4
 
 
 def plan(model):
-    """[(name, module, rule)] covering every trainable parameter, or :class:`Unsupported`."""
+    """[(name, module, rule)] covering every trainable parameter, or :class:`Unsupported` (cached per
+    model while its modules and its trainable parameters stay the same)."""
+    sig = (tuple(map(id, model.modules())), tuple((id(p), p.requires_grad) for p in model.parameters()))
+    hit = _PLANS.get(model)
+    if hit is not None and hit[0] == sig:
+        if isinstance(hit[1], Unsupported):
+            raise hit[1]
+        return hit[1]
+    try:
+        entries = _plan(model)
+    except Unsupported as e:
+        _PLANS[model] = (sig, e)
+        raise
+    _PLANS[model] = (sig, entries)
+    return entries
+
+
+def _plan(model):
     import torch.nn as nn
 
     entries, owner, skip = [], {}, []
@@ -291,3 +313,9 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
                 break
     _VERDICTS[key] = (sig, ok, why)
     return ok, why
+
+
+def forget(model) -> None:
+    """Drop the cached plan and check of ``model`` (after changing its layers' settings in place)."""
+    _PLANS.pop(model, None)
+    _VERDICTS.pop(model, None)
