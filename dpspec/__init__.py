@@ -14,8 +14,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from dpspec.diagnostics import Diagnostic, SpecError
+from dpspec.errors import DpspecError
 
-__all__ = ["__version__", "Diagnostic", "SpecError", "Spec", "load", "loads", "compile", "verify", "fmt"]
+__all__ = ["__version__", "Diagnostic", "DpspecError", "SpecError", "Spec", "load", "loads", "compile", "verify", "fmt"]
 
 
 def __getattr__(name):  # the front end (pydantic, lark) is imported on first use
@@ -37,10 +38,21 @@ def compile(spec, *, data=None):  # noqa: A001 - the natural name for a compiler
 
 
 def verify(certificate, *, raise_on_error: bool = True, data=None, trust_code: bool = False):
-    """Re-verify a certificate (model, dict, JSON text, or a ``pathlib.Path`` to a file; a str is always
-    text); see ``dpspec.certificate.verify``. ``trust_code=True`` lets the embedded spec's code hooks run."""
+    """Re-verify a certificate (model, dict, JSON text, or a file); see ``dpspec.certificate.verify``.
+    ``trust_code=True`` lets the embedded spec's code hooks run.
+
+    A ``str`` is JSON text, except that a one-line str ending in ``.json`` that names an existing file is
+    that file (``dpspec.verify("cert.json")``, as ``dpspec.compile("x.dps")`` takes a path). The two cannot be
+    confused: a certificate's JSON text is an object and begins with ``{``. The file is read exactly as a
+    ``pathlib.Path`` is (a regular file of at most 16 MiB, never a device, FIFO or directory)."""
+    import os
+    from pathlib import Path
+
     from dpspec.certificate.verify import verify as _verify
 
+    if (isinstance(certificate, str) and certificate.endswith(".json") and "\n" not in certificate
+            and not certificate.lstrip().startswith("{") and os.path.isfile(certificate)):
+        certificate = Path(certificate)
     return _verify(certificate, raise_on_error=raise_on_error, data=data, trust_code=trust_code)
 
 

@@ -10,9 +10,11 @@ Invariants:
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable, Literal, NamedTuple, Sequence
+
+from dpspec.errors import DpspecError
 
 Severity = Literal["error", "warning", "note"]
 
@@ -68,7 +70,7 @@ class Diagnostic:
         }
 
 
-class SpecError(Exception):
+class SpecError(DpspecError):
     """Raised by the Python API when a spec has errors; carries every diagnostic."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic], sources: dict[str, str] | None = None):

@@ -150,18 +150,45 @@ def language_markdown() -> str:
     out += table("`split`", SPLITS)
     out += table("`loss`", LOSSES)
     out += table("`propagation` (gcon)", PROPAGATIONS)
+    from dpspec.lower.lowering import DRAWS, RANGES, RUNS, SELECTS, TUNABLE
+
+    out += table("`runs` (tune blocks)", RUNS, "How many training runs a tuning makes; a bare number is a fixed "
+                 "count. A random count (Poisson or truncated negative binomial) makes the selection cheap: the "
+                 "whole procedure costs a few times one run's ε, not the sum (see docs/tuning.md).")
+    out += table("`select` (tune blocks)", SELECTS, "`on = private` (default): the score is a sum of per-record "
+                 "values in [0, 1] released with Gaussian noise (`score_noise`, its standard deviation; default: "
+                 "the smallest with at most 10 % of a run's RDP) and covered by the certificate; `on = public`: "
+                 "computed on public data, free, and stated so. `release_score = true` outputs the best run's "
+                 "noisy score too.")
+    out += table("`draw` (tune blocks)", DRAWS)
+    out += table("candidate values: ranges (tune blocks)", RANGES, "Inside `candidates { ... }` each tunable "
+                 f"setting ({', '.join(f'`{k}`' for k in TUNABLE)}) takes a list of values as its train-block "
+                 "setting would take one, or (for numbers) a range, e.g. `candidates { learning_rate log_range(0.01, "
+                 "1, count = 5)  clipping [flat(C = 0.5), flat(C = 1.0)] }`. The candidates are the grid (product) "
+                 "of the lists.")
     out += ["### `degree_cap` (relational_dpsgd)", "", "`degree_cap 5`: every node keeps at most K edges "
             "before training (removing a node then changes at most K capped edges).", ""]
     out += ["### `secret`", "", "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "
             "`secret race` (values read from the data).", "",
             "### `pairs`", "", "`pairs all_distinct` (default) or `pairs [(White, Black), (White, Other)]`.", "",
             *release_sections(),
+            *family_sections(),
             "## Mechanisms", "", "| mechanism | block | protects | certifies | available | source |",
             "|---|---|---|---|---|---|"]
     for m in MECHANISMS.values():
         out.append(f"| `{m.name}` | {m.block} | {', '.join(m.units)} | {', '.join(m.notions)} | "
                    f"{'yes' if m.available else 'not yet'} | {m.source} |")
     return "\n".join(out).rstrip() + "\n"
+
+
+def family_sections() -> list[str]:
+    """The sections the families write themselves (their ``docs`` hook), each once."""
+    from dpspec.families import FAMILIES, load
+
+    out: list[str] = []
+    for path in dict.fromkeys(f.docs for f in FAMILIES.values() if f.docs):
+        out += load(path)()
+    return out
 
 
 def release_sections() -> list[str]:

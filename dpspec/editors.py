@@ -89,7 +89,7 @@ def textmate_grammar() -> dict:
                    "endCaptures": {"0": {"name": "punctuation.section.braces.dps"}},
                    "patterns": [{"include": "#body"}]},
         "setting": {"match": word(_alternation(w["settings"])) + r"(?=\s)", "name": "variable.other.property.dps"},
-        "kwarg": {"match": rf"{_NOT_NAME_BEFORE}({ident})\s*({t['EQUAL']})",
+        "kwarg": {"match": rf"{_NOT_NAME_BEFORE}({ident})\s*({t['EQUAL']})(?!=)",
                   "captures": {"1": {"name": "variable.parameter.dps"},
                                "2": {"name": "keyword.operator.assignment.dps"}}},
         "call": {"match": rf"{_NOT_NAME_BEFORE}({ident})(?=\s*{t['LPAR']})",
@@ -102,6 +102,7 @@ def textmate_grammar() -> dict:
             {"match": f"{t['LSQB']}|{t['RSQB']}", "name": "punctuation.section.brackets.dps"},
             {"match": f"{t['LPAR']}|{t['RPAR']}", "name": "punctuation.section.parens.dps"},
             {"match": t["COMMA"], "name": "punctuation.separator.comma.dps"},
+            {"match": t["COMPARE"], "name": "keyword.operator.comparison.dps"},
             {"match": t["EQUAL"], "name": "keyword.operator.assignment.dps"},
         ]},
         "value": {"patterns": [{"include": f"#{k}"} for k in (

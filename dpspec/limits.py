@@ -30,6 +30,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from dpspec.errors import DpspecError
+
 __all__ = ["Limit", "LIMITS", "LimitExceeded", "limit", "over", "over_work", "hint", "require", "require_work", "memory_budget"]
 
 
@@ -80,7 +82,7 @@ _TABLE = (
 LIMITS: dict[str, Limit] = {x.name: x for x in _TABLE}
 
 
-class LimitExceeded(Exception):
+class LimitExceeded(DpspecError):
     """A size is above its limit; ``message`` and ``hint`` are ready for a diagnostic.
 
     Not a ValueError on purpose: the compile stages catch ValueError for their own reasons, and a

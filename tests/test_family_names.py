@@ -28,7 +28,11 @@ ACCOUNTING = ("accounting",)
 NOT_YET: tuple[str, ...] = ()
 # strings that spell a family's name but mean something else: the noise form ``gaussian(sigma = …)``
 # (a value form any family may take), keyed by file and text
-NOT_A_FAMILY = {("dpspec/lower/lowering.py", "gaussian")}
+NOT_A_FAMILY = {("dpspec/lower/lowering.py", "gaussian"),
+                # the exact samplers' own names (secure mode), and `auto` as a value of per-example settings
+                ("dpspec/mechanisms/secure_noise.py", "discrete_laplace"),
+                ("dpspec/mechanisms/secure_noise.py", "discrete_gaussian"),
+                ("dpspec/mechanisms/per_example.py", "auto")}
 
 HOOKS = ("curve", "steps_curve", "reverify", "distributed_example", "torch_backend", "demo")
 
@@ -67,7 +71,9 @@ def _shared_files() -> list[Path]:
     for p in sorted(PKG.rglob("*.py")):
         rel = p.relative_to(PKG)
         # the table and the settings models are the families' declarations themselves
-        if rel.parts[0] in skip_dirs or rel in (Path("families/__init__.py"), Path("ir/settings.py")) or p in own:
+        # a family's own folder (dpspec/families/<family>/) belongs to the families whose entries name it
+        if rel.parts[0] in skip_dirs or rel in (Path("families/__init__.py"), Path("ir/settings.py")) or p in own \
+                or (rel.parts[0] == "families" and len(rel.parts) > 2):
             continue
         out.append(p)
     return out

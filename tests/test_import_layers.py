@@ -1,6 +1,6 @@
 """The direction of imports between dpspec's stages.
 
-    families, ir, diagnostics, limits      (leaves: the family table and the IR import nothing heavy)
+    families, ir, diagnostics, limits, errors  (leaves: the family table and the IR import nothing heavy)
     accounting                              (numerics only: no other dpspec stage)
     runtime: mechanisms, gcon, relational, srpp, pufferfish, distributed
                                             (never the front end or the compiler)
@@ -65,15 +65,21 @@ def test_families_table_imports_only_the_standard_library():
         assert name.split(".")[0] in sys.stdlib_module_names, f"dpspec/families/__init__.py imports {name}"
 
 
+def test_the_error_root_imports_only_the_standard_library():
+    for name in _imports(PKG / "errors.py", top_level_only=False):
+        assert name.split(".")[0] in sys.stdlib_module_names, f"dpspec/errors.py imports {name}"
+
+
 def test_ir_imports_no_other_stage():
     for p in _files("ir"):
-        bad = {m for m in _imports(p, False) if m.startswith("dpspec.") and not m.startswith("dpspec.ir")}
+        bad = {m for m in _imports(p, False) if m.startswith("dpspec.") and not m.startswith(("dpspec.ir", "dpspec.errors"))}
         assert not bad, f"{p.relative_to(ROOT)} imports {sorted(bad)}"
 
 
 def test_accounting_imports_no_other_stage():
     for p in _files("accounting"):
-        bad = {m for m in _imports(p, False) if m.startswith("dpspec") and not m.startswith("dpspec.accounting")}
+        bad = {m for m in _imports(p, False)
+               if m.startswith("dpspec") and not m.startswith(("dpspec.accounting", "dpspec.errors"))}
         assert not bad, f"{p.relative_to(ROOT)} imports {sorted(bad)}"
 
 

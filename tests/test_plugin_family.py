@@ -1,90 +1,30 @@
-"""A mechanism family is one declaration: a family written entirely in this file (settings model,
-accountant, compile function, runtime class) plus one entry in the family table goes through every
-stage — lowering, checking, compiling, the certificate, ``verify`` and the runtime's step budget —
-without an edit to shared code. The family: full-batch noisy gradient descent ("noisy_gd"), T
-steps of the Gaussian mechanism on a clipped gradient sum (sensitivity 1 in units of the clip):
-ε(α) = T α / (2 σ²) (Mironov 2017, Prop. 7, composed over T steps, Prop. 1)."""
+"""A mechanism family is one folder plus one entry: the template family in
+``dpspec/families/template/`` (settings model, accountant, compile function, runtime class, proof)
+registered by one line goes through every stage — lowering, checking, compiling, the certificate,
+``verify`` and the runtime's step budget — without an edit to shared code, and its hooks come from
+its files. The family: full-batch noisy gradient descent ("noisy_gd"), T steps of the Gaussian
+mechanism on a clipped gradient sum (sensitivity 1 in units of the clip): ε(α) = T α / (2 σ²)
+(Mironov 2017, Prop. 7, composed over T steps, Prop. 1)."""
 
 from __future__ import annotations
 
+import ast
 import json
-from typing import ClassVar, Literal
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import dpspec
-from dpspec.families import FAMILIES, Family, allowed_settings
-from dpspec.ir import models as ir
-from dpspec.ir.settings import TrainingSettings
+import dpspec.lower.lowering  # noqa: F401 - loaded before any test registers the template (its name lists)
+from dpspec.families import FAMILIES, FOLDER_HOOKS, Family, allowed_settings
+from dpspec.families.template import ENTRY
+from dpspec.families.template.runtime import Runtime as NoisyGd
 
 UNIT = "privacy people { unit record  relation add_remove  dataset_size 1000 }\n"
 SPEC = UNIT + ("train gd { protect people  mechanism noisy_gd  steps 50  noise_multiplier 4.0  "
                "guarantee dp(delta = 1e-6) }\n")
-
-
-# ---------------------------------------------------------------- the family, all in this file
-
-
-class NoisyGdSettings(TrainingSettings):
-    family: Literal["noisy_gd"] = "noisy_gd"
-    common_after: ClassVar[dict[str, tuple[str, ...]]] = {"noise": ("steps", "guarantee")}
-    noise: ir.GaussianNoise | None = None
-
-
-def noisy_gd_rdp(alphas, sigma: float, steps: int):
-    """ε(α) = T α / (2 σ²): Mironov 2017 Prop. 7 (Gaussian, Δ = 1), composed T times (Prop. 1)."""
-    return steps * np.asarray(alphas, float) / (2.0 * sigma * sigma)
-
-
-class NoisyGd:
-    """The runtime: takes σ and the step budget from its certificate and stops there."""
-
-    def __init__(self, sigma: float, steps: int):
-        self.sigma, self.steps, self.taken = sigma, steps, 0
-
-    @classmethod
-    def from_certificate(cls, cert):
-        p = cert.mechanism.parameters
-        return cls(float(p["noise_multiplier"]), int(p["steps"]))
-
-    def step(self, grad_sum, rng):
-        if self.taken >= self.steps:
-            raise RuntimeError("the certificate's step budget is spent")
-        self.taken += 1
-        return grad_sum + rng.normal(0.0, self.sigma, np.shape(grad_sum))
-
-
-def compile_noisy_gd(ctx, t, data):
-    from dpspec.certificate.model import DpPoint, GuaranteeRecord, MechanismRecord, Numerics, TargetCertificate
-    from dpspec.compiler.common import CompiledTarget, _alpha_grid, _conversion, _deltas, _grid_text, _notion, \
-        _protected, _target
-
-    s = t.settings_as(NoisyGdSettings)
-    sigma, steps = s.noise.noise_multiplier, t.schedule.steps
-    protected, _d, _u = _protected(ctx, t)
-    alphas = _alpha_grid(ctx.spec)
-    rdp = noisy_gd_rdp(alphas, sigma, steps)
-    points = [DpPoint(epsilon=_conversion(alphas, rdp, dl)[0], delta=dl) for dl in _deltas(t.guarantee)]
-    guarantee = GuaranteeRecord(target=_target(t.guarantee), rdp_alphas=list(map(float, alphas)),
-                                rdp_epsilons=list(map(float, rdp)), dp=points,
-                                theorems=["Mironov 2017, Prop. 7 and Prop. 1"],
-                                epsilon=points[0].epsilon, delta=points[0].delta)
-    cert = TargetCertificate(
-        name=t.name, kind="train", protected=protected, notion=_notion(t.guarantee),
-        mechanism=MechanismRecord(name="noisy_gd", description="full-batch noisy gradient descent",
-                                  parameters={"noise_multiplier": sigma, "steps": steps}, calibrated=False),
-        guarantee=guarantee,
-        numerics=Numerics(method="closed form", abs_error_bound=0.0, alpha_grid=_grid_text(alphas),
-                          conversion="RDP to (ε, δ)"))
-    return CompiledTarget(t.name, "train", cert, NoisyGd.from_certificate(cert), alphas, rdp)
-
-
-ENTRY = Family(
-    name="noisy_gd", block="train", units=("record",), relations=("add_remove",), notions=("dp", "rdp"),
-    summary="full-batch noisy gradient descent", source="Mironov 2017, Prop. 7",
-    settings_model=f"{__name__}:NoisyGdSettings", compile=f"{__name__}:compile_noisy_gd",
-    runtime=f"{__name__}:NoisyGd")
+TEMPLATE = Path(dpspec.__file__).resolve().parent / "families" / "template"
 
 
 @pytest.fixture
@@ -145,3 +85,50 @@ def test_a_setting_only_the_new_family_holds_is_refused_elsewhere(noisy_gd):
         "train g { mechanism gcon  noise_multiplier 1.0  guarantee dp(epsilon = 1, delta = 1e-6) }\n"
     diags = [d for d in dpspec.load(text).diagnostics if d.rule == "DPS130"]
     assert [d.message for d in diags] == ["`noise` has no effect for mechanism `gcon`"]
+
+
+def test_the_hooks_come_from_the_folder_files():
+    assert ENTRY.package == "dpspec.families.template"
+    assert ENTRY.settings_model == "dpspec.families.template.settings:Settings"
+    assert ENTRY.compile == "dpspec.families.template.compile:compile_target"
+    assert ENTRY.runtime == "dpspec.families.template.runtime:Runtime"
+    assert ENTRY.accountants == ("dpspec.families.template.accountant",)
+    assert not ENTRY.auditor and not ENTRY.demo  # no file, no hook
+    # a path written in the entry wins over the file
+    assert Family(**{**_facts(ENTRY), "runtime": "x.y:Z"}).runtime == "x.y:Z"
+
+
+def _facts(f: Family) -> dict:
+    return {k: getattr(f, k) for k in ("name", "block", "units", "relations", "notions", "summary", "source",
+                                       "package")}
+
+
+def test_a_hook_needs_its_name_defined_in_its_file(tmp_path, monkeypatch):
+    """A file that does not define the hook's name gives no hook (read as text, nothing imported)."""
+    pkg = tmp_path / "myfam"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "compile.py").write_text("def something_else(): pass\n")
+    (pkg / "runtime.py").write_text("class Runtime:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = Family(name="myfam", block="train", units=("record",), relations=("add_remove",), notions=("dp",),
+               summary="s", source="s", package="myfam")
+    assert f.compile == "" and f.runtime == "myfam.runtime:Runtime"
+
+
+def test_the_template_uses_only_public_names_of_dpspec():
+    """The extension API is public: the template imports no underscore name from dpspec."""
+    for p in sorted(TEMPLATE.glob("*.py")):
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("dpspec"):
+                private = [a.name for a in n.names if a.name.startswith("_")]
+                assert not private, f"{p.name} imports {private} from {n.module}"
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "api":
+                assert not n.attr.startswith("_"), f"{p.name} uses api.{n.attr}"
+
+
+def test_every_folder_hook_file_of_the_template_is_documented():
+    doc = (TEMPLATE.parents[2] / "docs" / "extending.md").read_text(encoding="utf-8")
+    for stem, _attr in FOLDER_HOOKS.values():
+        assert f"`{stem}.py`" in doc, f"docs/extending.md does not describe {stem}.py"
+    assert (TEMPLATE / "PROOF.md").is_file()

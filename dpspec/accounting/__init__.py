@@ -40,6 +40,8 @@ PLD (privacy-loss distributions, pessimistic with a stated error bound): :class:
 :class:`PldResult`, :class:`PldCurve`, :func:`pld_gaussian`, :func:`pld_dpsgd`,
 :func:`pld_compose`, :func:`pld_epsilon`, :func:`calibrate_pld_sigma`,
 :func:`pld_group_lemma_epsilon`.
+Private selection (tuning): :class:`RunCount`, :func:`candidate_envelope`, :func:`selection_dp`,
+:func:`calibrate_selection` (Papernot & Steinke 2022 Thms 2 and 6; Liu & Talwar 2019).
 Errors: :class:`SoundnessError` (every family's unprovable configuration, with a rule id).
 """
 
@@ -79,6 +81,13 @@ from .relational import (  # relational DP-SGD coupled sampling (Huang et al. Eq
     relational_accountants,
 )
 from .rr import poisson_rr_rdp, wor_rr_rdp
+from .selection import (  # private selection / hyper-parameter tuning (Papernot & Steinke 2022 Thms 2, 6)
+    RunCount,
+    SelectionResult,
+    calibrate_selection,
+    candidate_envelope,
+    selection_dp,
+)
 from .swm import swm_sigma2  # Pufferfish SWM calibration (Zhang & Vorobeychik Thms 4.5-4.8)
 from .wor import wor_gaussian_rdp
 
@@ -94,6 +103,11 @@ __all__ = [
     "pld_gaussian",
     "pld_group_lemma_epsilon",
     "DpResult",
+    "RunCount",
+    "SelectionResult",
+    "calibrate_selection",
+    "candidate_envelope",
+    "selection_dp",
     "RdpCurve",
     "SoundnessError",
     "binomial_k2",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dpspec.errors import DpspecError
+
 _CATALOGUE: dict[str, str] = {}
 
 
@@ -24,7 +26,7 @@ def known_rules() -> dict[str, str]:
     return dict(_CATALOGUE)
 
 
-class SoundnessError(ValueError):
+class SoundnessError(DpspecError, ValueError):
     """A configuration whose guarantee would not be provable (an upper bound could fail).
 
     ``rule`` is a stable id from a registered catalogue; ``hint`` says how to fix it.

@@ -5,7 +5,7 @@ Source
 Wei, Zhu, Xiao, Bao, Yang, Cai, Ooi, "GCON: Differentially Private Graph Convolutional Network via
 Objective Perturbation", arXiv:2407.05034v2 (ICDE 2025). Equation numbers ``(n)`` below are the
 paper's; "Thm 1" is its main privacy theorem, "Lemma 2" its propagation sensitivity, "Lemma 9" its
-tail bound. Engineering digest: ``shared/digests/gcon.md`` (formulas F1-F15).
+tail bound. Derivations: ``dpspec/families/gcon/PROOF.md`` (formulas F1-F15).
 
 What this module computes
 -------------------------

@@ -3,7 +3,7 @@
 Source: T. Zhang, Y. Vorobeychik, "Sliced Rényi Pufferfish Privacy: Tractable Privatization
 Mechanism and Private Learning with Gradient Clipping" (arXiv 2512.01115, 2025), "ZV25" below.
 Equation, proposition and theorem numbers are the paper's; [D] marks results derived for dpspec
-(``shared/digests/srpp.md``), each with its argument in the docstring.
+(``dpspec/families/srpp_sgd/PROOF.md``), each with its argument in the docstring.
 
 Pure numpy/scipy (no torch). Discrepancy models, Lipschitz constants of optimizers and the
 trainer live in :mod:`dpspec.srpp`; this module turns per-step, per-slice caps h_{t,ℓ} into a

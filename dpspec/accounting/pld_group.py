@@ -7,7 +7,7 @@ Gaussian noise multiplier sigma, per-element sensitivity 1.
 Theorem (Schuchardt, Stoian, Kosmala & Guennemann, NeurIPS 2024, "Unified mechanism-specific
 amplification by subsampling and group privacy amplification", the dominating-pair /
 approximate-DP version of Thm 4.2 of the ICML-era text, seed 002; see
-``shared/digests/group-amplification.md`` §3.6-3.7 and §3.10):
+``dpspec/families/dpsgd/PROOF.md`` §4.3 and §5):
 
     remove:  P = sum_{k=0}^K Bin(k | K, q) N(k, sigma^2),   Q = N(0, sigma^2)
     insert:  (Q, P)

@@ -2,7 +2,7 @@
 
 Source: Y. Huang, H. Yin, E. Chien, R. Wei, P. Li, "Differentially Private Relational Learning
 with Entity-level Privacy Guarantees" (arXiv 2506.08347), cited as "Huang et al. 2025"; equation
-and theorem numbers are the paper's (digest ``shared/digests/relational-dpsgd.md``).  [D] marks
+and theorem numbers are the paper's (``dpspec/families/relational_dpsgd/PROOF.md``).  [D] marks
 results derived for dpspec.
 
 Mechanism (Alg. 3): positives are Poisson(``rate``) samples of the ``num_edges`` = m edges of the
@@ -416,7 +416,8 @@ def _binomial_mixture(
     * if the per-point work of a round exceeds _MAX_POINT_WORK, the widest blocks get the
       monotone bounds f(a) <= f(l) <= f(b) instead.
 
-    Beyond the last node L: P(l > L) <= Chernoff, f <= f_max.  ``log_fmax`` bounds log f
+    Beyond the last node L: P(l > L) <= Chernoff, times f <= f_max, or times f(L) when L >= kink
+    (f is constant there; L is always a node).  ``log_fmax`` bounds log f
     everywhere; columns with log S_lo >= ``log_cap`` are not refined further."""
     L = _support_end(m, rate)
 
@@ -521,7 +522,13 @@ def _binomial_mixture(
             blk_up[ws], blk_lo[ws] = u, lo_
             for i, (_, key) in enumerate(ch):
                 bcache[key] = (u[i], lo_[i])
-        log_up = logsumexp_rows(np.vstack(terms_up + [blk_up, (log_tail + log_fmax)[None, :]]), axis=0)
+        # beyond the last node L: f <= f_max, and f = f(L) exactly once L >= ceil(kink) (f is constant
+        # there).  Without the second case the Chernoff tail times f_max dominated large orders: at
+        # alpha = 128 (cora, T = 1500) P(l > 990) ~ e^-2005 times f_max ~ e^5395 gave log S_up = 3389
+        # against log S_lo = 2873, an error of 6.1e3 in the T-step RDP, where f(990) ~ e^3081.
+        # (+1e-6: the nodes' mixing weight min(1, ...) is computed in float; it is 1 up to rounding there)
+        log_ftail = log_fmax if kceil is None or L < kceil else np.minimum(log_fmax, fhi[-1] + 1e-6)
+        log_up = logsumexp_rows(np.vstack(terms_up + [blk_up, (log_tail + log_ftail)[None, :]]), axis=0)
         log_lo = logsumexp_rows(np.vstack(terms_lo + [blk_lo]), axis=0)
         if rounds >= _MAX_ROUNDS or J >= max_nodes or nb == 0:
             break

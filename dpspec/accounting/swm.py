@@ -3,7 +3,7 @@
 Source: T. Zhang, Y. Vorobeychik, "Sliced Rényi Pufferfish Privacy: Tractable Privatization
 Mechanism and Private Learning with Gradient Clipping" (arXiv 2512.01115, 2025), cited below as
 "ZV25". Equation and theorem numbers are the paper's; [D] marks results derived for dpspec (see
-``shared/digests/srpp.md``), each with its argument in the docstring.
+``dpspec/families/swm/PROOF.md``), each with its argument in the docstring.
 
 This module is pure and self-contained (numpy/scipy only; no other ``dpspec.accounting`` module).
 Inputs are the per-slice ∞-Wasserstein sensitivities Δ^{u_ℓ} (eq. 6) of a slice profile

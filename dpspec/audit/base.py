@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -55,7 +56,11 @@ import numpy as np
 from .stats import epsilon_lower_bound, error_counts, max_certifiable_epsilon, select_threshold
 
 __all__ = ["Claim", "AuditContext", "AuditTarget", "AuditResult", "register_auditor", "AUDITORS", "run_target",
-           "SkippedTarget"]
+           "SkippedTarget", "MIN_TRIALS", "seconds_per_trial"]
+
+#: the fewest outputs per neighbour an audit runs (a selection and an evaluation split of >= 20 each)
+MIN_TRIALS = 40
+
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,10 @@ class AuditTarget(ABC):
     #: at most this many outputs per neighbour whatever the caller asks (None: no limit); the runtime audits,
     #: whose verdicts are stark, cap their cost this way
     max_trials: int | None = None
+    #: outputs per neighbour timed (and discarded) to estimate the cost of one output before the audit runs
+    #: (:func:`seconds_per_trial`); a target whose ``sample`` batches outputs sets its batch size here, and
+    #: a long ``sample`` may call :func:`tick` as it goes (for the progress bar)
+    pilot_trials: int = 8
 
     def __init__(self, ctx: AuditContext):
         self.ctx = ctx
@@ -162,6 +171,7 @@ class AuditResult:
     seconds: float = 0.0
     label: str = ""
     components: list["AuditResult"] = field(default_factory=list)
+    budget_note: str = ""  # how a time budget cut this target's trials (empty: it ran them all)
 
     @property
     def violation(self) -> bool:
@@ -174,7 +184,7 @@ class AuditResult:
 
 
 def _split(trials: int, selection_fraction: float) -> tuple[int, int]:
-    if trials < 40:
+    if trials < MIN_TRIALS:
         raise ValueError(f"trials must be at least 40 per neighbour, got {trials}")
     if not 0.0 < selection_fraction < 1.0:
         raise ValueError(f"selection_fraction must be in (0, 1), got {selection_fraction}")
@@ -188,7 +198,48 @@ def _one(target: AuditTarget, claim: Claim, trials: int, rng: np.random.Generato
     n_sel, n_eval = _split(trials, selection_fraction)
     r_sel0, r_sel1, r_ev0, r_ev1 = (np.random.default_rng(s) for s in rng.bit_generator.seed_seq.spawn(4)) \
         if hasattr(rng.bit_generator, "seed_seq") else (rng, rng, rng, rng)
-    x0, x1 = target.sample(0, n_sel, r_sel0), target.sample(1, n_sel, r_sel1)
+    from dpspec.progress import progress
+
+    bar = progress(total=2 * (n_sel + n_eval), desc=f"audit {target.label()}", unit="output")
+    try:
+        return _one_drawn(target, claim, confidence, tests, t0, n_sel, n_eval, (r_sel0, r_sel1, r_ev0, r_ev1), bar)
+    finally:
+        bar.close()
+
+
+_TICK: ContextVar[Callable[[int], None] | None] = ContextVar("dpspec_audit_tick", default=None)
+
+
+def tick(n: int) -> None:
+    """Report ``n`` more outputs drawn, from inside a target's ``sample`` (optional: it only moves the
+    progress bar of a long ``sample`` call; the draws themselves are unchanged)."""
+    f = _TICK.get()
+    if f is not None:
+        f(int(n))
+
+
+def _draw(target: AuditTarget, world: int, n: int, rng: np.random.Generator, bar) -> np.ndarray:
+    """``target.sample(world, n, rng)``, advancing ``bar`` as the target reports outputs (:func:`tick`) and by
+    the rest when it returns."""
+    done = [0]
+
+    def advance(k: int) -> None:
+        k = max(0, min(k, n - done[0]))
+        done[0] += k
+        bar.update(k)
+
+    token = _TICK.set(advance)
+    try:
+        out = target.sample(world, n, rng)
+    finally:
+        _TICK.reset(token)
+    bar.update(n - done[0])
+    return out
+
+
+def _one_drawn(target, claim, confidence, tests, t0, n_sel, n_eval, rngs, bar) -> AuditResult:
+    r_sel0, r_sel1, r_ev0, r_ev1 = rngs
+    x0, x1 = _draw(target, 0, n_sel, r_sel0, bar), _draw(target, 1, n_sel, r_sel1, bar)
     stats = target.statistics(x0, x1)
     sc0 = {k: np.asarray(f(x0), float).reshape(-1) for k, f in stats.items()}
     sc1 = {k: np.asarray(f(x1), float).reshape(-1) for k, f in stats.items()}
@@ -196,8 +247,8 @@ def _one(target: AuditTarget, claim: Claim, trials: int, rng: np.random.Generato
                            symmetric=target.symmetric, tests=tests)
     del x0, x1, sc0, sc1
     f = stats[thr.statistic]
-    e0 = np.asarray(f(target.sample(0, n_eval, r_ev0)), float).reshape(-1)
-    e1 = np.asarray(f(target.sample(1, n_eval, r_ev1)), float).reshape(-1)
+    e0 = np.asarray(f(_draw(target, 0, n_eval, r_ev0, bar)), float).reshape(-1)
+    e1 = np.asarray(f(_draw(target, 1, n_eval, r_ev1, bar)), float).reshape(-1)
     e0, e1 = np.nan_to_num(e0, nan=-np.inf), np.nan_to_num(e1, nan=-np.inf)
     fp, fn = error_counts(e0, e1, thr.threshold, thr.orientation)
     eps_lo = epsilon_lower_bound(fp, n_eval, fn, n_eval, claim.delta, confidence=confidence,
@@ -213,15 +264,37 @@ def _one(target: AuditTarget, claim: Claim, trials: int, rng: np.random.Generato
         note=claim.note, seconds=time.perf_counter() - t0, label=target.label())
 
 
+def planned_trials(target: AuditTarget, trials: int | None = None) -> int:
+    """Outputs per neighbour :func:`run_target` draws for ``trials`` (None: the target's default)."""
+    n = int(trials if trials is not None else target.default_trials)
+    if target.max_trials is not None:
+        n = min(n, int(target.max_trials))
+    return n
+
+
+def seconds_per_trial(target: AuditTarget, seed: int = 0) -> float:
+    """Seconds one output per neighbour costs (summed over an Ave target's components), timed on
+    ``pilot_trials`` outputs of each neighbour drawn with their own randomness and discarded: the estimate
+    a budget plans with. It never touches the randomness of the audit itself."""
+    comps = target.components() or [(1.0, target)]
+    total = 0.0
+    for i, (_w, t) in enumerate(comps):
+        rng = np.random.default_rng([seed, i, 0x9E3779B9])
+        p = max(1, int(t.pilot_trials))
+        t0 = time.perf_counter()
+        t.sample(0, p, rng)
+        t.sample(1, p, rng)
+        total += (time.perf_counter() - t0) / (2 * p)
+    return total
+
+
 def run_target(target: AuditTarget, *, trials: int | None = None, seed: int = 0, confidence: float = 0.95,
                selection_fraction: float = 0.2) -> AuditResult:
     """Run one audit target; see the module docstring for the procedure and its guarantee."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     claim = target.claim()
-    n = int(trials if trials is not None else target.default_trials)
-    if target.max_trials is not None:
-        n = min(n, int(target.max_trials))
+    n = planned_trials(target, trials)
     rng = np.random.default_rng(seed)
     comps = target.components()
     if not comps:

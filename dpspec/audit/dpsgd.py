@@ -40,7 +40,7 @@ import math
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
+from .base import AuditContext, AuditTarget, Claim, register_auditor, tick
 
 __all__ = ["DpSgdAudit"]
 
@@ -148,6 +148,17 @@ class DpSgdAudit(AuditTarget):
                 f"{other} in its slot on D₀; {self.k} step(s) of the noisy canary coordinate observed")
 
     # --- sampling ----------------------------------------------------------------------------------
+    def _chunk_size(self) -> int:
+        """Trials per block model: the cost per call grows like (examples × trials); ~2 ms of fixed overhead
+        per call sets the balance."""
+        batch = max(1.0, float(self.ctx.mechanism.expected_batch(self.n)))
+        return int(self._chunk or min(256, max(16, int(math.sqrt(2e4 / (batch * self.L))))))
+
+    @property
+    def pilot_trials(self) -> int:  # type: ignore[override]
+        """One block model's worth of trials (a smaller pilot would undercount the cost per trial)."""
+        return min(self._chunk_size(), 64)
+
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
 
@@ -159,9 +170,7 @@ class DpSgdAudit(AuditTarget):
         gen = torch.Generator().manual_seed(int(seeds[-1] % (2**62)))
         base = self.scale * np.array(self.layer_clips)
         slot_value = base if world else (-base if self.relation == "substitution" else np.zeros_like(base))
-        batch = max(1.0, float(mech.expected_batch(self.n)))
-        # cost per call grows like (examples × R); ~2 ms of fixed overhead per call sets the balance
-        chunk = int(self._chunk or min(256, max(16, int(math.sqrt(2e4 / (batch * self.L))))))
+        chunk = self._chunk_size()
         for c0 in range(0, n, chunk):
             R = min(chunk, n - c0)
             model = _block_model(R, self.L)
@@ -181,6 +190,7 @@ class DpSgdAudit(AuditTarget):
                 sums, _cs = run._noisy_sum(model, _linear_loss, xb, yb, generator=gen)
                 for layer, key in enumerate(sorted(sums, key=lambda s: int(s.split(".")[-1]))):
                     out[c0:c0 + R, t * self.L + layer] = sums[key].detach().numpy()
+            tick(R)
         return out
 
     # --- statistics --------------------------------------------------------------------------------
@@ -226,7 +236,8 @@ def _factory(ctx: AuditContext):
 # --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
 
 MUTATION_FACTORS = {"noise_scaled": 0.25, "no_clipping": 1.0, "rate_misreported": 10.0, "normaliser_from_data": 1.0,
-                    "nonfinite_voids_step": 1.0, "no_step_budget": 25.0, "no_batch_caps": 1.0}
+                    "nonfinite_voids_step": 1.0, "no_step_budget": 25.0, "no_batch_caps": 1.0, "ledger_rewind": 1.0,
+                    "unnoised_param_group": 1.0}
 MUTANT_CLASSES = ("UnclippedDpSgd",)
 
 
@@ -301,7 +312,9 @@ def mutate(mechanism, kind: str, factor: float | None):
     len(data)) instead of the certificate's constant; ``nonfinite_voids_step`` — one non-finite
     per-example gradient makes the whole step non-finite (the trainer then dropped it, freezing the
     model exactly when that example is sampled); ``no_step_budget`` — the object runs ``factor`` × the
-    certified steps; ``no_batch_caps`` — a batch is accepted with repeated examples."""
+    certified steps; ``no_batch_caps`` — a batch is accepted with repeated examples. The wrapper's
+    (:mod:`.wrapper`): ``ledger_rewind`` — a loaded checkpoint sets the ledger's count (the run is
+    rewound); ``unnoised_param_group`` — make_private steps a parameter it does not noise."""
     import dataclasses
 
     from .mutations import as_class
@@ -314,6 +327,10 @@ def mutate(mechanism, kind: str, factor: float | None):
         return as_class(_mutant_classes()[kind], mechanism)
     if kind == "no_step_budget":
         return dataclasses.replace(mechanism, steps=int(math.ceil(mechanism.steps * float(factor))))
+    if kind in ("ledger_rewind", "unnoised_param_group"):
+        from .wrapper import wrapper_mutants
+
+        return as_class(wrapper_mutants()[kind], mechanism)
     if kind == "rate_misreported":
         k = float(factor)
         if mechanism.sampling == "poisson" and mechanism.sample_rate < 1.0:

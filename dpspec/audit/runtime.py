@@ -27,6 +27,10 @@ runtime hole makes powerful, through the public API a user's loop calls:
   record), one edge of the canary node repeated (relational) — and, when the runtime refuses, the
   batch drawn as accounted. A runtime that accepts the batch adds the canary's clipped gradient
   many times.
+* ``wrapper rewind``, ``wrapper parameter``, ``wrapper non-finite`` (DP-SGD): the same neighbours
+  through ``dpspec.torch.make_private`` — a checkpoint reloaded to buy more noisy steps, a parameter
+  added to the optimizer that the private step does not noise, a NaN record that stops the run
+  (:mod:`.wrapper`).
 
 Every target runs a fresh copy of the mechanism per trial (its own ledger: one trial is one run),
 has its claim computed from the certificate's numbers (not the object's), and is capped at
@@ -50,7 +54,8 @@ from .srpp import SrppSgdAudit
 
 __all__ = ["dpsgd_targets", "srpp_targets", "relational_targets", "RUNTIME_CHECKS"]
 
-RUNTIME_CHECKS = ("normaliser", "non-finite", "step budget", "per-batch cap")
+RUNTIME_CHECKS = ("normaliser", "non-finite", "step budget", "per-batch cap", "wrapper rewind", "wrapper parameter",
+                  "wrapper non-finite")
 
 
 def _oriented(f, x0, x1):
@@ -74,6 +79,7 @@ class _Runtime:
     check = ""
     default_trials = 400
     max_trials = 500
+    pilot_trials = 8  # one run per output: the cost per output does not depend on how many are drawn
 
     def label(self) -> str:
         return f"{self.name} · {self.check}"
@@ -273,7 +279,10 @@ class DpSgdCapAudit(_Runtime, DpSgdAudit):
 
 
 def dpsgd_targets(ctx: AuditContext) -> list:
-    return _targets(ctx, (DpSgdNormaliserAudit, DpSgdNonFiniteAudit, DpSgdBudgetAudit, DpSgdCapAudit))
+    from .wrapper import wrapper_targets  # the same certificate entry through dpspec.torch.make_private
+
+    return _targets(ctx, (DpSgdNormaliserAudit, DpSgdNonFiniteAudit, DpSgdBudgetAudit, DpSgdCapAudit)) + \
+        wrapper_targets(ctx)
 
 
 # --- SRPP-SGD ----------------------------------------------------------------------------------------

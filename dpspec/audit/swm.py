@@ -108,9 +108,19 @@ class _Common:
         pairs = {tuple(map(str, q)) for q in rec.sensitivity.pairs}
         self.symmetric = (str(sj), str(si)) in pairs
         self.per_group = isinstance(world, DeterministicWorld)
-        Zi = np.asarray(world.query_outputs(query, si), float)
-        Zj = np.asarray(world.query_outputs(query, sj), float)
+        # `output aggregate` under a record-level world: the experiment draws a whole dataset — the protected
+        # record from its secret's class, the other records i.i.d. from the world's records (the product
+        # prior of Lemma A, dpspec/pufferfish/aggregate.py) — and runs the release on it
+        p = rec.mechanism.parameters
+        self.aggregate_n = int(p["records"]) if p.get("output") == "aggregate" and not self.per_group else None
         rng = np.random.default_rng(12345)
+        if self.aggregate_n is not None:
+            self.pool = world.records
+            Zi = self._aggregates(world.records_of(si), max_components, rng)
+            Zj = self._aggregates(world.records_of(sj), max_components, rng)
+        else:
+            Zi = np.asarray(world.query_outputs(query, si), float)
+            Zj = np.asarray(world.query_outputs(query, sj), float)
         self.Zi = Zi if len(Zi) <= max_components else Zi[rng.choice(len(Zi), max_components, replace=False)]
         self.Zj = Zj if len(Zj) <= max_components else Zj[rng.choice(len(Zj), max_components, replace=False)]
         self.mi, self.mj = Zi.mean(axis=0), Zj.mean(axis=0)
@@ -118,8 +128,21 @@ class _Common:
         self.datasets = {1: world.datasets[si], 0: world.datasets[sj]} if self.per_group else None
         self.wname = wname
 
+    def _dataset(self, own: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One dataset of the aggregate experiment: a record drawn from ``own``, then n − 1 from the pool."""
+        first = own[rng.integers(0, len(own))][None, :]
+        return np.vstack([first, self.pool[rng.integers(0, len(self.pool), self.aggregate_n - 1)]])
+
+    def _aggregates(self, own: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+        """k draws of the aggregate's conditional law (the components of the likelihood statistic)."""
+        return np.vstack([np.asarray(self.query(self._dataset(own, rng)), float).reshape(1, -1) for _ in range(k)])
+
     def releases(self, mech, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         """n runtime releases on X ~ P(X | s, θ) (s = sᵢ for world 1, sⱼ for world 0)."""
+        if self.aggregate_n is not None:
+            own = self.records[world]
+            return np.vstack([np.asarray(mech.simulate(self._dataset(own, rng), rng), float).reshape(1, -1)
+                              for _ in range(n)])
         if self.per_group:
             D = self.datasets[world]
             return np.vstack([np.asarray(mech.simulate(D, rng), float).reshape(1, -1) for _ in range(n)])
@@ -251,6 +274,8 @@ class _AveAudit(AuditTarget):
     def neighbours(self) -> str:
         c = self.c
         how = "the group's records" if c.per_group else "one record drawn uniformly"
+        if c.aggregate_n is not None:
+            how = f"a dataset of {c.aggregate_n} records (one of them the protected record)"
         return (f"world {c.wname}: X ~ {how} with secret {c.si} (D₁) vs {c.sj} (D₀); "
                 f"{len(self.subs)} of {c.profile.m} slices audited separately")
 

@@ -8,6 +8,21 @@ import textwrap
 from dpspec.certificate.model import Certificate, TargetCertificate
 
 
+def _accuracy(p: dict) -> str:
+    """The release's noise distribution and 95 % error bound, where its certificate records them."""
+    if "error_95" not in p:
+        return ""
+    dist = str(p.get("distribution", p.get("noise")))
+    unit = " ranks" if p.get("error_unit") == "ranks" else ""
+    what = "the sum's " if "count_error_95" in p else ""
+    text = (f"{what}noise {dist}; |error| ≤ {_fmt(p['error_95'])}{unit} with probability ≥ 95 % per answer, "
+            f"E|error| = {_fmt(p['expected_abs_error'])}{unit}")
+    if "count_error_95" in p:
+        text += (f"; the mean's denominator: noise scale {_fmt(p['count_scale'])}, |error| ≤ "
+                 f"{_fmt(p['count_error_95'])} with probability ≥ 95 %")
+    return text
+
+
 def _fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:.6g}"
@@ -26,6 +41,8 @@ def summary_line(r: TargetCertificate) -> str:
     g = r.guarantee
     if g.epsilon is not None and g.delta is not None:
         head = f"(ε = {g.epsilon:.4g}, δ = {g.delta:g})"
+    elif g.epsilon is not None and g.alpha is None:
+        head = f"ε = {g.epsilon:.4g}"
     elif g.epsilon is not None and g.alpha is not None:
         head = f"ε({g.alpha:g}) = {g.epsilon:.4g}"
     else:
@@ -36,6 +53,8 @@ def summary_line(r: TargetCertificate) -> str:
         extra = f", σ/C = {_g4(noise['noise_multiplier'])}, {_fmt(noise.get('steps'))} steps"
     elif "sigma" in noise:
         extra = f", σ = {_g4(noise['sigma'])}"
+    elif "scale_factor" in noise:
+        extra = f", Laplace scale (W/ε)·range = {_g4(noise['scale_factor'])}·range"
     return f"{r.name:<20} {r.kind:<8} {r.notion.name:<15} {head}{extra}"
 
 
@@ -65,7 +84,7 @@ def explain_result(r: TargetCertificate) -> list[str]:
                                        subsequent_indent="          "))
     if p.unit == "secret":
         lines.append("Against:  an adversary who sees the output and whose prior is one of the declared worlds; "
-                     f"notion: {r.notion.description}")
+                     f"notion: {r.notion.description}" + _NOTION_SCOPE.get(_notion_kind(r.notion.name), ""))
     else:
         lines.append(f"Against:  any adversary who sees the output and knows everything else; notion: "
                      f"{r.notion.description}")
@@ -75,6 +94,8 @@ def explain_result(r: TargetCertificate) -> list[str]:
                          r.accounting is not None and r.accounting.accountant != "rdp") else ""))
     elif g.epsilon is not None and g.alpha is not None:
         lines.append(f"Guarantee: ε(α = {g.alpha:g}) = {g.epsilon:.6g}")
+    elif g.epsilon is not None:
+        lines.append(f"Guarantee: ε = {g.epsilon:.6g} (pure ε: no δ, no Rényi order)")
     if g.target:
         lines.append("Target:    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in g.target.items()))
     if g.reading:
@@ -92,6 +113,9 @@ def explain_result(r: TargetCertificate) -> list[str]:
     lines.append(f"Mechanism: {m.name} — {m.description}"
                  + (" (noise calibrated by dpspec)" if m.calibrated else " (noise given by the spec)"))
     lines.append("           " + ", ".join(f"{k} = {_fmt(v)}" for k, v in m.parameters.items()))
+    acc = _accuracy(m.parameters)
+    if acc:
+        lines.append("Accuracy:  " + acc)
     lines.append("Theorems:  " + "; ".join(g.theorems))
     lines.append("Assumptions:")
     for a in r.assumptions:
@@ -101,7 +125,11 @@ def explain_result(r: TargetCertificate) -> list[str]:
                                    initial_indent="  ", subsequent_indent="    "))
     n = r.numerics
     lines.append(f"Numerics:  {n.method}; error bound {n.abs_error_bound:.2g}; α grid: {n.alpha_grid}")
-    if r.sensitivity is not None:
+    if r.sensitivity is not None and r.notion.name == "pufferfish":
+        sv = r.sensitivity
+        lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; W∞ = {max(sv.deltas):.4g} over "
+                     f"{len(sv.instance_deltas)} (prior, pair) instances, {sv.aggregation} [{sv.estimator}]")
+    elif r.sensitivity is not None:
         sv = r.sensitivity
         lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; Δ over {len(sv.deltas)} slices "
                      f"(max {max(sv.deltas):.4g}) [{sv.deltas_sha256[:23]}…], estimator {sv.estimator}")
@@ -116,6 +144,26 @@ def explain_result(r: TargetCertificate) -> list[str]:
 
 
 _FAMILY = {"rdp": "RDP", "pld": "PLD", "analytic_gaussian": "analytic Gaussian"}
+
+
+def _notion_kind(name: str) -> str:
+    if name == "pufferfish":
+        return "pufferfish"
+    if name.endswith("srpp"):
+        return "sliced"
+    return ""
+
+
+#: what each Pufferfish notion bounds and what it does not, appended to the `Against:` line so that a
+#: sliced ε is never read as the same number in an unsliced notion (docs/pufferfish.md, measured case)
+_NOTION_SCOPE = {
+    "sliced": ("; what it bounds: the Rényi divergence of one-dimensional projections (slices) of the output, "
+               "averaged (Ave) or mixed (Joint) over the slice profile — a sliced ε is weaker than the same ε in "
+               "Rényi Pufferfish privacy of the whole output or in DP (a Bayes attack can exceed what an unsliced "
+               "bound of that size allows)"),
+    "pufferfish": ("; what it bounds: the whole output law, for every set of outputs (pure ε, unsliced) — it is not "
+                   "a bound for priors, pairs or secrets outside the scenario"),
+}
 
 
 def _accounting_lines(a, delta) -> list[str]:

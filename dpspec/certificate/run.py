@@ -64,7 +64,11 @@ def run_certificate_for(certificate, target: str, *, steps: int | None = None, l
     names = [r.name for r in cert.results if r.kind != "compose"]
     if target not in names:
         raise ValueError(f"no release or training named `{target}`; the certificate has {', '.join(names)}")
-    mech = _compiled_mechanism(cert, target, data)
+    try:
+        mech = _compiled_mechanism(cert, target, data)
+    except KeyError:
+        raise ValueError(f"`{target}` has no runtime object with a privacy ledger of steps (a tuning's run "
+                         "certificate is written by its `run`)") from None
     if ledger_state is not None:
         mech.load_ledger_state(ledger_state)
     elif steps is not None:

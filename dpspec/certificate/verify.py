@@ -47,6 +47,7 @@ from pydantic import ValidationError
 
 from dpspec.certificate.model import SCHEMA_VERSION, Certificate, content_hash, sha256_text
 from dpspec.certificate.run_record import RUN_SCHEMA_VERSION, RunCertificate, SpentPoint, _points, run_content_hash
+from dpspec.errors import CertificateReadError, DpspecError
 
 #: a bound may be recorded above its recomputed value by this relative amount (rounding up), never below
 REL_TOL = 1e-9
@@ -65,7 +66,7 @@ UP = "up"        # a bound or noise scale: recorded ≥ recomputed, at most REL_
 EXACT = "exact"  # must be equal
 
 
-class VerificationError(Exception):
+class VerificationError(DpspecError):
     def __init__(self, report: "VerifyReport"):
         self.report = report
         super().__init__("certificate verification failed:\n" + "\n".join(f"- {p}" for p in report.problems))
@@ -98,10 +99,6 @@ def printable(text: str) -> str:
 
 
 # --- reading --------------------------------------------------------------------------------------
-
-
-class CertificateReadError(Exception):
-    """The certificate file cannot be read (one line, no traceback)."""
 
 
 def read_certificate_file(path: str | os.PathLike, limit: int = MAX_CERTIFICATE_BYTES) -> str:
@@ -751,7 +748,7 @@ class RunVerifyReport:
         self.problems.append(msg)
 
 
-class RunVerificationError(Exception):
+class RunVerificationError(DpspecError):
     def __init__(self, report: RunVerifyReport):
         self.report = report
         super().__init__("run certificate verification failed:\n" + "\n".join(f"- {p}" for p in report.problems))

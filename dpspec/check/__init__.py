@@ -12,6 +12,7 @@ from dpspec.check import rules_conformance as _rules_conf  # noqa: F401  (DPS14x
 from dpspec.check import rules_schedule as _rules_schedule  # noqa: F401  (DPS144)
 from dpspec.check import rules_numbers as _rules_numbers  # noqa: F401  (DPS205–207)
 from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)
+from dpspec.tuning import rules as _rules_tuning  # noqa: F401  (DPS95x: the `tune` block)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 
 

@@ -122,6 +122,7 @@ _RANGES: dict[tuple[type, str], tuple] = {
     (ir.RdpGuarantee, "epsilon"): (*_pos, "for example epsilon = 2.0"),
     (ir.SrppGuarantee, "alpha"): (lambda x: x > 1, "must be > 1", "Rényi orders are > 1, e.g. alpha = 4"),
     (ir.SrppGuarantee, "epsilon"): (*_pos, "for example epsilon = 1.0"),
+    (ir.PufferfishGuarantee, "epsilon"): (*_pos, "for example epsilon = 1.0"),
     (ir.PoissonSampling, "rate"): (lambda x: 0 < x <= 1, "must be in (0, 1]", "a sampling rate such as 0.01 or 1%"),
     (ir.PoissonSampling, "expected_batch"): (*_int1, "for example expected_batch = 256"),
     (ir.WithoutReplacementSampling, "batch_size"): (*_int1, "for example batch_size = 256"),
@@ -336,7 +337,8 @@ def check_notion(ctx: Context):
         m = MECHANISMS[t.mechanism]
         g = t.guarantee
         if g.notion not in m.notions:
-            names = {"dp": "dp(...)", "rdp": "rdp(...)", "srpp": "ave_srpp(...) / joint_srpp(...)"}
+            names = {"dp": "dp(...)", "rdp": "rdp(...)", "srpp": "ave_srpp(...) / joint_srpp(...)",
+                     "pufferfish": "pufferfish(...)"}
             yield diag("DPS121", f"mechanism `{m.name}` certifies {', '.join(names[n] for n in m.notions)}, "
                        f"not {_guarantee_name(g)}", t, "guarantee",
                        hint="change the guarantee, or pick a mechanism that provides it")
@@ -344,6 +346,8 @@ def check_notion(ctx: Context):
 
 def _family(g) -> str:
     """DP and RDP guarantees are both read off one RDP curve; SRPP is a different notion."""
+    if isinstance(g, ir.PufferfishGuarantee):
+        return "pufferfish"
     return "srpp" if isinstance(g, ir.SrppGuarantee) else "dp"
 
 
@@ -668,3 +672,125 @@ register_front_end("DPS204", "a composition above its target", "compile",
                    "guarantee dp(delta = 1e-6) }\ncompose both { parts [a, b]  guarantee dp(epsilon = 20, delta = 1e-6) }\n",
                    explanation="The composed guarantee (RDP sum, or exact Gaussian composition) must meet the "
                    "composition's target; give the parts smaller budgets or more noise.")
+
+
+# --- query options, budget splits and known schemas ---------------------------------------------------
+
+_STATS = 'privacy people { unit record  data dataset(t) }\n'
+_SPLIT_GOOD = (_STATS + "release a { query count() }\nrelease b { query sum(x, bounds = [0, 10]) }\n"
+               "compose both { parts [a, b]  guarantee dp(epsilon = 1, delta = 1e-6)  split evenly }\n")
+
+
+def _query_options(q: ir.BoundedQuery) -> list[str]:
+    return [k for k in ("by", "keys", "where", "q") if getattr(q, k) is not None]
+
+
+@rule("DPS150", "a query option the mechanism does not evaluate",
+      bad=_UNIT + "release r { mechanism gaussian  query count(by = sex, keys = [F, M])  "
+                  "guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good=_UNIT + "release r { query count(by = sex, keys = [F, M])  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      explanation="`by`, `keys`, `where` and `q` change what a query computes and how far one record moves it; "
+                  "only the mechanisms that evaluate them (their family lists them) may be given them, since the "
+                  "others would derive the sensitivity of another query.")
+def check_query_options(ctx: Context):
+    from dpspec.families import FAMILIES
+
+    for r in ctx.spec.releases:
+        f = FAMILIES.get(r.mechanism)
+        if f is None or r.query is None:
+            continue
+        bad = [k for k in _query_options(r.query) if k not in f.query_options]
+        if bad:
+            takes = [n for n, x in FAMILIES.items() if set(bad) <= set(x.query_options)]
+            yield diag("DPS150", f"mechanism `{r.mechanism}` does not evaluate `{bad[0]}` in a query", r.query, bad[0],
+                       hint=f"use mechanism {' or '.join(takes)} (or omit `mechanism`)" if takes else
+                       f"remove `{bad[0]}`")
+
+
+@rule("DPS151", "a budget split over parts that cannot take a share",
+      bad=_SPLIT_GOOD.replace("compose both { parts [a, b]", "compose both { parts [a, b, missing]"),
+      good=_SPLIT_GOOD,
+      explanation="`split` shares the composition's target among its parts and calibrates them jointly: every "
+                  "part must be a release whose mechanism takes a share, the target must be "
+                  "dp(epsilon = …, delta = …), and `weights(…)` needs one positive weight per part.")
+def check_split(ctx: Context):
+    from dpspec.families import FAMILIES
+
+    for c in ctx.spec.compositions:
+        s = c.split
+        if s is None:
+            continue
+        g = c.guarantee
+        if not isinstance(g, ir.DpGuarantee) or g.epsilon is None:
+            yield diag("DPS151", f"`{c.name}` splits its budget, so it needs a target dp(epsilon = …, delta = …)", c,
+                       "guarantee", hint="write `guarantee dp(epsilon = 1, delta = 1e-6)`")
+        for p in c.parts:
+            r = next((x for x in ctx.spec.releases if x.name == p), None)
+            f = FAMILIES.get(r.mechanism) if r is not None else None
+            if f is None or not f.split:
+                what = f"`{p}` is not a release" if r is None else f"mechanism `{r.mechanism}` of `{p}` takes no share"
+                yield diag("DPS151", f"`{c.name}` splits its budget, but {what}", c, "parts",
+                           hint="list releases whose mechanism takes a share of a split (" +
+                                ", ".join(n for n, x in FAMILIES.items() if x.split) + ")")
+        if s.kind == "weights" and (len(s.weights) != len(c.parts) or not all(w > 0 for w in s.weights)):
+            yield diag("DPS151", f"`split weights` needs one positive weight per part ({len(c.parts)}), got "
+                       f"{len(s.weights)}", c, "split", hint="write `split weights(1, 2, …)` with one weight per part")
+
+
+@rule("DPS152", "a part of a budget split has its own guarantee",
+      bad=_SPLIT_GOOD.replace("release a { query count() }",
+                              "release a { query count()  guarantee dp(epsilon = 0.5, delta = 1e-6) }"),
+      good=_SPLIT_GOOD,
+      explanation="The parts of a `compose … split` block are calibrated together to the block's target; a part "
+                  "with a target of its own would be calibrated twice. Remove the part's `guarantee` (or the "
+                  "`split`).")
+def check_split_part_guarantee(ctx: Context):
+    split_of = {p: c for c in ctx.spec.compositions if c.split is not None for p in c.parts}
+    for r in ctx.spec.releases:
+        c = split_of.get(r.name)
+        if c is not None and r.budget_from is None:
+            yield diag("DPS152", f"`{r.name}` is a part of `{c.name}`, which splits its budget, but has a guarantee "
+                       "of its own", r, "guarantee", hint=f"remove `guarantee` from `{r.name}`: `{c.name}` gives it "
+                       "its share")
+        elif c is not None and sum(r.name in x.parts for x in ctx.spec.compositions if x.split) > 1:
+            yield diag("DPS152", f"`{r.name}` is a part of two blocks that split their budgets", r,
+                       hint="make it a part of one split only")
+
+
+@rule("DPS153", "an unknown data schema, or a column the schema does not have",
+      bad='privacy people { unit record  data csv("adult/adult.data", schema = adultt) }\n'
+          "release r { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      good='privacy people { unit record  data csv("adult/adult.data", schema = adult) }\n'
+           "release r { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }",
+      explanation="A named schema fixes the columns of a file and which are numbers; an unknown schema name, a "
+                  "query column the schema does not have, or a categorical column read as numbers is an error "
+                  "found without reading the data.")
+def check_schema(ctx: Context):
+    from dpspec.data.bind import SCHEMAS, schema_columns
+
+    for d in ctx.spec.units:
+        b = d.data
+        if isinstance(b, ir.CsvData) and b.schema_name is not None and b.schema_name not in SCHEMAS:
+            yield diag("DPS153", f"unknown schema `{b.schema_name}`", b, "schema_name",
+                       hint=did_you_mean(b.schema_name, SCHEMAS, "schema") or f"known: {', '.join(SCHEMAS)}")
+    for r in ctx.spec.releases:
+        d = ctx.resolve_protects(r)
+        b = getattr(d, "data", None)
+        q = r.query
+        if not isinstance(b, ir.CsvData) or q is None or b.schema_name not in SCHEMAS:
+            continue
+        cols = schema_columns(b.schema_name, b.path)
+        if cols is None:
+            continue
+        names, numeric = cols
+        reads = [(c, "columns", True) for c in q.columns] + [(q.by, "by", False)] + \
+            [(q.where.column if q.where else None, "where", q.where is not None and not isinstance(q.where.value, str))]
+        for c, fld, needs_number in reads:
+            if c is None:
+                continue
+            if c not in names:
+                yield diag("DPS153", f"schema `{b.schema_name}` has no column `{c}`", q, fld,
+                           hint=did_you_mean(c, names, "column") or f"its columns are: {', '.join(names)}")
+            elif needs_number and c not in numeric:
+                yield diag("DPS153", f"column `{c}` of schema `{b.schema_name}` is categorical; `{q.function}` "
+                           "reads numbers here", q, fld, hint="use a numeric column, or group by this one (`by = …`)")

@@ -176,6 +176,37 @@ def check_sa_static(ctx: Context):
                        hint=f"use {g.flavour}_srpp(...)")
 
 
+@rule("DPS434", "a prior family whose ranges no distribution satisfies",
+      bad=spec(secret="group in {A, B}", prior="bernoulli(p in [0.7, 0.2])"),
+      good=spec(secret="group in {A, B}", prior="bernoulli(p in [0.2, 0.7])"),
+      explanation="`bernoulli(p in [lo, hi])` (a two-valued secret) and `categorical(p in [[lo, hi], ...])` (one range "
+                  "per value, in order) describe families of independent product priors; each range must lie in "
+                  "[0, 1] with lo ≤ hi, and some distribution must fit all ranges (Σ lo ≤ 1 ≤ Σ hi).")
+def check_prior_ranges(ctx: Context):
+    for sc in ctx.spec.scenarios:
+        n_values = 2 if sc.secret.predicate is not None or sc.secret.membership else len(sc.secret.values)
+        for w in sc.worlds:
+            if isinstance(w, ir.BernoulliWorld):
+                ranges = [(w.p_low, w.p_high)]
+                if n_values and n_values != 2:
+                    yield diag("DPS434", f"`bernoulli` is a prior for a two-valued secret; `{sc.secret.attribute}` has "
+                               f"{n_values} values", w, hint="use `categorical(p in [[lo, hi], ...])`")
+            elif isinstance(w, ir.CategoricalWorld):
+                ranges = list(w.ranges)
+                if n_values and len(ranges) != n_values:
+                    yield diag("DPS434", f"`categorical` gives {len(ranges)} ranges for {n_values} secret values", w,
+                               "ranges", hint="give one [lo, hi] per value, in the order of the secret's values")
+            else:
+                continue
+            if any(not (0.0 <= lo <= hi <= 1.0) for lo, hi in ranges):
+                yield diag("DPS434", "a probability range must satisfy 0 ≤ lo ≤ hi ≤ 1", w,
+                           hint="for example bernoulli(p in [0.2, 0.5])")
+            elif isinstance(w, ir.CategoricalWorld) and (sum(lo for lo, _ in ranges) > 1 + 1e-12
+                                                          or sum(hi for _, hi in ranges) < 1 - 1e-12):
+                yield diag("DPS434", "no distribution has probabilities in these ranges (Σ lo ≤ 1 ≤ Σ hi fails)", w,
+                           "ranges", hint="widen the ranges")
+
+
 # --- compile-stage rules (data dependent) -------------------------------------------------------
 
 register_front_end("DPS409", "empty secret class", "compile",

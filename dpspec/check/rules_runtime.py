@@ -66,3 +66,26 @@ register_front_end("DPS165", "a training loop whose loss is not the per-example 
                                "parameters around the model's output (a regulariser: use the optimizer's "
                                "weight_decay); otherwise `optimizer.step()` raises CriterionMismatchError before "
                                "anything is charged or drawn. Pass the loss you train with as `criterion=`.")
+register_front_end("DPS166", "an optimizer that steps a parameter the private step does not noise", "run",
+                   bad="(see tests/torch/test_private_promises.py) optimizer.add_param_group({'params': [temp]}) "
+                       "with a parameter temp that the model does not hold",
+                   good=GOOD,
+                   explanation="`dpspec.torch.make_private`'s `optimizer.step()` replaces the `.grad` of every "
+                               "trainable parameter of the model by the certified noisy gradient; a parameter the "
+                               "wrapped optimizer holds but the model does not (added with `add_param_group`, say), "
+                               "or a frozen parameter given a gradient by hand, would be stepped on a gradient the "
+                               "certificate does not cover — its exact data gradient. `add_param_group` refuses such "
+                               "a parameter at once and `step()` refuses the step before anything is charged or "
+                               "moves (UnnoisedParameterError). Make it a parameter of the model, or leave it out "
+                               "of the optimizer.")
+register_front_end("DPS167", "a checkpoint that would rewind a run's ledger", "run",
+                   bad="(see tests/torch/test_private_promises.py) ckpt = opt.state_dict() at step 0, train, then "
+                       "opt.load_state_dict(ckpt)",
+                   good=GOOD,
+                   explanation="A ledger's run has a high-water mark: the steps charged against it never go down. "
+                               "Copies, deep copies and unpickled copies of a mechanism share one count per run; "
+                               "loading a state of the run older than that count (an earlier checkpoint) raises "
+                               "LedgerRewindError and changes nothing, and a ledger that has charged steps of its "
+                               "own refuses a state of another run. Across processes the count survives only in a "
+                               "journal (`make_private(..., journal=PATH)`, `mechanism.attach_journal(PATH)`). "
+                               "Resume from the run's latest checkpoint; a fresh run needs its own budget.")

@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("cert", metavar="CERT.json", help="a certificate (or a .dps spec)")
     c.add_argument("--trials", type=int, default=None, metavar="N",
                    help="outputs per neighbouring input (default: per mechanism)")
+    c.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                   help="time budget: trial counts are planned (from timing a few trials) to fit it, and what was "
+                        "measured is reported; fewer trials give a weaker, still valid lower bound")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--confidence", type=float, default=0.95, help="of the one-sided Clopper–Pearson bound")
     c.add_argument("--delta", type=float, default=None, help="δ at which ε is bounded (default: the certificate's)")
@@ -98,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     c.add_argument("--no-runtime-checks", action="store_true",
-                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps)")
+                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps; "
+                        "through dpspec.torch.make_private: checkpoint rewind, unnoised parameter, non-finite record)")
     return p
 
 
@@ -496,13 +500,25 @@ def cmd_audit(args) -> int:
     if args.delta is not None and not 0.0 < args.delta < 1.0:
         print("dpspec: error: --delta must be in (0, 1)", file=sys.stderr)
         return EXIT_USAGE
+    if args.max_seconds is not None and not (0 < args.max_seconds < float("inf")):
+        print("dpspec: error: --max-seconds must be a positive number of seconds", file=sys.stderr)
+        return EXIT_USAGE
     if not Path(args.cert).exists():
         print(f"dpspec: cannot read {args.cert}: no such file", file=sys.stderr)
         return EXIT_INVALID
     progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
+
+    def estimate(seconds: float, line: str) -> None:
+        # before the audits start; under -q only when the audit is long and no budget bounds it
+        long = args.max_seconds is None and seconds > 60
+        if not args.quiet or long:
+            hint = " (--max-seconds bounds it)" if long else ""
+            print(f"dpspec audit: {line}{hint}", file=sys.stderr, flush=True)
+
     try:
         rep = audit(args.cert, trials=args.trials, seed=args.seed, confidence=args.confidence, delta=args.delta,
-                    targets=args.target, progress=progress, runtime=not args.no_runtime_checks)
+                    targets=args.target, progress=progress, runtime=not args.no_runtime_checks,
+                    max_seconds=args.max_seconds, estimate=estimate)
     except (AuditError, SpecError) as e:
         print(f"{args.cert}: error: {e}", file=sys.stderr)
         return EXIT_INVALID

@@ -96,7 +96,13 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     errors: list[Diagnostic] = []
     from dpspec.progress import progress
 
+    try:
+        shares = split_shares(ctx)
+    except CompileError as e:
+        raise SpecError([e.diagnostic], spec.sources) from None
     for t in progress(spec.ir.targets(), desc="compile", unit="target"):
+        if isinstance(t, ir.Release) and t.name in shares:  # its share of a `compose … split` block's target
+            t = t.model_copy(update={"guarantee": shares[t.name]})
         try:
             with memory_budget():  # an allocation past the limit fails cleanly (DPS009 below)
                 check_magnitudes(t)
@@ -134,7 +140,7 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             if os.environ.get("DPSPEC_DEBUG"):
                 raise
     if errors:
-        raise SpecError(errors, spec.sources)
+        raise SpecError(_once(errors), spec.sources)
     text = spec.canonical_text()
     cert = Certificate(
         tool=Tool(version=__version__),
@@ -148,11 +154,50 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
     return Compiled(spec, cert, compiled)
 
 
+def _once(errors: list[Diagnostic]) -> list[Diagnostic]:
+    """Each diagnostic once: a data source that cannot be read is reported at its binding, once, however
+    many targets read it."""
+    seen, out = set(), []
+    for d in errors:
+        key = (d.rule, d.message, d.span)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def split_shares(ctx: Context) -> dict:
+    """The guarantee each part of a ``compose … split`` block is compiled to: the share its family's ``split``
+    hook assigns (dpspec.families), planned before any part is compiled."""
+    from dpspec.families import family, load
+
+    out: dict = {}
+    for c in ctx.spec.compositions:
+        if c.split is None:
+            continue
+        parts = [r for name in c.parts for r in ctx.spec.releases if r.name == name]
+        hooks = {getattr(family(r.mechanism), "split", "") for r in parts}
+        if len(parts) != len(c.parts) or len(hooks) != 1 or not next(iter(hooks)):
+            _fail("DPS151", f"composition `{c.name}` splits its budget, but not all its parts are releases whose "
+                  "mechanism can take a share", c, "split",
+                  hint="list only releases of mechanisms that take a share (`dpspec rules DPS151`)")
+        try:
+            out.update(load(next(iter(hooks)))(ctx, c, parts))
+        except (ArithmeticError, ValueError) as e:  # a share that cannot be calibrated: a located error
+            _fail("DPS202", f"composition `{c.name}` cannot share its budget among its parts: {_short(e)}", c,
+                  "split", hint="raise the target ε or δ, or use fewer parts or other mechanisms")
+    return out
+
+
 def _compile_target(ctx: Context, t, data, compiled: dict) -> CompiledTarget:
     if isinstance(t, ir.Release):
         return _compile_release(ctx, t, data)
     if isinstance(t, ir.Training):
         return _compile_training(ctx, t, data)
+    if isinstance(t, ir.Tuning):
+        from dpspec.tuning.compile import compile_tuning
+
+        return compile_tuning(ctx, t, data)
     return _compile_composition(ctx, t, compiled)
 
 
@@ -321,6 +366,9 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     own = family(next(iter(names))) if len(names) == 1 else None
     if own is not None and own.compose:  # the family composes by its own theorem
         return CompiledTarget(c.name, "compose", load(own.compose)(c, parts), None)
+    hooks = {getattr(family(n), "compose", "") for n in names}
+    if len(hooks) == 1 and next(iter(hooks)):  # families sharing one composition theorem
+        return CompiledTarget(c.name, "compose", load(next(iter(hooks)))(c, parts), None)
     g = c.guarantee
     first = parts[0].certificate
     alphas = parts[0].rdp_alphas

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dpspec.check.framework import diag
 from dpspec.diagnostics import Diagnostic
+from dpspec.errors import DpspecError
 
 
-class CompileError(Exception):
+class CompileError(DpspecError):
     def __init__(self, diagnostic: Diagnostic):
         self.diagnostic = diagnostic
         super().__init__(diagnostic.message)

@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 
 from dpspec.certificate.model import Formula
+from dpspec.errors import DpspecError
 
 GAUSSIAN_RDP = "alpha*Delta**2/(2*sigma**2)"
 GAUSSIAN_RDP_COMPOSED = "steps*alpha*Delta**2/(2*sigma**2)"
@@ -50,9 +51,27 @@ GCON_BETA = "Max(epsilon - epsL, omega*epsilon)/(c*(c1 + c2*ctheta)*Psi)"
 GCON_C_THETA = "(n1*omega*epsilon*c1 + c*c1*Psi*csf)/(n1*omega*epsilon*Lam - c*c2*Psi*csf)"
 # Huang et al. 2025: the unamplified Gaussian mechanism composed over T steps (a cap on the curve).
 RELATIONAL_NAIVE_CAP = "T*alpha*sens**2/(2*sigma**2)"
+# Papernot & Steinke 2022 (hyper-parameter tuning): Thm 6 (Poisson runs), Thm 2 (truncated negative binomial
+# runs, its mean E[K] for eta != 0 and eta = 0), and k fixed runs (composition).
+SELECTION_POISSON = "rdp + mu*delta_hat + log(mu)/(alpha - 1)"
+SELECTION_TNB = "rdp + (1 + eta)*(1 - 1/alpha_hat)*rdp_hat + (1 + eta)*log(1/gam)/alpha_hat + log(mean)/(alpha - 1)"
+TNB_MEAN = "eta*(1 - gam)/(gam*(1 - gam**eta))"
+TNB_MEAN_LOGARITHMIC = "(1/gam - 1)/log(1/gam)"
+SELECTION_FIXED = "count*rdp"
+
+# Statistics releases: ε of a pure mechanism (Laplace, discrete Laplace: Δ/b; exponential mechanism with
+# probabilities ∝ exp(u/b): 2Δ/b) and the δ of partition selection by a threshold T on noisy counts.
+PURE_DP_EPSILON = "Delta/b"
+EXPONENTIAL_EPSILON = "2*Delta/b"
+SELECTION_DELTA_LAPLACE = "exp(-(T - 1)/b)/2"
+SELECTION_DELTA_DISCRETE_LAPLACE = "exp(-(T - 1)/b)/(1 + exp(-1/b))"
 
 #: every formula the compiler emits, by name (group removal terms: see :func:`known_text`)
 FORMULAS: dict[str, str] = {
+    "pure_dp_epsilon": PURE_DP_EPSILON,
+    "exponential_epsilon": EXPONENTIAL_EPSILON,
+    "selection_delta_laplace": SELECTION_DELTA_LAPLACE,
+    "selection_delta_discrete_laplace": SELECTION_DELTA_DISCRETE_LAPLACE,
     "rdp_gaussian": GAUSSIAN_RDP,
     "delta_of_epsilon": ANALYTIC_GAUSSIAN_DELTA,
     "rdp_to_dp": BALLE_CONVERSION,
@@ -66,6 +85,11 @@ FORMULAS: dict[str, str] = {
     "beta_eq18": GCON_BETA,
     "c_theta_eq23": GCON_C_THETA,
     "naive_cap": RELATIONAL_NAIVE_CAP,
+    "selection_poisson": SELECTION_POISSON,
+    "selection_tnb": SELECTION_TNB,
+    "tnb_mean": TNB_MEAN,
+    "tnb_mean_logarithmic": TNB_MEAN_LOGARITHMIC,
+    "selection_fixed": SELECTION_FIXED,
 }
 GROUP_REMOVAL_ORDERS = (2, 3)
 _GROUP_REMOVAL_NAME = re.compile(r"rdp_group_removal_alpha([0-9])")
@@ -102,7 +126,7 @@ MAX_SUM_TERMS = 5000
 DIGITS = 40
 
 
-class FormulaError(ValueError):
+class FormulaError(DpspecError, ValueError):
     """A formula that cannot be evaluated within the bounds (unknown name, bad variables, too large)."""
 
 

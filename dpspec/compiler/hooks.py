@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from dpspec.errors import DpspecError
+
 _ALLOWED: ContextVar[bool] = ContextVar("dpspec_code_hooks_allowed", default=True)
 
 
-class CodeHookRefused(Exception):
+class CodeHookRefused(DpspecError):
     """A spec names user code while code hooks are switched off (``dpspec verify`` without --trust-code)."""
 
     def __init__(self, target: str):

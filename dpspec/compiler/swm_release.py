@@ -33,6 +33,9 @@ from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
 
 STATIC_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
+#: priors under which X | s is one record (the others independent): per-record or, with
+#: ``output aggregate``, the dataset's aggregate through Lemma A (dpspec.pufferfish.aggregate)
+RECORD_WORLDS = (ir.EmpiricalWorld, ir.BalancedWorld, ir.BernoulliWorld, ir.CategoricalWorld)
 SPP_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
 
 
@@ -57,6 +60,11 @@ def _import(target: str, node, field: str):
 
 def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]:
     sec = sc.secret
+    if sec.membership:
+        _fail("DPS433", "a membership secret needs a release whose answer is a sum over the records present", sec,
+              hint="use `mechanism wasserstein` with `query sum(...)` and `output aggregate`")
+    if sec.predicate is not None:
+        return _predicate_labels(table, sec)
     if sec.attribute not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
@@ -95,6 +103,28 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
         _fail("DPS410", "the secret has a single value, so there is no pair to protect", sec, "values",
               hint="a secret needs at least two values, e.g. `secret race in {White, Black}`")
     return labels, tuple(values)
+
+
+def _predicate_labels(table, sec: ir.Secret) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Labels true/false of ``secret name = column op value`` (dpspec.pufferfish.secrets)."""
+    from dpspec.pufferfish.secrets import PREDICATE_VALUES, predicate_labels
+
+    pr = sec.predicate
+    if pr.column not in table.columns:
+        from dpspec.diagnostics import did_you_mean
+
+        _fail("DPS416", f"the data has no column `{pr.column}`", pr, "column",
+              hint=did_you_mean(pr.column, table.columns, "column"))
+    try:
+        labels = predicate_labels(table.column(pr.column), pr.op, pr.threshold, pr.members)
+    except ValueError as e:
+        _fail("DPS104", f"secret `{sec.attribute}`: {e}", pr, "column",
+              hint="compare a numeric column with a number, or test membership with `in {...}`")
+    empty = [v for v in PREDICATE_VALUES if not np.any(labels == v)]
+    if empty:
+        _fail("DPS409", f"the secret `{sec.attribute}` is {empty[0]} for no record (empty secret class)", sec,
+              "predicate", hint="a predicate secret needs records on both sides; check the threshold")
+    return labels, PREDICATE_VALUES
 
 
 def _label_text(x) -> str:
@@ -191,7 +221,7 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
     worlds, n_samples = [], None
     for w in sc.worlds:
         try:
-            if isinstance(w, (ir.EmpiricalWorld, ir.BalancedWorld)) and q.function in (
+            if isinstance(w, RECORD_WORLDS) and q.function in (
                     "logistic_regression", "linear_svm", "callable"):
                 _fail("DPS414", f"`{q.function}` is computed from a dataset; the `{w.world}` prior reads one record "
                       "per secret", w, hint="use `prior groups` (the secret selects the group's records)")
@@ -200,6 +230,12 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
             elif isinstance(w, ir.BalancedWorld):
                 worlds.append(pf.BalancedSubsampleWorld(X, labels, seed=w.seed, secret_values=values,
                                                         name=f"balanced(seed={w.seed})"))
+            elif isinstance(w, (ir.BernoulliWorld, ir.CategoricalWorld)):
+                worlds.append(pf.ProductFamilyWorld(X, labels, secret_values=values, ranges=prior_ranges(w, values),
+                                                    name=world_name(w)))
+            elif isinstance(w, ir.MarkovWorld):
+                _fail("DPS436", "a Markov-chain prior is released by the Markov Quilt Mechanism", w,
+                      hint="use `mechanism markov_quilt` with `guarantee pufferfish(epsilon = ...)`")
             elif isinstance(w, ir.GroupsWorld):
                 worlds.append(pf.DeterministicWorld.from_groups(X, labels, secret_values=values, prior=w.prior,
                                                                 name=f"groups({w.prior})"))
@@ -214,6 +250,74 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
             _fail("DPS409", f"world `{w.world}`: {e}", w,
                   hint="every secret value needs records (or draws) in every prior; check the data or the prior")
     return worlds, n_samples
+
+
+def prior_ranges(w, values) -> dict:
+    """{secret value: (low, high)} of a ``bernoulli``/``categorical`` family (bernoulli: P(first value) = p)."""
+    if isinstance(w, ir.BernoulliWorld):
+        if len(values) != 2:
+            _fail("DPS434", f"`bernoulli` is a prior for a secret with two values; this one has {len(values)}", w,
+                  hint="use `categorical(p in [[lo, hi], ...])`, one range per value")
+        return {values[0]: (w.p_low, w.p_high), values[1]: (1.0 - w.p_high, 1.0 - w.p_low)}
+    if len(w.ranges) != len(values):
+        _fail("DPS434", f"`categorical` gives {len(w.ranges)} ranges for a secret with {len(values)} values", w,
+              "ranges", hint=f"give one [low, high] per value, in order: {', '.join(map(str, values))}")
+    return dict(zip(values, w.ranges))
+
+
+def predicate_text(pr: ir.SecretPredicate) -> str:
+    if pr.op == "in":
+        return f"{pr.column} in {{{', '.join(pr.members)}}}"
+    t = f"{pr.threshold:g}" if isinstance(pr.threshold, float) else str(pr.threshold)
+    return f"{pr.column} {pr.op} {t}"
+
+
+def world_name(w) -> str:
+    if isinstance(w, ir.BernoulliWorld):
+        return f"bernoulli(p in [{w.p_low:g}, {w.p_high:g}])" if w.p_low != w.p_high else f"bernoulli(p = {w.p_low:g})"
+    if isinstance(w, ir.CategoricalWorld):
+        return "categorical(p in [" + ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in w.ranges) + "])"
+    return w.world
+
+
+def output_scale(r: ir.Release, sc: ir.Scenario, n_records: int) -> float | None:
+    """The aggregate factor c (Lemma A) when ``output aggregate`` is read through per-record priors; None
+    for a per-record release or for dataset-level priors (groups, sampler: already an aggregate)."""
+    from dpspec.pufferfish.aggregate import DECOMPOSABLE, aggregate_factor
+
+    rec = [w for w in sc.worlds if isinstance(w, RECORD_WORLDS)]
+    if r.output is None:
+        return None
+    if r.output == "per_record":
+        other = [w for w in sc.worlds if not isinstance(w, RECORD_WORLDS)]
+        if other:
+            _fail("DPS435", f"the `{other[0].world}` prior draws whole datasets, so there is no per-record reading", r,
+                  "output", hint="write `output aggregate`, or use record-level priors (empirical, balanced, bernoulli)")
+        return None
+    if not rec:
+        return None
+    if len(rec) != len(sc.worlds):
+        _fail("DPS435", "an aggregate release cannot mix record-level priors with dataset-level ones (groups, sampler)",
+              r, "output", hint="protect two scenarios with two releases, one per kind of prior")
+    if r.query is None or r.query.function not in DECOMPOSABLE:
+        _fail("DPS432", f"`output aggregate` under record-level priors needs a sum of per-record terms "
+              f"({', '.join(DECOMPOSABLE)}), not `{r.query.function if r.query else 'no query'}`", r, "output",
+              hint="use mean, sum or histogram, or `prior groups`")
+    return aggregate_factor(r.query.function, n_records)
+
+
+def reading_words(r: ir.Release, sc: ir.Scenario, n_records: int) -> str:
+    """What is released, in words (explain's `Protects:` line)."""
+    if r.output == "aggregate" and all(isinstance(w, RECORD_WORLDS) for w in sc.worlds):
+        return (f"one {r.query.function if r.query else 'answer'} of the whole dataset of {n_records} records (aggregate "
+                "release; the records are independent under every prior)")
+    if r.output == "aggregate":
+        return "one answer computed from the dataset the prior draws (aggregate release)"
+    if r.output == "per_record":
+        return "one answer per record (per-record release)"
+    if all(isinstance(w, RECORD_WORLDS) for w in sc.worlds):
+        return "one answer per record (per-record release, the reading when `output` is not given)"
+    return ""
 
 
 def build_profile(slices, d: int, node):
@@ -296,13 +400,15 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     else:
         pairs = "all_distinct"
     scenario = pf.Scenario(worlds, pairs, name=sc.name)
+    agg = output_scale(r, sc, len(X))
     _require_sensitivity_work(r, sc, query.dim, len(X), n_samples, len(values), len(worlds), pairs)
     profile = build_profile(r.slices, query.dim, r)
     flavour = "ave" if g.flavour == "ave" else "joint_exact"
     target_eps = g.epsilon if g.epsilon is not None else 1.0
     try:
         calib = pf.calibrate(scenario, query, profile, alpha=g.alpha, epsilon=target_eps, flavour=flavour,
-                             gamma=g.gamma, aggregation="per_instance", n_samples=n_samples, seed=0)
+                             gamma=g.gamma, aggregation="per_instance", n_samples=n_samples, seed=0,
+                             aggregate_scale=agg)
     except S.SoundnessError as e:
         _fail(e.rule, str(e), r, "slices" if e.rule in ("DPS403", "DPS407") else "query", hint=e.hint)
     except ValueError as e:
@@ -319,10 +425,16 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
             _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", r, "guarantee",
                   hint="no certificate is written; raise the target ε a little, or give the noise explicitly")
     record = _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint)
+    if r.output is not None:
+        record.mechanism.parameters["output"] = r.output
+        if agg is not None:
+            record.mechanism.parameters["records"] = int(len(X))
+            record.mechanism.parameters["aggregate_factor"] = float(agg)
     from dpspec.mechanisms.swm import SwmRelease
 
     cols = tuple(q.columns) + ((q.label,) if q.label else ())
-    return record, SwmRelease(cols, pf.SWMMechanism(query, calib), name=r.name)
+    return record, SwmRelease(cols, pf.SWMMechanism(query, calib), name=r.name, output=r.output,
+                              records=int(len(X)) if agg is not None and agg < 1.0 else None)
 
 
 def _require_sensitivity_work(r, sc, d: int, n_records: int, n_samples, n_values: int, n_worlds: int, pairs) -> None:
@@ -364,12 +476,19 @@ def _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, s
     sec = sc.secret
     what = f"the secret `{sec.attribute}`" + (f" (quantile bins q1…q{sec.quantile_bins})" if sec.quantile_bins else
                                               f" ∈ {{{', '.join(map(str, values))}}}")
+    if sec.predicate is not None:
+        what = f"the secret `{sec.attribute}` (whether {predicate_text(sec.predicate)}: true or false)"
     pairs = scenario.resolved_pairs()
     worlds = [w.name for w in scenario.worlds]
     readings = {ir.EmpiricalWorld: "of one record drawn from the data", ir.BalancedWorld: "of one record drawn "
                 "from a class-balanced subsample", ir.GroupsWorld: "that selects the whole released group of "
-                "records", ir.SamplerWorld: "of a dataset drawn by the scenario's sampler"}
+                "records", ir.SamplerWorld: "of a dataset drawn by the scenario's sampler",
+                ir.BernoulliWorld: "of one record (independent records, the secret's rate in the prior's range)",
+                ir.CategoricalWorld: "of one record (independent records, the secret's rates in the prior's ranges)"}
     whose = " or ".join(dict.fromkeys(readings[type(w)] for w in sc.worlds))
+    words = reading_words(r, sc, len(labels))
+    if words:
+        whose += f"; released: {words}"
     protected = Protected(definition=sc.name, unit="secret", description=(
         f"{what} {whose}, in scenario `{sc.name}`: {len(pairs)} discriminative pairs, against an adversary whose "
         f"prior is one of {', '.join(worlds)} — not membership or any other attribute"))

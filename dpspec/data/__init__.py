@@ -28,21 +28,22 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from dpspec import limits
+from dpspec.errors import DpspecError
 
 __all__ = ["data_root", "DataNotFoundError", "DataAccessError", "FileRefused", "data_path_problem",
            "resolve_data_path", "read_data_file", "read_data_text", "read_bounded",
            "TABLE_GENERATORS", "GRAPH_GENERATORS"]
 
 # The generators of dpspec.data.synthetic, named here without importing numpy (the checker reads them).
-TABLE_GENERATORS = ("secret_groups", "two_blobs")
+TABLE_GENERATORS = ("secret_groups", "two_blobs", "markov_chain")
 GRAPH_GENERATORS = ("sbm_graph",)
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(DpspecError, FileNotFoundError):
     """A dataset a spec or a loader asked for is not present under the data root."""
 
 
-class DataAccessError(Exception):
+class DataAccessError(DpspecError):
     """A data path the sandbox refuses (outside the data root, not a regular file, not UTF-8).
 
     ``hint`` says what to do instead; the message never quotes the file's content. Not a
@@ -54,7 +55,7 @@ class DataAccessError(Exception):
         self.hint = hint
 
 
-class FileRefused(OSError):
+class FileRefused(DpspecError, OSError):
     """A file that exists but is not read: ``reason`` completes "`path` …" (e.g. "is a FIFO")."""
 
     def __init__(self, reason: str, hint: str | None = None):

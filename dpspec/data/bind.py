@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpspec.data import data_root, read_data_text
-from dpspec.data import tabular
+from dpspec.data import data_root, read_data_text, tabular
 from dpspec.data.synthetic import generate
+from dpspec.errors import DpspecError
 from dpspec.ir import models as ir
 
 SCHEMAS = ("adult", "heart_cleveland", "student")
 
 
-class DataBindingError(ValueError):
+class DataBindingError(DpspecError, ValueError):
     """The binding names a file/schema/dataset that cannot be used (message says why)."""
 
 
@@ -43,9 +43,40 @@ def load_table(binding, bound: dict | None = None, missing: str = "drop") -> tab
     raise DataBindingError(f"a {binding.source} binding does not hold a table")
 
 
+def _frame_columns(obj) -> dict | None:
+    """A pandas DataFrame, a polars DataFrame or LazyFrame as a dict of numpy columns (missing values: nan in
+    numeric columns, None in others), or None for any other object. Neither library is imported here: an
+    object is recognised by the module its type comes from."""
+    mod = type(obj).__module__.split(".")[0]
+    if mod == "pandas" and hasattr(obj, "columns"):
+        out = {}
+        for c in obj.columns:
+            col = obj[c]
+            if col.dtype.kind in "fiub":
+                out[str(c)] = col.to_numpy(dtype=float, na_value=np.nan)
+            else:
+                out[str(c)] = np.array([None if v is None or v != v else v for v in col.tolist()], dtype=object)
+        return out
+    if mod == "polars" and (hasattr(obj, "get_column") or hasattr(obj, "collect")):
+        if not hasattr(obj, "get_column"):  # a LazyFrame: evaluated by polars' streaming engine first
+            obj = obj.collect(engine="streaming")
+        out = {}
+        for c in obj.columns:
+            col = obj.get_column(c)
+            if col.dtype.is_numeric():
+                out[str(c)] = col.cast(float).fill_null(float("nan")).to_numpy()
+            else:
+                out[str(c)] = np.array(col.to_list(), dtype=object)
+        return out
+    return None
+
+
 def as_table(obj, name: str) -> tabular.Table:
     if isinstance(obj, tabular.Table):
         return obj
+    frame = _frame_columns(obj)
+    if frame is not None:
+        obj = frame
     if isinstance(obj, dict):
         data, numeric = {}, set()
         n = None
@@ -62,7 +93,17 @@ def as_table(obj, name: str) -> tabular.Table:
             else:
                 data[k] = a.astype(object)
         return tabular.Table(name, tuple(data), data, frozenset(numeric), n_raw=n or 0, sources=(f"bound:{name}",))
-    raise DataBindingError(f"dataset `{name}` must be a dpspec Table or a dict of columns")
+    raise DataBindingError(f"dataset `{name}` must be a dpspec Table, a dict of columns, or a pandas or polars "
+                           "DataFrame")
+
+
+def schema_columns(schema: str, path: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """(columns, numeric columns) a named schema gives a file, known without reading it (None: not known)."""
+    if schema == "adult":
+        return tabular.ADULT_COLUMNS, frozenset(tabular._ADULT_NUMERIC)
+    if schema == "heart_cleveland":
+        return tabular.HEART_COLUMNS, frozenset(tabular.HEART_COLUMNS)
+    return None
 
 
 def _load_csv(b: ir.CsvData, missing: str = "drop") -> tabular.Table:

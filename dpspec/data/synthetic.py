@@ -4,6 +4,9 @@
 and three numeric columns ``x1``, ``x2``, ``x3`` in [0, 10] whose means shift with the group —
 a small stand-in for "protect a person's group while releasing summary statistics".
 ``two_blobs``: a binary ``label`` and numeric ``x1``…``x5`` (a classification task).
+``markov_chain``: one row per time step of a 2-state Markov chain (``state`` in {0, 1}, transitions
+[[0.8, 0.2], [0.3, 0.7]], started at its stationary law (0.6, 0.4)) and the step ``t`` — correlated data
+for the Markov Quilt Mechanism.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ def generate(generator: str, size: int, seed: int = 0) -> Table:
         for j, name in enumerate(("x1", "x2", "x3")):
             data[name] = np.clip(rng.normal(4.0 + base * (j + 1) / 2, 1.5, size=size), 0.0, 10.0)
         numeric = frozenset({"x1", "x2", "x3"})
+    elif generator == "markov_chain":
+        P = np.array([[0.8, 0.2], [0.3, 0.7]])
+        s = np.empty(size, dtype=float)
+        s[0] = float(rng.random() < 0.4)
+        u = rng.random(size)
+        for t in range(1, size):
+            s[t] = float(u[t] < P[int(s[t - 1]), 1])
+        data = {"t": np.arange(size, dtype=float), "state": s}
+        numeric = frozenset({"t", "state"})
     else:
         label = rng.integers(0, 2, size=size)
         data = {"label": np.where(label == 1, "yes", "no").astype(object)}

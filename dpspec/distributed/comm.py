@@ -37,11 +37,13 @@ from typing import Callable
 
 import numpy as np
 
+from dpspec.errors import DpspecError
+
 __all__ = ["Comm", "DistributedSoundnessError", "init_from_env", "spawn", "shard_indices", "free_port",
            "default_backend"]
 
 
-class DistributedSoundnessError(RuntimeError):
+class DistributedSoundnessError(DpspecError, RuntimeError):
     """A distributed run would not match the certified mechanism (rule id in ``rule``)."""
 
     def __init__(self, message: str, rule: str = "DPS806", hint: str | None = None):

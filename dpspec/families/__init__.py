@@ -10,13 +10,21 @@ code through the hooks it names here.
 
 Code is named by dotted path ("package.module:attribute") and imported only when used, so this
 module imports nothing beyond the standard library and stays below the IR in the import order.
-Adding a family: see docs/extending.md.
+
+A family that lives in its own folder (``dpspec/families/<family>/``, or any package named by
+``package``) needs no paths at all: a hook exists because its file exists and defines the hook's name
+(``compile.py`` defining ``compile_target`` is the compile hook; the table ``FOLDER_HOOKS`` lists
+every file and name). A path written in the entry wins over the file. Adding a family: copy
+``dpspec/families/template/`` and see docs/extending.md.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -38,6 +46,15 @@ class Family:
     #: a training family: its settings model (``dpspec.ir.settings``), built by lowering
     settings_model: str = ""
     unavailable_reason: str = ""
+    #: a release family: the mechanism a release without a `mechanism` line gets (at most one family)
+    default: bool = False
+    #: a release family: the query options it evaluates (``by``, ``keys``, ``where``, ``q``); others refuse them
+    query_options: tuple[str, ...] = ()
+    #: ``f(ctx, composition, releases) -> {part: ir.Guarantee}``: the share of a ``compose … split`` block's
+    #: guarantee each part is compiled to; ``compose`` then certifies the whole
+    split: str = ""
+    #: ``f() -> list[str]``: the family's section of docs/language.md (markdown lines)
+    docs: str = ""
     # --- code, by dotted path, imported lazily ---
     #: ``f(ctx, target, data) -> CompiledTarget``: calibrate and write the certificate entry
     compile: str = ""
@@ -69,6 +86,69 @@ class Family:
     #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
     #: object on generated data and prints one line
     demo: str = ""
+    #: the package holding the family's own folder (default ``dpspec.families.<name>`` when that folder
+    #: exists); its files fill every hook left empty above (``FOLDER_HOOKS``)
+    package: str = ""
+
+    def __post_init__(self) -> None:
+        folder = _folder_of(self.package or f"{__name__}.{self.name}")
+        if folder is None:
+            return
+        if not self.package:
+            object.__setattr__(self, "package", f"{__name__}.{self.name}")
+        for hook, (stem, attr) in FOLDER_HOOKS.items():
+            path = _hook_in_folder(folder, self.package, stem, attr)
+            if path is None:
+                continue
+            if hook in _LISTED_HOOKS:  # the folder's module joins the listed ones
+                if path not in getattr(self, hook):
+                    object.__setattr__(self, hook, (*getattr(self, hook), path))
+            elif not getattr(self, hook):
+                object.__setattr__(self, hook, path)
+
+
+#: hook -> (file stem in the family's folder, the name it must define; "" = the module itself)
+FOLDER_HOOKS: dict[str, tuple[str, str]] = {
+    "settings_model": ("settings", "Settings"),
+    "compile": ("compile", "compile_target"),
+    "compose": ("compose", "compose"),
+    "accountants": ("accountant", ""),
+    "runtime": ("runtime", "Runtime"),
+    "auditor": ("audit", ""),
+    "rules": ("rules", ""),
+    "curve": ("plot", "curve"),
+    "steps_curve": ("plot", "steps_panel"),
+    "reverify": ("verify", "reverify"),
+    "distributed_example": ("distributed", ""),
+    "torch_backend": ("torch_backend", "backend"),
+    "demo": ("demo", "run"),
+}
+_LISTED_HOOKS = ("accountants", "rules")
+
+
+def _folder_of(package: str) -> Path | None:
+    """The folder of ``package`` if it exists (its parent packages are imported, the package is not)."""
+    if package.startswith(f"{__name__}."):
+        folder = Path(__file__).resolve().parent / package[len(__name__) + 1:].replace(".", "/")
+        return folder if (folder / "__init__.py").is_file() else None
+    try:
+        found = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    locations = list(found.submodule_search_locations or []) if found else []
+    return Path(locations[0]) if locations else None
+
+
+def _hook_in_folder(folder: Path, package: str, stem: str, attr: str) -> str | None:
+    """``package.stem:attr`` when ``folder/stem.py`` exists and defines ``attr`` at top level (read as
+    text: nothing is imported)."""
+    f = folder / f"{stem}.py"
+    if not f.is_file():
+        return None
+    if not attr:
+        return f"{package}.{stem}"
+    pattern = rf"^(?:def|class)\s+{attr}\b|^{attr}\s*[:=]"
+    return f"{package}.{stem}:{attr}" if re.search(pattern, f.read_text(encoding="utf-8"), re.M) else None
 
 
 #: the settings every block of a family takes, listed around the family's own
@@ -119,6 +199,37 @@ FAMILIES: dict[str, Family] = {
         curve="dpspec.plot.gaussian:curve",
         demo="dpspec.demo.gaussian:run",
     ),
+    **{name: Family(
+        name=name,
+        block="release",
+        units=("record",),
+        relations=("add_remove",),
+        notions=("dp",),
+        summary=summary,
+        source=source,
+        settings=("protect", "mechanism", "query", "guarantee", "description"),
+        default=name == "auto",
+        query_options=("by", "keys", "where", "q"),
+        compile="dpspec.families.statistics.compile:compile_release",
+        compose="dpspec.families.statistics.compile:compose",
+        split="dpspec.families.statistics.split:shares",
+        docs="dpspec.families.statistics:docs",
+        demo="dpspec.families.statistics.demo:run",
+        accountants=("dpspec.families.statistics.accountant",),
+        runtime="dpspec.families.statistics.runtime:StatisticRelease",
+        auditor="dpspec.families.statistics.audit",
+        rules=("dpspec.check.rules", "dpspec.families.statistics.rules"),
+        package="dpspec.families.statistics",  # one folder serves the four entries
+    ) for name, summary, source in (
+        ("laplace", "Laplace noise on a count, sum, mean or quantile of the data (pure ε-DP)",
+         "Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014 Thm 3.6"),
+        ("discrete_laplace", "discrete Laplace (geometric) noise on an integer count, sum or mean (pure ε-DP, "
+         "exact sampler)", "Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020 Alg. 2"),
+        ("discrete_gaussian", "discrete Gaussian noise on an integer count, sum or mean (exact sampler)",
+         "Canonne, Kamath & Steinke 2020, Thm 7, Alg. 3"),
+        ("auto", "the statistics release with the lowest expected error at its budget (Laplace, discrete Laplace "
+         "or Gaussian noise)", "Dwork & Roth 2014 Thm 3.6; Balle & Wang 2018 Thm 8"),
+    )},
     "dpsgd": Family(
         name="dpsgd",
         block="train",
@@ -151,7 +262,7 @@ FAMILIES: dict[str, Family] = {
         summary="Gaussian sliced Wasserstein mechanism (static release under Ave/Joint-SRPP)",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 4.5–4.8",
         composable=False,
-        settings=("protect", "mechanism", "query", "slices", "guarantee", "noise", "description"),
+        settings=("protect", "mechanism", "query", "slices", "output", "guarantee", "noise", "description"),
         compile="dpspec.compiler.swm_release:compile_target",
         accountants=("dpspec.accounting.swm",),
         runtime="dpspec.mechanisms.swm:SwmRelease",
@@ -159,6 +270,39 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules_pufferfish",),
         reverify="dpspec.certificate.swm:reverify",
         demo="dpspec.demo.swm:run",
+    ),
+    "wasserstein": Family(
+        name="wasserstein",
+        block="release",
+        units=("secret",),
+        relations=(),
+        notions=("pufferfish",),
+        summary="Wasserstein mechanism: Laplace noise scaled by the ∞-Wasserstein distance of the secret-conditioned "
+                "answer laws (ε-Pufferfish; aggregate or per-record releases)",
+        source="Song, Wang & Chaudhuri 2017, §3; Kifer & Machanavajjhala 2014, §3",
+        composable=False,
+        settings=("protect", "mechanism", "query", "output", "guarantee", "description"),
+        compile="dpspec.families.wasserstein.compile:compile_target",
+        runtime="dpspec.families.wasserstein.runtime:WassersteinRelease",
+        auditor="dpspec.families.wasserstein.audit",
+        rules=("dpspec.families.wasserstein.rules",),
+        reverify="dpspec.families.wasserstein.verify:reverify",
+    ),
+    "markov_quilt": Family(
+        name="markov_quilt",
+        block="release",
+        units=("secret",),
+        relations=(),
+        notions=("pufferfish",),
+        summary="Markov Quilt Mechanism: ε-Pufferfish for a statistic of one Markov chain's steps (correlated data)",
+        source="Song, Wang & Chaudhuri 2017, §4",
+        composable=False,
+        settings=("protect", "mechanism", "query", "output", "guarantee", "description"),
+        compile="dpspec.families.markov_quilt.compile:compile_target",
+        runtime="dpspec.families.wasserstein.runtime:WassersteinRelease",
+        auditor="dpspec.families.markov_quilt.audit",
+        reverify="dpspec.families.markov_quilt.verify:reverify",
+        rules=("dpspec.families.wasserstein.rules",),
     ),
     "srpp_sgd": Family(
         name="srpp_sgd",

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from dpspec import limits
+from dpspec.errors import DpspecError
 from dpspec.ir import models as ir
 from dpspec.ir.settings import GconSettings
 
 
-class GraphPlanError(ValueError):
+class GraphPlanError(DpspecError, ValueError):
     """A configuration the plan cannot serve; the compiler reports it as diagnostic ``rule``."""
 
     def __init__(self, rule: str, message: str, hint: str | None = None):

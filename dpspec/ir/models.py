@@ -138,6 +138,17 @@ DataBinding = Annotated[CsvData | NamedData | GraphData | SyntheticData, Field(d
 # ---------------------------------------------------------------------------------------------
 
 
+class SecretPredicate(Node):
+    """``secret disease = num > 0``: the secret is whether the protected record satisfies a predicate
+    on one column (values ``true``/``false``, the secret's ``attribute`` is the defined name).
+    ``op`` is a comparison with the number ``threshold``, or ``in`` with the listed ``members``."""
+
+    column: str
+    op: Literal["<", "<=", ">", ">=", "==", "!=", "in"]
+    threshold: float | str | None = None
+    members: tuple[str, ...] = ()
+
+
 class Secret(Node):
     """The secret: the value of ``attribute`` for the protected individual(s).
 
@@ -148,6 +159,8 @@ class Secret(Node):
     attribute: str
     values: tuple[str, ...] = ()
     quantile_bins: int | None = None
+    predicate: SecretPredicate | None = None
+    membership: bool = False
 
 
 class AllDistinctPairs(Node):
@@ -199,7 +212,42 @@ class SamplerWorld(Node):
     exhaustive: bool = False
 
 
-World = Annotated[EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld, Field(discriminator="world")]
+class BernoulliWorld(Node):
+    """A family of independent product priors over the records (Kifer & Machanavajjhala 2014, §7 "data
+    evolution scenarios"): each record's binary secret is true with probability p, for every p in
+    [``p_low``, ``p_high``] (a point when equal); given its secret, a record's other values follow the
+    data's conditional law (the empirical world's), independently of the other records."""
+
+    world: Literal["bernoulli"] = "bernoulli"
+    p_low: float
+    p_high: float
+
+
+class CategoricalWorld(Node):
+    """Like ``bernoulli`` for a secret of k values: P(secret = v_i) = p_i with p_i in [``low_i``,
+    ``high_i``] (in the order of the secret's values; a family of independent product priors)."""
+
+    world: Literal["categorical"] = "categorical"
+    ranges: tuple[tuple[float, float], ...]
+
+
+class MarkovWorld(Node):
+    """The records are the steps of one Markov chain, in order (Song, Wang & Chaudhuri 2017, §4): the
+    chain's transition matrix is one of ``transitions`` (an explicit class, started at its stationary
+    law), or any reversible chain whose stationary probabilities are all ≥ ``min_stationary`` and whose
+    second-largest absolute eigenvalue is ≤ ``max_eigenvalue``, started at stationarity."""
+
+    world: Literal["markov"] = "markov"
+    states: tuple[str, ...]
+    transitions: tuple[tuple[tuple[float, ...], ...], ...] = ()
+    min_stationary: float | None = None
+    max_eigenvalue: float | None = None
+
+
+World = Annotated[
+    EmpiricalWorld | BalancedWorld | GroupsWorld | SamplerWorld | BernoulliWorld | CategoricalWorld | MarkovWorld,
+    Field(discriminator="world"),
+]
 
 
 class Scenario(Node):
@@ -386,7 +434,16 @@ class SrppGuarantee(Node):
     gamma: float | None = None  # failure probability of a PAC reading (Monte-Carlo slices, sampled worlds)
 
 
-Guarantee = Annotated[DpGuarantee | RdpGuarantee | SrppGuarantee, Field(discriminator="notion")]
+class PufferfishGuarantee(Node):
+    """ε-Pufferfish privacy (Kifer & Machanavajjhala 2014, §3): for every prior θ of the scenario,
+    every discriminative pair (sᵢ, sⱼ) with positive prior mass and every output set S,
+    P(M(X) ∈ S | sᵢ, θ) ≤ e^ε P(M(X) ∈ S | sⱼ, θ). Unsliced and not Rényi: a pure-ε statement."""
+
+    notion: Literal["pufferfish"] = "pufferfish"
+    epsilon: float
+
+
+Guarantee = Annotated[DpGuarantee | RdpGuarantee | SrppGuarantee | PufferfishGuarantee, Field(discriminator="notion")]
 
 
 class GaussianNoise(Node):
@@ -406,6 +463,16 @@ class Schedule(Node):
     momentum: float | None = None
 
 
+class Filter(Node):
+    """A row filter ``column op value`` (``where = sex == "Female"``, ``where = age >= 30``): the query
+    reads only the rows it keeps. A row is kept or not by its own value alone, so one record inserted
+    or removed still changes at most one row of the filtered data (the sensitivity is unchanged)."""
+
+    column: str
+    op: Literal["==", "!=", "<", "<=", ">", ">="]
+    value: str | float
+
+
 class BoundedQuery(Node):
     """A query with a declared ℓ2 sensitivity or declared per-column bounds.
 
@@ -415,7 +482,9 @@ class BoundedQuery(Node):
     ``callable`` for a Python function ``target`` = "module:function" of output ``dimension``.
     ``bounds`` are per-column [lo, hi] (one pair applies to all columns)."""
 
-    function: Literal["sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable"]
+    function: Literal[
+        "sum", "mean", "count", "histogram", "vector", "logistic_regression", "linear_svm", "callable", "quantile"
+    ]
     columns: tuple[str, ...] = ()
     bounds: tuple[tuple[float, float], ...] = ()
     sensitivity: float | None = None
@@ -425,6 +494,21 @@ class BoundedQuery(Node):
     positive: str | None = None
     regularization: float | None = None
     target: str | None = None
+    #: group-by (``by = race``): one answer per group; ``keys``: the declared (public) groups (omitted:
+    #: groups found in the data by DP partition selection); ``where``: a row filter; ``q``: the quantile
+    by: str | None = None
+    keys: tuple[str, ...] | None = None
+    where: Filter | None = None
+    q: float | None = None
+
+
+class BudgetSplit(Node):
+    """How a ``compose`` block shares its guarantee among its parts (``split evenly``, ``split weights
+    [1, 2]``, ``split optimal``): the parts carry no guarantee of their own and are calibrated jointly
+    so that their composition meets the block's target."""
+
+    kind: Literal["evenly", "weights", "optimal"]
+    weights: tuple[float, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,6 +527,12 @@ class Release(Node):
     noise: GaussianNoise | None = None
     slices: SliceProfile | None = None
     guarantee: Guarantee
+    #: Pufferfish: what is released — the dataset's ``aggregate`` (one answer for the whole data) or one
+    #: answer ``per_record``; None where the spec does not say (the family's default reading)
+    output: Literal["aggregate", "per_record"] | None = None
+    #: the ``compose`` block whose ``split`` gives this release its budget (it then has no guarantee of
+    #: its own; ``guarantee`` holds the block's total target until the split assigns the share)
+    budget_from: str | None = None
 
 
 class Propagation(Node):
@@ -612,6 +702,57 @@ class Composition(Node):
     name: str
     parts: tuple[str, ...]
     guarantee: Guarantee
+    split: BudgetSplit | None = None
+
+
+class CandidateSetting(Node):
+    """One tuned setting of a ``tune`` block: the values its candidates take (``learning_rate [0.05, 0.1]``,
+    ``clipping [flat(C = 0.5), flat(C = 1.0)]``, ``learning_rate log_range(0.01, 1, count = 5)``). ``values``
+    are the lowered setting values (numbers, or the IR nodes the train block's setting lowers to)."""
+
+    key: str
+    values: tuple[int | float | Clipping | Sampling, ...]
+
+
+class RunCountSpec(Node):
+    """How many runs a tuning makes: ``fixed`` (``count`` runs), ``poisson`` (K ~ Poisson(``mean``)) or
+    ``truncated_negative_binomial`` (K ~ D_{``eta``, ``gamma``}, Papernot & Steinke 2022 §2; ``geometric(mean = m)``
+    is η = 1, γ = 1/m). A random count is what makes selection cheap (Papernot & Steinke 2022 Thms 2, 6)."""
+
+    kind: Literal["fixed", "poisson", "truncated_negative_binomial"]
+    count: int | None = None
+    mean: float | None = None
+    eta: float | None = None
+    gamma: float | None = None
+
+
+class SelectSpec(Node):
+    """What a tuning outputs: the run with the best ``score`` (a name the runtime's score function is
+    bound to). ``on``: ``private`` — the score is a sum of per-record values in [0, 1] over private records,
+    released with Gaussian noise of standard deviation ``score_noise`` (default: the run's noise multiplier),
+    and is part of what each run's guarantee covers; ``public`` — computed on public data, free, and stated so.
+    ``release_score``: the selected run's (noisy) score is output too."""
+
+    score: str
+    on: Literal["private", "public"] = "private"
+    score_noise: float | None = None
+    release_score: bool = False
+
+
+class Tuning(Node):
+    """Hyper-parameter tuning charged to the budget: draw K runs (``runs``), each with a candidate setting
+    drawn from the grid of ``candidates`` (uniformly, or with ``weights`` over the grid in its listed order),
+    train the named training ``train`` under each, score, and output the best (``select``). ``guarantee`` is
+    the guarantee of the whole procedure; the named training is compiled only as part of it."""
+
+    name: str
+    train: str
+    candidates: tuple[CandidateSetting, ...] = ()
+    weights: tuple[float, ...] | None = None
+    runs: RunCountSpec
+    select: SelectSpec
+    guarantee: Guarantee
+    stop_early: bool = False
 
 
 class SpecIR(Node):
@@ -623,6 +764,7 @@ class SpecIR(Node):
     releases: tuple[Release, ...] = ()
     trainings: tuple[Training, ...] = ()
     compositions: tuple[Composition, ...] = ()
+    tunings: tuple[Tuning, ...] = ()
 
     def definition(self, name: str) -> Scenario | PrivacyUnitDecl | None:
         decls: tuple[Scenario | PrivacyUnitDecl, ...] = (*self.scenarios, *self.units)
@@ -631,7 +773,13 @@ class SpecIR(Node):
                 return d
         return None
 
-    def targets(self) -> tuple[Release | Training | Composition, ...]:
+    def targets(self) -> tuple[Release | Training | Composition | Tuning, ...]:
         """Everything that gets a certificate, in source order."""
-        items: list[Release | Training | Composition] = [*self.releases, *self.trainings, *self.compositions]
+        tuned = {tu.train for tu in self.tunings}  # a tuned training is certified as part of its tuning
+        items: list[Release | Training | Composition | Tuning] = [
+            *self.releases,
+            *(t for t in self.trainings if t.name not in tuned),
+            *self.compositions,
+            *self.tunings,
+        ]
         return tuple(sorted(items, key=lambda x: (x.span.line, x.span.col) if x.span else (0, 0)))

@@ -47,8 +47,8 @@ def from_args(cls, v, a: Args, rename: dict[str, str] | None = None, **extra):
 N, I, NAME, S = V.number, V.integer, V.name, V.string
 
 
-def P(name, conv, required=False, aliases=(), positional=True):
-    return Param(name, conv, required, aliases, positional)
+def P(name, conv, required=False, aliases=(), positional=True, ranges=None):
+    return Param(name, conv, required, aliases, positional, ranges)
 
 
 GUARANTEES = {
@@ -65,6 +65,8 @@ GUARANTEES = {
     "sa_joint_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)),
                                example="sa_joint_srpp(alpha = 4, epsilon = 1.0)",
                                doc="subsampling-aware Joint-SRPP (an on-average notion)"),
+    "pufferfish": Signature((P("epsilon", N, True),), example="pufferfish(epsilon = 1.0)",
+                            doc="ε-Pufferfish privacy (Kifer & Machanavajjhala 2014, §3): unsliced, pure ε"),
 }
 
 SAMPLINGS = {
@@ -118,12 +120,42 @@ NOISES = {
                           example="gaussian(sigma = 2.0)", one_of=(("sigma", "noise_multiplier"),)),
 }
 
+def where(r: Reporter, v):
+    """A row filter: ``column op value`` (``sex == "Female"``, ``age >= 30``)."""
+    if not isinstance(v, ast.Comparison):
+        return r.error("DPS104", f"expected a comparison such as `sex == \"Female\"`, found {ast.describe(v)}",
+                       sp(v), hint='write `where = sex == "Female"` or `where = age >= 30`')
+    col = V.label(r, v.left)
+    if col is FAIL:
+        return FAIL
+    if isinstance(v.right, ast.Number):
+        val = v.right.value
+    elif isinstance(v.right, (ast.String, ast.Ident)):
+        val = v.right.value if isinstance(v.right, ast.String) else v.right.name
+        if v.op not in ("==", "!="):
+            return r.error("DPS104", f"`{v.op}` compares numbers; `{val}` is a category", sp(v.right),
+                           hint="compare a category with `==` or `!=`, or compare with a number")
+    else:
+        return r.error("DPS104", f"expected a number or a category to compare with, found {ast.describe(v.right)}",
+                       sp(v.right), hint='write `where = sex == "Female"` or `where = age >= 30`')
+    return build(ir.Filter, sp(v), {"column": sp(v.left), "value": sp(v.right)}, column=col, op=v.op, value=val)
+
+
+#: the options of the statistics queries (a release family lists the ones it evaluates in ``query_options``)
+_GROUPING = (P("by", V.label, positional=False), P("keys", V.labels, positional=False),
+             P("where", where, positional=False))
+
 QUERIES = {
-    "sum": Signature((P("bounds", V.bounds),), variadic=V.label, variadic_name="columns",
+    "sum": Signature((P("bounds", V.bounds), *_GROUPING), variadic=V.label, variadic_name="columns",
                      example="sum(age, hours_per_week, bounds = [0, 100])"),
-    "mean": Signature((P("bounds", V.bounds),), variadic=V.label, variadic_name="columns",
+    "mean": Signature((P("bounds", V.bounds), *_GROUPING), variadic=V.label, variadic_name="columns",
                       example="mean(age, bounds = [17, 90])"),
-    "count": Signature((), example="count()"),
+    "count": Signature(_GROUPING, example="count()"),
+    "quantile": Signature((P("q", N, True, positional=False), P("bounds", V.bounds, True), P("where", where,
+                                                                                           positional=False)),
+                          variadic=V.label, variadic_name="columns",
+                          example="quantile(age, q = 0.5, bounds = [17, 90])",
+                          doc="the q-quantile of one column by the exponential mechanism over a grid of its bounds"),
     "histogram": Signature((P("bins", I), P("bounds", V.bounds)), variadic=V.label, variadic_name="columns",
                            example="histogram(age, bins = 10, bounds = [17, 90])"),
     "vector": Signature((P("dimension", I, True, aliases=("dim",)), P("sensitivity", N)),
@@ -160,6 +192,11 @@ DATA = {
                            example="synthetic(generator = gaussian_blobs, size = 10000, seed = 0)"),
     "graph": Signature((P("name", V.label, True),), example="graph(cora)"),
 }
+
+def _matrices(r: Reporter, v):
+    """``[[[…], […]], [[…], […]]]``: a list of matrices (a class of transition matrices)."""
+    return V.sequence(r, v, V.vectors, single_ok=False)
+
 
 def _depth(r: Reporter, v):
     if isinstance(v, ast.Ident) and v.name == "inf":
@@ -227,11 +264,56 @@ WORLDS = {
     "groups": Signature((P("prior", lambda r, v: V.name(r, v, ("empirical", "uniform"), "prior")),),
                         example="groups(prior = uniform)"),
     "sampler": Signature((P("target", S, True), P("samples", I), P("exhaustive", V.boolean)),
-                         example='sampler("my_module:draw", samples = 2000)'),
+                         example='sampler("my_module:draw", samples = 2000)',
+                         doc="`fn(secret, n, rng)` → n datasets drawn from X | secret (see docs/pufferfish.md)"),
+    "bernoulli": Signature((P("p", N, True, ranges=V.pair_of_numbers),), example="bernoulli(p in [0.2, 0.5])",
+                           doc="independent records, each with P(secret = true) = p, for every p in the range; "
+                               "a record's values given its secret as in the data"),
+    "markov": Signature((P("states", V.labels, True), P("transitions", V.vectors, ranges=_matrices),
+                         P("min_stationary", N), P("max_eigenvalue", N)),
+                        example="markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])",
+                        doc="the records are the steps of one Markov chain: one of the listed transition matrices "
+                            "(`transitions in [...]`), or any reversible chain with the stated minimum stationary "
+                            "probability and maximum second eigenvalue; started at stationarity"),
+    "categorical": Signature((P("p", V.numbers, True, ranges=V.bounds),),
+                             example="categorical(p in [[0.1, 0.5], [0.2, 0.6], [0.2, 0.6]])",
+                             doc="independent records, P(secret = vᵢ) = pᵢ in its range (the secret's values in "
+                                 "order)"),
 }
 
 
 # --- block schemas ---------------------------------------------------------------------------------
+
+# the `tune` block's value forms
+RUNS = {
+    "fixed": Signature((P("count", I, True),), example="fixed(count = 20)", doc="exactly `count` runs"),
+    "poisson": Signature((P("mean", N, True),), example="poisson(mean = 10)",
+                         doc="K ~ Poisson(mean) runs (Papernot & Steinke 2022 Thm 6)"),
+    "truncated_negative_binomial": Signature((P("eta", N, True), P("gamma", N, True)),
+                                             example="truncated_negative_binomial(eta = 1, gamma = 0.1)",
+                                             doc="K ~ D(η, γ) runs (Papernot & Steinke 2022 Thm 2)"),
+    "geometric": Signature((P("mean", N, True),), example="geometric(mean = 10)",
+                           doc="K geometric with the given mean: D(η = 1, γ = 1/mean)"),
+}
+SELECTS = {
+    "best": Signature((P("score", V.label, True), P("on", lambda r, v: V.name(r, v, ("private", "public"), "score data"),
+                                                    positional=False),
+                       P("score_noise", N, positional=False), P("release_score", V.boolean, positional=False)),
+                      example="best(score = accuracy)",
+                      doc="the run with the highest score; `on = public` for a score computed on public data"),
+}
+DRAWS = {
+    "uniform": Signature((), example="uniform", doc="each run's candidate uniformly from the grid"),
+    "weighted": Signature((P("weights", V.numbers, True),), example="weighted(weights = [0.5, 0.25, 0.25])",
+                          doc="each run's candidate with the given probabilities over the grid, in its listed order"),
+}
+RANGES = {
+    "range": Signature((P("low", N, True), P("high", N, True), P("count", I, True)),
+                       example="range(0.5, 2.0, count = 4)", doc="`count` evenly spaced values from low to high"),
+    "log_range": Signature((P("low", N, True), P("high", N, True), P("count", I, True)),
+                           example="log_range(0.01, 1.0, count = 5)",
+                           doc="`count` log-spaced values from low to high"),
+}
 
 
 @dataclass(frozen=True)
@@ -246,7 +328,9 @@ class Setting:
 BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "scenario": (
         Setting("data", "where the data comes from", 'data csv("adult/adult.data", schema = adult)'),
-        Setting("secret", "the secret attribute and its values", "secret race in {White, Black, Other}", True),
+        Setting("secret", "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
+                "values true/false) or `member(record)` (docs/pufferfish.md)", "secret race in {White, Black, Other}",
+                True),
         Setting("pairs", "discriminative pairs: all_distinct or a list", "pairs [(White, Black)]"),
         Setting("prior", "the prior(s)/world(s) the adversary may hold", "prior [empirical, balanced(seed = 1)]",
                 aliases=("priors", "worlds")),
@@ -263,13 +347,16 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "release": (
         Setting("protect", "the scenario or privacy block this release protects", "protect adult_race",
                 aliases=("protects", "for")),
-        Setting("mechanism", "the mechanism", "mechanism gaussian", True),
+        Setting("mechanism", "the mechanism (omitted: the release family marked as the default)",
+                "mechanism gaussian"),
         Setting("query", "what is released", "query sum(x, bounds = [0, 1])"),
         Setting("sensitivity", "ℓ2 sensitivity of the query w.r.t. the unit", "sensitivity 1.0"),
         Setting("noise", "noise given explicitly (instead of a target ε)", "noise gaussian(sigma = 2.0)"),
         Setting("slices", "the slice profile (SRPP mechanisms)", "slices sphere(m = 200, seed = 7)"),
-        Setting("guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 1, delta = 1e-6)",
-                True),
+        Setting("output", "Pufferfish: what is released, the dataset's `aggregate` or one answer `per_record`",
+                "output aggregate"),
+        Setting("guarantee", "the guarantee to certify or calibrate to (omitted: the share a `compose … split` "
+                "gives it)", "guarantee dp(epsilon = 1, delta = 1e-6)"),
         Setting("description", "free text", 'description "..."'),
     ),
     "train": (
@@ -305,9 +392,24 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("accountant", "SRPP-SGD accountant: huc, sa_huc or amplified (default from the guarantee)",
                 "accountant huc"),
     ),
+    "tune": (
+        Setting("train", "the training whose settings are tuned", "train model", True),
+        Setting("candidates", "the candidate settings: a list or range per setting; their grid is searched",
+                "candidates { learning_rate [0.05, 0.1, 0.5]  clipping [flat(C = 0.5), flat(C = 1.0)] }", True),
+        Setting("draw", "how each run's candidate is drawn from the grid", "draw uniform"),
+        Setting("runs", "the number of runs: a count, or poisson(...) / truncated_negative_binomial(...)",
+                "runs poisson(mean = 10)", True),
+        Setting("select", "what is output: the best run by its score", "select best(score = accuracy)", True),
+        Setting("stop_early", "the runtime may stop before the drawn number of runs", "stop_early true"),
+        Setting("guarantee", "the guarantee of the whole tuning procedure", "guarantee dp(epsilon = 8, delta = 1e-6)",
+                True),
+        Setting("description", "free text", 'description "..."'),
+    ),
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
         Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
+        Setting("split", "share the guarantee among the parts, calibrated jointly: evenly, weights(…) or optimal",
+                "split optimal"),
         Setting("description", "free text", 'description "..."'),
     ),
 }
@@ -318,7 +420,11 @@ BLOCK_DOCS = {
     "release": "a one-shot release of a query answer",
     "train": "private training",
     "compose": "sequential composition of releases/trainings",
+    "tune": "hyper-parameter tuning of a training, charged to the budget (best of a random number of runs)",
 }
+
+#: the settings a `tune` block may search, with the converter of one value (as in a train block)
+TUNABLE: dict[str, Callable] = {}  # filled below, once the converters are defined
 
 MECHANISM_NAMES = tuple(FAMILIES)  # one entry per family in dpspec.families
 
@@ -344,6 +450,13 @@ class Lowerer(Reporter):
         super().__init__()
         self.program = program
         self.failed: set[str] = set()
+        #: training name → the `tune` block that names it (its guarantee stands in for the training's)
+        self.tuned: dict[str, ast.Block] = {}
+        for b in program.visible_blocks():
+            if b.kind == "tune":
+                for e in b.entries:
+                    if e.key == "train" and isinstance(e.value, ast.Ident):
+                        self.tuned.setdefault(e.value.name, b)
 
     # entry collection: unknown keys, duplicates, required keys
     def settings(self, b: ast.Block) -> dict[str, ast.Entry]:
@@ -362,6 +475,8 @@ class Lowerer(Reporter):
                 continue
             got[s.key] = e
         for s in BLOCK_SETTINGS[b.kind]:
+            if s.key == "guarantee" and b.kind == "train" and b.name in self.tuned:
+                continue  # a tuned training's per-run guarantee comes from its tuning
             if s.required and s.key not in got:
                 self.error("DPS102", f"{b.kind} `{b.name}` has no `{s.key}`", b.name_span or b.span,
                            hint=f"add a line such as `{s.example}`")
@@ -403,6 +518,7 @@ class Lowerer(Reporter):
             releases=tuple(out["release"]),
             trainings=tuple(out["train"]),
             compositions=tuple(out["compose"]),
+            tunings=tuple(out["tune"]),
         )
 
     def convert(self, got: dict[str, ast.Entry], key: str, fn: Callable, fields: dict, fspans: dict,
@@ -510,10 +626,44 @@ class Lowerer(Reporter):
             self.convert(got, "noise", noise, fields, fspans),
             self.convert(got, "slices", slices, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
+            self.convert(got, "output", lambda r, v: V.name(r, v, ("aggregate", "per_record"), "output"), fields,
+                         fspans),
         ]
+        if "mechanism" not in fields and "mechanism" not in got:
+            default = [f.name for f in FAMILIES.values() if f.block == "release" and f.default]
+            if default:
+                fields["mechanism"] = default[0]
+            else:
+                r.append(self.error("DPS102", f"release `{b.name}` has no `mechanism`", b.name_span or b.span,
+                                    hint="add a line such as `mechanism gaussian`"))
+        if "guarantee" not in got:
+            share = self._split_share(b.name)
+            if share is FAIL:
+                r.append(self.error("DPS102", f"release `{b.name}` has no `guarantee`", b.name_span or b.span,
+                                    hint="add a line such as `guarantee dp(epsilon = 1, delta = 1e-6)`, or make it a "
+                                         "part of a `compose` block with a `split` that shares its guarantee"))
+            elif share is not None:
+                fields["guarantee"], fields["budget_from"] = share
         if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
             return FAIL
         return build(ir.Release, b.span, fspans, **fields)
+
+    def _split_share(self, name: str):
+        """(the guarantee, the block's name) of the `compose` block with a `split` naming release ``name``
+        among its parts; None when that block's guarantee is itself broken (reported there); FAIL when
+        no such block exists."""
+        for cb in self.program.visible_blocks():
+            if cb.kind != "compose":
+                continue
+            entries = {e.key: e for e in cb.entries}
+            if "split" not in entries or "parts" not in entries or "guarantee" not in entries:
+                continue
+            parts = V.items_of(entries["parts"].value) or ()
+            if any(getattr(x, "name", getattr(x, "value", None)) == name for x in parts):
+                quiet = Reporter()
+                g = guarantee(quiet, entries["guarantee"].value)
+                return None if g is FAIL else (g, cb.name)
+        return FAIL
 
     def lower_train(self, b: ast.Block):
         got = self.settings(b)
@@ -556,6 +706,16 @@ class Lowerer(Reporter):
             self.convert(got, "accountant", lambda r, v: V.name(r, v, ("huc", "sa_huc", "amplified"), "accountant"),
                          fields, fspans),
         ]
+        if "guarantee" not in got and b.name in self.tuned:
+            # checked with the whole procedure's guarantee (every run's is at least as strong); the tuning
+            # compiles the runs with their own calibrated guarantee
+            ge = next((e for e in self.tuned[b.name].entries if e.key == "guarantee"), None)
+            g = guarantee(V.Reporter(), ge.value) if ge is not None else FAIL
+            if g is FAIL:
+                return FAIL  # reported at the tune block
+            if ("noise" in got or "noise_multiplier" in got) and getattr(g, "epsilon", None) is not None:
+                g = g.model_copy(update={"epsilon": None})  # given noise: the runs report ε, they are not calibrated
+            fields["guarantee"] = g
         nm = got.get("noise_multiplier")
         if nm is not None:
             x = V.number(self, nm.value)
@@ -584,6 +744,29 @@ class Lowerer(Reporter):
         fields["settings"] = build(model, b.span, {k: v for k, v in fspans.items() if k in settings}, **settings)
         return build(ir.Training, b.span, fspans, **fields)
 
+    def lower_tune(self, b: ast.Block):
+        got = self.settings(b)
+        fields: dict[str, Any] = {"name": b.name}
+        fspans: dict[str, Span] = {}
+        r = [
+            self.convert(got, "train", V.label, fields, fspans),
+            self.convert(got, "candidates", candidates, fields, fspans),
+            self.convert(got, "runs", runs, fields, fspans),
+            self.convert(got, "select", select, fields, fspans),
+            self.convert(got, "stop_early", V.boolean, fields, fspans),
+            self.convert(got, "guarantee", guarantee, fields, fspans),
+        ]
+        d = got.get("draw")
+        if d is not None:
+            x = V.dispatch(self, d.value, DRAWS, "draw")
+            r.append(x)
+            if x is not FAIL and x[0] == "weighted":
+                fields["weights"] = tuple(x[1].values["weights"])
+                fspans["weights"] = sp(d.value)
+        if FAIL in r or any(k not in fields for k in ("train", "candidates", "runs", "select", "guarantee")):
+            return FAIL
+        return build(ir.Tuning, b.span, fspans, **fields)
+
     def lower_compose(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
@@ -591,6 +774,7 @@ class Lowerer(Reporter):
         r = [
             self.convert(got, "parts", V.labels, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
+            self.convert(got, "split", budget_split, fields, fspans),
         ]
         if FAIL in r or "parts" not in fields or "guarantee" not in fields:
             return FAIL
@@ -614,6 +798,19 @@ def _kind_node(r: Reporter, v, table, what, cls):
     return from_args(cls, v, x[1], kind=x[0])
 
 
+def budget_split(r: Reporter, v):
+    """``evenly``, ``optimal`` or ``weights [w1, w2, …]`` (one positive weight per part)."""
+    if isinstance(v, ast.Ident) and v.name in ("evenly", "optimal"):
+        return build(ir.BudgetSplit, sp(v), {}, kind=v.name)
+    if isinstance(v, ast.Call) and v.name == "weights" and v.args and not v.kwargs:
+        one = len(v.args) == 1 and V.items_of(v.args[0]) is not None
+        w = V.numbers(r, v.args[0]) if one else V.numbers(r, ast.ListLit(v.args, v.span))
+        return FAIL if w is FAIL else build(ir.BudgetSplit, sp(v), {"weights": sp(v.args[0])}, kind="weights",
+                                            weights=tuple(w))
+    return r.error("DPS104", f"expected `evenly`, `optimal` or `weights(…)`, found {ast.describe(v)}", sp(v),
+                   hint="write `split evenly`, `split optimal` or `split weights(1, 1, 2)` (one weight per part)")
+
+
 def execution(r: Reporter, v):
     return _kind_node(r, v, EXECUTIONS, "execution target", ir.Execution)
 
@@ -631,6 +828,8 @@ def guarantee(r: Reporter, v):
         return from_args(ir.DpGuarantee, v, a)
     if fname == "rdp":
         return from_args(ir.RdpGuarantee, v, a)
+    if fname == "pufferfish":
+        return from_args(ir.PufferfishGuarantee, v, a)
     flavour = "ave" if "ave" in fname else "joint"
     return from_args(ir.SrppGuarantee, v, a, flavour=flavour, subsampling_aware=fname.startswith("sa_"))
 
@@ -763,8 +962,46 @@ def secret(r: Reporter, v):
         return build(ir.Secret, sp(v), a.spans, attribute=a.values["column"], quantile_bins=a.values["bins"])
     if isinstance(v, ast.Ident):
         return build(ir.Secret, sp(v), {"attribute": sp(v)}, attribute=v.name)
+    if isinstance(v, ast.Definition):
+        return _predicate_secret(r, v)
+    if isinstance(v, ast.Call) and v.name == "member":
+        if len(v.args) != 1 or v.kwargs or not (isinstance(v.args[0], ast.Ident) and v.args[0].name == "record"):
+            return r.error("DPS104", "a membership secret is `member(record)`", sp(v), hint="write `secret member(record)`")
+        return build(ir.Secret, sp(v), {"attribute": sp(v)}, attribute="member", values=("in", "out"), membership=True)
     return r.error("DPS104", f"expected a secret, found {ast.describe(v)}", sp(v),
-                   hint="write `secret race in {White, Black}` or `secret quantile_bins(G3, bins = 5)`")
+                   hint="write `secret race in {White, Black}`, `secret disease = num > 0`, `secret member(record)` "
+                        "or `secret quantile_bins(G3, bins = 5)`")
+
+
+def _predicate_secret(r: Reporter, v: ast.Definition):
+    """``secret disease = num > 0`` (or ``= col in {a, b}``): a binary secret, values true/false."""
+    c = v.value
+    if isinstance(c, ast.Comparison):
+        col = V.label(r, c.left) if isinstance(c.left, (ast.Ident, ast.String)) else r.error(
+            "DPS104", f"the left side of a secret's predicate is a column, found {ast.describe(c.left)}", sp(c.left),
+            hint="write `secret disease = num > 0`")
+        if c.op in ("==", "!="):
+            thr = V.label(r, c.right)
+        else:
+            thr = V.number(r, c.right, "a number such as 0")
+        if FAIL in (col, thr):
+            return FAIL
+        pred = build(ir.SecretPredicate, sp(c), {"column": sp(c.left), "threshold": sp(c.right)}, column=col, op=c.op,
+                     threshold=thr)
+    elif isinstance(c, ast.Membership):
+        col = V.label(r, c.element)
+        members = V.labels(r, c.collection) if V.items_of(c.collection) is not None else r.error(
+            "DPS104", f"expected the values as a set, found {ast.describe(c.collection)}", sp(c.collection),
+            hint="write `secret smoker = smoke in {daily, weekly}`")
+        if FAIL in (col, members):
+            return FAIL
+        pred = build(ir.SecretPredicate, sp(c), {"column": sp(c.element), "members": sp(c.collection)}, column=col,
+                     op="in", members=members)
+    else:
+        return r.error("DPS104", f"a secret's definition is a comparison or an `in` test, found {ast.describe(c)}",
+                       sp(c), hint="write `secret disease = num > 0`")
+    return build(ir.Secret, sp(v), {"attribute": v.name_span, "predicate": sp(c)}, attribute=v.name,
+                 values=("true", "false"), predicate=pred)
 
 
 def pairs(r: Reporter, v):
@@ -782,11 +1019,117 @@ def worlds(r: Reporter, v):
         if x is FAIL:
             return FAIL
         fname, a = x
+        if fname == "bernoulli":
+            p = a.values["p"]
+            lo, hi = p if isinstance(p, tuple) else (p, p)
+            return build(ir.BernoulliWorld, sp(w), {"p_low": a.spans.get("p"), "p_high": a.spans.get("p")},
+                         p_low=lo, p_high=hi)
+        if fname == "markov":
+            t = a.values.get("transitions", ())
+            if t and not isinstance(t[0][0], tuple):  # one matrix given with `=`
+                t = (t,)
+            return build(ir.MarkovWorld, sp(w), a.spans, states=a.values["states"], transitions=t,
+                         min_stationary=a.values.get("min_stationary"), max_eigenvalue=a.values.get("max_eigenvalue"))
+        if fname == "categorical":
+            p = a.values["p"]
+            ranges = tuple((x, x) if not isinstance(x, tuple) else x for x in p)
+            return build(ir.CategoricalWorld, sp(w), {"ranges": a.spans.get("p")}, ranges=ranges)
         cls = {"empirical": ir.EmpiricalWorld, "balanced": ir.BalancedWorld, "groups": ir.GroupsWorld,
                "sampler": ir.SamplerWorld}[fname]
         return from_args(cls, w, a)
 
     return V.sequence(r, v, one)
+
+
+def _value_range(r: Reporter, v):
+    x = V.dispatch(r, v, RANGES, "range")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    lo, hi, n = a.values["low"], a.values["high"], a.values["count"]
+    if n < 1 or (fname == "log_range" and (lo <= 0 or hi <= 0)):
+        return r.error("DPS104", f"`{fname}` needs count >= 1" + (" and positive bounds" if fname == "log_range"
+                                                                    else ""), sp(v),
+                       hint=f"write e.g. `{RANGES[fname].example}`")
+    if n == 1:
+        return (lo,)
+    if fname == "range":
+        return tuple(lo + (hi - lo) * i / (n - 1) for i in range(n))
+    import math
+
+    return tuple(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * i / (n - 1)) for i in range(n))
+
+
+def candidates(r: Reporter, v):
+    """``{ key [v1, v2, …]  key range(lo, hi, count = n) … }`` → candidate settings."""
+    if not (isinstance(v, ast.NamedBlock) and not v.name):
+        return r.error("DPS104", f"expected the candidate settings as a block, found {ast.describe(v)}", sp(v),
+                       hint="write `candidates { learning_rate [0.05, 0.1]  clipping [flat(C = 0.5), flat(C = 1.0)] }`")
+    out = []
+    seen: set[str] = set()
+    for e in v.entries:
+        conv = TUNABLE.get(e.key)
+        if conv is None:
+            r.error("DPS950", f"`{e.key}` cannot be tuned", e.key_span,
+                    hint=lambda e=e: did_you_mean(e.key, tuple(TUNABLE), "setting")
+                    or f"tunable settings: {', '.join(TUNABLE)}")
+            out.append(FAIL)
+            continue
+        if e.key in seen:
+            out.append(r.error("DPS103", f"candidate setting `{e.key}` given twice", e.key_span,
+                               hint="give all its values in one list"))
+            continue
+        seen.add(e.key)
+        if isinstance(e.value, ast.Call) and e.value.name in RANGES:
+            if conv not in (V.number,):
+                out.append(r.error("DPS104", f"`{e.key}` takes a list of values, not a range", sp(e.value),
+                                   hint=f"list them: `{e.key} [...]`"))
+                continue
+            vals = _value_range(r, e.value)
+        else:
+            vals = V.sequence(r, e.value, conv)
+        if vals is FAIL:
+            out.append(FAIL)
+            continue
+        out.append(build(ir.CandidateSetting, sp(e.value) or e.key_span, {"key": e.key_span}, key=e.key,
+                         values=tuple(vals)))
+    if FAIL in out:
+        return FAIL
+    if not out:
+        return r.error("DPS102", "`candidates` lists no setting", sp(v),
+                       hint="add a line such as `learning_rate [0.05, 0.1, 0.5]`")
+    return tuple(out)
+
+
+def runs(r: Reporter, v):
+    if isinstance(v, ast.Number):
+        x = V.integer(r, v)
+        return FAIL if x is FAIL else build(ir.RunCountSpec, sp(v), {"count": sp(v)}, kind="fixed", count=x)
+    x = V.dispatch(r, v, RUNS, "number of runs")
+    if x is FAIL:
+        return FAIL
+    fname, a = x
+    if fname == "geometric":
+        m = a.values["mean"]
+        if not m > 1:
+            return r.error("DPS104", f"a geometric number of runs needs a mean above 1, found {m:g}",
+                           a.spans.get("mean") or sp(v), hint="write e.g. `geometric(mean = 10)`")
+        return build(ir.RunCountSpec, sp(v), a.spans, kind="truncated_negative_binomial", eta=1.0, gamma=1.0 / m)
+    return from_args(ir.RunCountSpec, v, a, kind=fname)
+
+
+def select(r: Reporter, v):
+    x = V.dispatch(r, v, SELECTS, "selection")
+    if x is FAIL:
+        return FAIL
+    return from_args(ir.SelectSpec, v, x[1])
+
+
+TUNABLE.update({
+    "learning_rate": V.number, "momentum": V.number, "epochs": V.number, "steps": V.integer,
+    "noise_multiplier": V.number, "regularization": V.number, "degree_cap": V.integer,
+    "clipping": clipping, "sampling": sampling,
+})
 
 
 def lower_program(program: Program) -> tuple[ir.SpecIR | None, list[Diagnostic], set[str]]:

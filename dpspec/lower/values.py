@@ -205,6 +205,8 @@ class Param:
     required: bool = False
     aliases: tuple[str, ...] = ()
     positional: bool = True
+    #: the converter of a range ``name in [lo, hi]`` (None: the parameter takes one value only)
+    ranges: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,12 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
             r.error("DPS103", f"argument `{kw.name}` given twice", kw.name_span or kw.span,
                     hint="keep one of them")
             continue
-        x = p.convert(r, kw.value)
+        if kw.op == "in" and p.ranges is None:
+            ok = False
+            r.error("DPS104", f"`{kw.name} in ...` gives a range, but `{kw.name}` takes one value", kw.span,
+                    hint=f"write `{kw.name} = ...`" + (f"; for example: {sig.example}" if sig.example else ""))
+            continue
+        x = p.ranges(r, kw.value) if kw.op == "in" else p.convert(r, kw.value)
         ok &= x is not FAIL
         values[p.name] = x
         if sp(kw.value):

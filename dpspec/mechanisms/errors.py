@@ -3,8 +3,10 @@ so that the certificate package can raise them without importing the ledger."""
 
 from __future__ import annotations
 
+from dpspec.errors import DpspecError
 
-class CertificateGuardError(RuntimeError):
+
+class CertificateGuardError(DpspecError, RuntimeError):
     """A runtime object was asked to do something its certificate does not cover (``rule``: the
     catalogue id, `dpspec rules DPS16x`)."""
 
@@ -31,3 +33,10 @@ class DataMismatchError(CertificateGuardError, ValueError):
     """The data handed to the runtime differs from what the certificate assumes (size, columns, …)."""
 
     rule = "DPS163"
+
+
+class LedgerRewindError(DataMismatchError):
+    """A ledger state (checkpoint, copy, pickle) would lower the steps already charged against a run, or
+    give a second, independent copy of its budget: refused (the ledger's high-water mark)."""
+
+    rule = "DPS167"

@@ -224,8 +224,10 @@ class GaussianRelease:
 
     __call__ = release
 
-    def release_answer(self, answer, rng: np.random.Generator | int | None = None) -> np.ndarray | float:
-        """Add the certified noise to an ``answer`` the caller computed; once per object.
+    def release_answer(self, answer, rng: np.random.Generator | int | None = None) -> Released:
+        """Add the certified noise to an ``answer`` the caller computed; once per object. Returns
+        ``Released(value, report)`` like :meth:`release` (``value, report = release_answer(a)``; the report
+        names no rows: the answer came from the caller).
 
         Caveat: the certificate's guarantee then rests on the caller — the answer must have ℓ2
         sensitivity ≤ ``sensitivity`` w.r.t. the protected unit (the query evaluated on values
@@ -252,7 +254,12 @@ class GaussianRelease:
             raise ValueError("the query answer contains NaN or infinite values; refusing to release it")
         _check_rng(self.secure, rng)
         self._ledger.charge(1)
-        return _noise(self.sigma, self.sensitivity, self.secure, a, rng)
+        from dpspec.data.bind import fingerprint
+
+        value = _noise(self.sigma, self.sensitivity, self.secure, a, rng)
+        report = ReleaseReport(self.name, "an answer computed by the caller", 0, 0, 0, fingerprint(a.reshape(-1)),
+                               "given to release_answer()")
+        return Released(value, report)
 
     def simulate(self, answers, rng: np.random.Generator | int | None = None) -> np.ndarray:
         """Each row of ``answers`` plus independent certified noise, as that many separate one-shot

@@ -12,6 +12,19 @@ actually did and refuses to go beyond it:
   continues the same budget instead of starting a fresh one; a state from another certificate
   (another target, budget, fingerprint of the certified numbers or certificate hash) is refused.
 
+The high-water mark (no rewind, no second copy of a budget). Every ledger belongs to one *run*, named
+by a random run id that its states carry. The run's step count lives in one :class:`_Run` object per
+process (``_RUNS``), shared by every copy of the ledger: ``copy.copy``, ``copy.deepcopy`` and a
+``pickle`` round trip in the same process give the same count, so steps charged through any copy
+count for all. The count never goes down: loading a state of the run with fewer steps than the run
+has charged raises :class:`LedgerRewindError` (DPS167) and changes nothing; a later state moves the
+count forward. A fresh ledger (nothing charged) may take a state of another run — the resume in a
+new process — and then continues that run; a ledger that has charged steps of its own refuses to.
+Across processes, memory is not shared: a run's high-water mark survives only in a *journal*
+(:meth:`PrivacyLedger.attach_journal`, a JSON file written before each step's noise is drawn), and
+a state older than the journal's count is refused there too. Without a journal, a new process that
+loads an old checkpoint cannot know that later steps were taken (docs/threat-model.md §5).
+
 :class:`BatchGuard` enforces the per-batch caps a step's sensitivity needs where a user's own loop
 calls in: the records of a batch are named by their training-set indices, each record at most once
 (unless the certificate samples with replacement), exactly B of them for fixed-size sampling, and
@@ -27,8 +40,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import uuid
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -39,6 +55,7 @@ from dpspec.mechanisms.errors import (  # noqa: E402,F401 - re-exported: raised 
     CapExceededError,
     CertificateGuardError,
     DataMismatchError,
+    LedgerRewindError,
 )
 
 
@@ -87,6 +104,93 @@ def _plain(v):
     return str(v)
 
 
+class _Run:
+    """The step count of one run, shared by every copy of its ledger in this process (copies and
+    unpickled objects resolve to the one object in ``_RUNS``)."""
+
+    __slots__ = ("run_id", "steps")
+
+    def __init__(self, run_id: str, steps: int):
+        self.run_id, self.steps = run_id, int(steps)
+
+    def __reduce__(self):
+        _RUNS.setdefault(self.run_id, self)  # an unpickled copy in this process resolves to this count
+        return (_run, (self.run_id, self.steps))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+# run id -> its step count in this process; never shrinks (a run's high-water mark outlives its objects).
+# A run is entered when a state of it leaves its ledger (state_dict, pickle): a run whose state never left
+# cannot be rewound by one, and copies share its _Run object directly.
+_RUNS: dict[str, _Run] = {}
+
+
+def _run(run_id: str, steps: int = 0) -> _Run:
+    """The process's count for ``run_id`` (created at ``steps``; an existing one is never lowered)."""
+    r = _RUNS.get(run_id)
+    if r is None:
+        r = _RUNS[run_id] = _Run(run_id, steps)
+    elif steps > r.steps:
+        r.steps = int(steps)
+    return r
+
+
+class LedgerJournal:
+    """A JSON file holding each run's high-water mark (run id -> steps charged), written before a
+    step's noise is drawn (write to a temporary file, fsync, rename). It carries a run's count across
+    processes: a state of the run older than the journal's count is refused. It guards against
+    resuming from a stale checkpoint by mistake; whoever deletes or edits the file can defeat it."""
+
+    VERSION = 1
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def _read(self) -> dict:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            doc = json.loads(text)
+            runs = doc["runs"]
+            if doc.get("dpspec_ledger_journal") != self.VERSION or not isinstance(runs, dict):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            raise DataMismatchError(f"{self.path} is not a dpspec ledger journal (or it was damaged): the steps "
+                                    "already charged cannot be read, so no run is continued from it") from None
+        return runs
+
+    def high_water(self, run_id: str) -> int:
+        entry = self._read().get(run_id)
+        return int(entry.get("steps", 0)) if isinstance(entry, dict) else 0
+
+    def record(self, ledger: "PrivacyLedger", steps: int, held: int | None = None) -> None:
+        """Write ``steps`` for the ledger's run; refused when the journal already holds more than ``held``
+        (the count the ledger holds before this write: default ``steps``) — another copy of the run, in
+        another process, went further."""
+        runs = self._read()
+        old = runs.get(ledger.run_id)
+        held = steps if held is None else held
+        if isinstance(old, dict) and int(old.get("steps", 0)) > held:
+            raise LedgerRewindError(ledger._rewind_text(held, int(old["steps"]), f"the journal {self.path}"))
+        runs[ledger.run_id] = {"target": ledger.target, "fingerprint": ledger.fingerprint,
+                               "certificate": ledger.certificate_hash, "budget_steps": ledger.budget_steps,
+                               "steps": int(steps)}
+        text = json.dumps({"dpspec_ledger_journal": self.VERSION, "runs": runs}, indent=1, sort_keys=True)
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+
 class PrivacyLedger:
     """Steps taken against a certified budget, and ε spent so far (see the module docstring)."""
 
@@ -99,15 +203,44 @@ class PrivacyLedger:
         self.unit = unit
         self.fingerprint = fingerprint
         self._accountant = accountant
-        self.steps_taken = 0
+        self._run = _Run(uuid.uuid4().hex, 0)
+        self._journal: LedgerJournal | None = None
         # set by bind_certificate when the object was compiled from a spec
         self.certificate_hash: str | None = None
         self.certificate_source: str | None = None
         self.record: Any = None  # the TargetCertificate this object runs under
 
     @property
+    def steps_taken(self) -> int:
+        """Steps charged against this run (by this object or any copy of it): never lowered."""
+        return self._run.steps
+
+    @property
+    def run_id(self) -> str:
+        """The run this ledger charges (states carry it; see the module docstring)."""
+        return self._run.run_id
+
+    @property
     def remaining(self) -> int:
         return self.budget_steps - self.steps_taken
+
+    def attach_journal(self, path) -> None:
+        """Keep the run's high-water mark in the JSON file ``path`` too (shared by the processes that
+        resume the run: give the same path every time). Raises :class:`LedgerRewindError` if the journal
+        already records more steps for this run than the ledger holds."""
+        journal = LedgerJournal(path)
+        high = journal.high_water(self.run_id)
+        if high > self.steps_taken:
+            raise LedgerRewindError(self._rewind_text(self.steps_taken, high, f"the journal {journal.path}"))
+        self._journal = journal
+        if self.steps_taken:
+            journal.record(self, self.steps_taken)
+
+    def _rewind_text(self, taken: int, high: int, where: str) -> str:
+        return (f"`{self.target}`: this state of the run holds {taken} {self.unit}(s), but {high} were already "
+                f"charged against it ({where}). Loading it would take noisy {self.unit}s the certificate does not "
+                "cover: resume from the run's latest checkpoint (a run's count never goes down; a fresh run "
+                "needs a fresh compile and its own privacy budget).")
 
     def require(self, n: int) -> None:
         """Raise :class:`BudgetExceededError` unless ``n`` more steps fit (records nothing)."""
@@ -122,7 +255,9 @@ class PrivacyLedger:
     def charge(self, n: int = 1) -> None:
         """Record ``n`` more steps, or raise :class:`BudgetExceededError` (recording nothing)."""
         self.require(n)
-        self.steps_taken += n
+        if self._journal is not None:  # persisted before the step's noise is drawn
+            self._journal.record(self, self.steps_taken + n, held=self.steps_taken)
+        self._run.steps += n
 
     def privacy_spent(self, delta: float | None = None) -> Spent:
         """ε spent after the steps taken so far, from the certificate's own accountant."""
@@ -146,8 +281,9 @@ class PrivacyLedger:
         return int.from_bytes(h[:6], "big")
 
     def state_dict(self) -> dict:
+        _RUNS.setdefault(self.run_id, self._run)  # the state leaves the object: the run's count must outlive it
         out = {"target": self.target, "budget_steps": self.budget_steps, "steps_taken": self.steps_taken,
-               "fingerprint": self.fingerprint}
+               "fingerprint": self.fingerprint, "run": self.run_id}
         if self.certificate_hash is not None:
             out["certificate"] = self.certificate_hash
         return out
@@ -175,7 +311,28 @@ class PrivacyLedger:
         if taken is None or not 0 <= taken <= self.budget_steps:
             raise DataMismatchError(f"a ledger state with {state.get('steps_taken')} {self.unit}(s) taken is outside "
                                     f"the budget of {self.budget_steps}")
-        self.steps_taken = taken
+        rid = state.get("run")
+        if not isinstance(rid, str) or not rid:
+            rid = None  # a state written before runs were named: a run of its own
+        if rid != self.run_id and self.steps_taken > 0:
+            raise LedgerRewindError(
+                f"`{self.target}`: this ledger has charged {self.steps_taken} {self.unit}(s) of its own run; a state "
+                "of another run would hand out a second copy of the budget. Load a checkpoint into a freshly "
+                "made object (before any step), or continue this run.")
+        rid = rid or uuid.uuid4().hex
+        if rid == self.run_id:
+            _RUNS.setdefault(rid, self._run)
+        known = _RUNS.get(rid)
+        high, where = (known.steps, "in this process") if known is not None else (0, "")
+        if self._journal is not None:
+            j = self._journal.high_water(rid)
+            if j > high:
+                high, where = j, f"the journal {self._journal.path}"
+        if taken < high:
+            raise LedgerRewindError(self._rewind_text(taken, high, where))
+        self._run = _run(rid, taken)  # this process's count of the run, moved forward to the state's
+        if self._journal is not None:
+            self._journal.record(self, self._run.steps)
 
 
 def _int_or(x) -> int | None:
@@ -285,8 +442,13 @@ class LedgerOwner:
         return self.ledger.state_dict()
 
     def load_ledger_state(self, state: dict) -> None:
-        """Continue a run from a checkpoint: the ledger resumes at the steps already taken."""
+        """Continue a run from a checkpoint: the ledger resumes at the steps already taken (a state older
+        than the run's high-water mark raises :class:`LedgerRewindError`)."""
         self.ledger.load_state_dict(state)
+
+    def attach_journal(self, path) -> None:
+        """Keep the run's high-water mark in a journal file (:meth:`PrivacyLedger.attach_journal`)."""
+        self.ledger.attach_journal(path)
 
     def bind_certificate(self, certificate, name: str) -> None:
         """Attach the sealed certificate this object was compiled with (called by the compiler)."""

@@ -26,6 +26,10 @@ class SwmRelease:
     columns: tuple[str, ...]
     mechanism: object  # dpspec.pufferfish.SWMMechanism
     name: str = "release"
+    #: the certificate's reading (``output``): "aggregate" refuses release_records; ``records``: the n an
+    #: aggregate mean's noise was calibrated for (Δ ∝ 1/n), so release() refuses any other size
+    output: str | None = None
+    records: int | None = None
     _ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -75,11 +79,17 @@ class SwmRelease:
         """query(data) + N(0, σ² I), once per object; ``Released(value, report)`` — the report's
         counts and fingerprint are private (see :class:`~dpspec.mechanisms.gaussian.ReleaseReport`)."""
         X = self._matrix(data)
+        if self.records is not None and X.shape[0] != self.records:
+            raise DataMismatchError(f"`{self.name}` is certified for the aggregate of {self.records} records (its noise "
+                                    f"scales like 1/n); the data has {X.shape[0]} [DPS148]")
         self._ledger.charge(1)
         return self._released(X, self.mechanism.release(X, rng))
 
     def release_records(self, data, rng=None) -> Released:
         """Per-record reading: each record's query vector plus fresh noise, in one call (one output)."""
+        if self.output == "aggregate":
+            raise DataMismatchError(f"`{self.name}` is certified for the dataset's aggregate (`output aggregate`): "
+                                    "its noise does not cover one answer per record [DPS148]")
         X = self._matrix(data)
         self._ledger.charge(1)
         return self._released(X, self.mechanism.release_records(X, rng))

@@ -46,10 +46,13 @@ class String:
 
 @dataclass(frozen=True)
 class Kwarg:
+    """``name = value``, or with ``op = "in"`` a range ``p in [0.2, 0.5]``."""
+
     name: str
     value: "Value"
     span: Span | None = _span()
     name_span: Span | None = _span()
+    op: str = "="
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,27 @@ class Membership:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """``num > 0``: a predicate on a record, or a keyword argument's value (``where = sex == "Female"``);
+    ``op`` one of <, <=, >, >=, ==, !=."""
+
+    left: "Value"
+    op: str
+    right: "Value"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Definition:
+    """``disease = num > 0``: a named derived value (a comparison or an ``in`` test)."""
+
+    name: str
+    value: "Value"
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+
+
+@dataclass(frozen=True)
 class NamedBlock:
     """``coupled { positive poisson(...) negative ... }``."""
 
@@ -98,7 +122,7 @@ class NamedBlock:
     name_span: Span | None = _span()
 
 
-Value = Union[Ident, Number, String, Call, SetLit, ListLit, TupleLit, Membership, NamedBlock]
+Value = Union[Ident, Number, String, Call, SetLit, ListLit, TupleLit, Membership, NamedBlock, Comparison, Definition]
 
 
 @dataclass(frozen=True)
@@ -152,4 +176,6 @@ def describe(v: Value) -> str:
         TupleLit: "a tuple",
         Membership: "an `in` expression",
         NamedBlock: "a block",
+        Comparison: "a comparison",
+        Definition: "a definition (`name = ...`)",
     }.get(type(v), "a value")

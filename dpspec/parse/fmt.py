@@ -25,12 +25,13 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+from dpspec.errors import DpspecError
 from dpspec.parse import ast
 
 _INDENT = "  "
 
 
-class FormatError(Exception):
+class FormatError(DpspecError, ValueError):
     """The formatter cannot produce text that keeps the spec and every comment (nothing is written)."""
 
 
@@ -52,8 +53,8 @@ def format_source(text: str, file: str = "<string>") -> str:
     Raises ``SpecError`` when ``text`` does not parse, ``FormatError`` when the formatted text would
     not parse back to the same spec with the same comments (a limit, or a bug; nothing is lost).
     """
-    from dpspec.diagnostics import SpecError
     from dpspec import limits
+    from dpspec.diagnostics import SpecError
     from dpspec.parse.parser import parse_text
 
     tree, diags = parse_text(text, file)
@@ -95,7 +96,7 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
     if isinstance(v, ast.String):
         return _string(v.value)
     if isinstance(v, ast.Call):
-        args = [f"{a.name} = {value(a.value, as_written=as_written)}" if isinstance(a, ast.Kwarg)
+        args = [f"{a.name} {a.op} {value(a.value, as_written=as_written)}" if isinstance(a, ast.Kwarg)
                 else value(a, as_written=as_written) for a in _call_args(v, as_written)]
         return f"{v.name}({', '.join(args)})"
     if isinstance(v, ast.SetLit):
@@ -107,8 +108,14 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
         return f"({inner},)" if len(v.items) == 1 else f"({inner})"
     if isinstance(v, ast.Membership):
         return f"{value(v.element, as_written=as_written)} in {value(v.collection, as_written=as_written)}"
+    if isinstance(v, ast.Comparison):
+        return f"{value(v.left, as_written=as_written)} {v.op} {value(v.right, as_written=as_written)}"
+    if isinstance(v, ast.Definition):
+        return f"{v.name} = {value(v.value, as_written=as_written)}"
     if isinstance(v, ast.NamedBlock):
         inner = " ".join(f"{x.key} {value(x.value, as_written=as_written)}" for x in v.entries)
+        if not v.name:  # a setting's block of settings: `candidates { learning_rate [0.1] }`
+            return f"{{ {inner} }}" if inner else "{}"
         return f"{v.name} {{ {inner} }}" if inner else f"{v.name} {{}}"
     raise TypeError(type(v))
 
@@ -310,6 +317,10 @@ class _Layout:
     def _entry(self, e: ast.Entry, depth: int, width: int) -> None:
         self._line(depth)
         key_start, key_end = self._range(e.key_span)
+        if isinstance(e.value, ast.NamedBlock) and not e.value.name:
+            self._put(e.key.ljust(width) + " ", key_start, key_end)
+            self._body(e.value.entries, depth, e.key_span, e.value.span)
+            return
         if isinstance(e.value, ast.NamedBlock):
             nb = e.value
             self._put(e.key.ljust(width), key_start, key_end)
@@ -324,6 +335,13 @@ class _Layout:
             self._value(v.element, depth)
             self._put(" in ")
             self._value(v.collection, depth)
+        elif isinstance(v, ast.Comparison) and self.src is not None:
+            self._value(v.left, depth)
+            self._put(f" {v.op} ")
+            self._value(v.right, depth)
+        elif isinstance(v, ast.Definition) and self.src is not None:
+            self._put(f"{v.name} = ", *self._range(v.name_span))
+            self._value(v.value, depth)
         elif not self._spread(v):
             self._put(value(v, as_written=self.src is not None), *self._range(v.span))
         elif isinstance(v, ast.Call):
@@ -345,7 +363,7 @@ class _Layout:
         for it in items:
             self._line(depth + 1)
             if isinstance(it, ast.Kwarg):
-                self._put(f"{it.name} = ", *self._range(it.name_span))
+                self._put(f"{it.name} {it.op} ", *self._range(it.name_span))
                 self._value(it.value, depth + 1)
             else:
                 self._value(it, depth + 1)

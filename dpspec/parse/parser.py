@@ -37,6 +37,7 @@ _TOKEN_NAMES = {
     "RSQB": "`]`",
     "COMMA": "`,`",
     "EQUAL": "`=`",
+    "COMPARE": "a comparison (`>`, `<=`, `==`, …)",
     "IDENT": "a name",
     "NUMBER": "a number",
     "STRING": "a string",
@@ -54,7 +55,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<NUMBER>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?%?)
   | (?P<STRING>"[^"\\\n]*(?:\\.[^"\\\n]*)*")  # "(?:[^"\\\n]|\\.)*", unrolled: linear, no backtracking
   | (?P<LBRACE>\{) | (?P<RBRACE>\}) | (?P<LSQB>\[) | (?P<RSQB>\]) | (?P<LPAR>\() | (?P<RPAR>\))
-  | (?P<COMMA>,) | (?P<EQUAL>=)
+  | (?P<COMMA>,) | (?P<COMPARE>[<>]=?|[=!]=) | (?P<EQUAL>=)
   | (?P<bad>.)
 """, re.X | re.S)
 
@@ -276,7 +277,7 @@ class _Parser:
         while self.i < self.hi and kinds[self.i] == "IDENT":
             k = self.i
             self.i += 1
-            val = self.setting_value()
+            val = self.entry_block(k) if self.at_entry_block() else self.setting_value()
             out.append(ast.Entry(self.value(k), val, self.span_between(k, self.i - 1),
                                  self.tok_span(k)))
             if isinstance(val, ast.Membership) and self.is_keyword("in"):
@@ -288,15 +289,53 @@ class _Parser:
             self.fail(("IDENT", "RBRACE"))
         return tuple(out)
 
+    def at_entry_block(self) -> bool:
+        """``IDENT "{" head_entry entry* "}"``: a `{` whose first setting's value does not start with
+        `{` or `(` (otherwise the `{` opens a set)."""
+        i, kinds = self.i, self.kinds
+        return (i + 2 < self.hi and kinds[i] == "LBRACE" and kinds[i + 1] == "IDENT"
+                and kinds[i + 2] in ("IDENT", "NUMBER", "STRING", "LSQB"))
+
+    def entry_block(self, key: int) -> ast.NamedBlock:
+        """A setting's value that is a block of settings: a ``NamedBlock`` with no name, whose name
+        span is the setting's key (``candidates { learning_rate [0.1, 0.5] }``)."""
+        o = self.i
+        self.enter(o)
+        self.i += 1
+        entries = self.entries()
+        c = self.expect("RBRACE", ("IDENT", "RBRACE"))
+        self.depth -= 1
+        return ast.NamedBlock("", entries, self.span_between(key, c), self.tok_span(key))
+
     def setting_value(self):
-        """``value: primary | primary "in" primary``."""
+        """``value: primary | primary "in" primary | IDENT "=" condition``."""
         first = self.i
+        if self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "EQUAL":
+            self.i += 2
+            cond = self.condition()
+            return ast.Definition(self.value(first), cond, self.span_between(first, self.i - 1),
+                                  self.tok_span(first))
         p = self.primary()
         if self.is_keyword("in"):
             self.i += 1
             q = self.primary()
             return ast.Membership(p, q, self.span_between(first, self.i - 1))
         return p
+
+    def condition(self):
+        """``condition: primary COMPARE primary | primary "in" primary``."""
+        first = self.i
+        p = self.primary()
+        if self.kind() == "COMPARE":
+            op = self.value(self.i)
+            self.i += 1
+            q = self.primary()
+            return ast.Comparison(p, op, q, self.span_between(first, self.i - 1))
+        if self.is_keyword("in"):
+            self.i += 1
+            q = self.primary()
+            return ast.Membership(p, q, self.span_between(first, self.i - 1))
+        self.fail(("COMPARE", "IN"))
 
     def primary(self):
         i = self.i
@@ -377,8 +416,19 @@ class _Parser:
                     k = self.i
                     self.i += 2
                     v = self.primary()
+                    if self.kind() == "COMPARE":  # `where = sex == "Female"`: arg: IDENT "=" comparison
+                        op = self.i
+                        self.i += 1
+                        v = ast.Comparison(v, self.value(op), self.primary(), self.span_between(k + 2, self.i - 1))
                     kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
                                             self.tok_span(k)))
+                elif (self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "IDENT"
+                      and self.value(self.i + 1) == "in"):
+                    k = self.i
+                    self.i += 2
+                    v = self.primary()
+                    kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
+                                            self.tok_span(k), op="in"))
                 else:
                     args.append(self.primary())
                 if len(args) + len(kwargs) > self.max_items:

@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from dpspec.errors import CertificateReadError
 from dpspec.families import FAMILIES, family, load
 
 MAX_CERTIFICATE_BYTES = 64 * 1024 * 1024
@@ -42,10 +43,6 @@ KINDS = ("curve", "steps", "rdp")
 FORMATS = (".png", ".svg", ".pdf")
 _STEP_POINTS = 200  # points of the ε-vs-steps line
 _DELTA_POINTS = 60  # points of the ε(δ) line
-
-
-class CertificateReadError(Exception):
-    """The file is not a readable dpspec certificate (the message says why)."""
 
 
 @dataclass(frozen=True)

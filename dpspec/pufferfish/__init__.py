@@ -58,6 +58,7 @@ from .worlds import (
     BalancedSubsampleWorld,
     DeterministicWorld,
     EmpiricalWorld,
+    ProductFamilyWorld,
     SamplerWorld,
     World,
     all_distinct_pairs,
@@ -70,7 +71,7 @@ __all__ = [
     # profiles
     "SliceProfile", "explicit_profile", "axes_profile", "sphere_profile",
     # worlds and scenarios
-    "World", "EmpiricalWorld", "BalancedSubsampleWorld", "DeterministicWorld", "SamplerWorld",
+    "World", "EmpiricalWorld", "BalancedSubsampleWorld", "DeterministicWorld", "SamplerWorld", "ProductFamilyWorld",
     "all_distinct_pairs", "Scenario", "collect_outputs", "data_delta0",
     # queries
     "Query", "BoxSupport", "BallSupport", "Mean", "Sum", "Std", "SecondMoment", "Rate", "Histogram",

@@ -118,12 +118,18 @@ def calibrate(
     memory_limit: int = 256 * 2**20,
     progress: Callable[[int, int], None] | None = None,
     return_report: bool = False,
+    aggregate_scale: float | None = None,
 ):
     """Calibrate the Gaussian SWM for ``query`` under ``scenario`` and slice ``profile``.
 
     Returns an :class:`~dpspec.accounting.swm.SWMCalibration` (and the
     :class:`SensitivityReport` if ``return_report``). ``aggregation="per_instance"`` takes the
     maximum over (θ, pair) outside the slice aggregate (digest §4.1 [D]; never looser).
+
+    ``aggregate_scale = c``: the release is the aggregate f(X) = c Σ_j g(x_j) of a dataset of independent
+    records (``query.per_record`` is g), and every Δ^u (and Δ0) is the per-record one times c (Lemma A
+    of :mod:`dpspec.pufferfish.aggregate`: the projection ⟨·, u⟩ is linear, so the coupling argument
+    holds slice by slice), rounded up by one ulp.
     """
     if profile.d != query.dim:
         raise ValueError(f"profile directions have d = {profile.d} but the query has dimension {query.dim}")
@@ -166,6 +172,12 @@ def calibrate(
                                        dkw_cells=dkw_cells if use_dkw else None, chunk_size=chunk_size, memory_limit=memory_limit,
                                        progress=progress)
     deltas, inst = report.deltas, report.instance_deltas
+    c = 1.0 if aggregate_scale is None else float(aggregate_scale)
+    if not (0.0 < c <= 1.0):
+        raise ValueError(f"aggregate_scale must lie in (0, 1], got {aggregate_scale!r}")
+    if aggregate_scale is not None:
+        deltas = np.nextafter(deltas * c, np.inf)
+        inst = np.nextafter(inst * c, np.inf)
 
     monte_carlo = None
     notes: list[str] = []
@@ -178,6 +190,9 @@ def calibrate(
             src = "diameter bound of the (exact) empirical supports"
         else:  # pragma: no cover - excluded above (sampled ⇒ DKW ⇒ support)
             raise SoundnessError("Monte-Carlo reading needs Δ0", rule="DPS403")
+        if aggregate_scale is not None:
+            delta0 = float(np.nextafter(delta0 * c, np.inf))
+            src += f", times the aggregate's factor {c:.6g}"
         if float(np.max(deltas)) > delta0 * (1 + 1e-9) + 1e-12:
             if not use_dkw:
                 raise SoundnessError(f"an exact Δ^u = {np.max(deltas):.6g} exceeds Δ0 = {delta0:.6g}", rule="DPS404")
@@ -196,6 +211,12 @@ def calibrate(
             "Each world's conditional law P_θ^{f,s} is exactly the uniform distribution of the listed outputs "
             "(empirical world θ_D, a point mass, or an exhaustive enumeration), so the plug-in W∞ is Δ^u",
             f"{PAPER}, Lemma P.1; App. W.1"))
+    if aggregate_scale is not None:
+        assumptions.append(Assumption(
+            f"Aggregate release f(X) = c·Σ_j g(x_j) with c = {c:.6g}: under every prior the records are independent "
+            "(a product prior) and the secret is a function of the protected record, so each Δ^u of the aggregate is "
+            "at most c times the per-record Δ^u (a shared draw of the other records couples the two laws)",
+            "dpspec, Lemma A (dpspec/pufferfish/aggregate.py; Kifer & Machanavajjhala 2014, §7 product priors)"))
     for w in scenario.worlds:
         assumptions.append(Assumption(f"World {w.name!r}: {w.describe()['type']} with prior "
                                       f"{ {str(k): round(v, 6) for k, v in w.prior().items()} }",

@@ -195,7 +195,7 @@ def w_inf_exceeds(X, Y, t: float) -> bool:
     return not _feasible_flow(cdist(Ux, Uy), t, cx, cy)
 
 
-def w_inf_exact(X, Y, *, return_stats: bool = False, lower: float = 0.0):
+def w_inf_exact(X, Y, *, return_stats: bool = False, lower: float = 0.0, metric: str = "euclidean"):
     """Exact ℓ2 W∞ between the uniform empirical measures on the rows of X (n_a, d) and Y (n_b, d).
 
     W∞ ≤ t iff a coupling supported on {‖x_i − y_j‖ ≤ t} exists (ZV25 Lemma P.2): for n_a = n_b a
@@ -204,7 +204,9 @@ def w_inf_exact(X, Y, *, return_stats: bool = False, lower: float = 0.0):
     sorted distinct pairwise distances, starting from the lower bound max(max_i min_j, max_j min_i).
     O(d n² + n^{2.5} log n) time and Θ(n_a n_b) memory; feasible up to a few thousand points.
     Duplicate rows are merged into weighted atoms when that shrinks the problem (max-flow path).
-    ``lower``: a known lower bound (e.g. a sliced W∞), used only to skip candidates.
+    ``lower``: a known lower bound (e.g. a sliced W∞), used only to skip candidates. ``metric``: the
+    ground distance (a ``scipy.spatial.distance.cdist`` name; ``"cityblock"`` gives the ℓ1 W∞ of the
+    Wasserstein mechanism). The value returned is one of the computed pairwise distances (no rounding).
     """
     from scipy.spatial.distance import cdist
 
@@ -218,13 +220,13 @@ def w_inf_exact(X, Y, *, return_stats: bool = False, lower: float = 0.0):
         raise ValueError("X and Y must be finite")
     ca = cb = None
     if X.shape[0] == Y.shape[0]:
-        D = cdist(X, Y)
+        D = cdist(X, Y, metric=metric)
         feasible = _feasible_matching
     else:
         (Ux, cx), (Uy, cy) = _dedup(X), _dedup(Y)
         if Ux.shape[0] * Uy.shape[0] < 0.8 * X.shape[0] * Y.shape[0]:
             X, Y, ca, cb = Ux, Uy, cx, cy
-        D = cdist(X, Y)
+        D = cdist(X, Y, metric=metric)
         feasible = lambda D, t: _feasible_flow(D, t, ca, cb)  # noqa: E731
     lb = max(D.min(axis=1).max(), D.min(axis=0).max(), float(lower) * (1 - 1e-12))
     cand = np.unique(D[D >= lb])

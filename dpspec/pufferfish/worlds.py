@@ -27,6 +27,7 @@ __all__ = [
     "BalancedSubsampleWorld",
     "DeterministicWorld",
     "SamplerWorld",
+    "ProductFamilyWorld",
     "all_distinct_pairs",
 ]
 
@@ -245,4 +246,39 @@ class SamplerWorld(World):
             out = np.vstack([np.asarray(query(x), dtype=float).reshape(1, -1) for x in draws])
         if out.shape[0] == 0:
             raise ValueError(f"world {self.name!r}: sampler returned no draws for secret {secret!r}")
+        return out
+
+
+class ProductFamilyWorld(EmpiricalWorld):
+    """A family of independent product priors (``bernoulli(p in [a, b])``, ``categorical(...)``): each
+    record's secret takes value v with probability p_v, p_v anywhere in ``ranges[v]``; given its secret
+    a record's values follow the data's conditional law (θ_D's). The conditional law of one record
+    given its secret is the same for every member, so every per-record or aggregate W∞ (Lemma A of
+    :mod:`dpspec.pufferfish.aggregate`) is the same for the whole family: the sup over the family is
+    the computed number, and p only decides which secrets have positive mass (``prior`` reports the
+    normalised upper ends; a value whose range reaches 0 is unprotected only in the members that
+    give it no mass, as Pufferfish requires)."""
+
+    def __init__(self, records, secrets, *, ranges: Mapping, secret_values: Sequence | None = None,
+                 name: str = "product"):
+        super().__init__(records, secrets, secret_values=secret_values, name=name)
+        r = {k: (float(lo), float(hi)) for k, (lo, hi) in ranges.items()}
+        if set(r) != set(self.secrets):
+            raise ValueError(f"world {name!r}: ranges must name every secret value {list(self.secrets)}")
+        for k, (lo, hi) in r.items():
+            if not (0.0 <= lo <= hi <= 1.0):
+                raise ValueError(f"world {name!r}: the range of P(secret = {k}) must satisfy 0 ≤ low ≤ high ≤ 1")
+        if sum(lo for lo, _ in r.values()) > 1.0 + 1e-12 or sum(hi for _, hi in r.values()) < 1.0 - 1e-12:
+            raise ValueError(f"world {name!r}: no distribution has probabilities in these ranges")
+        if any(hi <= 0.0 for _, hi in r.values()):
+            raise ValueError(f"world {name!r}: a secret value has zero probability in every member")
+        self.ranges = r
+
+    def prior(self) -> dict:
+        tot = sum(hi for _, hi in self.ranges.values())
+        return {k: hi / tot for k, (_, hi) in self.ranges.items()}
+
+    def describe(self) -> dict:
+        out = super().describe()
+        out["prior_ranges"] = {str(k): [lo, hi] for k, (lo, hi) in self.ranges.items()}
         return out

@@ -8,7 +8,8 @@ from dpspec.mechanisms.noise_device import device_generator, parameter_device
 
 
 def backend(mech) -> type:
-    return DpSgdBackend
+    # a runtime class may name its own backend (the audit's wrapper mutants, dpspec.audit.wrapper)
+    return getattr(type(mech), "torch_backend", None) or DpSgdBackend
 
 
 class DpSgdBackend:
@@ -19,6 +20,7 @@ class DpSgdBackend:
             raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
         self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
         self.ledger = mech.ledger
+        self.nonfinite_examples = 0  # examples whose gradient was non-finite and zeroed (private; never publish)
         self.rng = np.random.default_rng(seed)
         self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
@@ -36,8 +38,12 @@ class DpSgdBackend:
         return self.mech._clipped_sum(self.model, self.criterion, x, y)
 
     def step(self, x, y, idx, clipped=None) -> None:
+        from dpspec.mechanisms.dpsgd import TrainingReport
+
+        report = TrainingReport(steps=1, noise_std=self.mech.noise_std)
         grads = self.mech.private_gradients(self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx,
-                                            clipped=clipped)
+                                            clipped=clipped, report=report)
+        self.nonfinite_examples += sum(k for _, k in report.nonfinite_events)
         for k, p in self.model.named_parameters():
             if p.requires_grad:
                 p.grad = grads[k].to(device=p.device, dtype=p.dtype)

@@ -25,7 +25,15 @@ batch-of-this-step rule (CapExceededError), the data size where the analysis use
 * a train-mode forward must be on the batch the loader drew for this step (CapExceededError), and
   a drawn batch must be stepped on before the next is drawn (skipping a batch — say, one whose loss
   is NaN — would choose batches by their content, which the sampling analysis does not cover);
-* the model is checked by :func:`dpspec.torch.validate` (DPS164: no BatchNorm).
+* the model is checked by :func:`dpspec.torch.validate` (DPS164: no BatchNorm);
+* every parameter the wrapped optimizer steps is a parameter of the model that the step noises (a
+  parameter added with ``add_param_group`` that the model does not hold, or a frozen one given a
+  gradient by hand, is refused before anything moves: :class:`UnnoisedParameterError`, DPS166);
+* a non-finite example is zeroed by the step (the runtime's policy) and never stops the run: the loss
+  check above compares the finite examples only (:mod:`dpspec.torch.guards`);
+* ``load_state_dict`` never lowers the run's ledger (:class:`LedgerRewindError`, DPS167; ``journal=``
+  carries the high-water mark across processes), and the optimizer is not copied or pickled
+  (:class:`PrivateCopyError`).
 
 In train mode the wrapped model's forward runs without an autograd graph (the private step makes its
 own), so your ``backward()`` only reaches the output: the wasted batch gradient is not computed.
@@ -42,11 +50,16 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from dpspec.mechanisms.ledger import BudgetExceededError, CapExceededError, CertificateGuardError, DataMismatchError
+from dpspec.errors import DpspecError
+from dpspec.mechanisms.ledger import (BudgetExceededError, CapExceededError, CertificateGuardError, DataMismatchError,
+                                      LedgerRewindError)
+from dpspec.torch.guards import (PrivateCopyError, UnnoisedParameterError, check_stepped_parameters,
+                                 close_on_finite_rows, same_values)
 from dpspec.torch.validator import validate
 
 __all__ = ["make_private", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader", "CriterionMismatchError",
-           "SamplingOverrideWarning", "UnsupportedTrainingError"]
+           "SamplingOverrideWarning", "UnsupportedTrainingError", "UnnoisedParameterError", "LedgerRewindError",
+           "PrivateCopyError"]
 
 
 class CriterionMismatchError(CertificateGuardError, ValueError):
@@ -55,7 +68,7 @@ class CriterionMismatchError(CertificateGuardError, ValueError):
     rule = "DPS165"
 
 
-class UnsupportedTrainingError(TypeError):
+class UnsupportedTrainingError(DpspecError, ValueError):
     """The compiled target is not a training whose steps are (x, y) batches of a DataLoader."""
 
 
@@ -165,14 +178,14 @@ class _Session:
             (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
             if not self._criterion_checked and B > 1:
                 per = self._per_example_output_grads(o, y)
-                if not (_close(R, per / B) or _close(R, per)):
+                if not (close_on_finite_rows(R, per / B) or close_on_finite_rows(R, per)):
                     raise CriterionMismatchError(
                         f"`{self.ledger.target}`: `criterion(output, target)` on a batch is not the mean of its "
                         "per-example values (or their sum), so the private step (which computes each example's gradient from "
                         "`criterion` on that example alone) would not train the loss of your loop. Give a "
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy).")
                 self._criterion_checked = True
-        if _close(G, R) or _close(G, R * B):
+        if close_on_finite_rows(G, R) or close_on_finite_rows(G, R * B):  # a non-finite example is zeroed, not compared
             return
         raise CriterionMismatchError(
             f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "
@@ -207,13 +220,15 @@ class _Session:
                     "clipped, noised per-example gradient and would drop it silently. Use the optimizer's "
                     "`weight_decay` (a post-processing of the noisy gradient) instead.")
 
+    def check_stepped_params(self, param_groups, assigned: dict | None = None) -> None:
+        """Every parameter the wrapped optimizer steps is noised by the private step (DPS166). The backend's
+        ``check_parameters`` when it has one (the audit's mutants re-introduce the earlier hole there)."""
+        check = getattr(self.backend, "check_parameters", check_stepped_parameters)
+        check(self.module, param_groups, self._grads_set if assigned is None else assigned, self.ledger.target)
+
     def record_param_grads(self) -> None:
         self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters()
                            if p.grad is not None}
-
-
-def _close(a, b) -> bool:
-    return float((a - b).norm()) <= 1e-4 * max(float(a.norm()), float(b.norm())) + 1e-12
 
 
 def _empty_like(batch):
@@ -229,9 +244,9 @@ def _empty_like(batch):
 def _same_input(x, drawn) -> bool:
     if x is drawn:
         return True
-    if not (torch.is_tensor(x) and torch.is_tensor(drawn)) or x.shape != drawn.shape or x.dtype != drawn.dtype:
+    if not (torch.is_tensor(x) and torch.is_tensor(drawn)):
         return False
-    return bool(torch.equal(x.detach().to(drawn.device), drawn))
+    return same_values(x, drawn)
 
 
 # --- the three objects ---------------------------------------------------------------------------------
@@ -348,6 +363,27 @@ class PrivateOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.original_optimizer.zero_grad(set_to_none=set_to_none)
 
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of the model's parameters (unfreezing a layer, say); a parameter the model does not
+        hold is refused at once (:class:`UnnoisedParameterError`, DPS166): the private step would not noise it."""
+        if not isinstance(param_group, dict):
+            raise TypeError("a param group is a dict")
+        params = param_group.get("params")
+        params = [params] if torch.is_tensor(params) else list(params or [])  # a generator is read once
+        self._session.check_stepped_params([{"params": params}])
+        self.original_optimizer.add_param_group({**param_group, "params": params})
+
+    def __reduce_ex__(self, protocol):
+        raise PrivateCopyError("a private optimizer cannot be copied or pickled: a copy would hold copies of the "
+                               "model's parameters and of the run's session, outside its ledger. Save "
+                               "`optimizer.state_dict()` with the model's and call make_private again to resume.")
+
+    def __copy__(self):
+        self.__reduce_ex__(2)
+
+    def __deepcopy__(self, memo):
+        self.__reduce_ex__(2)
+
     def step(self, closure: Callable | None = None):
         if closure is not None:
             raise TypeError("the private step takes no closure: the gradient is recomputed per example")
@@ -358,6 +394,8 @@ class PrivateOptimizer(torch.optim.Optimizer):
             raise CapExceededError(
                 f"`{s.ledger.target}`: no batch drawn by the private loader is waiting for this step; iterate the "
                 "loader make_private returned (each step uses the batch it drew)")
+        # DPS166, before anything is charged or moves: the groups the wrapped optimizer will step
+        s.check_stepped_params(self.original_optimizer.param_groups)
         s.check_param_grads()
         s.check_loss(b)
         x = b.x_model if b.x_model is not None else b.x
@@ -384,6 +422,12 @@ class PrivateOptimizer(torch.optim.Optimizer):
     def steps_remaining(self) -> int:
         return self._session.ledger.remaining
 
+    @property
+    def nonfinite_examples(self) -> int:
+        """How many examples' gradients were non-finite and zeroed so far: a function of the private data,
+        not covered by the certificate — for debugging, never to publish."""
+        return int(getattr(self._session.backend, "nonfinite_examples", 0))
+
     def ledger_state(self) -> dict:
         return self.mechanism.ledger_state()
 
@@ -400,7 +444,8 @@ class PrivateOptimizer(torch.optim.Optimizer):
 
 
 def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterion: Callable | None = None,
-                 target: str | None = None, seed: int | None = None, max_physical_batch_size: int | None = None):
+                 target: str | None = None, seed: int | None = None, journal=None,
+                 max_physical_batch_size: int | None = None):
     """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
 
     ``compiled``: ``dpspec.compile(spec)`` (``target=`` picks a training when it has several) or the
@@ -410,6 +455,9 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
     and its batch size / sampler / shuffle are ignored (a :class:`SamplingOverrideWarning` says so).
     ``criterion``: the per-example loss ``criterion(output, target)`` (default cross-entropy); the loop's
     loss must be it (mean or sum). ``seed``: for reproducible sampling and noise (never in production).
+    ``journal``: a file keeping the run's high-water mark across processes (give the same path to every
+    process that resumes the run): a checkpoint older than the steps already charged is then refused there
+    too (:class:`LedgerRewindError`, docs/training.md).
     ``max_physical_batch_size``: the loader yields each certified batch in chunks of at most that many
     rows and ``optimizer.step()`` steps once per batch (:mod:`dpspec.torch.virtual`; DP-SGD only).
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
@@ -426,9 +474,12 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
     if optimizer is not None:
         ours = {id(p) for p in model.parameters()}
         if any(id(p) not in ours for g in optimizer.param_groups for p in g["params"]):
-            raise ValueError("the optimizer holds parameters that are not the model's (after dpspec.torch.fix(model), "
-                             "build the optimizer on the returned model)")
+            raise UnnoisedParameterError(
+                f"`{mech.name}`: the optimizer holds parameters that are not the model's, which the private step "
+                "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)")
     backend = backend_class(mech, model, optimizer, criterion, n, seed)
+    if journal is not None:
+        mech.ledger.attach_journal(journal)
     bs = getattr(data_loader, "batch_size", None)
     if data_loader is not dataset:
         warnings.warn(f"make_private draws each step's batch as the certificate of `{mech.name}` says "

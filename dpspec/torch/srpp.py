@@ -48,6 +48,11 @@ class SrppBackend:
 
     clipped_sum = None  # the SRPP-SGD step computes its own
 
+    @property
+    def nonfinite_examples(self) -> int:
+        """Examples whose non-finite gradient the SRPP-SGD step zeroed (private; never publish)."""
+        return int(sum(k for _, k in self.opt.report.nonfinite_events))
+
     def step(self, x, y, idx, clipped=None) -> None:
         self.opt.step(x, y, idx)
 

@@ -3,7 +3,6 @@ calibration and input validation."""
 
 import inspect
 import math
-import time
 import warnings
 
 import numpy as np
@@ -163,19 +162,15 @@ CALIB = [(1.0, 0.01, 1000), (3.0, 0.01, 1000), (8.0, 0.01, 1000), (0.5, 0.004, 1
 @pytest.mark.parametrize("target,rate,steps", CALIB)
 def test_calibration_vs_opacus(target, rate, steps):
     from opacus.accountants.utils import get_noise_multiplier
-    t0 = time.perf_counter()
     ours = acc.calibrate_dpsgd_sigma(target, 1e-5, rate, steps)
-    t_ours = time.perf_counter() - t0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
         theirs = get_noise_multiplier(target_epsilon=target, target_delta=1e-5,
                                       sample_rate=rate, steps=steps, accountant="rdp")
-        t_theirs = time.perf_counter() - t0
     assert ours <= theirs
     assert acc.dpsgd_epsilon(ours, rate, steps, 1e-5) <= target
     assert acc.dpsgd_epsilon(ours / (1 + 1.01e-4), rate, steps, 1e-5) > target
-    assert t_ours < max(t_theirs, 0.25)  # faster (generous floor against timer noise)
+    # the speed against Opacus is measured in benchmarks/bench_accounting.py (a ratio timed in one run)
 
 
 def test_calibration_group_and_wor():

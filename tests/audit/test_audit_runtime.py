@@ -50,9 +50,13 @@ def test_without_replacement_has_no_normaliser_audit_and_large_budgets_are_skipp
     assert r.status == "skipped" and "divided by B" in r.note
     big = compiled_specs("dpsgd_records.dps")
     name = big.certificate.results[0].name
-    r = _runtime(audit(big, seed=0, trials=40, options={name: {"checks": ["step budget"], "steps": 1}}),
-                 "step budget")[0]
+    wrapper = ["wrapper rewind", "wrapper parameter", "wrapper non-finite"]
+    rep = audit(big, seed=0, trials=40, options={name: {"checks": ["step budget", *wrapper], "steps": 1}})
+    r = _runtime(rep, "step budget")[0]
     assert r.status == "skipped" and "at most 40 steps" in r.note
+    for check in wrapper:
+        r = _runtime(rep, check)[0]
+        assert r.status == "skipped" and "at most 16 steps" in r.note and check in r.note
 
 
 SRPP = """scenario prevalence { secret share in {low, high} }
@@ -96,3 +100,44 @@ def test_relational_runtime_holes_are_flagged(kind, check):
     assert ok.status == "pass"
     bad = _runtime(_audit(c, "links", mutants(c, "links")[kind], [check], trials=60, seed=1), check)[0]
     assert bad.violation, (kind, bad.epsilon_lower, bad.epsilon_certified)
+
+
+# --- dpspec.torch.make_private (issue 22) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind, check", [("unnoised_param_group", "wrapper parameter"),
+                                         ("nonfinite_voids_step", "wrapper non-finite")])
+def test_wrapper_holes_are_flagged(compiled_specs, kind, check):
+    pytest.importorskip("torch")
+    c = compiled_specs("DPSGD_FULL_BATCH")
+    ok = _runtime(_audit(c, "model", checks=[check]), check)[0]
+    assert ok.status == "pass" and ok.epsilon_lower < 0.5, ok.epsilon_lower
+    bad = _runtime(_audit(c, "model", mutants(c, "model")[kind], [check], seed=1), check)[0]
+    assert bad.violation and bad.epsilon_lower > bad.epsilon_certified, (kind, bad.epsilon_lower)
+
+
+@pytest.mark.slow
+def test_a_rewound_ledger_is_flagged_through_the_wrapper():
+    """One certified step (σ ≈ 2 for ε = 2): 40 reloads of the step-0 checkpoint give the mutant 40 noisy
+    steps, well above the certificate on 150 trials; the real ledger refuses the first reload after it."""
+    pytest.importorskip("torch")
+    c = dpspec.compile("""
+privacy people { unit record  dataset_size 8 }
+train model { protect people  mechanism dpsgd  sampling full_batch  clipping flat(C = 1.0)  steps 1
+              guarantee dp(epsilon = 2, delta = 1e-5) }
+""")
+    check, opts = "wrapper rewind", {"checks": ["wrapper rewind"], "rewinds": 40}
+    ok = _runtime(audit(c, seed=0, trials=150, options={"model": opts}), check)[0]
+    assert ok.status == "pass" and ok.epsilon_lower < 0.5, ok.epsilon_lower
+    bad = _runtime(audit(c, mechanisms={"model": mutants(c, "model")["ledger_rewind"]}, seed=1, trials=150,
+                         options={"model": opts}), check)[0]
+    assert bad.violation and bad.epsilon_lower > bad.epsilon_certified, bad.epsilon_lower
+
+
+def test_wrapper_audits_run_one_trial_per_run_under_poisson_sampling(compiled_specs):
+    pytest.importorskip("torch")
+    c = compiled_specs("DPSGD_POISSON")
+    rep = audit(c, seed=0, trials=40, options={"model": {"checks": ["wrapper non-finite", "wrapper parameter"]}})
+    for check in ("wrapper non-finite", "wrapper parameter"):
+        r = _runtime(rep, check)[0]
+        assert r.status == "pass", (check, r.note)

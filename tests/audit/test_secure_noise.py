@@ -152,16 +152,16 @@ def test_release_refuses_nan_and_huge_answers():
 def test_gaussian_release_secure_switch(monkeypatch):
     base = GaussianRelease(sigma=3.0, sensitivity=1.0)
     # default behaviour unchanged: exactly numpy's N(0, σ²) draw for a seed
-    assert base.release_answer(10.0, 7) == 10.0 + np.random.default_rng(7).normal(0.0, 3.0)
+    assert base.release_answer(10.0, 7).value == 10.0 + np.random.default_rng(7).normal(0.0, 3.0)
     secure = dataclasses.replace(base, secure=True)
     with pytest.raises(ValueError, match="secure mode"):
         secure.release_answer(10.0, 7)
     calls = []
     real = secrets.randbelow
     monkeypatch.setattr(secrets, "randbelow", lambda n: calls.append(n) or real(n))
-    y = secure.release_answer(10.0)  # the refused seeded call above charged nothing
+    y, _ = secure.release_answer(10.0)  # the refused seeded call above charged nothing
     assert calls, "secure mode must draw from secrets.randbelow"
     plan = S.secure_gaussian(3.0, 1.0)
     assert (Fraction(y) / Fraction(plan.granularity)).denominator == 1
-    v = dataclasses.replace(base, secure=True).release_answer(np.array([1.0, 2.0, 3.0]))
+    v, _ = dataclasses.replace(base, secure=True).release_answer(np.array([1.0, 2.0, 3.0]))
     assert v.shape == (3,)

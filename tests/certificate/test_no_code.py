@@ -4,7 +4,6 @@ of the embedded spec do not run without trust_code; the embedded spec reads no o
 import json
 import os
 import threading
-import time
 
 import pytest
 
@@ -12,6 +11,7 @@ import dpspec
 from dpspec.compiler import formulas as F
 from dpspec.compiler.hooks import CodeHookRefused, code_hooks, find_hooks, import_hook
 from tests.fuzz.certmut import hook_spec
+from tests.guards import cpu_budget
 
 
 @pytest.fixture
@@ -41,9 +41,9 @@ def test_a_formula_text_from_a_certificate_is_never_evaluated(doc, resealed, can
 def test_a_power_tower_in_a_formula_does_not_hang(doc, resealed):
     d = doc()
     d["results"][0]["formulas"][0]["sympy"] = "9**9**9**9"
-    t0 = time.perf_counter()
-    rep = dpspec.verify(resealed(d), raise_on_error=False)
-    assert not rep.ok and time.perf_counter() - t0 < 10
+    with cpu_budget(10, "verifying a power tower"):
+        rep = dpspec.verify(resealed(d), raise_on_error=False)
+    assert not rep.ok
 
 
 @pytest.mark.parametrize("edit", [
@@ -68,14 +68,12 @@ def test_formulas_are_evaluated_by_name_within_bounds():
         F.evaluate("rdp_gaussian", {"alpha": 2, "Delta": 1.0, "sigma": 1.0, "x": 1})
     with pytest.raises(F.FormulaError, match="not finite"):
         F.evaluate("rdp_gaussian", {"alpha": 2, "Delta": float("inf"), "sigma": 1.0})
-    t0 = time.perf_counter()
-    with pytest.raises(F.FormulaError, match="terms"):
+    with cpu_budget(5, "refusing oversized sums"), pytest.raises(F.FormulaError, match="terms"):
         F.evaluate("rdp_poisson_sgm_integer_alpha", {"alpha": 10**9, "q": 0.01, "sigma": 1.0, "steps": 10})
-    with pytest.raises(F.FormulaError, match="terms"):
+    with cpu_budget(5, "refusing oversized sums"), pytest.raises(F.FormulaError, match="terms"):
         F.evaluate("rdp_group_removal_alpha3", {"K": 10**4, "q": 0.01, "sigma": 1.0, "steps": 10})
     with pytest.raises(F.FormulaError, match="integers"):
         F.evaluate("rdp_poisson_sgm_integer_alpha", {"alpha": 2.5, "q": 0.01, "sigma": 1.0, "steps": 10})
-    assert time.perf_counter() - t0 < 5
     with pytest.raises(F.FormulaError, match="not a formula"):
         F.evaluate("__import__('os')", {})
 

@@ -135,13 +135,18 @@ def test_only_well_formed_schema_versions_are_read(doc, resealed, version):
 # --- path versus text; files ------------------------------------------------------------------------
 
 
-def test_a_str_is_text_never_a_path(certs, tmp_path):
+def test_a_str_is_text_unless_it_names_an_existing_json_file(certs, tmp_path):
+    # dpspec.verify("cert.json") reads the file, as dpspec.compile("x.dps") does (a certificate's JSON text
+    # begins with `{`, so the two cannot be confused); dpspec.certificate.verify itself keeps a str as text
     path = tmp_path / "c.json"
     path.write_text(certs["gaussian_release"], encoding="utf-8")
-    failing(str(path), "pass a pathlib.Path")
+    assert dpspec.verify(str(path)).ok
+    assert not V.verify(str(path), raise_on_error=False).ok
+    failing(str(tmp_path / "absent.json"), "pass a pathlib.Path")  # names no file: text, with the hint
     holder = tmp_path / "holder.json"          # a file holding only the path of a valid certificate
     holder.write_text(str(path), encoding="utf-8")
-    failing(holder, "not valid JSON")
+    failing(holder, "not valid JSON")          # a path inside a file is never followed
+    failing(str(holder), "not valid JSON")
 
 
 def test_directories_devices_and_fifos_are_refused_unread(tmp_path):

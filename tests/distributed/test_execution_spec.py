@@ -1,7 +1,6 @@
 """The `execution` setting: recorded in the certificate, checked by verify, never part of the analysis."""
 
 import json
-import time
 
 import pytest
 
@@ -10,6 +9,7 @@ from dpspec.certificate.model import Certificate, content_hash
 from dpspec.check import rules_distributed
 from dpspec.check.rules_distributed import spec as rule_spec
 from tests.conftest import SPECS
+from tests.guards import cpu_budget
 
 SPEC = SPECS / "dpsgd_distributed.dps"
 
@@ -20,9 +20,8 @@ def _rules(text):
 
 
 def test_spec_compiles_quickly_records_the_target_and_changes_nothing_else():
-    t0 = time.perf_counter()
-    c = dpspec.compile(dpspec.load(SPEC))
-    assert time.perf_counter() - t0 < 10  # compiles, calibrates, never trains
+    with cpu_budget(60, "compiling the distributed spec"):  # compiles, calibrates, never trains
+        c = dpspec.compile(dpspec.load(SPEC))
     r = c.certificate.results[0]
     assert r.execution.target == "distributed" and r.execution.workers == 2 and r.execution.backend == "gloo"
     assert "once per step on rank 0" in r.execution.noise

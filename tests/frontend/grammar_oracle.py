@@ -54,6 +54,10 @@ class _Builder:
                          self.span(kind), self.span(name), file=self.f)
 
     def entry(self, t) -> ast.Entry:
+        if t.data == "entry_block":
+            key, *entries = t.children
+            block = ast.NamedBlock("", tuple(self.entry(e) for e in entries), self.span(t), self.span(key))
+            return ast.Entry(str(key), block, self.span(t), self.span(key))
         key, value = t.children
         return ast.Entry(str(key), self.value(value), self.span(t), self.span(key))
 
@@ -79,9 +83,10 @@ class _Builder:
             args, kwargs = [], []
             if len(c) > 1:
                 for a in c[1].children:
-                    if getattr(a, "data", None) == "kwarg":
+                    if getattr(a, "data", None) in ("kwarg", "kwarg_in"):
                         kwargs.append(ast.Kwarg(str(a.children[0]), self.value(a.children[1]),
-                                                self.span(a), self.span(a.children[0])))
+                                                self.span(a), self.span(a.children[0]),
+                                                op="in" if a.data == "kwarg_in" else "="))
                     else:
                         args.append(self.value(a))
             return ast.Call(str(c[0]), tuple(args), tuple(kwargs), sp, self.span(c[0]))
@@ -94,8 +99,14 @@ class _Builder:
         if d == "tuple":
             rest = self.items(c[1]) if len(c) > 1 else ()
             return ast.TupleLit((self.value(c[0]),) + rest, sp)
+        if d == "comparison":
+            return ast.Comparison(self.value(c[0]), str(c[1]), self.value(c[2]), sp)
         if d == "membership":
             return ast.Membership(self.value(c[0]), self.value(c[1]), sp)
+        if d == "comparison":
+            return ast.Comparison(self.value(c[0]), str(c[1]), self.value(c[2]), sp)
+        if d == "definition":
+            return ast.Definition(str(c[0]), self.value(c[1]), sp, self.span(c[0]))
         raise AssertionError(f"unknown tree node {d}")
 
 

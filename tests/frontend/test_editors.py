@@ -24,7 +24,8 @@ TERMINALS = {t.name: t for t in _lark().terminals}
 # which TextMate rule highlights each lark terminal (WS is ignored by the parser and left plain)
 COVERED_BY = {"IDENT": "name", "NUMBER": "number", "STRING": "string", "COMMENT": "comment", "USE": "use",
               "IN": "in", "LBRACE": "brackets", "RBRACE": "brackets", "LPAR": "brackets", "RPAR": "brackets",
-              "LSQB": "brackets", "RSQB": "brackets", "COMMA": "brackets", "EQUAL": "brackets"}
+              "LSQB": "brackets", "RSQB": "brackets", "COMMA": "brackets", "EQUAL": "brackets",
+              "COMPARE": "brackets"}
 
 
 def test_committed_files_are_what_the_generator_writes():

@@ -61,6 +61,18 @@ def test_every_example_spec_parses_like_the_grammar():
     "x y { a b c }", "x y { a [1 2] }", "x y { a f(x = ) }", "x y { a f(x = 1 = 2) }", "}", "{", "x", "x y",
     "x y {", "x y { a", "x y { a [", "x y { a b } }", "x y { a -- }", "x y { a 1e }", "x y { a .e5 }",
     "x y { a { b } in c }", "x y { a b in c d in e }", "x y{a\"b\"}", "x-y z { }", "x- z { }",
+    # derived values (`secret disease = num > 0`) and ranges in calls (`bernoulli(p in [0.2, 0.5])`)
+    "x y { a d = n > 0 }", "x y { a d = n >= -1.5 b c }", "x y { a d = n in {1, 2} }", "x y { a d = n }",
+    "x y { a d = n == \"s\" }", "x y { a d = n != x }", "x y { a d == n }", "x y { a d = n < }",
+    "x y { a d = = 1 }", "x y { a d = n > 0 > 1 }", "x y { a f(p in [0.2, 0.5]) }", "x y { a f(p in 1, q = 2) }",
+    "x y { a f(p in) }", "x y { a f(1 in 2) }", "x y { a f(p in [1] in [2]) }", "x y { a n > 0 }",
+    "x y { a f(x == 1) }", "x y { a d = f(1) <= [1] }",
+    # a setting whose value is a block of settings, against sets, calls and tuples
+    "x y { a { b [1, 2] c 3 } }", "x y { a { b c } }", "x y { a { b 1 c (1, 2) d {e} } }", "x y { a { b \"s\" } }",
+    "x y { a { b f(1) } }", "x y { a { b c { d 1 } } }", "x y { a { b c in d } }", "x y { a { b in } }",
+    "x y { a { b (1, 2) } }", "x y { a { b {c} } }", "x y { a { b } }", "x y { a { b, c } }", "x y { a { b 1 } in c }",
+    "x y { a { b 1 } }", "x y { a { b 1 c } }", "x y { a { b [1] } d { e 2 } }",
+    "x y { a f(where = s == \"F\") }", "x y { a f(w = a >= 30, b = 1) }", "x y { a { b f(w = x != 1) } }",
 ])
 def test_edge_cases_parse_like_the_grammar(text):
     assert_same_as_grammar(text)

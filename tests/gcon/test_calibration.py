@@ -345,10 +345,9 @@ def test_release_calibration_composes():
     assert a["distance_bound"] == pytest.approx(2e-9)
 
 
-def test_calibration_is_fast():
-    import time
+def test_calibration_is_cheap():
+    from tests.guards import cpu_budget
 
-    t0 = time.perf_counter()
-    for _ in range(200):
-        gcon_calibration(**VECTORS["T2"][0])
-    assert (time.perf_counter() - t0) / 200 < 0.01
+    with cpu_budget(10, "200 calibrations"):  # typically well under 1 s; the speed is benchmarks/bench_gcon.py
+        for _ in range(200):
+            gcon_calibration(**VECTORS["T2"][0])

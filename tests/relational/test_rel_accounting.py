@@ -326,3 +326,30 @@ def test_paper_defaults_are_inconsistent_but_computable():
                                  alphas=[2.0, 8.0, 16.0], include=("eq3", "naive"))
     assert "no graph with max degree" in res.statement
     assert math.isfinite(res.epsilon)
+
+
+def test_the_bracket_is_tight_at_large_orders_beyond_the_kink():
+    """specs/cora_relational.dps (m = 2378, n = 2166, K = 5, k_neg = 4, T = 1500): the certificate's
+    abs_error_bound was 6.1e3, all of it at alpha = 128, where the Chernoff tail beyond the support end
+    l = 990 was multiplied by the no-amplification f_max (~e^5395) although f is constant from the kink
+    n / k_neg = 541.5 on (~e^3081): an upper bound 40033 for an RDP of 33936. Now every order is bracketed
+    to the stated relative tolerance, and alpha = 128 matches a sum over every l."""
+    from scipy.special import logsumexp
+
+    from dpspec.accounting.relational import RelationalConfig, _c1_eval, _log_pmf, _log_upper_tail
+    from dpspec.accounting.relational import certify_relational
+
+    m, n, K, k, T, sigma = 2378, 2166, 5, 4, 1500, 1.2274607387764758
+    res = certify_relational(RelationalConfig(m, n, 64 / m, K, k), sigma, T, 1e-4)
+    errs, rdp = np.asarray(res.curve.abs_errors), np.asarray(res.curve.rdp)
+    assert float(np.max(errs)) <= 1e-6 * res.epsilon  # the certificate's abs_error_bound
+    assert np.all(errs <= 1e-8 * rdp)
+    # alpha = 128 by brute force: E_l f(l) over l = 0..ceil(kink), the tail beyond at f(ceil(kink))
+    ls = np.arange(0, 543)
+    lo, hi = _c1_eval(ls, np.array([128.0]), sigma * (K + 2), 64 / m, K, k, n, {})
+    logp = _log_pmf(ls, m, 64 / m)
+    tail = _log_upper_tail(542, m, 64 / m)
+    log_s = max(logsumexp(np.r_[logp + hi[:, d], tail + hi[-1, d]]) for d in (0, 1))
+    exact = T * np.logaddexp(0.0, log_s) / 127.0
+    assert res.curve.alphas[-1] == 128.0
+    assert exact * (1 - 1e-12) <= rdp[-1] <= exact * (1 + 1e-9)

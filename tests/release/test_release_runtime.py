@@ -55,8 +55,9 @@ def test_the_adult_example_reads_its_column_and_a_missing_file_fails(tmp_path):
     except dpspec.SpecError as e:
         pytest.skip(f"the Adult data is not available here: {e.diagnostics[0].message}")
     assert c.mechanism.data is not None and len(c.mechanism.data) == 32561  # rows with a missing value kept
+    # a column the named schema lacks is found by `check`, before any data is read (DPS153)
     raised, e = rules_of(good.replace("hours-per-week", "hours_per_week"))
-    assert raised == {"DPS416"} and "hours-per-week" in e.diagnostics[0].hint
+    assert raised == {"DPS153"} and "hours-per-week" in e.diagnostics[0].hint
     raised, e = rules_of(good.replace('"adult/adult.data", schema = adult', '"adult/no-such-file.csv"'))
     assert raised == {"DPS419"} and e.diagnostics[0].span.line == 3
     raised, _ = rules_of(good.replace("32561", "30162"))
@@ -186,8 +187,8 @@ def test_release_answer_keeps_the_caveat_and_the_dimension():
     assert "Caveat" in mech.release_answer.__doc__
     with pytest.raises(DataMismatchError, match="dimension 2"):
         mech.release_answer(1.0)
-    out = mech.release_answer([1.0, 2.0], rng=0)
-    assert np.shape(out) == (2,)
+    out, report = mech.release_answer([1.0, 2.0], rng=0)  # (value, report), as release() returns
+    assert np.shape(out) == (2,) and report.rows == 0 and report.data_source == "given to release_answer()"
     with pytest.raises(BudgetExceededError):
         mech.release_answer([1.0, 2.0])
 
@@ -205,7 +206,7 @@ def test_a_vector_release_has_no_query_to_evaluate():
     with pytest.raises(CertificateGuardError, match="release_answer"):
         c.mechanism.release({"x": [1.0]})
     assert c.certificate.results[0].query.evaluated_on == "answer"
-    assert np.shape(c.mechanism.release_answer([1.0, 2.0, 3.0])) == (3,)
+    assert np.shape(c.mechanism.release_answer([1.0, 2.0, 3.0]).value) == (3,)
 
 
 def test_the_runtime_reads_its_numbers_from_the_certificate():

@@ -78,7 +78,7 @@ def test_an_optimizer_of_the_unfixed_model_is_refused():
 
 
 def test_the_rules_are_in_the_catalogue():
-    for rid in ("DPS164", "DPS165"):
+    for rid in ("DPS164", "DPS165", "DPS166", "DPS167"):
         info = CATALOGUE[rid]
         assert info.stage == "run" and info.explanation
         assert dpspec.loads(info.good).ok

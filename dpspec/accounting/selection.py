@@ -1,0 +1,420 @@
+"""Private selection over repeated runs: the privacy of hyper-parameter tuning.
+
+A tuning procedure draws a number of runs K, draws a candidate setting for each run, runs the
+candidate's mechanism Q_i on the private data, and outputs the best run (its output and, if
+released, its score). Its privacy follows from the runs' RDP curves:
+
+* **candidates differ** — one run is the mixture Q = "draw i from the stated distribution, run Q_i".
+  Rényi divergence is jointly quasi-convex (van Erven & Harremoës 2014, Thm 13), so at every order
+  D_λ(Q(x) || Q(x')) <= max_i D_λ(Q_i(x) || Q_i(x')): the *envelope* (per-order maximum) of the
+  candidates' certified curves is a certified curve of one run (:func:`candidate_envelope`).
+* **truncated negative binomial K** (Papernot & Steinke 2022, ICLR, Thm 2): K ~ D_{η,γ} with
+  η > -1, γ ∈ (0, 1), P[K = k] = (1-γ)^k / (γ^{-η} - 1) · Π_{l<k} (l+η)/(l+1) for k >= 1
+  (η = 0: the logarithmic distribution (1-γ)^k / (k log(1/γ)); η = 1: the geometric γ(1-γ)^{k-1}).
+  If Q is (λ, ε)-RDP and (λ̂, ε̂)-RDP (λ > 1, λ̂ >= 1), best-of-K is (λ, ε')-RDP with
+
+      ε' = ε + (1+η)(1 - 1/λ̂) ε̂ + (1+η) log(1/γ) / λ̂ + log E[K] / (λ - 1),
+      E[K] = η(1-γ) / (γ(1 - γ^η))   (η ≠ 0),   (1/γ - 1) / log(1/γ)   (η = 0).
+
+  Every λ̂ of the grid, and λ̂ = 1 (where the ε̂ term vanishes), gives a valid bound: the minimum
+  over them is taken per order (:func:`tnb_selection_curve`).
+* **Poisson K** (Papernot & Steinke 2022, Thm 6): K ~ Poisson(μ), nothing output when K = 0. If Q
+  is (λ, ε)-RDP and (ε̂, δ̂)-DP with e^{ε̂} <= 1 + 1/(λ-1), best-of-K is (λ, ε')-RDP with
+
+      ε' = ε + μ δ̂ + log(μ) / (λ - 1).
+
+  ε̂ = log(λ/(λ-1)) (the largest allowed) and δ̂ = δ_Q(ε̂) from Q's own curve: the minimum over
+  orders α of exp((α-1)(ρ(α) - ε̂)) (1-1/α)^{α-1} / α (Balle et al. 2020 Thm 21 solved for δ), and
+  of the total-variation bound sqrt(1 - exp(-ρ(α))) (Bretagnolle–Huber; KL <= ρ(α)), capped at 1
+  (:func:`poisson_selection_curve`).
+* **a fixed number k of runs** — the k outputs together are k adaptive compositions (Mironov 2017
+  Prop 1): k·ρ(λ); the selected run is post-processing of them (:func:`fixed_selection_curve`).
+* **pure ε-DP runs** (Liu & Talwar 2019, STOC; Papernot & Steinke 2022 Thm 2 with λ, λ̂ → ∞):
+  best-of-K for K ~ D_{η,γ} is (2+η)ε-DP (the geometric case η = 1: 3ε, Liu & Talwar's random
+  stopping); a fixed k: kε (basic composition). No pure bound is claimed for Poisson K
+  (:func:`pure_selection_epsilon`).
+
+Rényi divergence is non-decreasing in its order (van Erven & Harremoës 2014 Thm 3): each order's bound is
+the minimum of the theorem's bound over the orders at or above it (the log E[K]/(λ-1) and log(μ)/(λ-1)
+terms fall with λ, so this tightens small orders).
+
+The certified (ε, δ) of the procedure is the minimum over the valid bounds
+(:func:`selection_dp`). Outputs are rounded *up* by a few ulps of the magnitudes involved, and the
+per-order error bound of the input curve is carried (the bounds are monotone in ρ with slope at
+most 1 + (1+η) in the TNB case and 1 + μ·(δ̂'s slope) in the Poisson case, accounted for below).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validate as V
+from ._logmath import ULP
+from .conversion import CONVERSIONS, convert
+from .curve import RdpCurve, _make
+
+THEOREM_ENVELOPE = "van Erven & Harremoës 2014 Thm 13 (quasi-convexity: envelope of the candidates' curves)"
+THEOREM_TNB = "Papernot & Steinke 2022 Thm 2 (best of K runs, K truncated negative binomial)"
+THEOREM_POISSON = "Papernot & Steinke 2022 Thm 6 (best of K runs, K Poisson)"
+THEOREM_FIXED = "Mironov 2017 Prop 1 (k runs compose; selection is post-processing)"
+THEOREM_PURE_TNB = "Liu & Talwar 2019; Papernot & Steinke 2022 Thm 2 as λ, λ̂ → ∞: (2 + η)ε-DP"
+THEOREM_PURE_FIXED = "basic composition (Dwork et al. 2006): kε-DP for k runs"
+
+RUN_KINDS = ("fixed", "poisson", "truncated_negative_binomial")
+
+
+@dataclass(frozen=True)
+class RunCount:
+    """The distribution of the number of runs K.
+
+    ``kind`` is ``"fixed"`` (K = ``count``), ``"poisson"`` (K ~ Poisson(``mu``)) or
+    ``"truncated_negative_binomial"`` (K ~ D_{``eta``, ``gamma``}, Papernot & Steinke 2022 §2:
+    ``eta`` > -1, 0 < ``gamma`` < 1; ``eta`` = 1 is the geometric distribution, 0 the logarithmic).
+    """
+
+    kind: str
+    count: int = 0
+    mu: float = 0.0
+    eta: float = 0.0
+    gamma: float = 0.0
+
+    def __post_init__(self) -> None:
+        V.choice("kind", self.kind, RUN_KINDS)
+        if self.kind == "fixed":
+            V.integer("count", self.count, lo=1)
+        elif self.kind == "poisson":
+            V.real("mu", self.mu, lo=0.0, lo_open=True)
+        else:
+            V.real("eta", self.eta, lo=-1.0, lo_open=True)
+            V.real("gamma", self.gamma, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+
+    @staticmethod
+    def fixed(count: int) -> RunCount:
+        return RunCount("fixed", count=int(count))
+
+    @staticmethod
+    def poisson(mu: float) -> RunCount:
+        return RunCount("poisson", mu=float(mu))
+
+    @staticmethod
+    def tnb(eta: float, gamma: float) -> RunCount:
+        return RunCount("truncated_negative_binomial", eta=float(eta), gamma=float(gamma))
+
+    def mean(self) -> float:
+        """E[K]."""
+        if self.kind == "fixed":
+            return float(self.count)
+        if self.kind == "poisson":
+            return self.mu
+        return math.exp(tnb_log_mean(self.eta, self.gamma))
+
+    def describe(self) -> str:
+        if self.kind == "fixed":
+            return f"fixed({self.count})"
+        if self.kind == "poisson":
+            return f"poisson(mean = {self.mu:g})"
+        return f"truncated_negative_binomial(eta = {self.eta:g}, gamma = {self.gamma:g}), mean {self.mean():.6g}"
+
+    def pmf(self, k: int) -> float:
+        """P[K = k]."""
+        if self.kind == "fixed":
+            return 1.0 if k == self.count else 0.0
+        if self.kind == "poisson":
+            return math.exp(-self.mu + k * math.log(self.mu) - math.lgamma(k + 1)) if k >= 0 else 0.0
+        return tnb_pmf(k, self.eta, self.gamma)
+
+    def sample(self, rng: np.random.Generator) -> int:
+        """One draw of K (inversion of the CDF for the truncated negative binomial)."""
+        if self.kind == "fixed":
+            return self.count
+        if self.kind == "poisson":
+            return int(rng.poisson(self.mu))
+        u = float(rng.random())
+        k, acc = 1, 0.0
+        while True:
+            acc += tnb_pmf(k, self.eta, self.gamma)
+            if u < acc or k > 10_000_000:
+                return k
+            k += 1
+
+
+def tnb_log_mean(eta: float, gamma: float) -> float:
+    """log E[K] for K ~ D_{η,γ} (Papernot & Steinke 2022 §2): η(1-γ)/(γ(1-γ^η)), η ≠ 0;
+    (1/γ - 1)/log(1/γ), η = 0."""
+    eta = V.real("eta", eta, lo=-1.0, lo_open=True)
+    gamma = V.real("gamma", gamma, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    lg = math.log(gamma)
+    if eta == 0.0:
+        return math.log1p(-gamma) - lg - math.log(-lg)
+    # 1 - γ^η = -expm1(η log γ): same sign as η, so the ratio η / (1 - γ^η) is positive
+    return math.log(eta / -math.expm1(eta * lg)) + math.log1p(-gamma) - lg
+
+
+def tnb_pmf(k: int, eta: float, gamma: float) -> float:
+    """P[K = k] for K ~ D_{η,γ}, k >= 1 (0 otherwise)."""
+    if k < 1:
+        return 0.0
+    lt = math.log1p(-gamma)
+    if eta == 0.0:
+        return math.exp(k * lt - math.log(k) - math.log(-math.log(gamma)))
+    # Π_{l<k} (l+η)/(l+1) = Γ(k+η) / (Γ(η) Γ(k+1)), signed for η < 0
+    log_prod = math.lgamma(k + eta) - math.lgamma(eta) - math.lgamma(k + 1)
+    sign = -1.0 if eta < 0 else 1.0
+    norm = math.expm1(-eta * math.log(gamma))  # γ^{-η} - 1, same sign as η
+    return sign * math.exp(k * lt + log_prod) / norm
+
+
+def candidate_envelope(curves: Sequence[RdpCurve]) -> RdpCurve:
+    """The per-order maximum of the candidates' certified curves: a certified curve of one run of
+    "draw a candidate, run it" (quasi-convexity of Rényi divergence, van Erven & Harremoës 2014
+    Thm 13). All curves must share one order grid."""
+    if not curves:
+        raise ValueError("candidate_envelope needs at least one curve")
+    alphas = curves[0].alphas
+    for c in curves:
+        if not isinstance(c, RdpCurve):
+            raise ValueError(f"candidate_envelope takes RdpCurve arguments, got {type(c).__name__}")
+        if c.alphas.shape != alphas.shape or not np.array_equal(c.alphas, alphas):
+            raise ValueError("candidate_envelope: all curves must use the same alphas grid")
+    if len(curves) == 1:
+        return curves[0]
+    stack = np.stack([c.rdp for c in curves])
+    rdp = np.max(stack, axis=0)
+    errs = np.max(np.stack([c.abs_errors for c in curves]), axis=0)
+    theorem = f"{THEOREM_ENVELOPE} of: " + "; ".join(f"[{c.theorem}]" for c in curves)
+    return _make(alphas, rdp, errs, theorem, " | ".join(sorted({c.method for c in curves})))
+
+
+def _monotone(out: np.ndarray, errs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ε''(λ) = min over λ' >= λ of ε'(λ'): Rényi divergence is non-decreasing in its order (van Erven &
+    Harremoës 2014 Thm 3), so a bound at a larger order bounds every smaller one. The error bound taken is the
+    largest over the suffix (conservative)."""
+    mono = np.minimum.accumulate(out[::-1])[::-1]
+    err = np.maximum.accumulate(errs[::-1])[::-1]
+    return mono, err
+
+
+def _round_up(value: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    return value + 16.0 * ULP * magnitude
+
+
+def tnb_hat(curve: RdpCurve, eta: float, gamma: float) -> tuple[float, float]:
+    """The order λ̂ (1 or one of the grid) and ρ(λ̂) that :func:`tnb_selection_curve` uses (ρ(1) reported 0)."""
+    a, rho = curve.alphas, curve.rdp
+    c = 1.0 + eta
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = c * (1.0 - 1.0 / a) * rho + c * -math.log(gamma) / a
+    terms = np.where(np.isfinite(rho), terms, np.inf)
+    j = int(np.argmin(terms))
+    return (float(a[j]), float(rho[j])) if terms[j] < c * -math.log(gamma) else (1.0, 0.0)
+
+
+def tnb_selection_curve(curve: RdpCurve, eta: float, gamma: float, monotone: bool = True) -> RdpCurve:
+    """Papernot & Steinke 2022 Thm 2 at every order of ``curve`` (the curve of one run), with
+    λ̂ minimised over {1} ∪ the grid; ``monotone``: then the minimum over larger orders (:func:`_monotone`)."""
+    if not isinstance(curve, RdpCurve):
+        raise ValueError(f"curve must be an RdpCurve, got {type(curve).__name__}")
+    eta = V.real("eta", eta, lo=-1.0, lo_open=True)
+    gamma = V.real("gamma", gamma, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    a, rho, err = curve.alphas, curve.rdp, curve.abs_errors
+    c = 1.0 + eta
+    log_inv_gamma = -math.log(gamma)
+    with np.errstate(invalid="ignore", over="ignore"):
+        hat_terms = c * (1.0 - 1.0 / a) * rho + c * log_inv_gamma / a
+    hat_terms = np.where(np.isfinite(rho), hat_terms, np.inf)
+    lam1 = c * log_inv_gamma  # λ̂ = 1: the ε̂ term vanishes
+    j = int(np.argmin(hat_terms))
+    if hat_terms[j] < lam1:
+        hat, hat_err = float(hat_terms[j]), float(c * np.max(err[np.isfinite(rho)]))
+    else:
+        hat, hat_err = lam1, 0.0
+    log_mean = tnb_log_mean(eta, gamma)
+    tail = log_mean / (a - 1.0)
+    out = rho + hat + tail
+    out = _round_up(out, np.abs(rho) + abs(hat) + np.abs(tail) + 1.0 * ULP)
+    out = np.where(np.isfinite(rho), np.maximum(out, 0.0), np.inf)
+    errs = err + hat_err + 16.0 * ULP * (np.abs(rho) + abs(hat) + np.abs(tail))
+    if monotone:
+        out, errs = _monotone(out, errs)
+    theorem = f"{THEOREM_TNB}, eta = {eta:g}, gamma = {gamma:g}, over [{curve.theorem}]"
+    return _make(a, out, errs, theorem, curve.method)
+
+
+def delta_at(curve: RdpCurve, eps_hat: np.ndarray) -> np.ndarray:
+    """δ_Q(ε̂) for each ε̂: an upper bound on the hockey-stick divergence of one run at e^{ε̂},
+    from its RDP curve (Balle et al. 2020 Thm 21 solved for δ, minimised over the orders; the
+    total-variation bound sqrt(1 - exp(-ρ(α))); 1)."""
+    a = curve.alphas[:, None]
+    rho = curve.rdp[:, None]
+    e = np.atleast_1d(np.asarray(eps_hat, float))[None, :]
+    with np.errstate(invalid="ignore", over="ignore"):
+        log_d = (a - 1.0) * (rho - e) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)
+        log_d = log_d + 16.0 * ULP * ((a - 1.0) * (np.abs(rho) + np.abs(e)) + np.log(a) + 1.0)
+    log_d = np.where(np.isfinite(rho), log_d, np.inf)
+    best = np.min(log_d, axis=0)
+    finite_rho = curve.rdp[np.isfinite(curve.rdp)]
+    tv = math.sqrt(-math.expm1(-float(np.min(finite_rho)))) * (1 + 8 * ULP) if finite_rho.size else 1.0
+    with np.errstate(over="ignore"):
+        d = np.exp(best) * (1 + 8 * ULP)
+    return np.minimum(np.minimum(d, tv), 1.0)
+
+
+def poisson_selection_curve(curve: RdpCurve, mu: float, monotone: bool = True) -> RdpCurve:
+    """Papernot & Steinke 2022 Thm 6 at every order λ of ``curve``: ε̂ = log(λ/(λ-1)),
+    δ̂ = :func:`delta_at` (ε̂); ``monotone``: then the minimum over larger orders (:func:`_monotone`)."""
+    if not isinstance(curve, RdpCurve):
+        raise ValueError(f"curve must be an RdpCurve, got {type(curve).__name__}")
+    mu = V.real("mu", mu, lo=0.0, lo_open=True)
+    a, rho = curve.alphas, curve.rdp
+    eps_hat = np.log(a / (a - 1.0))
+    # the condition e^{ε̂} <= 1 + 1/(λ-1) must hold: round ε̂ down a little
+    eps_hat = eps_hat * (1.0 - 8.0 * ULP)
+    d_hat = delta_at(curve, eps_hat)
+    tail = math.log(mu) / (a - 1.0)
+    out = rho + mu * d_hat + tail
+    out = _round_up(out, np.abs(rho) + mu * d_hat + np.abs(tail) + 1.0 * ULP)
+    out = np.where(np.isfinite(rho), np.maximum(out, 0.0), np.inf)
+    # the error of the bound (the curve's values are upper bounds already, so this is no soundness
+    # margin): δ̂ moves by at most a factor e^{(α-1)·err} <= 1 + (α_max - 1)·err_max·e^{...}; bounded
+    # by δ̂ (α_max - 1) err_max where that is below 1, else by δ̂
+    err_max = float(np.max(curve.abs_errors[np.isfinite(curve.abs_errors)], initial=0.0))
+    d_err = d_hat * min(1.0, (float(np.max(a)) - 1.0) * err_max * math.e)
+    errs = curve.abs_errors + mu * d_err + 16.0 * ULP * out
+    if monotone:
+        out, errs = _monotone(out, errs)
+    theorem = f"{THEOREM_POISSON}, mean {mu:g}, over [{curve.theorem}]"
+    return _make(a, out, errs, theorem, curve.method)
+
+
+def fixed_selection_curve(curve: RdpCurve, count: int) -> RdpCurve:
+    """``count`` runs compose (Mironov 2017 Prop 1); the selected run is post-processing."""
+    count = V.integer("count", count, lo=1)
+    scaled = curve.scaled(count)
+    return _make(
+        scaled.alphas,
+        scaled.rdp,
+        scaled.abs_errors,
+        f"{THEOREM_FIXED}, {count} runs, over [{curve.theorem}]",
+        scaled.method,
+    )
+
+
+def selection_curve(curve: RdpCurve, runs: RunCount, monotone: bool = True) -> RdpCurve:
+    """The RDP curve of the whole procedure (best of K runs) for the number of runs ``runs`` (``monotone``:
+    each order's bound is the minimum of the theorem's bound over the larger orders)."""
+    if runs.kind == "fixed":
+        return fixed_selection_curve(curve, runs.count)
+    if runs.kind == "poisson":
+        return poisson_selection_curve(curve, runs.mu, monotone)
+    return tnb_selection_curve(curve, runs.eta, runs.gamma, monotone)
+
+
+def pure_selection_epsilon(epsilon: float, runs: RunCount) -> float | None:
+    """Pure ε-DP of the whole procedure when each run is ε-DP, or None where no pure bound is
+    claimed (Poisson K). Truncated negative binomial: (2+η)ε (Liu & Talwar 2019: 3ε for the
+    geometric η = 1; Papernot & Steinke 2022 Thm 2 in the limit λ, λ̂ → ∞); fixed k: kε."""
+    eps = V.real("epsilon", epsilon, lo=0.0)
+    if runs.kind == "fixed":
+        return eps * runs.count * (1 + 4 * ULP)
+    if runs.kind == "poisson":
+        return None
+    return (2.0 + runs.eta) * eps * (1 + 4 * ULP)
+
+
+@dataclass(frozen=True, eq=False)
+class SelectionResult:
+    """The certified guarantee of a tuning procedure.
+
+    Attributes:
+        epsilon: the certified ε (minimum over the valid bounds) at ``delta``.
+        delta: δ.
+        theorem: the bound that attained the minimum.
+        bounds: every bound evaluated: (theorem, ε).
+        curve: the procedure's RDP curve (None when the runs have no RDP curve).
+        best_alpha: the order attaining the RDP → DP conversion (None for a pure bound).
+    """
+
+    epsilon: float
+    delta: float
+    theorem: str
+    bounds: tuple[tuple[str, float], ...]
+    curve: RdpCurve | None
+    best_alpha: float | None
+
+
+def selection_dp(
+    run_curve: RdpCurve | None,
+    runs: RunCount,
+    delta: float,
+    *,
+    pure_epsilon: float | None = None,
+    conversion: str = "balle2020",
+) -> SelectionResult:
+    """(ε, δ) of best-of-K runs: the minimum of the RDP bound (converted with ``conversion``) and,
+    when every run is ``pure_epsilon``-DP, the pure bound. ``run_curve`` is one run's certified
+    curve (the candidates' envelope)."""
+    d = V.real("delta", delta, lo=0.0, hi=1.0, hi_open=True)
+    V.choice("conversion", conversion, tuple(CONVERSIONS))
+    bounds: list[tuple[str, float, RdpCurve | None, float | None]] = []
+    if run_curve is not None and d > 0.0:
+        sel = selection_curve(run_curve, runs)
+        eps, best, _ = convert(sel.alphas, sel.rdp, d, conversion)
+        bounds.append((f"{sel.theorem.split(', over')[0]}; {CONVERSIONS[conversion]}", eps, sel, best))
+    if pure_epsilon is not None:
+        pe = pure_selection_epsilon(pure_epsilon, runs)
+        if pe is not None:
+            theorem = THEOREM_PURE_FIXED if runs.kind == "fixed" else THEOREM_PURE_TNB
+            bounds.append((theorem, pe, None, None))
+    if not bounds:
+        raise ValueError("no valid selection bound: give an RDP curve with delta > 0, or a pure epsilon")
+    best_bound = min(bounds, key=lambda b: b[1])
+    curve = next((b[2] for b in bounds if b[2] is not None), None)
+    return SelectionResult(
+        epsilon=float(best_bound[1]),
+        delta=d,
+        theorem=best_bound[0],
+        bounds=tuple((b[0], float(b[1])) for b in bounds),
+        curve=curve,
+        best_alpha=best_bound[3],
+    )
+
+
+def calibrate_selection(
+    run_curve_of: Callable[[float], RdpCurve],
+    runs: RunCount,
+    epsilon: float,
+    delta: float,
+    *,
+    lo: float = 0.3,
+    hi: float = 64.0,
+    rel_tol: float = 1e-4,
+) -> tuple[float, SelectionResult]:
+    """The smallest noise multiplier z (to ``rel_tol``) in [lo, hi] whose procedure meets
+    (``epsilon``, ``delta``): bisection on z, assuming ε is non-increasing in z (more noise per run).
+    The returned z is the upper end of the final bracket, whose result is *evaluated* (never
+    interpolated), so the returned result certifies z. Raises ValueError when even ``hi`` fails."""
+    target = V.real("epsilon", epsilon, lo=0.0, lo_open=True)
+
+    def ok(z: float) -> SelectionResult | None:
+        res = selection_dp(run_curve_of(z), runs, delta)
+        return res if res.epsilon <= target else None
+
+    top = ok(hi)
+    if top is None:
+        raise ValueError(f"no noise multiplier up to {hi:g} meets epsilon = {target:g} for the whole procedure")
+    if (bottom := ok(lo)) is not None:
+        return lo, bottom
+    best_z, best_res = hi, top
+    a, b = lo, hi
+    while (b - a) > rel_tol * b:
+        m = math.sqrt(a * b)
+        r = ok(m)
+        if r is None:
+            a = m
+        else:
+            b, best_z, best_res = m, m, r
+    return best_z, best_res

@@ -1,0 +1,307 @@
+"""The Markov Quilt Mechanism (MQM) on Markov chains (Song, Wang & Chaudhuri 2017, §4).
+
+**Setting.** A sequence X_0, …, X_{T−1} on k states, a Markov chain θ = (q, P): X_0 ~ q, transitions P;
+Θ is a class of chains. The secrets are the values of each X_i; the pairs (X_i = x, X_i = x′) for
+x ≠ x′ with positive probability. F is L-Lipschitz in each X_j (the frequency of a state: L = 1/T).
+
+**Markov quilts of node i** (for a chain): a set X_Q of nodes that separates a "nearby" set X_N ∋ X_i
+from the rest: two-sided {X_{i−a}, X_{i+b}} (X_N = X_{i−a+1..i+b−1}, a + b − 1 nodes), one-sided
+{X_{i−a}} (X_N = X_{i−a+1..T−1}) or {X_{i+b}} (X_N = X_{0..i+b−1}), or empty (X_N = everything, T nodes).
+Its max-influence is
+
+    e_Θ(X_Q | X_i) = sup_{θ ∈ Θ} max_{x ≠ x′} max_{x_Q} log P_θ(X_Q = x_Q | X_i = x) / P_θ(X_Q = x_Q | X_i = x′).
+
+**Mechanism.** σ_i = min over quilts with e < ε of card(X_N) / (ε − e) (the empty quilt gives T/ε);
+release F(X) + L · max_i σ_i · Z with Z ~ Laplace(1). Song et al. prove it ε-Pufferfish private
+(§4, the MQM privacy theorem: given the quilt, X_N carries at most card(X_N)·L of F and the remote
+part at most e of information about X_i).
+
+**Max-influence on a chain (closed form).** Given X_i, past and future are independent (Markov
+property), so P(X_{i−a} = u, X_{i+b} = v | X_i = x) = P(X_{i−a} = u | x) · P^b(x, v) and
+P(X_{i−a} = u | x) = p_{i−a}(u) P^a(u, x) / p_i(x), p_t = q P^t. Hence
+
+    e = max_{x ≠ x′} [ max_u log(P^a(u, x) / P^a(u, x′)) + log(p_i(x′) / p_i(x)) + max_v log(P^b(x, v) / P^b(x′, v)) ]
+
+(u over the support of p_{i−a}; a ratio whose two terms are 0 is an event of probability 0 under both
+and is skipped; a positive term over 0 is +∞). :func:`max_influence` evaluates it exactly for an
+explicit finite class of chains; the tests compare it with a brute-force enumeration of all state
+sequences of short chains.
+
+**A class by its mixing (the MQMApprox idea, §4.4).** For the class of *reversible* chains started at
+their stationary law π, with π(x) ≥ π_min for every state and second-largest absolute eigenvalue
+λ* ≤ λ, the spectral representation P^t(x, y)/π(y) = Σ_j λ_j^t f_j(x) f_j(y) (f_j orthonormal in
+L²(π), f_1 = 1; Levin, Peres & Wilmer, *Markov Chains and Mixing Times*, §12.1) and Cauchy–Schwarz
+with Σ_j f_j(x)² = 1/π(x) give |P^t(x, y)/π(y) − 1| ≤ λ^t / √(π(x)π(y)) ≤ δ_t := λ^t / π_min. With
+reversibility P(X_{i−a} = u | X_i = x) = P^a(x, u), so each side's ratio lies in
+[(1 − δ)/(1 + δ), (1 + δ)/(1 − δ)] and
+
+    e ≤ log((1 + δ_a)/(1 − δ_a)) + log((1 + δ_b)/(1 − δ_b))   (while δ_a, δ_b < 1; one term for one side)
+
+for every chain of the class (:func:`reversible_influence_bound`); the tests check it against the exact
+influence of random reversible chains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "MarkovChain",
+    "MqmCalibration",
+    "max_influence",
+    "calibrate_mqm",
+    "reversible_influence_bound",
+    "calibrate_mqm_reversible",
+    "group_dp_scale",
+]
+
+
+@dataclass(frozen=True)
+class MarkovChain:
+    """θ = (q, P); ``initial = None`` means the stationary law of P (which must then be unique)."""
+
+    transition: np.ndarray
+    initial: np.ndarray | None = None
+
+    def __post_init__(self):
+        P = np.asarray(self.transition, dtype=float)
+        if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] < 2:
+            raise ValueError("the transition matrix must be square with at least two states")
+        if np.any(P < 0) or not np.allclose(P.sum(1), 1.0, atol=1e-12):
+            raise ValueError("each row of the transition matrix must be a probability vector")
+        object.__setattr__(self, "transition", P)
+        q = stationary(P) if self.initial is None else np.asarray(self.initial, dtype=float)
+        if q.shape != (P.shape[0],) or np.any(q < 0) or abs(q.sum() - 1.0) > 1e-12:
+            raise ValueError("the initial law must be a probability vector over the states")
+        object.__setattr__(self, "initial", q)
+
+    @property
+    def k(self) -> int:
+        return self.transition.shape[0]
+
+
+def stationary(P: np.ndarray) -> np.ndarray:
+    """The stationary law of P (left eigenvector for eigenvalue 1); refused when it is not unique."""
+    w, V = np.linalg.eig(P.T)
+    ones = np.flatnonzero(np.abs(w - 1.0) < 1e-10)
+    if ones.size != 1:
+        raise ValueError("the chain has no unique stationary law: give the initial law")
+    v = np.real(V[:, ones[0]])
+    v = np.abs(v) / np.abs(v).sum()
+    return v
+
+
+def _log_ratio_max(M: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """R[x, x′] = max over rows u (``rows`` mask) of log(M[u, x] / M[u, x′]); rows where both are 0 are
+    skipped, a positive entry over 0 gives +∞, no admissible row gives −∞."""
+    A = M[rows][:, :, None]  # (u, x, 1)
+    B = M[rows][:, None, :]  # (u, 1, x′)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where((A == 0) & (B == 0), -np.inf, np.log(A) - np.log(B))
+    r = np.where((A > 0) & (B == 0), np.inf, r)
+    return r.max(axis=0) if r.shape[0] else np.full(M.shape[1:] * 2, -np.inf)
+
+
+class _Powers:
+    def __init__(self, P: np.ndarray):
+        self.P = P
+        self.pw = [np.eye(P.shape[0])]
+        self.left: dict = {}  # (a, support of p_{i−a}) → max_u log ratio matrix
+        self.right: dict = {}  # b → max_v log ratio matrix
+
+    def __call__(self, t: int) -> np.ndarray:
+        while len(self.pw) <= t:
+            self.pw.append(self.pw[-1] @ self.P)
+        return self.pw[t]
+
+
+def _laws(chain: MarkovChain, T: int) -> np.ndarray:
+    p = np.empty((T, chain.k))
+    p[0] = chain.initial
+    for t in range(1, T):
+        p[t] = p[t - 1] @ chain.transition
+    return p
+
+
+def max_influence(chains, T: int, i: int, a: int | None, b: int | None) -> float:
+    """e_Θ(X_Q | X_i) of the quilt {X_{i−a}, X_{i+b}} (``a`` or ``b`` None for a one-sided quilt) over the
+    explicit class ``chains`` (a MarkovChain or a sequence of them), exactly (closed form above)."""
+    chains = [chains] if isinstance(chains, MarkovChain) else list(chains)
+    best = -np.inf
+    for ch in chains:
+        pw = _Powers(ch.transition)
+        p = _laws(ch, T)
+        best = max(best, _influence(ch, pw, p, i, a, b))
+    return float(best)
+
+
+def _influence(ch: MarkovChain, pw, p: np.ndarray, i: int, a: int | None, b: int | None) -> float:
+    k = ch.k
+    pos = p[i] > 0
+    total = np.zeros((k, k))
+    if a is not None:
+        key = (a, (p[i - a] > 0).tobytes())
+        left = pw.left.get(key)
+        if left is None:
+            left = pw.left[key] = _log_ratio_max(pw(a), p[i - a] > 0)
+        with np.errstate(divide="ignore"):
+            lp = np.log(p[i])
+        total = total + left + (lp[None, :] - lp[:, None])
+    if b is not None:
+        right = pw.right.get(b)
+        if right is None:
+            right = pw.right[b] = _right(pw(b))
+        total = total + right
+    mask = pos[:, None] & pos[None, :] & ~np.eye(k, dtype=bool)
+    if not mask.any():
+        return -np.inf
+    e = float(np.max(total[mask]))
+    # rounded up: the matrix powers and logs are float64, so the influence is raised by a slack far
+    # above their rounding error (about 1e-13 relative for chains without near-zero transitions)
+    return e + INFLUENCE_SLACK * max(1.0, abs(e))
+
+
+#: relative slack added to every float64 max-influence (an upper bound must not be rounded down)
+INFLUENCE_SLACK = 1e-9
+
+
+def _right(Pb: np.ndarray) -> np.ndarray:
+    """R[x, x′] = max_v log(P^b(x, v) / P^b(x′, v))."""
+    return _log_ratio_max(Pb.T, np.ones(Pb.shape[0], bool))
+
+
+@dataclass
+class MqmCalibration:
+    """σ_i per node, the Laplace scale L·max σ_i, and the best quilt of the node that sets it."""
+
+    epsilon: float
+    lipschitz: float
+    sigma: np.ndarray
+    scale: float
+    worst_node: int
+    worst_quilt: tuple
+    method: str
+    worst_influence: float = 0.0  # e of the quilt that sets σ at the worst node (0 for the empty quilt)
+    notes: list[str] = field(default_factory=list)
+
+
+def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = None) -> MqmCalibration:
+    """MQM over an explicit class of chains (MQMExact): for every node the exact minimum of card/(ε − e)
+    over all its quilts. Two-sided quilts are searched by increasing card = a + b − 1; a quilt with
+    card ≥ σ·ε cannot beat a σ already found, so the search stops there — the minimum is exact."""
+    chains = [chains] if isinstance(chains, MarkovChain) else list(chains)
+    if not chains:
+        raise ValueError("the class of chains is empty")
+    eps = float(epsilon)
+    if not eps > 0:
+        raise ValueError("epsilon must be > 0")
+    L = 1.0 / T if lipschitz is None else float(lipschitz)
+    sig = np.full(T, T / eps)
+    infl = np.zeros(T)
+    quilt: list[tuple] = [("empty",)] * T
+    data = [(ch, _Powers(ch.transition), _laws(ch, T)) for ch in chains]
+
+    def e_of(i, a, b):
+        return max(_influence(ch, pw, p, i, a, b) for ch, pw, p in data)
+
+    for i in range(T):
+        # one-sided quilts: card = T − 1 − i + a (left) or i + b (right)
+        for b in range(1, T - i):
+            card = i + b
+            if card >= sig[i] * eps:
+                break
+            e = e_of(i, None, b)
+            if e < eps and card / (eps - e) < sig[i]:
+                sig[i], quilt[i], infl[i] = card / (eps - e), ("right", b), e
+        for a in range(1, i + 1):
+            card = T - 1 - i + a
+            if card >= sig[i] * eps:
+                break
+            e = e_of(i, a, None)
+            if e < eps and card / (eps - e) < sig[i]:
+                sig[i], quilt[i], infl[i] = card / (eps - e), ("left", a), e
+        s = 2
+        while s - 1 < sig[i] * eps and s <= T:
+            for a in range(1, s):
+                b = s - a
+                if i - a < 0 or i + b > T - 1:
+                    continue
+                e = e_of(i, a, b)
+                if e < eps and (s - 1) / (eps - e) < sig[i]:
+                    sig[i], quilt[i], infl[i] = (s - 1) / (eps - e), ("both", a, b), e
+            s += 1
+    j = int(np.argmax(sig))
+    return MqmCalibration(
+        eps, L, sig, float(np.nextafter(L * sig[j], np.inf)), j, quilt[j], "exact (explicit class)", float(infl[j])
+    )
+
+
+def reversible_influence_bound(pi_min: float, lam: float, a: int | None, b: int | None) -> float:
+    """Upper bound on the max-influence of quilt {X_{i−a}, X_{i+b}} over every reversible stationary chain
+    with π ≥ ``pi_min`` and λ* ≤ ``lam`` (module docstring); +∞ when a side's δ_t = λ^t/π_min ≥ 1."""
+    if not (0 < pi_min <= 0.5) or not (0 <= lam < 1):
+        raise ValueError("need 0 < pi_min ≤ 1/2 and 0 ≤ lambda < 1")
+    out = 0.0
+    for t in (a, b):
+        if t is None:
+            continue
+        d = lam**t / pi_min
+        if d >= 1.0:
+            return math.inf
+        out += math.log1p(d) - math.log1p(-d)
+    return out
+
+
+def calibrate_mqm_reversible(
+    pi_min: float, lam: float, T: int, epsilon: float, *, lipschitz: float | None = None
+) -> MqmCalibration:
+    """MQM for the class of reversible stationary chains with π ≥ π_min and λ* ≤ λ: the influence bound
+    depends only on the quilt's distances, so σ_i is the minimum over quilts of card/(ε − bound)."""
+    eps = float(epsilon)
+    L = 1.0 / T if lipschitz is None else float(lipschitz)
+    # two-sided: best (a, b) for every window, ignoring the ends (valid where i − a ≥ 0, i + b ≤ T − 1)
+    best2 = []  # (sigma, a, b)
+    s = 2
+    cur = T / eps
+    while s - 1 < cur * eps and s <= T:
+        for a in range(1, s):
+            e = reversible_influence_bound(pi_min, lam, a, s - a)
+            if e < eps and (s - 1) / (eps - e) < cur:
+                cur = (s - 1) / (eps - e)
+                best2.append((cur, a, s - a, e))
+        s += 1
+    sig = np.full(T, T / eps)
+    infl = np.zeros(T)
+    quilt: list[tuple] = [("empty",)] * T
+    one = [(reversible_influence_bound(pi_min, lam, None, t), t) for t in range(1, T)]
+    for i in range(T):
+        for val, a, b, e2 in best2:
+            if i - a >= 0 and i + b <= T - 1 and val < sig[i]:
+                sig[i], quilt[i], infl[i] = val, ("both", a, b), e2
+        for e, t in one:
+            if e >= eps:
+                continue
+            if i + t <= T - 1 and (i + t) / (eps - e) < sig[i]:
+                sig[i], quilt[i], infl[i] = (i + t) / (eps - e), ("right", t), e
+            if i - t >= 0 and (T - 1 - i + t) / (eps - e) < sig[i]:
+                sig[i], quilt[i], infl[i] = (T - 1 - i + t) / (eps - e), ("left", t), e
+    j = int(np.argmax(sig))
+    return MqmCalibration(
+        eps,
+        L,
+        sig,
+        float(np.nextafter(L * sig[j], np.inf)),
+        j,
+        quilt[j],
+        f"reversible class (π_min = {pi_min:g}, λ* ≤ {lam:g})",
+        float(infl[j]),
+    )
+
+
+def group_dp_scale(T: int, epsilon: float, lipschitz: float | None = None) -> float:
+    """Laplace scale of group DP with the whole (fully correlated) chain as one group: L·T/ε."""
+    L = 1.0 / T if lipschitz is None else float(lipschitz)
+    return L * T / float(epsilon)

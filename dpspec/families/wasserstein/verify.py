@@ -1,0 +1,48 @@
+"""The Wasserstein family's re-check for ``dpspec verify`` (``Family.reverify``): from the recorded numbers
+only (nothing evaluated), with exact rational arithmetic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+
+def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None], rel_tol: float) -> None:
+    """ε = max_k W / (scale_k / range_k) — each coordinate's Laplace scale must be at least (W / ε)·range_k
+    (Theorem W of PROOF.md); the recorded W must be the aggregate factor times the recorded per-record W∞ and
+    at least every recorded per-instance value (times the factor)."""
+    p = r.mechanism.parameters
+    q = r.query
+    sv = r.sensitivity
+    if q is None or sv is None:
+        problem(f"{r.name}: a Wasserstein certificate needs its query and sensitivity records")
+        return
+    W = Fraction(p["w_inf"])
+    c = Fraction(p.get("aggregate_factor", 1.0))
+    inst = [Fraction(row[0]) for row in sv.instance_deltas]
+    if inst and W < c * max(inst) * (1 - Fraction(1, 10**12)):
+        problem(f"{r.name}: recorded W∞ {float(W):.6g} is below the aggregate factor times the per-instance maximum")
+    if q.function == "histogram":
+        ranges = [Fraction(1)] * int(p["dimension"])
+    else:
+        ranges = [Fraction(hi) - Fraction(lo) for lo, hi in q.bounds]
+    if len(ranges) != int(p["dimension"]):
+        problem(f"{r.name}: {len(ranges)} ranges for dimension {p['dimension']}")
+        return
+    worst = Fraction(0)
+    for k, rk in enumerate(ranges):
+        b = Fraction(p[f"scale_{k}"])
+        if b <= 0:
+            if W > 0:
+                problem(f"{r.name}: coordinate {k} has no noise but W∞ = {float(W):.6g} > 0")
+            continue
+        worst = max(worst, W * rk / b)
+    bound(
+        r.name,
+        "ε of the Laplace scales for the recorded W∞ (exact rationals)",
+        "pure ε",
+        r.guarantee.epsilon,
+        float(worst),
+        rel_tol * max(1.0, float(worst)),
+    )

@@ -1,0 +1,96 @@
+"""What ``optimizer.step()`` of :func:`dpspec.torch.make_private` checks before anything moves (issue 22).
+
+* Every parameter the wrapped optimizer would step is one the private step noises: a parameter of the
+  model that requires a gradient (its ``.grad`` is replaced by the certified noisy gradient), or a
+  frozen parameter of the model whose ``.grad`` is empty or the noisy gradient an earlier private step
+  left there (post-processing). Anything else — a parameter added with ``add_param_group`` that the model
+  does not hold, a frozen parameter given a gradient by hand — would be stepped on a gradient the
+  certificate does not cover (its exact data gradient, say), so the step is refused with
+  :class:`UnnoisedParameterError` (DPS166) before the ledger is charged or any noise is drawn.
+* The loop's loss is compared with the per-example criterion on the examples whose values are finite
+  only. The private step zeroes a non-finite example's gradient (inside the clip ball) and goes on,
+  as the runtime does (:mod:`dpspec.mechanisms.per_example`); a check that refused a step because one
+  example's loss is NaN would stop the run at the step that samples it, and the stop step would tell
+  when the record was sampled.
+* A private optimizer cannot be copied or pickled (:class:`PrivateCopyError`): its copy would hold
+  copies of the parameters and of the run's session. Its ``state_dict()`` is the checkpoint.
+
+torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+from dpspec.errors import DpspecError
+from dpspec.mechanisms.errors import CertificateGuardError
+
+__all__ = [
+    "UnnoisedParameterError",
+    "PrivateCopyError",
+    "check_stepped_parameters",
+    "close_on_finite_rows",
+    "same_values",
+]
+
+
+class UnnoisedParameterError(CertificateGuardError, ValueError):
+    """The wrapped optimizer holds a parameter that the private step does not noise (DPS166)."""
+
+    rule = "DPS166"
+
+
+class PrivateCopyError(DpspecError, TypeError):
+    """A private optimizer is not copied or pickled: save ``state_dict()`` and call make_private again."""
+
+
+def check_stepped_parameters(module, param_groups, assigned: dict, target: str) -> None:
+    """Raise :class:`UnnoisedParameterError` unless every parameter in ``param_groups`` is noised by the
+    private step (see the module docstring). ``assigned``: name -> (id, version) of the gradients the
+    last private step left on the model's parameters."""
+    held = {id(p): (k, p) for k, p in module.named_parameters()}
+    for gi, group in enumerate(param_groups):
+        for p in group["params"]:
+            if id(p) not in held:
+                raise UnnoisedParameterError(
+                    f"`{target}`: the optimizer steps a parameter (shape {tuple(p.shape)}, param group {gi}) that the "
+                    "model does not hold, so the private step never noises its gradient: it would be stepped on "
+                    "its exact data gradient. Make it a parameter of the model (it is then clipped and noised with "
+                    "the others) or leave it out of the optimizer."
+                )
+            k, q = held[id(p)]
+            g = q.grad
+            if q.requires_grad or g is None:
+                continue
+            if assigned.get(k) != (id(g), g._version):
+                raise UnnoisedParameterError(
+                    f"`{target}`: parameter `{k}` does not require a gradient (so the private step does not noise "
+                    "it) but holds one that the private step did not leave there; the optimizer would step it on "
+                    "that gradient. Set its `.grad` to None (`optimizer.zero_grad()`), or let it require a gradient."
+                )
+
+
+def close_on_finite_rows(a, b, rel: float = 1e-4) -> bool:
+    """``a`` ≈ ``b`` (relative ℓ2) on the rows (first dimension) where both are finite: a non-finite
+    example's gradient is zeroed by the private step, and is not compared."""
+    if a.shape != b.shape:
+        return False
+    rows = _finite_rows(a) & _finite_rows(b)
+    a, b = a[rows], b[rows]
+    return float((a - b).norm()) <= rel * max(float(a.norm()), float(b.norm())) + 1e-12
+
+
+def _finite_rows(t):
+    return t.isfinite() if t.ndim <= 1 else t.isfinite().flatten(1).all(dim=1)
+
+
+def same_values(x, drawn) -> bool:
+    """``x`` holds the values of ``drawn`` (a NaN equals a NaN: a record holding one is the same record)."""
+    if x.shape != drawn.shape or x.dtype != drawn.dtype:
+        return False
+    import torch
+
+    x = x.detach().to(drawn.device)
+    if torch.equal(x, drawn):
+        return True
+    if not (x.is_floating_point() or x.is_complex()):
+        return False
+    return bool(((x == drawn) | (x.isnan() & drawn.isnan())).all())

@@ -1,0 +1,251 @@
+"""The runtime of a ``tune`` block: draws the number of runs and each run's candidate with its own
+generator, runs every candidate under a fresh copy of the mechanism its certificate entry compiled
+(so each run has its own ledger and stops at its certified steps), scores, and returns the best run with
+a run certificate for the whole procedure.
+
+Every number (the candidates' noise, steps and rates inside their mechanisms, the run-count distribution,
+the score's noise and sensitivity, the early-stopping cap and the certified ε) comes from the compiled
+certificate; the caller supplies only the training and scoring code. Never imports the compiler.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpspec.mechanisms.errors import CertificateGuardError
+
+
+class TuningRefused(CertificateGuardError):
+    """A request the certificate does not cover (stopping early when the spec does not allow it)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate setting: its text, its values by setting name, the compiled mechanism of the training
+    under it (a template: each run gets a fresh copy), its per-run ε and its score noise (None: public score)."""
+
+    index: int
+    settings: str
+    values: Mapping[str, Any]
+    mechanism: Any
+    epsilon: float
+    score_noise: float | None
+
+
+@dataclass
+class TuningResult:
+    """What a tuning run outputs: the selected model and its settings (and its noisy score when the spec
+    releases it), with how many runs were drawn and made and the run certificate of the whole procedure."""
+
+    model: Any
+    settings: Mapping[str, Any] | None
+    candidate: int | None
+    score: float | None
+    runs_drawn: int
+    runs_done: int
+    stopped_early: bool
+    epsilon: float
+    delta: float | None
+    run_certificate: Any = None
+    history: list[int] = field(default_factory=list)  # the candidate index of every run (public: data-independent)
+
+
+def _fresh_run(template):
+    """A new run of a candidate: a copy of its compiled object with a ledger of its own, over the candidate's
+    certified steps. The tuning's certificate covers K runs, each a new run of a candidate; a plain copy would
+    share the template's run count (copies of a ledger are one run, by design), so the copy gets a new ledger
+    built like the template's (same target, budget, accountant, unit, fingerprint and certificate binding)."""
+    from dpspec.mechanisms.ledger import PrivacyLedger
+
+    mech = copy.deepcopy(template)
+    old = getattr(mech, "ledger", None)
+    if isinstance(old, PrivacyLedger):
+        if old.steps_taken:
+            raise TuningRefused("a candidate's compiled object was used outside the tuning; compile again")
+        new = PrivacyLedger(old.target, old.budget_steps, old._accountant, unit=old.unit, fingerprint=old.fingerprint)
+        if old.certificate_hash is not None:
+            new.bind_certificate(old.certificate_hash, old.certificate_source or "", old.record)
+        object.__setattr__(mech, "ledger", new)
+    return mech
+
+
+class TunedTraining:
+    """The compiled tuning procedure (see ``dpspec.tuning.compile``). Its ledger counts one procedure (a second
+    ``run`` is refused: it would spend the certificate again), or in early-stopping mode the runs, at most
+    the certified cap over every call."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        candidates: tuple[Candidate, ...],
+        weights,
+        runs,
+        score: str,
+        score_on: str,
+        score_sensitivity: float,
+        release_score: bool,
+        epsilon: float,
+        delta: float | None,
+        alpha: float | None,
+        stop_early: bool,
+        stop_early_max_runs: int,
+        points: tuple[tuple[float | None, float], ...],
+        stop_early_points: tuple[float, ...],
+    ):
+        from dpspec.mechanisms.ledger import PrivacyLedger, fingerprint
+
+        if not candidates:
+            raise ValueError("a tuning needs at least one candidate")
+        self.name = name
+        self.candidates = candidates
+        w = np.full(len(candidates), 1.0 / len(candidates)) if weights is None else np.asarray(weights, float)
+        self.weights = w / w.sum()
+        self.runs = runs
+        self.score = score
+        self.score_on = score_on
+        self.score_sensitivity = float(score_sensitivity)
+        self.release_score = release_score
+        self.epsilon = float(epsilon)
+        self.delta = delta
+        self.alpha = alpha
+        self.stop_early = stop_early
+        self.stop_early_max_runs = int(stop_early_max_runs)
+        #: the certified points: (δ, ε) for an (ε, δ) guarantee, (None, ε(α)) for a Rényi one
+        self.points = tuple((d, float(e)) for d, e in points)
+        #: ε of the composition of ``stop_early_max_runs`` runs at each point (the early-stopping bound)
+        self.stop_early_points = tuple(float(e) for e in stop_early_points)
+        self.stop_early_epsilon = self.stop_early_points[0] if self.stop_early_points else 0.0
+        unit, budget = ("run", self.stop_early_max_runs) if stop_early else ("procedure", 1)
+        self.ledger = PrivacyLedger(
+            name,
+            budget,
+            self._spent,
+            unit=unit,
+            fingerprint=fingerprint(
+                points=[e for _, e in self.points],
+                stop=list(self.stop_early_points),
+                cap=self.stop_early_max_runs,
+                runs=self.runs.describe(),
+                candidates=[c.epsilon for c in candidates],
+            ),
+        )
+
+    def _spent(self, steps: int, delta: float | None):
+        from dpspec.mechanisms.ledger import Spent
+
+        idx = next((i for i, (d, _) in enumerate(self.points) if d == delta), 0)
+        d, full = self.points[idx]
+        if steps <= 0:
+            eps, note = 0.0, "nothing run yet"
+        elif self.stop_early:
+            eps = self.stop_early_points[idx]
+            note = (
+                f"early-stopping mode: at most {self.stop_early_max_runs} runs, certified by their composition "
+                "(any stopping rule within them)"
+            )
+        else:
+            eps, note = full, f"the whole procedure ({self.runs.describe()}), as certified"
+        if self.score_on == "public":
+            note += "; the score is computed on public data (not covered)"
+        return Spent(
+            target=self.name,
+            notion="approximate_dp" if self.delta is not None else "renyi_dp",
+            steps=int(steps),
+            budget_steps=self.ledger.budget_steps,
+            epsilon=eps,
+            delta=d,
+            alpha=None if d is not None else self.alpha,
+            exact_for_run=not self.stop_early,
+            note=note,
+            accountant="composition of the capped runs (Mironov 2017 Prop 1)"
+            if self.stop_early
+            else "selection (Papernot & Steinke 2022)",
+        )
+
+    def bind_certificate(self, certificate, name: str) -> None:
+        record = next((r for r in certificate.results if r.name == name), None)
+        self.ledger.bind_certificate(certificate.content_hash, certificate.spec.source_name, record)
+
+    def run_certificate(self, *, embed=None):
+        """The run certificate of the procedure so far, from its ledger (``embed``: the original certificate)."""
+        from dpspec.certificate.run_record import build_run_certificate
+
+        return build_run_certificate(self, embed=embed)
+
+    def describe(self) -> str:
+        return (
+            f"tuning `{self.name}`: {self.runs.describe()} runs over {len(self.candidates)} candidates, best by "
+            f"`{self.score}` ({self.score_on} score); certified ε = {self.epsilon:.6g}"
+            + (f" at δ = {self.delta:g}" if self.delta is not None else f" at α = {self.alpha:g}")
+        )
+
+    def _score(self, cand: Candidate, raw, rng: np.random.Generator) -> float:
+        if cand.score_noise is None:  # public data: the caller's number, stated as such in the certificate
+            return float(raw)
+        v = np.clip(np.nan_to_num(np.asarray(raw, dtype=float).ravel(), nan=0.0), 0.0, 1.0)
+        return float(v.sum() + rng.normal(0.0, cand.score_noise))
+
+    def run(
+        self,
+        train_fn: Callable[[Any, dict], Any],
+        score_fn: Callable[[Any], Any],
+        *,
+        seed: int | None = None,
+        stop: Callable[[float, int], bool] | None = None,
+    ) -> TuningResult:
+        """Run the procedure. ``train_fn(mechanism, settings)`` trains one model with the given compiled
+        mechanism (a fresh copy per run, with its own ledger) and returns it; ``score_fn(model)`` returns, for a
+        private score, the per-record values (clipped to [0, 1] and summed here, then noised with the certified
+        standard deviation), and for a public score a number. ``stop(best_score, runs_done)`` may end the
+        search early, only when the spec says ``stop_early true``: the run is then capped at the certified
+        number of runs whose composition fits the certified ε, and its run certificate states that bound.
+        ``seed``: for reproducible tests; by default the generator is seeded from the operating system."""
+        if stop is not None and not self.stop_early:
+            raise TuningRefused(
+                f"`{self.name}`: the certificate does not cover stopping early; compile a spec with `stop_early true`"
+            )
+        if not self.stop_early:
+            self.ledger.charge(1)  # one procedure per compiled object: a second run would spend it again
+        rng = np.random.default_rng(seed)
+        drawn = int(self.runs.sample(rng))
+        limit = min(drawn, self.ledger.remaining) if self.stop_early else drawn
+        best: tuple[float, int, Any] | None = None
+        history: list[int] = []
+        stopped = False
+        for j in range(limit):
+            if self.stop_early:
+                self.ledger.charge(1)  # at most the cap's runs, over every call
+            i = int(rng.choice(len(self.candidates), p=self.weights))
+            history.append(i)
+            cand = self.candidates[i]
+            mech = _fresh_run(cand.mechanism)  # this run's own ledger
+            model = train_fn(mech, dict(cand.values))
+            s = self._score(cand, score_fn(model), rng)
+            if best is None or s > best[0]:
+                best = (s, i, model)
+            del model
+            if stop is not None and j + 1 < limit and stop(best[0], j + 1):
+                stopped = True
+                break
+        spent = self.ledger.privacy_spent(self.points[0][0] if self.points else None)
+        result = TuningResult(
+            model=best[2] if best else None,
+            settings=dict(self.candidates[best[1]].values) if best else None,
+            candidate=best[1] if best else None,
+            score=best[0] if best and self.release_score else None,
+            runs_drawn=drawn,
+            runs_done=len(history),
+            stopped_early=stopped or (self.stop_early and limit < drawn),
+            epsilon=spent.epsilon,
+            delta=self.delta,
+            history=history,
+        )
+        if self.ledger.certificate_hash is not None:
+            result.run_certificate = self.run_certificate()
+        return result

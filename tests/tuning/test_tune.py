@@ -1,0 +1,376 @@
+"""The `tune` block: the issue's spec compiles, verifies and explains; its certified ε equals an independent
+recomputation from the accountants; calibration is tight; the runtime runs every candidate under its own
+ledger and its run certificate never states less than the procedure spent."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpspec
+from dpspec.accounting import dpsgd_rdp_curve, rdp_to_dp
+from dpspec.accounting.curve import RdpCurve
+from dpspec.accounting.selection import RunCount, candidate_envelope, selection_curve
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "specs" / "tune_dpsgd.dps"
+
+BASE = "privacy people { unit record  dataset_size 2000 }\n"
+
+
+def _small(tune_body: str, train_extra: str = "", steps: int = 5) -> str:
+    return (
+        BASE + "train model { protect people  mechanism dpsgd  sampling poisson(expected_batch = 100)  "
+        f"clipping flat(C = 1.0)  steps {steps}  {train_extra} }}\n"
+        "tune search { train model  " + tune_body + " }\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def issue():
+    return dpspec.compile(dpspec.load(str(SPEC)))
+
+
+def _independent(params, rate, steps, runs, delta, alphas):
+    """The procedure's ε from the accountants directly: the DP-SGD curve at the recorded noise, plus the
+    private score's Gaussian curve, the candidates' envelope, the selection bound, the conversion."""
+    curves = []
+    for i in range(params["candidates"]):
+        z = params[f"candidate_{i}_noise_multiplier"]
+        c = dpsgd_rdp_curve(z, rate, steps, alphas=alphas)
+        rho = c.rdp
+        zs = params.get(f"candidate_{i}_score_noise")
+        if zs is not None:
+            rho = rho + alphas / (2 * zs * zs)
+        curves.append(RdpCurve(alphas=alphas, rdp=rho, theorem="x", method="x", abs_error=c.abs_error))
+    sel = selection_curve(candidate_envelope(curves), runs)
+    return rdp_to_dp(sel.alphas, sel.rdp, delta)[0]
+
+
+def test_issue_spec_compiles_verifies_and_explains(issue):
+    r = issue.certificate.results[0]
+    p = r.mechanism.parameters
+    assert [x.name for x in issue.certificate.results] == ["search"]  # the tuned training is no target of its own
+    assert r.guarantee.epsilon <= 8.0 and r.guarantee.delta == 1e-6
+    assert p["candidates"] == 6 and p["runs"] == "poisson(mean = 10)" and p["score_on"] == "private"
+    assert p["per_run_epsilon"] < r.guarantee.epsilon  # the selection costs more than one run
+    assert any("Papernot & Steinke 2022 Thm 6" in t for t in r.guarantee.theorems)
+    rep = dpspec.verify(issue.certificate)
+    assert rep.ok
+    from dpspec.certificate.explain import explain
+
+    text = explain(issue.certificate)
+    assert "tune" in text and "Papernot & Steinke" in text and "poisson(mean = 10)" in text
+
+
+def test_issue_certificate_equals_an_independent_recomputation(issue):
+    r = issue.certificate.results[0]
+    p = r.mechanism.parameters
+    alphas = np.asarray(r.guarantee.rdp_alphas)
+    steps = math.ceil(3 * 60000 / 256)
+    assert p["candidate_0_steps"] == steps
+    eps = _independent(p, 256 / 60000, steps, RunCount.poisson(10), 1e-6, alphas)
+    assert r.guarantee.epsilon >= eps
+    assert r.guarantee.epsilon == pytest.approx(eps, rel=1e-9)
+    # calibration is tight: slightly less noise misses the target
+    q = dict(p)
+    for i in range(p["candidates"]):
+        q[f"candidate_{i}_noise_multiplier"] = p["noise_multiplier"] * (1 - 3e-3)
+        q[f"candidate_{i}_score_noise"] = p[f"candidate_{i}_score_noise"] * (1 - 3e-3)
+    assert _independent(q, 256 / 60000, steps, RunCount.poisson(10), 1e-6, alphas) > 8.0
+
+
+def test_tampered_certificate_fails_verify(issue):
+    doc = json.loads(issue.certificate.to_json())
+    doc["results"][0]["guarantee"]["epsilon"] /= 2
+    rep = dpspec.verify(doc, raise_on_error=False)
+    assert not rep.ok
+
+
+def test_given_noise_is_certified_and_fixed_runs_compose():
+    c = dpspec.compile(
+        dpspec.loads(
+            _small(
+                "candidates { learning_rate [0.1, 0.5] }  runs fixed(count = 3)  "
+                "select best(score = accuracy, on = public)  guarantee dp(delta = 1e-5)",
+                "noise_multiplier 1.5",
+            )
+        )
+    )
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    assert p["candidate_0_noise_multiplier"] == 1.5 and r.mechanism.calibrated is False
+    alphas = np.asarray(r.guarantee.rdp_alphas)
+    single = dpsgd_rdp_curve(1.5, 0.05, 5, alphas=alphas)
+    assert r.guarantee.epsilon == pytest.approx(rdp_to_dp(alphas, 3 * single.rdp, 1e-5)[0], rel=1e-9)
+    assert any("public data" in w for w in r.warnings)
+
+
+def test_per_run_targets_certify_the_procedure():
+    c = dpspec.compile(
+        dpspec.loads(
+            _small(
+                "candidates { learning_rate [0.1, 0.5] }  runs truncated_negative_binomial(eta = 1, gamma = 0.2)  "
+                "select best(score = accuracy, score_noise = 40)  guarantee dp(delta = 1e-5)",
+                "guarantee rdp(alpha = 8, epsilon = 0.5)",
+            )
+        )
+    )
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    assert r.mechanism.calibrated is False
+    alphas = np.asarray(r.guarantee.rdp_alphas)
+    z = p["candidate_0_noise_multiplier"]
+    run = dpsgd_rdp_curve(z, 0.05, 5, alphas=alphas)
+    assert run.rdp[list(alphas).index(8.0)] <= 0.5  # each run meets its own target
+    eps = _independent(p, 0.05, 5, RunCount.tnb(1.0, 0.2), 1e-5, alphas)
+    assert r.guarantee.epsilon == pytest.approx(eps, rel=1e-9) and r.guarantee.epsilon >= eps
+
+
+def test_lowering_of_ranges_draws_and_geometric_runs():
+    spec = dpspec.loads(
+        _small(
+            "candidates { learning_rate log_range(0.01, 1, count = 3)  momentum range(0, 0.9, "
+            "count = 2) }  draw weighted(weights = [0.5, 0.1, 0.1, 0.1, 0.1, 0.1])  "
+            "runs geometric(mean = 5)  select best(score = accuracy)  "
+            "guarantee dp(epsilon = 6, delta = 1e-5)"
+        )
+    )
+    assert spec.ok, spec.diagnostics
+    tu = spec.ir.tunings[0]
+    assert tu.candidates[0].values == pytest.approx((0.01, 0.1, 1.0))
+    assert tu.candidates[1].values == pytest.approx((0.0, 0.9))
+    assert tu.runs.kind == "truncated_negative_binomial" and tu.runs.eta == 1 and tu.runs.gamma == pytest.approx(0.2)
+    assert tu.weights == (0.5, 0.1, 0.1, 0.1, 0.1, 0.1)
+    bad = dpspec.loads(
+        _small(
+            "candidates { learning_rate [0.1]  clipping log_range(0.1, 1, count = 2) }  runs 2  "
+            "select best(score = accuracy)  guarantee dp(epsilon = 6, delta = 1e-5)"
+        )
+    )
+    assert not bad.ok and {d.rule for d in bad.diagnostics} == {"DPS104"}
+    big = dpspec.loads(
+        _small(
+            "candidates { learning_rate range(0.1, 1, count = 11)  momentum range(0, 0.9, count = 11)  "
+            "epochs range(1, 3, count = 11) }  runs 2  select best(score = accuracy)  "
+            "guarantee dp(epsilon = 6, delta = 1e-5)"
+        )
+    )
+    assert "DPS955" in {d.rule for d in big.diagnostics}
+
+
+# --- the runtime -----------------------------------------------------------------------------------------
+
+
+def _data(n=2000, d=5, seed=0):
+    torch = pytest.importorskip("torch")
+    g = np.random.default_rng(seed)
+    w = g.normal(size=d)
+    X = g.normal(size=(n, d)).astype(np.float32)
+    y = (X @ w > 0).astype(np.int64)
+    return torch.from_numpy(X), torch.from_numpy(y)
+
+
+def _fns():
+    import torch
+
+    X, y = _data()
+    Xv, yv = _data(500, seed=1)
+    trained = []
+
+    def train_fn(mech, settings):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(X.shape[1], 2)
+        mech.train(model, X, y, seed=len(trained))
+        trained.append((mech, settings))
+        return model
+
+    def score_fn(model):
+        with torch.no_grad():
+            return (model(Xv).argmax(1) == yv).float().numpy()
+
+    return train_fn, score_fn, trained
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "runs,stop_early",
+    [
+        ("poisson(mean = 3)", False),
+        ("fixed(count = 2)", False),
+        ("truncated_negative_binomial(eta = 0.5, gamma = 0.4)", True),
+    ],
+)
+def test_run_certificate_never_states_less_than_the_procedure_spent(runs, stop_early):
+    from dpspec.mechanisms.errors import BudgetExceededError
+
+    text = _small(
+        f"candidates {{ learning_rate [0.05, 0.5] }}  runs {runs}  select best(score = accuracy, "
+        f"release_score = true)  {'stop_early true  ' if stop_early else ''}"
+        "guarantee dp(epsilon = 6, delta = 1e-5)"
+    )
+    c = dpspec.compile(dpspec.loads(text))
+    mech = c.mechanism
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    train_fn, score_fn, trained = _fns()
+    stop = (lambda best, done: done >= 1) if stop_early else None
+    res = mech.run(train_fn, score_fn, seed=3, stop=stop)
+    assert res.runs_done == len(trained) == len(res.history)
+    assert res.runs_done <= res.runs_drawn
+    if res.runs_done:
+        assert res.settings["learning_rate"] in (0.05, 0.5) and res.model is not None and res.score is not None
+    rc = res.run_certificate
+    assert rc is not None and rc.certificate.content_hash == c.certificate.content_hash
+    spent = rc.spent[0].epsilon
+    alphas = np.asarray(r.guarantee.rdp_alphas)
+    if stop_early:
+        assert p["stop_early_max_runs"] >= 1 and res.runs_done <= p["stop_early_max_runs"]
+        # what was run: at most `runs_done` runs, whose composition bounds any stopping rule
+        done = _independent(p, 0.05, 5, RunCount.fixed(max(res.runs_done, 1)), 1e-5, alphas)
+        assert spent >= done and spent <= r.guarantee.epsilon
+    else:
+        assert spent == r.guarantee.epsilon  # the procedure as certified, whatever K came out
+    assert rc.certified[0].epsilon == r.guarantee.epsilon
+    assert [(x.delta, x.epsilon) for x in rc.certified] == [(x.delta, x.epsilon) for x in r.guarantee.dp]
+    assert all(s.epsilon <= x.epsilon for s, x in zip(rc.spent, rc.certified))
+    # the run certificate verifies against the original (recompiled, the ledger's ε recomputed)
+    from dpspec.certificate.verify import verify_run
+
+    assert verify_run(mech.run_certificate(embed=c.certificate).to_json(), raise_on_error=False).ok
+    # the procedure cannot be run again on the same certificate (or, capped, past its runs)
+    if not stop_early:
+        with pytest.raises(BudgetExceededError):
+            mech.run(train_fn, score_fn, seed=4)
+    # every run had its own ledger, which refuses a second training
+    if trained:
+        m0, _ = trained[0]
+        with pytest.raises(BudgetExceededError):
+            m0.train(__import__("torch").nn.Linear(5, 2), *_data())
+        assert all(m is not mech.candidates[0].mechanism for m, _ in trained)
+
+
+def test_stopping_early_is_refused_when_not_certified():
+    from dpspec.tuning.runtime import TuningRefused
+
+    c = dpspec.compile(
+        dpspec.loads(
+            _small(
+                "candidates { learning_rate [0.1] }  runs 2  "
+                "select best(score = accuracy, on = public)  "
+                "guarantee dp(epsilon = 6, delta = 1e-5)"
+            )
+        )
+    )
+    with pytest.raises(TuningRefused):
+        c.mechanism.run(lambda m, s: None, lambda m: 0.0, stop=lambda b, d: True)
+
+
+@pytest.mark.slow
+def test_run_cert_cli_writes_and_verifies_a_tuning_run(issue, tmp_path):
+    import subprocess
+    import sys
+
+    cert = tmp_path / "t.json"
+    cert.write_text(issue.certificate.to_json(), encoding="utf-8")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "dpspec", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    bad = cli("run-cert", str(cert), "--steps", "3")  # one procedure is certified, not three
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "DPS163" in bad.stderr
+    ok = cli("run-cert", str(cert), "--steps", "1", "--embed", "-o", str(tmp_path / "run.json"))
+    assert ok.returncode == 0, ok.stderr
+    ver = cli("verify", str(tmp_path / "run.json"))
+    assert ver.returncode == 0 and "verified" in ver.stdout
+
+
+def test_tuned_noise_multiplier_is_certified_per_candidate():
+    text = _small(
+        "candidates { noise_multiplier [1.0, 2.0] }  runs 3  select best(score = accuracy, on = public)  "
+        "guarantee dp(epsilon = 6, delta = 1e-5)"
+    )
+    c = dpspec.compile(dpspec.loads(text))
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    assert r.mechanism.calibrated is False
+    assert (p["candidate_0_noise_multiplier"], p["candidate_1_noise_multiplier"]) == (1.0, 2.0)
+    alphas = np.asarray(r.guarantee.rdp_alphas)
+    worst = dpsgd_rdp_curve(1.0, 0.05, 5, alphas=alphas)  # the envelope is the noisier-free candidate's curve
+    assert r.guarantee.epsilon == pytest.approx(rdp_to_dp(alphas, 3 * worst.rdp, 1e-5)[0], rel=1e-9)
+    with pytest.raises(dpspec.SpecError) as e:
+        dpspec.compile(dpspec.loads(text.replace("epsilon = 6", "epsilon = 1")))
+    assert {d.rule for d in e.value.diagnostics} == {"DPS959"}
+
+
+GCON_TUNE = """privacy links { unit edge  data synthetic(generator = sbm_graph, size = 400, seed = 1) }
+train g { mechanism gcon  propagation appr(restart = 0.6, steps = [2, inf])  loss pseudo_huber(delta = 0.5)
+          regularization 0.2  encoder mlp(hidden = 16, epochs = 20, seed = 0)  pseudo_labels true }
+tune search { train g  candidates { regularization [0.1, 0.5] }  RUNS  SELECT  guarantee dp(epsilon = 4, delta = 1e-4) }
+"""
+
+
+@pytest.mark.slow
+def test_an_epsilon_delta_family_is_tuned_by_basic_composition():
+    text = GCON_TUNE.replace("RUNS", "runs fixed(count = 3)").replace("SELECT", "select best(score = f1, on = public)")
+    c = dpspec.compile(dpspec.loads(text))
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    per = [(p[f"candidate_{i}_epsilon"], p[f"candidate_{i}_delta"]) for i in range(2)]
+    assert r.guarantee.epsilon >= 3 * max(e for e, _ in per) and r.guarantee.epsilon <= 4.0
+    assert 3 * max(d for _, d in per) <= r.guarantee.delta == 1e-4
+    assert any("basic composition" in t for t in r.guarantee.theorems)
+    assert dpspec.verify(c.certificate).ok
+    for runs, select in (
+        ("runs poisson(mean = 3)", "select best(score = f1, on = public)"),
+        ("runs fixed(count = 3)", "select best(score = f1)"),
+    ):
+        spec = dpspec.loads(GCON_TUNE.replace("RUNS", runs).replace("SELECT", select))
+        assert "DPS952" in {d.rule for d in spec.diagnostics}
+
+
+def test_each_run_of_a_candidate_has_its_own_ledger():
+    torch = pytest.importorskip("torch")
+    from dpspec.mechanisms.errors import BudgetExceededError
+
+    c = dpspec.compile(
+        dpspec.loads(
+            _small(
+                "candidates { learning_rate [0.1] }  runs fixed(count = 3)  select best(score = accuracy, on = public)"
+                "  guarantee dp(epsilon = 6, delta = 1e-5)"
+            )
+        )
+    )
+    X, y = _data()
+    used = []
+
+    def train_fn(mech, settings):
+        model = torch.nn.Linear(X.shape[1], 2)
+        mech.train(model, X, y, seed=len(used))
+        used.append(mech)
+        return model
+
+    res = c.mechanism.run(train_fn, lambda m: 0.5, seed=0)
+    assert res.runs_done == 3 and res.history == [0, 0, 0]
+    assert [m.ledger.steps_taken for m in used] == [5, 5, 5]  # each run its own certified steps
+    assert len({id(m.ledger) for m in used}) == 3
+    assert c.mechanism.candidates[0].mechanism.ledger.steps_taken == 0
+    with pytest.raises(BudgetExceededError):  # and no run goes past them
+        used[0].train(torch.nn.Linear(X.shape[1], 2), X, y)
+
+
+def test_weighted_draw_is_followed_and_bad_weights_are_refused():
+    body = (
+        "candidates { learning_rate [0.1, 0.5] }  draw weighted(weights = W)  runs fixed(count = 4)  "
+        "select best(score = accuracy, on = public)  guarantee dp(epsilon = 6, delta = 1e-5)"
+    )
+    c = dpspec.compile(dpspec.loads(_small(body.replace("W", "[0, 1]"))))
+    res = c.mechanism.run(lambda m, s: s["learning_rate"], lambda model: model, seed=0)
+    assert res.history == [1, 1, 1, 1] and res.settings == {"learning_rate": 0.5}
+    for bad in ("[0.5]", "[0.7, 0.7]", "[-0.5, 1.5]"):
+        spec = dpspec.loads(_small(body.replace("W", bad)))
+        assert "DPS955" in {d.rule for d in spec.diagnostics}, bad
