@@ -166,6 +166,15 @@ class Comm:
             off += k
         return dict(zip(keys, out)) if keys is not None else out
 
+    def collective_device(self):
+        """Where this process group's collectives take their tensors: the current CUDA device under NCCL
+        (which reduces only CUDA tensors), else the CPU."""
+        import torch
+
+        if self.backend == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
     def check_consensus(self, idx, step: int | None = None) -> None:
         """Raise DPS806 on every rank unless all ranks hold the same global batch ``idx``."""
         if not (self.distributed and self.check):
@@ -175,7 +184,7 @@ class Comm:
 
         a = np.ascontiguousarray(np.asarray(idx, dtype=np.int64))
         digest = (zlib.crc32(a.tobytes()) << 20) ^ (a.size & 0xFFFFF)
-        t = torch.tensor([digest, -digest], dtype=torch.int64)
+        t = torch.tensor([digest, -digest], dtype=torch.int64, device=self.collective_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         if int(t[0]) != digest or int(-t[1]) != digest:
             where = "" if step is None else f" at step {step}"

@@ -45,6 +45,10 @@ class TrainingReport:
     losses: list[float] = field(default_factory=list)
     nonfinite_events: list[tuple[int, int]] = field(default_factory=list)
     injected_noise_std: list[float] = field(default_factory=list)
+    # how the per-example clipped sums were computed (ClippedSum.method: ghost, rules, vmap, loop) and,
+    # for vmap/loop, why the per-layer rules did not cover the model
+    clipping: str = ""
+    clipping_fallback: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,16 +214,24 @@ class DpSgd(LedgerOwner):
 
     # --- one private step ---------------------------------------------------------------------------
 
-    def _clipped_sum(self, model, loss_fn: Callable, xb, yb):
-        from dpspec.mechanisms.per_example import clipped_grad_sum, trainable_parameters
+    def _clipped_sum(self, model, loss_fn: Callable, xb, yb, max_physical_batch_size: int | None = None):
+        """The batch's ClippedSum; with ``max_physical_batch_size`` computed on chunks of at most that
+        many rows and added (a virtual batch: the same clipped sum, noised once by the caller)."""
+        from dpspec.mechanisms.per_example import clipped_grad_sum, combine_clipped, trainable_parameters
 
         params = trainable_parameters(model)
         if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
             raise ValueError(f"per-layer clipping gives {len(self.per_layer_clip)} norms for "
                              f"{len(params)} parameter tensors")
-        return clipped_grad_sum(model, loss_fn, xb, yb,
-                                clip=None if self.per_layer_clip is not None else self.clip_norm,
-                                per_layer_clips=self.per_layer_clip)
+        kw = dict(clip=None if self.per_layer_clip is not None else self.clip_norm, per_layer_clips=self.per_layer_clip)
+        m = None if max_physical_batch_size is None else int(max_physical_batch_size)
+        if m is not None and m < 1:
+            raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
+        B = int(xb.shape[0])
+        if m is None or B <= m:
+            return clipped_grad_sum(model, loss_fn, xb, yb, **kw)
+        return combine_clipped([clipped_grad_sum(model, loss_fn, xb[i:i + m], yb[i:i + m], **kw)
+                                for i in range(0, B, m)])
 
     def _nonfinite_policy(self, cs) -> dict:
         """The clipped sums to noise. Non-finite per-example gradients were replaced by zero inside
@@ -230,7 +242,7 @@ class DpSgd(LedgerOwner):
         """(un-normalised noisy clipped sums, ClippedSum): the certified step on this batch. The ledger is
         charged before the noise is drawn. ``clipped``: this batch's ClippedSum, already computed by
         :meth:`_clipped_sum` (dpspec.torch computes it in the model's forward)."""
-        import torch
+        from dpspec.mechanisms.noise_device import gaussian_like
 
         cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
         summed = self._nonfinite_policy(cs)
@@ -239,10 +251,9 @@ class DpSgd(LedgerOwner):
         if comm is not None:
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
             # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
-            return comm.noisy_sum(summed, lambda i, s: torch.normal(0.0, std, size=s.shape, generator=generator,
-                                                                    dtype=s.dtype)), cs
-        out = {k: s + torch.normal(0.0, std, size=s.shape, generator=generator, dtype=s.dtype)
-               for k, s in summed.items()}
+            return comm.noisy_sum(summed, lambda i, s: gaussian_like(s, std, generator)), cs
+        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device)
+        out = {k: s + gaussian_like(s, std, generator) for k, s in summed.items()}
         return out, cs
 
     def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
@@ -267,6 +278,8 @@ class DpSgd(LedgerOwner):
             self._check_size(int(n))
         self._check_batch(idx, int(xb.shape[0]), n, comm)
         noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm, clipped)
+        if report is not None:
+            report.clipping, report.clipping_fallback = cs.method, cs.fallback
         if report is not None and cs.nonfinite:
             report.nonfinite_events.append((self.ledger.steps_taken - 1, int(cs.nonfinite)))
         denom = self._normaliser(n)
@@ -275,21 +288,26 @@ class DpSgd(LedgerOwner):
     # --- a whole run -------------------------------------------------------------------------------
 
     def train(self, model, X, y, loss_fn: Callable | None = None, *, seed: int | None = None,
-              progress: bool = False, steps: int | None = None, comm=None) -> TrainingReport:
+              progress: bool = False, steps: int | None = None, comm=None,
+              max_physical_batch_size: int | None = None) -> TrainingReport:
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
 
         A progress bar on stderr (:mod:`dpspec.progress`; ``progress`` is kept for compatibility).
         ``comm`` (a :class:`dpspec.distributed.Comm`): run data-parallel — every rank draws the same
         global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
-        every rank keeps the same ledger, checked with the batch at every step."""
+        every rank keeps the same ledger, checked with the batch at every step.
+        ``max_physical_batch_size``: clip each step's (logical) batch in chunks of at most that many rows
+        and noise the summed clipped gradients once — the same certified step in bounded memory."""
         import torch
+
+        from dpspec.mechanisms.noise_device import device_generator, parameter_device
 
         if loss_fn is None:
             loss_fn = torch.nn.functional.cross_entropy
         n = len(X)
         rng = np.random.default_rng(seed)
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
         opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=self.learning_rate,
                               momentum=self.momentum)
         total = self.ledger.remaining if steps is None else int(steps)
@@ -308,9 +326,12 @@ class DpSgd(LedgerOwner):
                 xb, yb = X[local], y[local]
             else:
                 xb, yb = X[idx], y[idx]
-            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep)
+            cs = None if max_physical_batch_size is None else \
+                self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
+            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep,
+                                           clipped=cs)
             for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
-                p.grad = grads[k]
+                p.grad = grads[k].to(p.dtype)
             opt.step()
             rep.batch_sizes.append(len(idx))
         return rep

@@ -20,7 +20,13 @@ Two implementations of the clipped sum, checked against each other in the tests:
   allow-list of layers guarantees that example i's output depends only on example i.
 * ``method="loop"`` — one autograd pass per example (a batch of one each): for layers ``vmap`` has no
   batching rule for (e.g. ``nn.GRU``); slower, the same numbers.
-* ``method="auto"`` — ghost when supported, else vmap, else (vmap raised) loop.
+* ``method="rules"`` — the per-layer rules of :mod:`dpspec.torch.clipping` (ghost / book-keeping
+  clipping for ``nn.Linear`` anywhere, convolutions, embeddings, LayerNorm / GroupNorm and
+  ``nn.MultiheadAttention``): no (B, d) gradients of the large layers; checked once per model against
+  vmap (each example alone) before it is used.
+* ``method="auto"`` — ghost when supported, else the rules when they cover every trainable parameter
+  (and passed that check), else vmap, else (vmap raised) loop; ``ClippedSum.method`` says which and
+  ``ClippedSum.fallback`` why the rules were not used.
 """
 
 from __future__ import annotations
@@ -34,11 +40,25 @@ __all__ = [
     "ghost_supported",
     "clipped_grad_sum",
     "ClippedSum",
+    "combine_clipped",
     "GHOST_ACTIVATIONS",
 ]
 
 GHOST_ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Identity",
                      "Flatten", "Hardtanh", "ReLU6", "Mish", "SELU", "CELU")
+
+
+def _full_precision(x):
+    """A region without autocast on ``x``'s device (the clipped sum's arithmetic)."""
+    import torch
+
+    return torch.autocast(x.device.type if x.device.type in ("cuda", "cpu") else "cpu", enabled=False)
+
+
+def _acc(dtype):
+    from dpspec.mechanisms.noise_device import accumulation_dtype
+
+    return accumulation_dtype(dtype)
 
 
 def trainable_parameters(model) -> dict:
@@ -104,6 +124,33 @@ class ClippedSum:
     clipped_fraction: float
     # (B, *out) the model's outputs, each computed on its example alone (ghost, vmap, loop); None if not kept
     outputs: object = None
+    # why the per-layer rules (dpspec.torch.clipping) were not used, when method is vmap or loop under auto
+    fallback: str = ""
+
+
+def combine_clipped(parts: list) -> ClippedSum:
+    """The ClippedSum of a batch from those of its consecutive chunks (virtual batches): the sums
+    added in chunk order, the per-example records concatenated. Each example is clipped alone in every
+    method, so chunking changes nothing but the order of the floating-point additions."""
+    import torch
+
+    parts = [p for p in parts if p.batch] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
+    sums = {k: v.clone() for k, v in parts[0].sums.items()}
+    for p in parts[1:]:
+        for k, v in p.sums.items():
+            sums[k] += v
+    B, off, idx = 0, 0, []
+    for p in parts:
+        idx += [off + i for i in p.nonfinite_index]
+        off += p.batch
+        B += p.batch
+    frac = sum(p.clipped_fraction * p.batch for p in parts) / B
+    methods = "+".join(dict.fromkeys(p.method for p in parts))
+    outs = None if any(p.outputs is None for p in parts) else torch.cat([p.outputs for p in parts])
+    return ClippedSum(sums, B, len(idx), idx, torch.cat([p.norms for p in parts]),
+                      torch.cat([p.losses for p in parts]), methods, frac, outs, parts[0].fallback)
 
 
 def _ghost_layers(model):
@@ -184,34 +231,36 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         f = _single_loss_out(model, loss_fn, buffers)
         g, (loss, outputs) = vmap(grad_and_value(f, has_aux=True), in_dims=(None, 0, 0),
                                   randomness="different")(params, xb, yb)
-    names = list(g.keys())
-    B = xb.shape[0]
-    sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
-    bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
-    if bool(bad.any()):
-        for k in names:
-            shape = (B,) + (1,) * (g[k].dim() - 1)
-            g[k] = torch.where(bad.reshape(shape), torch.zeros((), dtype=g[k].dtype), g[k])
-        sq = torch.where(bad[:, None], torch.zeros((), dtype=sq.dtype), sq)
-    sums = {}
-    if pcs is None:
-        norm = sq.sum(dim=1).sqrt()
-        scale = (clip / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad, torch.zeros((), dtype=scale.dtype), scale)
-        for k in names:
-            sums[k] = torch.einsum("b,b...->...", scale, g[k])
-        norms, clipped = norm, float((norm > clip).float().mean()) if B else 0.0
-    else:
-        norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype)
-        scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad[:, None], torch.zeros((), dtype=scale.dtype), scale)
-        for j, k in enumerate(names):
-            sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
-        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
-    idx = torch.nonzero(bad).flatten().tolist()
-    loss = torch.where(bad, torch.full((), float("nan"), dtype=loss.dtype), loss.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
+    with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
+        names = list(g.keys())
+        B = xb.shape[0]
+        g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
+        sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
+        bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
+        if bool(bad.any()):
+            for k in names:
+                shape = (B,) + (1,) * (g[k].dim() - 1)
+                g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
+            sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        sums = {}
+        if pcs is None:
+            norm = sq.sum(dim=1).sqrt()
+            scale = (clip / (norm + 1e-12)).clamp(max=1.0)
+            scale = torch.where(bad, scale.new_zeros(()), scale)
+            for k in names:
+                sums[k] = torch.einsum("b,b...->...", scale, g[k])
+            norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
+        else:
+            norm = sq.sqrt()
+            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
+            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            for j, k in enumerate(names):
+                sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
+            norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
+        idx = torch.nonzero(bad).flatten().tolist()
+        loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
+        return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
 
 
 def _per_example_loop(model, loss_fn, xb, yb):
@@ -255,56 +304,61 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     out = a
     losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
     bad = ~torch.isfinite(losses)
-    total = torch.where(bad, torch.zeros((), dtype=losses.dtype), losses).sum()
+    total = torch.where(bad, losses.new_zeros(()), losses).sum()
     deltas = torch.autograd.grad(total, outs, allow_unused=True)
     B = xb.shape[0]
     deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(deltas, outs)]
-    # per-example squared norms per block, in named_parameters order (weight, bias per layer)
-    a_sq = [x.pow(2).sum(dim=1) for x in acts]
-    d_sq = [d.pow(2).sum(dim=1) for d in deltas]
-    cols = []
-    for (name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
-        if mod.weight.requires_grad:
-            cols.append(asq * dsq)
-        if mod.bias is not None and mod.bias.requires_grad:
-            cols.append(dsq)
-    sq = torch.stack(cols, dim=1)
-    bad = bad | ~torch.isfinite(sq).all(dim=1)
-    if bool(bad.any()):
-        acts = [torch.where(bad[:, None], torch.zeros((), dtype=x.dtype), x) for x in acts]
-        deltas = [torch.where(bad[:, None], torch.zeros((), dtype=d.dtype), d) for d in deltas]
-        sq = torch.where(bad[:, None], torch.zeros((), dtype=sq.dtype), sq)
-    sums = {}
-    if pcs is None:
-        norm = sq.sum(dim=1).sqrt()
-        s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-        s_all = torch.where(bad, torch.zeros((), dtype=s_all.dtype), s_all)
-        for (name, mod), x, d in zip(lin_names, acts, deltas):
-            ds = d * s_all[:, None]
+    with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
+        acc = _acc(out.dtype)  # norms and sums in float32 or wider
+        acts, deltas = [x.to(acc) for x in acts], [d.to(acc) for d in deltas]
+        # per-example squared norms per block, in named_parameters order (weight, bias per layer)
+        a_sq = [x.pow(2).sum(dim=1) for x in acts]
+        d_sq = [d.pow(2).sum(dim=1) for d in deltas]
+        cols = []
+        for (name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
             if mod.weight.requires_grad:
-                sums[f"{name}.weight"] = ds.t() @ x
+                cols.append(asq * dsq)
             if mod.bias is not None and mod.bias.requires_grad:
-                sums[f"{name}.bias"] = ds.sum(dim=0)
-        norms, clipped = norm, float((norm > clip).float().mean()) if B else 0.0
-    else:
-        norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype)
-        scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-        scale = torch.where(bad[:, None], torch.zeros((), dtype=scale.dtype), scale)
-        col = 0
-        for (name, mod), x, d in zip(lin_names, acts, deltas):
-            if mod.weight.requires_grad:
-                sums[f"{name}.weight"] = (d * scale[:, col:col + 1]).t() @ x
-                col += 1
-            if mod.bias is not None and mod.bias.requires_grad:
-                sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
-                col += 1
-        norms, clipped = norm, float((norm > c[None, :]).any(dim=1).float().mean()) if B else 0.0
-    names = [k for k, _ in _blocks(model)]
-    sums = {k: sums[k] for k in names}
-    idx = torch.nonzero(bad).flatten().tolist()
-    losses = torch.where(bad, torch.full((), float("nan"), dtype=losses.dtype), losses.detach())
-    return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
+                cols.append(dsq)
+        sq = torch.stack(cols, dim=1)
+        bad = bad | ~torch.isfinite(sq).all(dim=1)
+        nbad = int(bad.sum())  # the step's one host read (the clipped fraction rides on it below)
+        if nbad:
+            acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
+            deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
+            sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        sums = {}
+        if pcs is None:
+            norm = sq.sum(dim=1).sqrt()
+            s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
+            s_all = torch.where(bad, s_all.new_zeros(()), s_all)
+            for (name, mod), x, d in zip(lin_names, acts, deltas):
+                ds = d * s_all[:, None]
+                if mod.weight.requires_grad:
+                    sums[f"{name}.weight"] = ds.t() @ x
+                if mod.bias is not None and mod.bias.requires_grad:
+                    sums[f"{name}.bias"] = ds.sum(dim=0)
+            norms, over = norm, norm > clip
+        else:
+            norm = sq.sqrt()
+            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
+            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            col = 0
+            for (name, mod), x, d in zip(lin_names, acts, deltas):
+                if mod.weight.requires_grad:
+                    sums[f"{name}.weight"] = (d * scale[:, col:col + 1]).t() @ x
+                    col += 1
+                if mod.bias is not None and mod.bias.requires_grad:
+                    sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
+                    col += 1
+            norms, over = norm, (norm > c[None, :]).any(dim=1)
+        names = [k for k, _ in _blocks(model)]
+        sums = {k: sums[k] for k in names}
+        clipped = int(over.sum()) / B  # reporting (a second read; the sums are queued before it)
+        idx = torch.nonzero(bad).flatten().tolist() if nbad else []
+        losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
+        return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
 
 def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = None,
@@ -318,12 +372,13 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
 
     params = trainable_parameters(model)
     clip, pcs = _check_clips(model, clip, per_layer_clips)
-    if method not in ("auto", "vmap", "ghost", "loop"):
-        raise ValueError(f"method must be 'auto', 'vmap', 'ghost' or 'loop', got {method!r}")
+    if method not in ("auto", "vmap", "ghost", "rules", "loop"):
+        raise ValueError(f"method must be 'auto', 'vmap', 'ghost', 'rules' or 'loop', got {method!r}")
     B = int(xb.shape[0])
     if B == 0:
-        z = {k: torch.zeros_like(v) for k, v in params.items()}
-        return ClippedSum(z, 0, 0, [], torch.zeros(0), torch.zeros(0), "empty", 0.0)
+        z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
+        dev = next(iter(params.values())).device
+        return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
     if method == "ghost" and not ghost_supported(model):
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
     if method in ("auto", "ghost") and ghost_supported(model):
@@ -336,7 +391,22 @@ def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = N
         return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
     if method == "vmap":
         return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+    why = ""
+    if method in ("auto", "rules"):  # the per-layer rules (dpspec.torch.clipping): no (B, d) gradients
+        from dpspec.torch.clipping import Unsupported
+        from dpspec.torch.clipping import engine as rules
+
+        try:
+            ok, why = rules.verified(model, loss_fn, xb, yb, params, per_example_grads)
+            if ok:
+                return rules.clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, ClippedSum)
+        except Unsupported as e:
+            why = str(e)
+        if method == "rules":
+            raise ValueError(f"method='rules' does not cover this model: {why}")
     try:
-        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
     except RuntimeError:  # a layer vmap cannot batch (nn.GRU): the same gradients, one example at a time
-        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+    cs.fallback = why
+    return cs

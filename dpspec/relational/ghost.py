@@ -19,6 +19,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from dpspec.mechanisms.noise_device import accumulation_dtype
+
 __all__ = ["GhostClipper"]
 
 
@@ -65,16 +67,17 @@ class GhostClipper:
         finally:
             for h in hs:
                 h.remove()
-        sq = torch.zeros(b)
+        p0 = next(iter(self.layers[0].parameters()))
+        sq = torch.zeros(b, device=p0.device, dtype=accumulation_dtype(p0.dtype))
         cache = []
         for m in self.layers:
             x = self._acts[id(m)]
             d = self._grads.get(id(m))
             if d is None:
                 d = torch.zeros(*x.shape[:-1], m.weight.shape[0] if isinstance(m, nn.Linear)
-                                else x.shape[-1])
-            X = x.reshape(b, -1, x.shape[-1])
-            D = d.reshape(b, -1, d.shape[-1])
+                                else x.shape[-1], device=x.device, dtype=x.dtype)
+            X = x.reshape(b, -1, x.shape[-1]).to(sq.dtype)  # norms and sums in float32 or wider
+            D = d.reshape(b, -1, d.shape[-1]).to(sq.dtype)
             if isinstance(m, nn.Linear):
                 R = X.shape[1]
                 if R * R <= X.shape[2] * D.shape[2]:

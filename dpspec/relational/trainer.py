@@ -39,9 +39,10 @@ from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessE
                                           relational_accountants)
 
 from dpspec.mechanisms.ledger import CapExceededError, PrivacyLedger, Spent, fingerprint
+from dpspec.mechanisms.noise_device import accumulation_dtype
 
 from .capping import max_degree
-from .clipping import clip_factors, tuple_thresholds
+from .clipping import tuple_thresholds
 from .graph import RelationalGraph
 from .losses import LOSSES, tuple_scores
 from .samplers import PoissonEdgeSampler, TupleBatch, neg_sample_wor
@@ -108,12 +109,13 @@ def per_tuple_grads(encoder, params: dict, batch: TupleBatch, loss: str, scale: 
 def batched_losses(encoder, params, batch: TupleBatch, loss: str, scale: float,
                    margin: float) -> torch.Tensor:
     """(b,) per-tuple losses in one batched forward pass (rows grouped per tuple)."""
-    slots = torch.as_tensor(batch.node_slots())
+    dev = next(iter(params.values())).device if params else None
+    slots = torch.as_tensor(batch.node_slots(), device=dev)
     b, S = slots.shape
     inp = encoder.inputs(slots.reshape(-1))
     h = encoder.forward(params, *inp).reshape(b, S, -1)
     pos = scale * (h[:, 0] * h[:, 1]).sum(-1)
-    side = torch.as_tensor(batch.side)
+    side = torch.as_tensor(batch.side, device=dev)
     if S > 2:
         ends = torch.where(side[..., None] == 0, h[:, :1], h[:, 1:2])
         neg = scale * (ends * h[:, 2:]).sum(-1)
@@ -270,16 +272,21 @@ class RelationalTrainer:
                 t_global = t_global[lo:hi]
                 batch = TupleBatch(batch.pos[lo:hi], batch.neg[lo:hi], batch.side[lo:hi])
                 self.shards.append((self.result.steps, batch.pos.copy()))
+            p0 = next(iter(params.values()))
+            acc = accumulation_dtype(p0.dtype)  # the step's tensors: the parameters' device, float32 or wider
             if batch.size == 0:
-                total = torch.zeros(P)
+                total = torch.zeros(P, device=p0.device, dtype=acc)
                 loss_val = float("nan")
             else:
                 t = (tuple_thresholds(batch, cfg.clipping, cfg.clip, cfg.degree_cap, cfg.k_neg)
                      if t_global is None else t_global)
 
-                def factors(norms):
-                    return torch.as_tensor(clip_factors(norms.detach().numpy(), t),
-                                           dtype=norms.dtype)
+                def factors(norms):  # min(1, t/‖g‖) (clip_factors) on the norms' device, in float64
+                    tt = torch.as_tensor(t, dtype=torch.float64, device=norms.device)
+                    n64 = norms.detach().to(torch.float64)
+                    f = torch.where(n64 > tt, tt / torch.where(n64 > 0, n64, torch.ones_like(n64)),
+                                    torch.ones_like(n64))
+                    return f.to(norms.dtype)
 
                 total = None
                 if self.ghost is not None:
@@ -289,8 +296,9 @@ class RelationalTrainer:
                     if bool(torch.isfinite(norms).all()):
                         named = {id(p): k for k, p in self.params.items()}
                         parts = {named[id(p)]: v for p, v in gsum.items()}
-                        total = torch.cat([parts[k].reshape(-1) if k in parts
-                                           else torch.zeros(num) for k, _, num in shapes])
+                        total = torch.cat([parts[k].reshape(-1).to(acc) if k in parts
+                                           else torch.zeros(num, device=p0.device, dtype=acc)
+                                           for k, _, num in shapes])
                 if total is None:  # the vmap path (also when a tuple's gradient is non-finite)
                     g, losses = per_tuple_grads(self.encoder, params, batch, cfg.loss, cfg.scale,
                                                 cfg.margin, cfg.chunk)
@@ -301,13 +309,14 @@ class RelationalTrainer:
             if comm is not None:
                 sc = cfg.sigma * cfg.clip
                 lsum = torch.tensor([0.0 if batch.size == 0 or not math.isfinite(loss_val) else loss_val * batch.size,
-                                     float(batch.size)], dtype=total.dtype)
-                (total,) = comm.noisy_sum([total], lambda i, v: torch.randn(v.shape) * sc)
+                                     float(batch.size)], dtype=total.dtype, device=total.device)
+                (total,) = comm.noisy_sum([total], lambda i, v: torch.randn(v.shape, dtype=v.dtype, device=v.device)
+                                          * sc)
                 comm.all_reduce_sum(lsum)  # reporting only
                 loss_val = float(lsum[0] / lsum[1]) if gsize else float("nan")
                 upd = total / b_exp
             else:
-                noise = torch.randn(total.shape) * (cfg.sigma * cfg.clip)
+                noise = torch.randn(total.shape, dtype=total.dtype, device=total.device) * (cfg.sigma * cfg.clip)
                 upd = (total + noise) / b_exp
         else:
             if batch.size == 0:
@@ -319,7 +328,7 @@ class RelationalTrainer:
             loss_val = float(ls.detach().mean())
         off = 0
         for (k, shp, num) in shapes:
-            self.params[k].grad = upd[off:off + num].reshape(shp).clone()
+            self.params[k].grad = upd[off:off + num].reshape(shp).to(self.params[k].dtype).clone()
             off += num
         self.opt.step()
         self.result.losses.append(loss_val)
@@ -332,7 +341,8 @@ class RelationalTrainer:
         ok = torch.isfinite(g).all(dim=1)
         if not bool(ok.all()):
             self.result.nonfinite_events.append((self.result.steps, int((~ok).sum())))
-            g = torch.where(ok[:, None], g, torch.zeros((), dtype=g.dtype))
+            g = torch.where(ok[:, None], g, g.new_zeros(()))
+        g = g.to(accumulation_dtype(g.dtype))
         return (g * factors(g.norm(dim=1))[:, None]).sum(0)
 
     def train(self, steps: int | None = None) -> TrainResult:

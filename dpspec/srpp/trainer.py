@@ -38,6 +38,7 @@ import numpy as np
 
 from dpspec.accounting.huc import SRPPSGDCalibration, SrppSoundnessError
 from dpspec.mechanisms.ledger import BatchGuard, PrivacyLedger, Spent, fingerprint
+from dpspec.mechanisms.noise_device import device_generator, parameter_device, standard_normal_like
 
 from .plan import SrppSgdPlan
 
@@ -121,7 +122,7 @@ class PrivateSgdEngine:
                                        weight_decay=o.weight_decay)
         self._hyper = {"momentum": o.momentum, "nesterov": o.nesterov, "weight_decay": o.weight_decay, "dampening": 0}
         self.rng = np.random.default_rng(seed)
-        self.gen = torch.Generator().manual_seed(int(self.rng.integers(2**62)))
+        self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         s = plan.sampling
         if ledger is None:
             ledger = PrivacyLedger(name, plan.steps, _engine_only, fingerprint=fingerprint(
@@ -230,18 +231,18 @@ class PrivateSgdEngine:
         if comm is not None:
             def noise(j, v):
                 sd = float(std[j]) if np.ndim(std) else float(std)
-                return sd * torch.randn(v.shape, generator=self.gen, dtype=v.dtype)
+                return sd * standard_normal_like(v, self.gen)
             grads = comm.noisy_sum([sums[k] / denom for k in self.names], noise)
         for j, (k, p) in enumerate(zip(self.names, self.tensors) if comm is None else ()):
             sd = float(std[j]) if np.ndim(std) else float(std)
-            noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
+            noise = standard_normal_like(p, self.gen)  # on p's device, float32 or wider
             grads.append(sums[k] / denom + sd * noise)
         lr = float(self.lrs[t])
         scales = self.plan.optimizer.block_lr_scales
         for i, g in enumerate(self.opt.param_groups):
             g["lr"] = lr * (scales[i] if scales is not None else 1.0)
         for p, g in zip(self.tensors, grads):
-            p.grad = g
+            p.grad = g.to(p.dtype)
         self.opt.step()
         for p in self.tensors:
             p.grad = None
@@ -295,7 +296,7 @@ def _run(opt: PrivateSgdEngine, X, y, steps, progress, t0) -> TrainingReport:
     from dpspec.progress import progress as bar
 
     for idx in bar(itertools.islice(opt.batches(n), total), total=total, desc="train srpp_sgd", unit="step"):
-        ii = opt.torch.as_tensor(idx, dtype=opt.torch.long)
+        ii = opt.torch.as_tensor(idx, dtype=opt.torch.long, device=X.device if opt.torch.is_tensor(X) else None)
         opt.step(X[ii], y[ii], idx)
     opt.report.steps_taken = opt.t
     opt.report.seconds = time.perf_counter() - t0

@@ -11,7 +11,9 @@ from dpspec.torch.private import (CriterionMismatchError, LedgerRewindError, Pri
                                   PrivateModel, PrivateOptimizer, SamplingOverrideWarning, UnnoisedParameterError,
                                   UnsupportedTrainingError, make_private)
 from dpspec.torch.validator import ModuleIssue, ModuleValidationError, fix, validate
+from dpspec.torch.virtual import VirtualDataLoader, virtual_batches
 
 __all__ = ["make_private", "validate", "fix", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader",
            "ModuleIssue", "ModuleValidationError", "CriterionMismatchError", "SamplingOverrideWarning",
-           "UnsupportedTrainingError", "UnnoisedParameterError", "LedgerRewindError", "PrivateCopyError"]
+           "UnsupportedTrainingError", "UnnoisedParameterError", "LedgerRewindError", "PrivateCopyError",
+           "VirtualDataLoader", "virtual_batches"]

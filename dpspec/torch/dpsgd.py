@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
+
+from dpspec.mechanisms.noise_device import device_generator, parameter_device
 
 
 def backend(mech) -> type:
@@ -21,7 +22,7 @@ class DpSgdBackend:
         self.ledger = mech.ledger
         self.nonfinite_examples = 0  # examples whose gradient was non-finite and zeroed (private; never publish)
         self.rng = np.random.default_rng(seed)
-        self.gen = torch.Generator().manual_seed(int(self.rng.integers(2**62)))
+        self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
         self.describe = {"poisson": f"Poisson sampling, rate q = {mech.sample_rate:.6g}",
@@ -45,7 +46,7 @@ class DpSgdBackend:
         self.nonfinite_examples += sum(k for _, k in report.nonfinite_events)
         for k, p in self.model.named_parameters():
             if p.requires_grad:
-                p.grad = grads[k].to(p.device)
+                p.grad = grads[k].to(device=p.device, dtype=p.dtype)
         self.inner.step()
 
     def state_dict(self) -> dict:

@@ -444,7 +444,8 @@ class PrivateOptimizer(torch.optim.Optimizer):
 
 
 def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterion: Callable | None = None,
-                 target: str | None = None, seed: int | None = None, journal=None):
+                 target: str | None = None, seed: int | None = None, journal=None,
+                 max_physical_batch_size: int | None = None):
     """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
 
     ``compiled``: ``dpspec.compile(spec)`` (``target=`` picks a training when it has several) or the
@@ -457,6 +458,8 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
     ``journal``: a file keeping the run's high-water mark across processes (give the same path to every
     process that resumes the run): a checkpoint older than the steps already charged is then refused there
     too (:class:`LedgerRewindError`, docs/training.md).
+    ``max_physical_batch_size``: the loader yields each certified batch in chunks of at most that many
+    rows and ``optimizer.step()`` steps once per batch (:mod:`dpspec.torch.virtual`; DP-SGD only).
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
     :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
     mech, backend_class = _resolve(compiled, target)
@@ -483,7 +486,11 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
                       f"({backend.describe}); the DataLoader's batch_size={bs}, sampler and shuffle are ignored",
                       SamplingOverrideWarning, stacklevel=2)
     session = _Session(backend, model, criterion, dataset, collate)
-    return (PrivateModel(model, session), PrivateOptimizer(backend.inner, session, mech),
-            PrivateDataLoader(session))
+    loader = PrivateDataLoader(session)
+    if max_physical_batch_size is not None:
+        from dpspec.torch.virtual import VirtualDataLoader
+
+        loader = VirtualDataLoader(loader, max_physical_batch_size)
+    return PrivateModel(model, session), PrivateOptimizer(backend.inner, session, mech), loader
 
 

@@ -99,7 +99,7 @@ def test_nonfinite_examples_are_zeroed_and_counted():
         ref = clipped_grad_sum(model, CE, x[keep], y[keep], clip=1.0)
         for k in cs.sums:
             assert torch.allclose(cs.sums[k], ref.sums[k], atol=1e-5)
-    assert Custom and clipped_grad_sum(Custom(), CE, *_batch(4), clip=1.0).method == "vmap"
+    assert Custom and clipped_grad_sum(Custom(), CE, *_batch(4), clip=1.0).method in ("vmap", "rules")
 
 
 def test_bad_models_and_clips():

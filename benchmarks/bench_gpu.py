@@ -1,0 +1,329 @@
+"""Private vs non-private step time and peak memory on whatever device is present (CUDA if available).
+
+For each model, in the same run, on the same device, data and batch size:
+
+* **non-private**: ``criterion(model(x), y).backward(); optimizer.step()``;
+* **dpspec**: ``dpspec.torch.make_private`` (fixed-size batches of B without replacement, flat clipping
+  C = 1; the clipping method it picks — ghost, per-layer rules, vmap — is printed);
+* **Opacus hooks** and **Opacus ghost** (``grad_sample_mode="hooks"`` / ``"ghost"``, the same σ and C,
+  ``poisson_sampling=False``), where Opacus accepts the model.
+
+Step times are medians over the timed steps after warm-up, the loops interleaved step by step (a load
+from other processes slows all alike); ratios are paired (each step against the non-private step of
+the same round, then the median). Peak memory (CUDA only) is ``torch.cuda.max_memory_allocated`` over
+two steps of each loop run alone.
+
+Models (the issue's; ``--full`` sizes): MLP 512→512→10 (B 256); MLP 512→1024→1024→10 (B 1024); CNN
+3×32×32 with three convolutions and GroupNorm (B 256); nn.TransformerEncoder 2 layers, d 256, seq 128
+(B 64); a BERT-base-sized encoder (12 layers, d 768, 12 heads, seq 128, B 32) frozen, with rank-8
+adapters on its feed-forward layers. Without ``--full`` every size is scaled down (quick, CPU-friendly).
+
+    python benchmarks/bench_gpu.py            # quick sizes (a minute or two on a CPU)
+    python benchmarks/bench_gpu.py --full     # the issue's sizes (for a GPU)
+
+Writes benchmarks/results/bench_gpu_<device>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import dpspec  # noqa: E402
+import dpspec.torch as dt  # noqa: E402
+from dpspec.torch.lora import add_lora  # noqa: E402
+
+SPEC = """
+privacy people {{ unit record  dataset_size {n} }}
+train model {{ protect people  mechanism dpsgd  sampling without_replacement(batch_size = {b})
+  clipping flat(C = 1.0)  steps {steps}  guarantee dp(epsilon = 8, delta = 1e-5) }}
+"""
+
+
+class CNN(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.c1, self.n1 = nn.Conv2d(3, w, 3, padding=1), nn.GroupNorm(4, w)
+        self.c2, self.n2 = nn.Conv2d(w, 2 * w, 3, padding=1, stride=2), nn.GroupNorm(4, 2 * w)
+        self.c3, self.n3 = nn.Conv2d(2 * w, 2 * w, 3, padding=1, stride=2), nn.GroupNorm(4, 2 * w)
+        self.fc = nn.Linear(2 * w * 8 * 8, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.n1(self.c1(x)))
+        x = torch.relu(self.n2(self.c2(x)))
+        x = torch.relu(self.n3(self.c3(x)))
+        return self.fc(x.flatten(1))
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab, d, heads, ff, layers):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.fc = nn.Linear(d, 10)
+
+    def forward(self, x):
+        return self.fc(self.enc(self.emb(x)).mean(dim=1))
+
+
+def adapted(vocab, d, heads, ff, layers, rank):
+    m = Encoder(vocab, d, heads, ff, layers)
+    add_lora(m, rank, include=lambda name: "linear" in name)
+    m.fc.requires_grad_(True)
+    return m
+
+
+def models(full: bool) -> dict:
+    """name → (build, input maker(n, g), batch)."""
+
+    def vec(d):
+        return lambda n, g: torch.randn(n, d, generator=g)
+
+    def img(n, g):
+        return torch.randn(n, 3, 32, 32, generator=g)
+
+    def tok(seq):
+        return lambda n, g: torch.randint(0, 1000, (n, seq), generator=g)
+
+    if full:
+        return {
+            "MLP 512→512→10 (B 256)": (
+                lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
+                vec(512),
+                256,
+            ),
+            "MLP 512→1024→1024→10 (B 1024)": (
+                lambda: nn.Sequential(
+                    nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
+                ),
+                vec(512),
+                1024,
+            ),
+            "CNN 3×32×32, 3 conv + GroupNorm (B 256)": (lambda: CNN(32), img, 256),
+            "TransformerEncoder 2×d256, seq 128 (B 64)": (lambda: Encoder(1000, 256, 4, 1024, 2), tok(128), 64),
+            "BERT-base-sized encoder + rank-8 adapters, seq 128 (B 32)": (
+                lambda: adapted(1000, 768, 12, 3072, 12, 8),
+                tok(128),
+                32,
+            ),
+        }
+    return {
+        "MLP 512→512→10 (B 64)": (
+            lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
+            vec(512),
+            64,
+        ),
+        "MLP 512→1024→1024→10 (B 128)": (
+            lambda: nn.Sequential(
+                nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
+            ),
+            vec(512),
+            128,
+        ),
+        "CNN 3×32×32, 3 conv + GroupNorm (B 32)": (lambda: CNN(16), img, 32),
+        "TransformerEncoder 2×d64, seq 32 (B 16)": (lambda: Encoder(1000, 64, 4, 256, 2), tok(32), 16),
+        "encoder 2×d128 + rank-4 adapters, seq 32 (B 8)": (lambda: adapted(1000, 128, 4, 512, 2, 4), tok(32), 8),
+    }
+
+
+def ce(out, y):
+    return nn.functional.cross_entropy(out, y)
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def forever(loader):
+    while True:
+        yield from loader
+
+
+def loops(build, make, b, dev, total):
+    """name → one-step callable, plus the clipping method dpspec picked."""
+    n = 4 * b
+    g = torch.Generator().manual_seed(0)
+    X, y = make(n, g).to(dev), torch.randint(0, 10, (n,), generator=g).to(dev)
+    fns = {}
+
+    torch.manual_seed(0)
+    m0 = build().to(dev)
+    opt0 = torch.optim.SGD([p for p in m0.parameters() if p.requires_grad], lr=0.01)
+    it0 = forever(DataLoader(TensorDataset(X, y), batch_size=b, shuffle=True, drop_last=True))
+
+    def nonprivate():
+        xb, yb = next(it0)
+        opt0.zero_grad()
+        ce(m0(xb), yb).backward()
+        opt0.step()
+
+    fns["non-private"] = nonprivate
+
+    c = dpspec.compile(SPEC.format(n=n, b=b, steps=total))
+    sigma = c.mechanism.noise_multiplier
+    torch.manual_seed(0)
+    m1 = build().to(dev)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pm, opt1, loader1 = dt.make_private(
+            c,
+            m1,
+            torch.optim.SGD([p for p in m1.parameters() if p.requires_grad], lr=0.01),
+            TensorDataset(X, y),
+            seed=0,
+        )
+    it1 = forever(loader1)
+
+    def private():
+        xb, yb = next(it1)
+        opt1.zero_grad()
+        ce(pm(xb), yb).backward()
+        opt1.step()
+
+    fns["dpspec"] = private
+    from dpspec.mechanisms.per_example import clipped_grad_sum
+
+    cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
+    method = cs.method + (f" ({cs.fallback})" if cs.fallback else "")
+
+    try:
+        from opacus import PrivacyEngine
+    except ImportError:
+        return fns, method
+    for mode in ("hooks", "ghost"):
+        torch.manual_seed(0)
+        m = build().to(dev)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = PrivacyEngine().make_private(
+                    module=m,
+                    optimizer=torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.01),
+                    data_loader=DataLoader(TensorDataset(X, y), batch_size=b, shuffle=True),
+                    criterion=nn.CrossEntropyLoss(),
+                    noise_multiplier=sigma,
+                    max_grad_norm=1.0,
+                    poisson_sampling=False,
+                    grad_sample_mode=mode,
+                )
+        except Exception as e:  # Opacus refuses the model (e.g. nn.MultiheadAttention)
+            print(f"  opacus {mode}: refuses ({type(e).__name__}: {str(e)[:80]})", file=sys.stderr)
+            continue
+        if mode == "ghost":
+            model, opt, crit, loader = out
+        else:
+            (model, opt, loader), crit = out, ce
+        it = forever(loader)
+
+        def step(model=model, opt=opt, crit=crit, it=it):
+            xb, yb = next(it)
+            opt.zero_grad()
+            crit(model(xb), yb).backward()
+            opt.step()
+
+        fns[f"opacus {mode}"] = step
+    return fns, method
+
+
+def measure(fns, dev, warm, steps):
+    for fn in fns.values():
+        for _ in range(warm):
+            fn()
+    ts = {k: [] for k in fns}
+    for _ in range(steps):
+        for k, fn in fns.items():
+            sync(dev)
+            t0 = time.perf_counter()
+            fn()
+            sync(dev)
+            ts[k].append(time.perf_counter() - t0)
+    peak = {}
+    if dev.type == "cuda":
+        for k, fn in fns.items():
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(dev)
+            for _ in range(2):
+                fn()
+            sync(dev)
+            peak[k] = torch.cuda.max_memory_allocated(dev) / 2**30
+    return ts, peak
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--full", action="store_true", help="the issue's model sizes (for a GPU)")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--only", default=None, help="run the models whose name contains this")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type == "cpu":
+        torch.set_num_threads(1)
+    warm, steps = (3, args.steps or 30) if args.full else (1, args.steps or 4)
+    rows = []
+    for name, (build, make, b) in models(args.full).items():
+        if args.only and args.only not in name:
+            continue
+        print(name, file=sys.stderr)
+        fns, method = loops(build, make, b, dev, warm + steps + 4)
+        ts, peak = measure(fns, dev, warm, steps)
+        med = {k: statistics.median(v) for k, v in ts.items()}
+        ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
+        vs_ghost = (
+            statistics.median(a / r for a, r in zip(ts["dpspec"], ts["opacus ghost"])) if "opacus ghost" in ts else None
+        )
+        rows.append((name, method, med, ratio, peak, vs_ghost))
+        print(
+            "  "
+            + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
+            + (f"; dpspec / opacus ghost {vs_ghost:.2f}×" if vs_ghost else "")
+            + f"; clipping: {method}",
+            file=sys.stderr,
+        )
+    devname = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU {platform.machine()}, 1 thread"
+    cols = ["dpspec", "opacus hooks", "opacus ghost"]
+    lines = [
+        "# Private vs non-private step on " + devname,
+        "",
+        f"torch {torch.__version__}; {'full' if args.full else 'quick (scaled-down)'} sizes; {steps} timed steps "
+        f"after {warm} warm-up; `python benchmarks/bench_gpu.py{' --full' if args.full else ''}`. Ratios: paired "
+        "medians of (private step / non-private step of the same round). Peak memory: CUDA only.",
+        "",
+        "| model | non-private (ms) | "
+        + " | ".join(f"{c} (ms, ×non-private)" for c in cols)
+        + " | dpspec / Opacus ghost | peak GiB (non-private / "
+        + " / ".join(cols)
+        + ") | dpspec clipping |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, method, med, ratio, peak, vs_ghost in rows:
+        cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]
+        mem = " / ".join(f"{peak[c]:.2f}" if c in peak else "—" for c in ["non-private"] + cols) if peak else "—"
+        lines.append(
+            f"| {name} | {med['non-private'] * 1e3:.2f} | "
+            + " | ".join(cells)
+            + f" | {f'{vs_ghost:.2f}×' if vs_ghost else '—'} | {mem} | {method} |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"bench_gpu_{dev.type}.md"
+    out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""Per-example clipping without per-example gradients: a registry of per-layer rules.
+
+For a layer whose per-example weight gradient is a sum of outer products — ``nn.Linear`` on inputs of
+any rank (∇W_i = Σ_t δ_{i,t} a_{i,t}ᵀ over the sequence positions t), a convolution (the same after
+``unfold``), the projections inside ``nn.MultiheadAttention`` — the squared norm is
+
+    ‖∇W_i‖² = Σ_{t,s} (a_{i,t}·a_{i,s}) (δ_{i,t}·δ_{i,s})                      (ghost norm)
+
+(Goodfellow 2015; Li et al., ICLR 2022, §4 "ghost clipping"), or ‖Σ_t δ_{i,t} a_{i,t}ᵀ‖² computed from the
+(B, d_out, d_in) per-example gradient when that is cheaper — the per-layer choice of Bu et al.,
+ICML 2023 ("mixed ghost clipping": ghost when 2T² < d_in·d_out). The clipped sum
+Σ_i s_i ∇W_i = (s ⊙ δ)ᵀ a is one matrix product on the activations and output gradients kept from
+the one backward pass (book-keeping, Bu et al. 2023 §3): no second backward, no (B, d) gradients
+of the large layers. Embeddings use ‖∇E_i‖² = Σ_{t,s} [x_t = x_s] δ_t·δ_s; LayerNorm / GroupNorm
+affine weights and every bias have small per-example gradients that are formed directly.
+
+One file per layer kind registers its rules: :mod:`.linear`, :mod:`.conv`, :mod:`.embedding`,
+:mod:`.norm`, :mod:`.attention`. :func:`dpspec.torch.clipping.engine.clipped_sum` runs them;
+``dpspec.mechanisms.per_example.clipped_grad_sum`` picks them automatically when every trainable
+parameter belongs to a layer with a rule (else ``torch.func.vmap``, else a loop) and says which in
+``ClippedSum.method``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Rule", "RULES", "register", "rule_for", "Outer", "Direct", "Embed", "Unsupported"]
+
+
+class Unsupported(Exception):
+    """This model (or this call of a layer) is outside the rules: the caller falls back to vmap."""
+
+
+@dataclass
+class Outer:
+    """A gradient Σ_t D_t A_tᵀ per example: A (B, T, d_in), D (B, T, d_out) → (d_out, d_in)."""
+
+    A: Any
+    D: Any
+    G: Any = None  # the (B, d_out, d_in) per-example gradients, when the norm formed them
+
+
+@dataclass
+class Direct:
+    """A per-example gradient formed directly: G (B, *shape)."""
+
+    G: Any
+
+
+@dataclass
+class Embed:
+    """An embedding's gradient Σ_t e_{x_t} D_tᵀ per example: idx (B, T), D (B, T, dim), ``rows`` rows."""
+
+    idx: Any
+    D: Any
+    rows: int
+
+
+class Rule:
+    """How one layer kind's per-example gradients are formed from its inputs and output gradients.
+
+    ``types``: the exact module classes it covers (a subclass may change ``forward``: not covered).
+    ``params(m)``: {local name: parameter} it owns (including its children's, for a composite layer).
+    ``install(m, record)``: capture ``record(m, inputs, output)`` for each call (default: a forward hook);
+    returns a callable that undoes it. ``parts(m, calls, deltas)``: {local name: [part, …]}, the
+    parameter's per-example gradient being the parts concatenated along dim 0 and reshaped."""
+
+    types: tuple = ()
+
+    def check(self, m) -> str | None:
+        """None if ``m`` is covered, else why not."""
+        return None
+
+    def params(self, m) -> dict:
+        return dict(m.named_parameters(recurse=False))
+
+    def install(self, m, record):
+        h = m.register_forward_hook(lambda mod, inp, out: record(mod, inp, out))
+        return h.remove
+
+    def outputs(self, out) -> list:
+        """The tensors of one call's output whose gradients the parts need (default: the output)."""
+        return [out]
+
+    def parts(self, m, calls, deltas) -> dict:
+        raise NotImplementedError
+
+
+RULES: dict = {}
+
+
+def register(rule: Rule) -> Rule:
+    for t in rule.types:
+        RULES[t] = rule
+    return rule
+
+
+def rule_for(m) -> Rule | None:
+    _load()
+    return RULES.get(type(m))
+
+
+_LOADED = False
+
+
+def _load() -> None:
+    global _LOADED
+    if not _LOADED:
+        from . import attention, conv, embedding, linear, norm  # noqa: F401  (each registers its rules)
+
+        _LOADED = True

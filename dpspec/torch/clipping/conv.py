@@ -1,0 +1,69 @@
+"""``nn.Conv1d`` / ``nn.Conv2d`` (groups = 1, zero padding): ∇W_i = Σ_l δ_{i,l} u_{i,l}ᵀ over the output
+positions l (u: the unfolded input patches). A convolution's weight is small (C_out × C_in·k), so its
+(B, C_out, C_in·k) per-example gradients are formed — by the convolution's own weight backward under
+``vmap``, faster than ``unfold`` — and reused for the clipped sum; only the large activations and
+output gradients of the batch are kept, never per-example copies of them."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from . import Direct, Outer, Rule, register
+
+
+class ConvRule(Rule):
+    types = (nn.Conv1d, nn.Conv2d)
+
+    def check(self, m) -> str | None:
+        if m.groups != 1:
+            return "grouped convolution"
+        if m.padding_mode != "zeros" or isinstance(m.padding, str):
+            return f"padding {m.padding!r} / {m.padding_mode}"
+        return None
+
+    def parts(self, m, calls, deltas) -> dict:
+
+        from . import Unsupported
+
+        xs, ds = [], []
+        for (inp, _), (d,) in zip(calls, deltas):
+            x = inp[0]
+            if x.dim() != m.weight.dim():  # unbatched input
+                raise Unsupported("unbatched convolution input")
+            if isinstance(m, nn.Conv1d):
+                x, d = x.unsqueeze(2), d.unsqueeze(2)
+            xs.append(x)
+            ds.append(d)
+        if isinstance(m, nn.Conv1d):
+            k, dil, pad, st = (1, m.kernel_size[0]), (1, m.dilation[0]), (0, m.padding[0]), (1, m.stride[0])
+        else:
+            k, dil, pad, st = m.kernel_size, m.dilation, m.padding, m.stride
+        B, C_out = ds[0].shape[0], ds[0].shape[1]
+        out: dict = {}
+        if m.weight.requires_grad:  # the (B, C_out, C_in·k) per-example gradients (small for a convolution)
+            out["weight"] = [
+                Outer(None, None, G=sum(_per_example_weight(x, d, k, dil, pad, st) for x, d in zip(xs, ds)))
+            ]
+        if m.bias is not None and m.bias.requires_grad:
+            out["bias"] = [Direct(sum(d.reshape(B, C_out, -1).sum(dim=2) for d in ds))]
+        return out
+
+
+def _per_example_weight(x, d, k, dil, pad, st):
+    """∇W_i = the weight gradient of a 2-d convolution on example i alone, for every i: PyTorch's
+    convolution backward (weight part only) under ``vmap``."""
+    import torch
+    from torch.func import vmap
+
+    C_in, C_out = x.shape[1], d.shape[1]
+    w = x.new_empty((C_out, C_in, k[0], k[1]))
+
+    def one(x1, d1):
+        return torch.ops.aten.convolution_backward(
+            d1[None], x1[None], w, None, list(st), list(pad), list(dil), False, [0, 0], 1, [False, True, False]
+        )[1]
+
+    return vmap(one)(x, d).reshape(x.shape[0], C_out, C_in * k[0] * k[1])
+
+
+register(ConvRule())

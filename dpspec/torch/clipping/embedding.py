@@ -1,0 +1,41 @@
+"""``nn.Embedding`` (dense, no ``max_norm``, no ``scale_grad_by_freq``): ∇E_i = Σ_t e_{x_t} δ_tᵀ, so
+‖∇E_i‖² = Σ_{t,s} [x_t = x_s] δ_t·δ_s, and Σ_i s_i ∇E_i is one ``index_add`` of the scaled δ."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from . import Embed, Rule, Unsupported, register
+
+
+class EmbeddingRule(Rule):
+    types = (nn.Embedding,)
+
+    def check(self, m) -> str | None:
+        if m.sparse or m.max_norm is not None or m.scale_grad_by_freq:
+            return "sparse, max_norm or scale_grad_by_freq embedding"
+        return None
+
+    def parts(self, m, calls, deltas) -> dict:
+        import torch
+
+        if not m.weight.requires_grad:
+            return {}
+        idx, D = [], []
+        for (inp, _), (d,) in zip(calls, deltas):
+            x = inp[0]
+            if x.dim() < 1 or d.shape[:-1] != x.shape:
+                raise Unsupported("embedding input without a batch dimension")
+            B = x.shape[0]
+            ii = x.reshape(B, -1)
+            dd = d.reshape(B, -1, d.shape[-1])
+            if m.padding_idx is not None:  # the padding row gets no gradient
+                dd = dd * (ii != m.padding_idx).unsqueeze(-1).to(dd.dtype)
+            idx.append(ii)
+            D.append(dd)
+        if len(idx) > 1:
+            idx, D = [torch.cat(idx, dim=1)], [torch.cat(D, dim=1)]
+        return {"weight": [Embed(idx[0], D[0], m.num_embeddings)]}
+
+
+register(EmbeddingRule())

@@ -1,0 +1,321 @@
+"""Runs the per-layer rules: one batched forward with the rules' captures, one backward to the
+layers' outputs, per-example norms from the parts, the clipped sum from the same parts.
+
+Soundness of the batched forward: example i's gradient is read off the batched forward, which is
+example i's own only if no layer mixes the examples of a batch. BatchNorm is refused before
+(DPS164); for the rest, the first time a model is seen its per-example gradient norms and gradient
+sum from the rules are checked against ``torch.func.vmap`` on batches of one (each example alone)
+on the first examples of the batch, with torch's dropout layers off; a model that disagrees — a layer
+coupling examples, a layer fed (T, B, ·) — is never run by the rules again (vmap is used, and
+``ClippedSum.method`` says so). ``nn.MultiheadAttention`` with ``batch_first=False`` is refused
+outright (the layers around it see the batch in dim 1).
+
+The plan and the check are cached per model, keyed by its modules and its trainable parameters; a
+model whose layers' settings are changed in place afterwards (``batch_first``, a padding mode) is
+re-planned and re-checked after :func:`forget`.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from . import Direct, Outer, Unsupported, rule_for
+
+__all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
+
+_VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+PROBE_EXAMPLES = 4
+
+
+def plan(model):
+    """[(name, module, rule)] covering every trainable parameter, or :class:`Unsupported` (cached per
+    model while its modules and its trainable parameters stay the same)."""
+    sig = (tuple(map(id, model.modules())), tuple((id(p), p.requires_grad) for p in model.parameters()))
+    hit = _PLANS.get(model)
+    if hit is not None and hit[0] == sig:
+        if isinstance(hit[1], Unsupported):
+            raise hit[1]
+        return hit[1]
+    try:
+        entries = _plan(model)
+    except Unsupported as e:
+        _PLANS[model] = (sig, e)
+        raise
+    _PLANS[model] = (sig, entries)
+    return entries
+
+
+def _plan(model):
+    import torch.nn as nn
+
+    entries, owner, skip = [], {}, []
+    for name, m in model.named_modules():
+        if any(name.startswith(s + ".") for s in skip):
+            continue
+        if isinstance(m, nn.MultiheadAttention) and not m.batch_first:
+            raise Unsupported(f"{name or 'model'}: nn.MultiheadAttention with batch_first=False")
+        r = rule_for(m)
+        if r is None:
+            continue
+        ps = r.params(m)
+        if any("." in k for k in ps):
+            skip.append(name)
+        if not any(p.requires_grad for p in ps.values()):
+            continue
+        why = r.check(m)
+        if why is not None:
+            raise Unsupported(f"{name or 'model'} ({type(m).__name__}): {why}")
+        for k, p in ps.items():
+            if p.requires_grad:
+                if id(p) in owner:
+                    raise Unsupported(f"parameter shared by two layers ({owner[id(p)]})")
+                owner[id(p)] = f"{name}.{k}" if name else k
+        entries.append((name, m, r))
+    for k, p in model.named_parameters():
+        if p.requires_grad and id(p) not in owner:
+            raise Unsupported(f"parameter `{k}` belongs to a layer without a rule")
+    if not entries:
+        raise Unsupported("no trainable layer")
+    return entries
+
+
+def supported(model) -> str | None:
+    """None if every trainable parameter has a rule, else why not."""
+    try:
+        plan(model)
+    except Unsupported as e:
+        return str(e)
+    return None
+
+
+def _part_sq(p, B):
+    import torch
+
+    if isinstance(p, Outer):
+        if p.G is not None:  # the rule formed the per-example gradients
+            return p.G.pow(2).sum(dim=(1, 2))
+        A, D = p.A, p.D
+        T, di, do = A.shape[1], A.shape[2], D.shape[2]
+        if T == 1:
+            return A.pow(2).sum(dim=(1, 2)) * D.pow(2).sum(dim=(1, 2))
+        if T * T <= di * do:  # ghost norm: (T × T) Gram matrices
+            return (torch.bmm(A, A.transpose(1, 2)) * torch.bmm(D, D.transpose(1, 2))).sum(dim=(1, 2))
+        p.G = torch.bmm(D.transpose(1, 2), A)  # the (B, d_out, d_in) gradients: kept for the sum
+        return p.G.pow(2).sum(dim=(1, 2))
+    if isinstance(p, Direct):
+        return p.G.reshape(B, -1).pow(2).sum(dim=1)
+    same = (p.idx.unsqueeze(2) == p.idx.unsqueeze(1)).to(p.D.dtype)
+    return (torch.bmm(p.D, p.D.transpose(1, 2)) * same).sum(dim=(1, 2))
+
+
+def _mask(x, bad):
+    """``x`` with the rows of the non-finite examples zeroed (their scale is 0, but 0 · inf is NaN)."""
+    if bad is None:
+        return x
+    return x.masked_fill(bad.reshape((-1,) + (1,) * (x.dim() - 1)), 0)
+
+
+def _part_sum(p, s, bad):
+    """Σ_i s_i ∇_i of one part; ``bad``: the non-finite examples' mask, None when there are none."""
+    import torch
+
+    if isinstance(p, Outer):
+        if p.G is not None:
+            return torch.einsum("b,boi->oi", s, _mask(p.G, bad))
+        D = _mask(p.D, bad) * s[:, None, None]
+        return D.reshape(-1, D.shape[-1]).t() @ _mask(p.A, bad).reshape(-1, p.A.shape[-1])
+    if isinstance(p, Direct):
+        return torch.einsum("b,b...->...", s, _mask(p.G, bad))
+    D = _mask(p.D, bad) * s[:, None, None]
+    out = torch.zeros(p.rows, D.shape[-1], dtype=D.dtype, device=D.device)
+    return out.index_add_(0, p.idx.reshape(-1), D.reshape(-1, D.shape[-1]))
+
+
+def _capture(model, entries, xb, acc):
+    """The batched forward with every rule's capture: (output, [(name, module, rule, calls)])."""
+    import torch
+
+    calls = {id(m): [] for _, m, _ in entries}
+
+    def record(m, inputs, out):
+        outs = [o for o in rule_for(m).outputs(out)]
+        calls[id(m)].append((tuple(x.detach() if torch.is_tensor(x) else x for x in inputs), outs))
+
+    undo = [r.install(m, record) for _, m, r in entries]
+    try:
+        with torch.enable_grad():
+            out = model(xb)
+    finally:
+        for u in undo:
+            u()
+    return out, [(n, m, r, calls[id(m)]) for n, m, r in entries]
+
+
+def per_example_losses(loss_fn, out, yb):
+    """(B,) ``loss_fn`` on each (output, target) pair as a batch of one: ``vmap``, or for the default
+    criterion ``F.cross_entropy`` its ``reduction="none"`` values (the same numbers, one call)."""
+    import torch.nn.functional as F
+    from torch.func import vmap
+
+    if loss_fn is F.cross_entropy and out.dim() == 2 and yb.dim() == 1 and not yb.is_floating_point():
+        return F.cross_entropy(out, yb, reduction="none")
+    return vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
+
+
+def _grads(model, loss_fn, xb, yb, names):
+    """(out, losses, bad, {name: [parts]}) for the batch."""
+    import torch
+
+    from dpspec.mechanisms.noise_device import accumulation_dtype
+
+    entries = plan(model)
+    p0 = next(p for p in model.parameters() if p.requires_grad)
+    acc = accumulation_dtype(p0.dtype)
+    out, captured = _capture(model, entries, xb, acc)
+    losses = per_example_losses(loss_fn, out, yb)
+    bad = ~torch.isfinite(losses)
+    total = losses.masked_fill(bad, 0).sum()
+    zs = [z for _, _, _, cs in captured for _, outs in cs for z in outs]
+    if not zs:
+        raise Unsupported("no trainable layer was called")
+    gs = torch.autograd.grad(total, zs, allow_unused=True)
+    gs = [torch.zeros_like(z) if g is None else g for z, g in zip(zs, gs)]
+    it = iter(gs)
+    parts = {}
+
+    def cast(x):
+        return x.to(acc) if torch.is_tensor(x) and x.is_floating_point() else x
+
+    with torch.autocast(p0.device.type, enabled=False):  # the rules' arithmetic in the accumulation dtype
+        for name, m, r, cs in captured:
+            if not cs:
+                raise Unsupported(f"{name}: a trainable layer the forward did not call")
+            deltas = [tuple(cast(next(it)) for _ in outs) for _, outs in cs]
+            calls = [(tuple(cast(x) for x in inp), outs) for inp, outs in cs]
+            for k, ps in r.parts(m, calls, deltas).items():
+                parts[f"{name}.{k}" if name else k] = ps
+    missing = [k for k in names if k not in parts]
+    if missing:
+        raise Unsupported(f"no rule gave the gradient of {missing}")
+    return out, losses, bad, parts
+
+
+def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
+    """The :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch by the rules (see
+    ``clipped_grad_sum`` for ``clip`` / ``pcs``; ``result`` is that class); :class:`Unsupported` if a layer
+    is outside them."""
+    import torch
+
+    names = list(params)
+    B = int(xb.shape[0])
+    out, losses, bad, parts = _grads(model, loss_fn, xb, yb, names)
+    with torch.autocast(out.device.type, enabled=False):  # norms and sums in the accumulation dtype
+        return _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result)
+
+
+def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
+    import torch
+
+    sq = torch.stack([sum(_part_sq(p, B) for p in parts[k]) for k in names], dim=1)  # (B, E)
+    bad = bad | ~torch.isfinite(sq).all(dim=1)
+    sq = sq.masked_fill(bad[:, None], 0)
+    if pcs is None:
+        norm = sq.sum(dim=1).sqrt()
+        s = (clip / (norm + 1e-12)).clamp(max=1.0).masked_fill(bad, 0)
+        scales = {k: s for k in names}
+        over = norm > clip
+    else:
+        norm = sq.sqrt()
+        c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+        sc = (c[None, :] / (norm + 1e-12)).clamp(max=1.0).masked_fill(bad[:, None], 0)
+        scales = {k: sc[:, j] for j, k in enumerate(names)}
+        over = (norm > c[None, :]).any(dim=1)
+    nbad, nover = torch.stack([bad.sum(), over.sum()]).tolist()  # the step's one host read (reporting)
+    sums = {}
+    for k in names:
+        ss = [_part_sum(p, scales[k], bad if nbad else None) for p in parts[k]]
+        v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
+        sums[k] = v.reshape(params[k].shape)
+    idx = torch.nonzero(bad).flatten().tolist() if nbad else []
+    losses = losses.detach().masked_fill(bad, float("nan"))
+    return result(sums, B, int(nbad), idx, norm.detach(), losses, "rules", nover / B, out.detach())
+
+
+def _reference(model, loss_fn, xb, yb, names, per_example_grads):
+    """(B, E) squared per-example norms and unclipped sums by vmap on batches of one."""
+    import torch
+
+    g = per_example_grads(model, loss_fn, xb, yb)
+    B = xb.shape[0]
+    sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)
+    return sq, {k: g[k].sum(dim=0) for k in names}
+
+
+def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, str]:
+    """Whether the rules agree with vmap (each example alone) on this model: checked once per model (on
+    the first examples of ``xb``, dropout off), then cached. ``per_example_grads``: the vmap reference
+    (``dpspec.mechanisms.per_example.per_example_grads``). Raises :class:`Unsupported` if a layer
+    has no rule."""
+    import torch
+
+    names = list(params)
+    sig = tuple((k, tuple(p.shape)) for k, p in params.items())
+    hit = _VERDICTS.get(model)
+    if hit is not None and hit[0] == sig:
+        return hit[1], hit[2]
+    plan(model)
+    k = min(int(xb.shape[0]), PROBE_EXAMPLES)
+    xs, ys = xb[:k], yb[:k]
+    key = model
+    if next(iter(params.values())).dtype in (torch.bfloat16, torch.float16):
+        # the check is structural: a float32 copy of a 16-bit model (whose rounding would hide it)
+        import copy
+
+        model = copy.deepcopy(model).float()
+        params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        xs = xs.float() if xs.is_floating_point() else xs
+        ys = ys.float() if ys.is_floating_point() else ys
+    acc = next(iter(params.values())).dtype
+    # in train mode (eval mode may take other paths: nn.TransformerEncoderLayer's fused kernel), with the
+    # dropout of torch's own layers off (a random mask differs between the batch and each example alone)
+    drops: list = [(m, m.p) for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+    drops += [(m, m.dropout) for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+    for m, _ in drops:
+        setattr(m, "p" if hasattr(m, "p") else "dropout", 0.0)
+    dev = next(iter(params.values())).device
+    try:  # in full precision: an autocast region around the step would hide a structural difference
+        with torch.autocast(dev.type, enabled=False):
+            _, losses, bad, parts = _grads(model, loss_fn, xs, ys, names)
+            sq = torch.stack([sum(_part_sq(p, k) for p in parts[n]) for n in names], dim=1)
+            ones = torch.ones(k, dtype=acc, device=sq.device)
+            sums = {}
+            for n in names:
+                ss = [_part_sum(p, ones, bad if bool(bad.any()) else None) for p in parts[n]]
+                v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
+                sums[n] = v.reshape(params[n].shape)
+            ref_sq, ref_sum = _reference(model, loss_fn, xs, ys, names, per_example_grads)
+    finally:
+        for m, p in drops:
+            setattr(m, "p" if hasattr(m, "p") else "dropout", p)
+    # a structural error gives O(1) differences; rounding ~1e-15 (float64), ~1e-6 (float32)
+    rtol = 1e-7 if acc == torch.float64 else 1e-3
+    ok, why = True, ""
+    fin = torch.isfinite(ref_sq).all() and torch.isfinite(sq).all()
+    if not bool(fin):
+        return False, "non-finite values in the probe (not cached: checked again on the next batch)"
+    elif not torch.allclose(sq, ref_sq, rtol=rtol, atol=rtol * float(ref_sq.abs().max()) + 1e-30):
+        ok, why = False, "per-example norms differ from each example alone (a layer couples the batch?)"
+    else:
+        for n in names:
+            if not torch.allclose(sums[n], ref_sum[n], rtol=rtol, atol=rtol * float(ref_sum[n].abs().max()) + 1e-30):
+                ok, why = False, f"gradient sum of `{n}` differs from each example alone"
+                break
+    _VERDICTS[key] = (sig, ok, why)
+    return ok, why
+
+
+def forget(model) -> None:
+    """Drop the cached plan and check of ``model`` (after changing its layers' settings in place)."""
+    _PLANS.pop(model, None)
+    _VERDICTS.pop(model, None)

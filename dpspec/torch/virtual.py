@@ -1,0 +1,124 @@
+"""Virtual batches for ``make_private``: a logical batch larger than memory, in physical chunks.
+
+    model, optimizer, loader = make_private(compiled, model, optimizer, data, max_physical_batch_size=64)
+    for x, y in loader:              # chunks of ≤ 64 rows of each certified (logical) batch
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()             # accumulates; at the last chunk: noise once, ledger, step
+
+or, on a loader ``make_private`` returned, ``with virtual_batches(loader, optimizer, 64) as chunks:``
+(the shape of Opacus's ``BatchMemoryManager``). The loop stays the ordinary loop.
+
+The certified step is unchanged: the logical batch is drawn as the certificate says (one draw per
+step), each example is clipped alone in every chunk, the clipped sums of the chunks are added, and
+the noise σC is drawn once, the ledger charged once and the batch checked once (its caps, the
+batch-of-this-step rule) at the logical batch's last chunk — the same call to
+``DpSgd.private_gradients`` as without chunks, on the same generator. The result equals the
+unchunked step up to the order of the floating-point additions of the clipped sum (the noise, the
+batch and the ledger are bit-identical). Only DP-SGD trainings: SRPP-SGD's step is its own.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
+
+import numpy as np
+
+from dpspec.mechanisms.ledger import CapExceededError
+
+__all__ = ["VirtualDataLoader", "virtual_batches"]
+
+
+class _ChunkBackend:
+    """Stands for the training's backend while a logical batch is processed in chunks: ``clipped_sum``
+    and ``step`` of a chunk accumulate; the step of the last chunk is the backend's step on the whole
+    logical batch with the accumulated clipped sum."""
+
+    def __init__(self, backend, logical):
+        self._b, self.logical = backend, logical
+        self.parts: list = []
+        self.final = False
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+    def step(self, x, y, idx, clipped=None) -> None:
+        from dpspec.mechanisms.per_example import combine_clipped
+
+        if clipped is None and x.shape[0] > 0:
+            clipped = self._b.clipped_sum(x, y)
+        if clipped is not None:
+            self.parts.append(clipped)
+        if not self.final:
+            self._b.model.zero_grad(set_to_none=True)  # nothing reaches the parameters before the last chunk
+            return
+        L = self.logical
+        total = combine_clipped(self.parts) if self.parts else None
+        # the logical batch's rows are only counted (checked against the drawn indices): the clipped sum is
+        # the chunks' (an empty batch has none, and its zero sum is formed on the parameters' device)
+        self._b.step(L.x, L.y, L.idx, total)
+
+
+class VirtualDataLoader:
+    """Iterates the certified batches of a private loader in chunks of at most ``max_physical_batch_size``
+    rows; ``optimizer.step()`` steps once per logical batch (see the module docstring)."""
+
+    def __init__(self, loader, max_physical_batch_size: int):
+        m = int(max_physical_batch_size)
+        if m < 1:
+            raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
+        s = loader._s
+        if getattr(s.backend, "clipped_sum", None) is None:
+            raise ValueError("virtual batches need a DP-SGD training (the SRPP-SGD step computes its own)")
+        self._loader, self._s, self.max_physical_batch_size = loader, s, m
+        self.dataset = loader.dataset
+        self.sample_rate = loader.sample_rate
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __iter__(self):
+        s, m = self._s, self.max_physical_batch_size
+        s.ledger.require(1)
+        backend = s.backend
+        try:
+            for _ in range(len(self._loader)):
+                if s.ledger.remaining == 0:
+                    return
+                x, y = s.next_batch()
+                logical = s.pending
+                B = int(x.shape[0])
+                bounds = [(i, min(i + m, B)) for i in range(0, B, m)] or [(0, 0)]
+                proxy = _ChunkBackend(backend, logical)
+                s.backend = proxy
+                for j, (lo, hi) in enumerate(bounds):
+                    proxy.final = j == len(bounds) - 1
+                    chunk = replace(
+                        logical,
+                        idx=np.asarray(logical.idx)[lo:hi],
+                        x=x[lo:hi],
+                        y=y[lo:hi],
+                        x_model=None,
+                        out=None,
+                        out_grad=None,
+                        clipped=None,
+                    )
+                    s.pending = chunk
+                    yield chunk.x, chunk.y
+                    if s.pending is chunk:
+                        raise CapExceededError(
+                            f"`{s.ledger.target}`: a chunk of the logical batch was not stepped on; every chunk "
+                            "must be used by `optimizer.step()` (the step of the last chunk is the private step)"
+                        )
+                s.backend = backend
+        finally:
+            s.backend = backend
+
+
+@contextmanager
+def virtual_batches(loader, optimizer, max_physical_batch_size: int):
+    """``with virtual_batches(loader, optimizer, m) as chunks: for x, y in chunks: ...`` — the loader
+    ``make_private`` returned, in chunks of at most ``m`` rows (``optimizer`` is accepted for the shape
+    of Opacus's ``BatchMemoryManager``; the private optimizer already steps once per logical batch)."""
+    yield VirtualDataLoader(loader, max_physical_batch_size)

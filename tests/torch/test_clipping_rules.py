@@ -1,0 +1,257 @@
+"""The per-layer clipping rules (dpspec.torch.clipping) against the vmap reference (each example alone):
+per-example norms and clipped sums to 1e-6 relative in float64, for every rule and their mixtures."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from dpspec.mechanisms.per_example import clipped_grad_sum, per_example_grads
+from dpspec.torch.clipping import engine
+
+torch.set_num_threads(1)
+F64 = torch.float64
+
+
+class SeqLinear(nn.Module):  # nn.Linear on (B, T, d) inputs, one layer applied twice
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.head = nn.Linear(5, 7), nn.Linear(7, 7), nn.Linear(7, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h = torch.tanh(self.b(torch.tanh(self.b(h))))
+        return self.head(h.mean(dim=1))
+
+
+class Convs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.n1 = nn.GroupNorm(2, 4)
+        self.c2 = nn.Conv2d(4, 4, 3, stride=2, dilation=1, padding=1, bias=False)
+        self.c3 = nn.Conv1d(4, 3, 2, dilation=2)
+        self.fc = nn.Linear(3 * 14, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.n1(self.c1(x)))
+        h = torch.relu(self.c2(h))  # (B, 4, 4, 4)
+        h = self.c3(h.flatten(2))  # (B, 3, 14)
+        return self.fc(h.flatten(1))
+
+
+class Tokens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 6, padding_idx=0)
+        self.norm = nn.LayerNorm(6)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.fc(self.norm(self.emb(x)).sum(dim=1))
+
+
+class Attention(nn.Module):
+    def __init__(self, need_weights):
+        super().__init__()
+        self.emb = nn.Embedding(11, 8)
+        self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.fc = nn.Linear(8, 3)
+        self.need_weights = need_weights
+
+    def forward(self, x):
+        h = self.emb(x)
+        a, w = self.mha(h, h, h, key_padding_mask=x == 0, need_weights=self.need_weights)
+        return self.fc(a[:, 0])
+
+
+class Encoder(nn.Module):
+    def __init__(self, batch_first=True):
+        super().__init__()
+        self.emb = nn.Embedding(11, 8)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=batch_first)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.fc = nn.Linear(8, 3)
+        self.batch_first = batch_first
+
+    def forward(self, x):
+        h = self.emb(x)
+        if not self.batch_first:
+            return self.fc(self.enc(h.transpose(0, 1)).mean(dim=0))
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], dtype=h.dtype)
+        return self.fc(self.enc(h, mask=mask, is_causal=True).mean(dim=1))
+
+
+class LoRA(nn.Module):
+    """A frozen linear layer plus a trainable low-rank update B·A (Hu et al. 2022)."""
+
+    def __init__(self, base: nn.Linear, r=2):
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.A = nn.Linear(base.in_features, r, bias=False)
+        self.B = nn.Linear(r, base.out_features, bias=False)
+        nn.init.normal_(self.B.weight, std=0.1)
+
+    @property
+    def weight(self):  # nn.TransformerEncoderLayer reads its linear layers' weight and bias
+        return self.base.weight
+
+    @property
+    def bias(self):
+        return self.base.bias
+
+    def forward(self, x):
+        return self.base(x) + self.B(self.A(x))
+
+
+def adapted_encoder():
+    m = Encoder()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    for layer in m.enc.layers:
+        layer.linear1 = LoRA(layer.linear1)
+    m.fc.requires_grad_(True)
+    return m
+
+
+def batch(kind, B=6, T=5):
+    g = torch.Generator().manual_seed(1)
+    if kind == "seq":
+        x = torch.randn(B, T, 5, generator=g, dtype=F64)
+    elif kind == "img":
+        x = torch.randn(B, 2, 8, 8, generator=g, dtype=F64)
+    else:
+        x = torch.randint(0, 11, (B, T), generator=g)
+        x[:, 0] = torch.randint(1, 11, (B,), generator=g)  # never a fully padded row
+    return x, torch.randint(0, 3, (B,), generator=g)
+
+
+MODELS = {
+    "linear-3d-shared": (SeqLinear, "seq"),
+    "conv-groupnorm": (Convs, "img"),
+    "embedding-layernorm": (Tokens, "tok"),
+    "mha": (lambda: Attention(False), "tok"),
+    "mha-weights": (lambda: Attention(True), "tok"),
+    "transformer": (Encoder, "tok"),
+    "lora-transformer": (adapted_encoder, "tok"),
+}
+
+
+def ce(o, t):
+    return nn.functional.cross_entropy(o, t)
+
+
+def close(a, b, rtol=1e-6):
+    return float((a - b).abs().max()) <= rtol * max(float(b.abs().max()), 1e-300)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_rule_equals_vmap(name):
+    build, kind = MODELS[name]
+    torch.manual_seed(0)
+    m = build().to(F64)
+    x, y = batch(kind)
+    assert engine.supported(m) is None
+    g = per_example_grads(m, ce, x, y)
+    norms = torch.stack([v.reshape(len(x), -1).pow(2).sum(1) for v in g.values()], 1).sum(1).sqrt()
+    srt = norms.sort().values
+    clip = float(srt[2] + srt[3]) / 2  # half the examples are clipped
+    got = clipped_grad_sum(m, ce, x, y, clip=clip, method="rules")
+    ref = clipped_grad_sum(m, ce, x, y, clip=clip, method="vmap")
+    assert got.method == "rules" and ref.method == "vmap"
+    assert close(got.norms, ref.norms) and close(got.norms, norms)
+    assert set(got.sums) == set(ref.sums) == set(g)
+    for k in ref.sums:
+        assert got.sums[k].dtype == F64 and close(got.sums[k], ref.sums[k]), k
+    assert got.clipped_fraction == ref.clipped_fraction == 0.5
+    # per-layer clipping: one norm per trainable tensor
+    pcs = [0.3] * len(g)
+    got = clipped_grad_sum(m, ce, x, y, per_layer_clips=pcs, method="rules")
+    ref = clipped_grad_sum(m, ce, x, y, per_layer_clips=pcs, method="vmap")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert close(got.sums[k], ref.sums[k]), k
+
+
+def test_auto_picks_the_rules_and_says_why_not():
+    torch.manual_seed(0)
+    x, y = batch("tok")
+    assert clipped_grad_sum(Encoder().to(F64), ce, x, y, clip=1.0).method == "rules"
+    cs = clipped_grad_sum(Encoder(batch_first=False).to(F64), ce, x, y, clip=1.0)
+    assert cs.method == "vmap" and "batch_first=False" in cs.fallback
+    rnn = nn.Sequential(nn.Embedding(11, 4), nn.GRU(4, 4, batch_first=True))
+    assert "without a rule" in engine.supported(rnn)
+
+
+class Coupled(nn.Module):
+    """Centres each feature over the batch: example i's output depends on the others."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.fc(x - x.mean(dim=0, keepdim=True))
+
+
+def test_a_model_coupling_the_batch_is_caught_and_runs_by_vmap():
+    torch.manual_seed(0)
+    m = Coupled().to(F64)
+    x, y = batch("seq")
+    x = x[:, 0]
+    ok, why = engine.verified(m, ce, x, y, dict(m.named_parameters()), per_example_grads)
+    assert not ok and "differ" in why
+    cs = clipped_grad_sum(m, ce, x, y, clip=1.0)
+    assert cs.method == "vmap" and cs.fallback == why
+    with pytest.raises(ValueError, match="rules"):
+        clipped_grad_sum(m, ce, x, y, clip=1.0, method="rules")
+
+
+def test_nonfinite_examples_are_zeroed_like_vmap():
+    torch.manual_seed(0)
+    m = Tokens().to(F64)
+    x, y = batch("tok")
+    x[x == 10] = 9
+    engine.verified(m, ce, x, y, dict(m.named_parameters()), per_example_grads)  # checked on finite data
+    with torch.no_grad():
+        m.emb.weight[10] = float("inf")  # token 10: an infinite embedding, a NaN loss
+    x[2, 1] = 10
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5, method="rules")
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
+    assert got.nonfinite == ref.nonfinite == 1 and got.nonfinite_index == ref.nonfinite_index == [2]
+    for k in ref.sums:
+        assert torch.isfinite(got.sums[k]).all() and close(got.sums[k], ref.sums[k]), k
+
+
+def test_bfloat16_accumulates_in_float32():
+    torch.manual_seed(0)
+    m = Encoder().to(torch.bfloat16)
+    x, y = batch("tok")
+    cs = clipped_grad_sum(m, ce, x, y, clip=1.0)
+    assert cs.method == "rules"
+    assert all(v.dtype == torch.float32 for v in cs.sums.values())
+    ref = clipped_grad_sum(Encoder().to(F64).requires_grad_(True), ce, x, y, clip=1.0, method="vmap")
+    assert set(ref.sums) == set(cs.sums)
+
+
+def test_autocast_runs_the_rules_and_accumulates_in_float32():
+    torch.manual_seed(0)
+    m = Encoder()  # float32 parameters, a bfloat16 autocast region around the step
+    x, y = batch("tok")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cs = clipped_grad_sum(m, ce, x, y, clip=1.0)
+    assert cs.method == "rules" and all(v.dtype == torch.float32 for v in cs.sums.values())
+    ref = clipped_grad_sum(m, ce, x, y, clip=1.0, method="vmap")
+    for k in ref.sums:  # bfloat16 matmuls: close, not equal
+        assert float((cs.sums[k] - ref.sums[k]).norm()) <= 0.1 * float(ref.sums[k].norm()) + 1e-3, k
+
+
+@pytest.mark.parametrize("method", ["ghost", "vmap"])
+def test_autocast_sums_stay_float32_on_the_other_paths(method):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = batch("seq")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cs = clipped_grad_sum(m, ce, x[:, 0].float(), y, clip=0.5, method=method)
+    assert cs.method == method and all(v.dtype == torch.float32 for v in cs.sums.values())
