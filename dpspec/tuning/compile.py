@@ -725,7 +725,7 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
 def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
     """The selection bound at the order the conversion used (or the guarantee's α), and the conversion, as
     closed forms ``verify`` re-evaluates with sympy from the recorded numbers."""
-    from dpspec.accounting.selection import delta_at, selection_curve, tnb_hat, tnb_log_mean
+    from dpspec.accounting.selection import delta_at, poisson_eps_hat, selection_curve, tnb_hat, tnb_log_mean
     from dpspec.compiler import formulas as F
 
     lam_used = float(best_alpha) if best_alpha is not None else float(getattr(g, "alpha", 0.0) or 0.0)
@@ -744,7 +744,7 @@ def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
     if runs.kind == "fixed":
         out.append(F.formula("selection_fixed", F.SELECTION_FIXED, {"count": runs.count, "rdp": rho}, value=out_v))
     elif runs.kind == "poisson":
-        d_hat = float(delta_at(env, np.array([math.log(lam / (lam - 1.0)) * (1.0 - 8.0 * 2.220446049250313e-16)]))[0])
+        d_hat = float(delta_at(env, poisson_eps_hat(np.array([lam])))[0])
         out.append(
             F.formula(
                 "selection_poisson",
@@ -865,7 +865,13 @@ def _assumptions(tu: ir.Tuning, private_score: bool, group: int) -> list[Assumpt
             statement="only the selected run (its model, its settings"
             + (", its noisy score" if tu.select.release_score else "")
             + ") is output; the other runs' "
-            "models and scores are discarded",
+            "models and scores are discarded"
+            + (
+                ""
+                if tu.runs.kind == "fixed" or tu.stop_early
+                else "; the number of runs K is not released (not by the runtime, nor by the caller's training and "
+                "scoring code, its logs or its running time): the random-count bound covers the best run without K"
+            ),
             source=ps,
         ),
         Assumption(
