@@ -65,23 +65,39 @@ class TuningResult:
     history: list[int] | None = field(default_factory=list)
 
 
-def _fresh_run(template):
+def _fresh_run(template, budget: int | None):
     """A new run of a candidate: a copy of its compiled object with a ledger of its own, over the candidate's
-    certified steps. The tuning's certificate covers K runs, each a new run of a candidate; a plain copy would
-    share the template's run count (copies of a ledger are one run, by design), so the copy gets a new ledger
-    built like the template's (same target, budget, accountant, unit, fingerprint and certificate binding)."""
+    certified steps (``budget``, recorded when the tuning was built: the template's own ledger is spent then, so
+    that it cannot train outside the tuning). The tuning's certificate covers K runs, each a new run of a
+    candidate; a plain copy would share the template's run count (copies of a ledger are one run, by design), so
+    the copy gets a new ledger built like the template's (same target, accountant, unit, fingerprint and
+    certificate binding)."""
     from dpspec.mechanisms.ledger import PrivacyLedger
 
     mech = copy.deepcopy(template)
     old = getattr(mech, "ledger", None)
     if isinstance(old, PrivacyLedger):
-        if old.steps_taken:
-            raise TuningRefused("a candidate's compiled object was used outside the tuning; compile again")
-        new = PrivacyLedger(old.target, old.budget_steps, old._accountant, unit=old.unit, fingerprint=old.fingerprint)
+        assert budget is not None
+        new = PrivacyLedger(old.target, budget, old._accountant, unit=old.unit, fingerprint=old.fingerprint)
         if old.certificate_hash is not None:
             new.bind_certificate(old.certificate_hash, old.certificate_source or "", old.record)
         object.__setattr__(mech, "ledger", new)
     return mech
+
+
+def _lock_template(mech) -> int | None:
+    """Spend a candidate template's own ledger (no certificate covers a run of the template itself: only the
+    tuning's runs, each a fresh copy) and return its certified budget. Refuses a template already used."""
+    from dpspec.mechanisms.ledger import PrivacyLedger
+
+    led = getattr(mech, "ledger", None)
+    if not isinstance(led, PrivacyLedger):
+        return None
+    if led.steps_taken:
+        raise TuningRefused("a candidate's compiled object was used outside the tuning; compile again")
+    budget = led.budget_steps
+    led.charge(budget)
+    return budget
 
 
 class TunedTraining:
@@ -114,6 +130,8 @@ class TunedTraining:
             raise ValueError("a tuning needs at least one candidate")
         self.name = name
         self.candidates = candidates
+        #: each candidate's certified budget per run; the templates' own ledgers are spent here
+        self._run_budgets = tuple(_lock_template(c.mechanism) for c in candidates)
         w = np.full(len(candidates), 1.0 / len(candidates)) if weights is None else np.asarray(weights, float)
         self.weights = w / w.sum()
         self.runs = runs
@@ -244,7 +262,7 @@ class TunedTraining:
             i = int(rng.choice(len(self.candidates), p=self.weights))
             history.append(i)
             cand = self.candidates[i]
-            mech = _fresh_run(cand.mechanism)  # this run's own ledger
+            mech = _fresh_run(cand.mechanism, self._run_budgets[i])  # this run's own ledger
             model = train_fn(mech, dict(cand.values))
             s = self._score(cand, score_fn(model), rng)
             if best is None or s > best[0]:

@@ -148,6 +148,31 @@ def test_k_is_drawn_from_the_operating_systems_entropy(poisson_tuning, monkeypat
     assert calls == [128]
 
 
+def test_a_candidate_template_cannot_train_outside_the_tuning():
+    """The compiled tuning holds each candidate's compiled training as a template for its runs; no certificate
+    covers a run of the template itself, so its ledger is spent when the tuning is built, and every run of the
+    procedure still gets its certified steps."""
+    torch = pytest.importorskip("torch")
+    from dpspec.mechanisms.errors import BudgetExceededError
+
+    c = dpspec.compile(dpspec.loads(_spec("fixed(count = 2)")))
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(2000, 3, generator=g), torch.randint(0, 2, (2000,), generator=g)
+    for cand in c.mechanism.candidates:
+        with pytest.raises(BudgetExceededError):
+            cand.mechanism.train(torch.nn.Linear(3, 2), X, y)
+    used = []
+
+    def train_fn(mech, settings):
+        model = torch.nn.Linear(3, 2)
+        mech.train(model, X, y)
+        used.append(mech.ledger.steps_taken)
+        return model
+
+    c.mechanism.run(train_fn, lambda model: 0.0)
+    assert used == [5, 5]
+
+
 # ---------------------------------------------------------------- the Poisson theorem's condition on ε̂
 
 
