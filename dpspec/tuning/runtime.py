@@ -215,7 +215,10 @@ class TunedTraining:
 
     def _score(self, cand: Candidate, raw, rng: np.random.Generator) -> float:
         if cand.score_noise is None:  # public data: the caller's number, stated as such in the certificate
-            return float(raw)
+            v = float(raw)
+            # NaN ranks lowest: "best" must be a total order on the runs' outputs (Papernot & Steinke 2022 §2);
+            # with NaN compared as is, a NaN first run would win against every later one
+            return -math.inf if math.isnan(v) else v
         v = np.clip(np.nan_to_num(np.asarray(raw, dtype=float).ravel(), nan=0.0), 0.0, 1.0)
         # math.fsum: the correctly rounded sum, so float re-ordering cannot add to the sensitivity
         return float(math.fsum(v.tolist()) + rng.normal(0.0, cand.score_noise))

@@ -173,6 +173,15 @@ def test_a_candidate_template_cannot_train_outside_the_tuning():
     assert used == [5, 5]
 
 
+def test_a_nan_public_score_ranks_lowest():
+    """The best run is chosen by a total order on the runs' outputs (the selection theorems' hypothesis): a NaN score never wins,
+    whichever run it comes from (before, a NaN first run beat every later one)."""
+    c = dpspec.compile(dpspec.loads(_spec("fixed(count = 3)")))
+    scores = iter([float("nan"), 0.2, 0.7])
+    res = c.mechanism.run(lambda mech, s: next(scores), lambda model: model)
+    assert res.model == 0.7 and res.candidate == res.history[2]
+
+
 # ---------------------------------------------------------------- the Poisson theorem's condition on ε̂
 
 
