@@ -174,8 +174,8 @@ def test_a_candidate_template_cannot_train_outside_the_tuning():
 
 
 def test_a_nan_public_score_ranks_lowest():
-    """The best run is chosen by a total order on the runs' outputs (the selection theorems' hypothesis): a NaN score never wins,
-    whichever run it comes from (before, a NaN first run beat every later one)."""
+    """The best run is chosen by a total order on the runs' outputs (the selection theorems' hypothesis): a NaN
+    score never wins, whichever run it comes from (before, a NaN first run beat every later one)."""
     c = dpspec.compile(dpspec.loads(_spec("fixed(count = 3)")))
     scores = iter([float("nan"), 0.2, 0.7])
     res = c.mechanism.run(lambda mech, s: next(scores), lambda model: model)
@@ -215,3 +215,26 @@ def test_private_score_sum_is_correctly_rounded():
     assert float(np.sum(vals)) != math.fsum(vals)  # a float sum that rounds away from the exact 6.5
     got = c.mechanism._score(cand, np.array([*vals, float("nan"), 7.0, -3.0]), np.random.default_rng(0))
     assert got == math.fsum([*vals, 0.0, 1.0, 0.0]) == 7.5
+
+
+# ---------------------------------------------------------------- the stated numerical error of the procedure
+
+
+@pytest.mark.parametrize("mu", [3.0, 10.0, 100.0])
+def test_poisson_procedure_error_bounds_the_moved_epsilon(mu):
+    """numerics.abs_error_bound: the procedure's ε moves by at most it when the run curve is off by its own error
+    e. For Poisson K the δ̂ term moves with the curve too (before: a fixed 2e, half the move for the issue's
+    spec)."""
+    from dpspec.accounting import dpsgd_rdp_curve
+    from dpspec.tuning.compile import procedure_error
+
+    c = dpsgd_rdp_curve(0.6, 256 / 60000, 704)
+    e = 1e-6
+    env = RdpCurve(alphas=c.alphas, rdp=c.rdp, theorem="t", method="m", abs_error=e)
+    up = RdpCurve(alphas=c.alphas, rdp=c.rdp + e, theorem="t", method="m", abs_error=0.0)
+    runs = RunCount.poisson(mu)
+    for delta in (1e-5, 1e-6):
+        moved = selection_dp(up, runs, delta).epsilon - selection_dp(env, runs, delta).epsilon
+        assert 0 < moved <= procedure_error(env, runs), (moved, procedure_error(env, runs))
+    if mu == 10.0:
+        assert moved > 2 * e  # the old stated bound was below the move
