@@ -163,6 +163,19 @@ class TunedTraining:
                 candidates=[c.epsilon for c in candidates],
             ),
         )
+        self.weights.flags.writeable = False
+        self._frozen = True  # read-only from here on, like every compiled mechanism (frozen dataclasses)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(
+                f"`{self.name}`: a compiled tuning is read-only (its run count, candidates, score noise and cap "
+                "come from its certificate); compile another spec"
+            )
+        object.__setattr__(self, key, value)
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"`{self.name}`: a compiled tuning is read-only")
 
     def _spent(self, steps: int, delta: float | None):
         from dpspec.mechanisms.ledger import Spent

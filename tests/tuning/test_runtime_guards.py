@@ -142,7 +142,7 @@ def test_k_is_drawn_from_the_operating_systems_entropy(poisson_tuning, monkeypat
             return 12345
 
     m = __import__("copy").copy(poisson_tuning.mechanism)
-    m.ledger = type(m.ledger)(m.name, 1, m._spent, unit="procedure")
+    object.__setattr__(m, "ledger", type(m.ledger)(m.name, 1, m._spent, unit="procedure"))
     monkeypatch.setattr(rt, "secrets", _Secrets)
     m.run(lambda mech, s: 0.0, lambda model: model)
     assert calls == [128]
@@ -180,6 +180,20 @@ def test_a_nan_public_score_ranks_lowest():
     scores = iter([float("nan"), 0.2, 0.7])
     res = c.mechanism.run(lambda mech, s: next(scores), lambda model: model)
     assert res.model == 0.7 and res.candidate == res.history[2]
+
+
+def test_a_compiled_tuning_is_read_only(poisson_tuning):
+    """Its run count, candidates, weights and cap come from the certificate: a caller cannot swap them (before,
+    `mechanism.runs = RunCount.fixed(1000)` made 1000 runs under a Poisson(3) certificate)."""
+    m = poisson_tuning.mechanism
+    for key, value in (("runs", RunCount.fixed(1000)), ("stop_early_max_runs", 10**6), ("candidates", ())):
+        with pytest.raises(AttributeError, match="read-only"):
+            setattr(m, key, value)
+    with pytest.raises(AttributeError):
+        del m.runs
+    with pytest.raises(ValueError):
+        m.weights[0] = 1.0
+    assert m.runs.kind == "poisson" and m.runs.mu == 3.0
 
 
 # ---------------------------------------------------------------- the Poisson theorem's condition on ε̂
