@@ -23,7 +23,8 @@ released, its score). Its privacy follows from the runs' RDP curves:
 
       ε' = ε + μ δ̂ + log(μ) / (λ - 1).
 
-  ε̂ = log(λ/(λ-1)) (the largest allowed) and δ̂ = δ_Q(ε̂) from Q's own curve: the minimum over
+  ε̂ = log(1 + 1/(λ-1)) (the largest allowed, rounded down: :func:`poisson_eps_hat`) and δ̂ = δ_Q(ε̂) from Q's
+  own curve: the minimum over
   orders α of exp((α-1)(ρ(α) - ε̂)) (1-1/α)^{α-1} / α (Balle et al. 2020 Thm 21 solved for δ), and
   of the total-variation bound sqrt(1 - exp(-ρ(α))) (Bretagnolle–Huber; KL <= ρ(α)), capped at 1
   (:func:`poisson_selection_curve`).
@@ -263,16 +264,23 @@ def delta_at(curve: RdpCurve, eps_hat: np.ndarray) -> np.ndarray:
     return np.minimum(np.minimum(d, tv), 1.0)
 
 
+def poisson_eps_hat(alphas: np.ndarray) -> np.ndarray:
+    """ε̂ = log(1 + 1/(λ-1)), rounded down so that the condition of Papernot & Steinke 2022 Thm 6,
+    e^{ε̂} <= 1 + 1/(λ-1), holds in exact arithmetic. ``log1p`` of 1/(λ-1) is within a few ulps relative; the
+    naive ``log(λ/(λ-1))`` is not (λ/(λ-1) rounds to within an ulp of 1, i.e. a relative error up to
+    (λ-1)·2^-53 of the logarithm: at 27 orders of the default grid it exceeded the allowed ε̂)."""
+    a = np.asarray(alphas, float)
+    return np.log1p(1.0 / (a - 1.0)) * (1.0 - 8.0 * ULP)
+
+
 def poisson_selection_curve(curve: RdpCurve, mu: float, monotone: bool = True) -> RdpCurve:
-    """Papernot & Steinke 2022 Thm 6 at every order λ of ``curve``: ε̂ = log(λ/(λ-1)),
+    """Papernot & Steinke 2022 Thm 6 at every order λ of ``curve``: ε̂ = log(1 + 1/(λ-1)) (:func:`poisson_eps_hat`),
     δ̂ = :func:`delta_at` (ε̂); ``monotone``: then the minimum over larger orders (:func:`_monotone`)."""
     if not isinstance(curve, RdpCurve):
         raise ValueError(f"curve must be an RdpCurve, got {type(curve).__name__}")
     mu = V.real("mu", mu, lo=0.0, lo_open=True)
     a, rho = curve.alphas, curve.rdp
-    eps_hat = np.log(a / (a - 1.0))
-    # the condition e^{ε̂} <= 1 + 1/(λ-1) must hold: round ε̂ down a little
-    eps_hat = eps_hat * (1.0 - 8.0 * ULP)
+    eps_hat = poisson_eps_hat(a)
     d_hat = delta_at(curve, eps_hat)
     tail = math.log(mu) / (a - 1.0)
     out = rho + mu * d_hat + tail

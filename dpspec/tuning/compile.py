@@ -560,7 +560,7 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         theorem = main.theorem
         for dl in [g.delta, *[x for x in EXTRA_DELTAS if x != g.delta]]:
             r = S.selection_dp(env, runs, dl)
-            points.append(DpPoint(epsilon=certified_epsilon(r.epsilon, env.abs_error * _slope(runs)), delta=dl))
+            points.append(DpPoint(epsilon=certified_epsilon(r.epsilon, procedure_error(env, runs)), delta=dl))
         certified = points[0].epsilon
         best_alpha = main.best_alpha
         if g.epsilon is not None and certified > g.epsilon:
@@ -682,7 +682,7 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         assumptions=_assumptions(tu, private_score, group),
         numerics=Numerics(
             method="per-run curves from the family's certificate; envelope; selection bound per order",
-            abs_error_bound=float(env.abs_error * _slope(runs)),
+            abs_error_bound=procedure_error(env, runs),
             alpha_grid=_grid_text(np.asarray(alphas)),
             conversion="Balle et al. 2020 Thm 21" if isinstance(g, ir.DpGuarantee) else None,
             calibration=cal,
@@ -725,7 +725,7 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
 def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
     """The selection bound at the order the conversion used (or the guarantee's α), and the conversion, as
     closed forms ``verify`` re-evaluates with sympy from the recorded numbers."""
-    from dpspec.accounting.selection import delta_at, selection_curve, tnb_hat, tnb_log_mean
+    from dpspec.accounting.selection import delta_at, poisson_eps_hat, selection_curve, tnb_hat, tnb_log_mean
     from dpspec.compiler import formulas as F
 
     lam_used = float(best_alpha) if best_alpha is not None else float(getattr(g, "alpha", 0.0) or 0.0)
@@ -744,7 +744,7 @@ def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
     if runs.kind == "fixed":
         out.append(F.formula("selection_fixed", F.SELECTION_FIXED, {"count": runs.count, "rdp": rho}, value=out_v))
     elif runs.kind == "poisson":
-        d_hat = float(delta_at(env, np.array([math.log(lam / (lam - 1.0)) * (1.0 - 8.0 * 2.220446049250313e-16)]))[0])
+        d_hat = float(delta_at(env, poisson_eps_hat(np.array([lam])))[0])
         out.append(
             F.formula(
                 "selection_poisson",
@@ -792,6 +792,24 @@ def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
             )
         )
     return out
+
+
+def procedure_error(env, runs) -> float:
+    """How far the procedure's ε can move when the run curve ``env`` is off by up to its error bound e at every
+    order. Truncated negative binomial: (2 + η) e; k fixed runs: k e (:func:`_slope`). Poisson: the bound
+    ρ(λ) + μ δ̂(λ) + log μ/(λ-1) moves by e + μ (δ̂ of the curve + e − δ̂ of the curve), δ̂ being monotone in the
+    curve; evaluated at every order (not a fixed slope: δ̂ moves by a factor up to e^{(α-1) e} at the order α
+    attaining it, and μ δ̂ (α − 1) can exceed 1 — 3 for the issue's spec, whose stated error was 2 e)."""
+    e = float(env.abs_error)
+    if runs.kind != "poisson" or not (e > 0 and math.isfinite(e)):
+        return float(e * _slope(runs))
+    from dpspec.accounting.curve import RdpCurve
+    from dpspec.accounting.selection import delta_at, poisson_eps_hat
+
+    eh = poisson_eps_hat(env.alphas)
+    up = RdpCurve(alphas=env.alphas, rdp=env.rdp + e, theorem="", method="", abs_error=0.0)
+    dd = np.nan_to_num(delta_at(up, eh) - delta_at(env, eh), nan=1.0, posinf=1.0)
+    return float((e + runs.mu * float(np.max(dd, initial=0.0))) * (1 + 1e-9))
 
 
 def _slope(runs) -> float:
@@ -865,7 +883,13 @@ def _assumptions(tu: ir.Tuning, private_score: bool, group: int) -> list[Assumpt
             statement="only the selected run (its model, its settings"
             + (", its noisy score" if tu.select.release_score else "")
             + ") is output; the other runs' "
-            "models and scores are discarded",
+            "models and scores are discarded"
+            + (
+                ""
+                if tu.runs.kind == "fixed" or tu.stop_early
+                else "; the number of runs K is not released (not by the runtime, nor by the caller's training and "
+                "scoring code, its logs or its running time): the random-count bound covers the best run without K"
+            ),
             source=ps,
         ),
         Assumption(

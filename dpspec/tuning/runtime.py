@@ -11,6 +11,8 @@ certificate; the caller supplies only the training and scoring code. Never impor
 from __future__ import annotations
 
 import copy
+import math
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,38 +42,62 @@ class Candidate:
 @dataclass
 class TuningResult:
     """What a tuning run outputs: the selected model and its settings (and its noisy score when the spec
-    releases it), with how many runs were drawn and made and the run certificate of the whole procedure."""
+    releases it) and the run certificate of the whole procedure.
+
+    How many runs were drawn and made, and each run's candidate (``runs_drawn``, ``runs_done``, ``history``), are
+    outputs only where the certificate covers them: a fixed number of runs, or stopping early (the composition of
+    the runs made covers all of their outputs). With a random number of runs they are None: Papernot & Steinke
+    2022 Thms 2 and 6 bound the best run's output *without* K, and K released beside it is not covered (for
+    randomized-response runs with ε₀ = 0.5 and a geometric K of mean 10, certified ε = 1.67 at δ = 1e-5, the pair
+    (K, best) has δ = 0.013 at that ε: ``tests/tuning/test_runtime_guards.py``)."""
 
     model: Any
     settings: Mapping[str, Any] | None
     candidate: int | None
     score: float | None
-    runs_drawn: int
-    runs_done: int
+    runs_drawn: int | None
+    runs_done: int | None
     stopped_early: bool
     epsilon: float
     delta: float | None
     run_certificate: Any = None
-    history: list[int] = field(default_factory=list)  # the candidate index of every run (public: data-independent)
+    #: the candidate index of every run (None with a random number of runs and no early stopping: its length is K)
+    history: list[int] | None = field(default_factory=list)
 
 
-def _fresh_run(template):
+def _fresh_run(template, budget: int | None):
     """A new run of a candidate: a copy of its compiled object with a ledger of its own, over the candidate's
-    certified steps. The tuning's certificate covers K runs, each a new run of a candidate; a plain copy would
-    share the template's run count (copies of a ledger are one run, by design), so the copy gets a new ledger
-    built like the template's (same target, budget, accountant, unit, fingerprint and certificate binding)."""
+    certified steps (``budget``, recorded when the tuning was built: the template's own ledger is spent then, so
+    that it cannot train outside the tuning). The tuning's certificate covers K runs, each a new run of a
+    candidate; a plain copy would share the template's run count (copies of a ledger are one run, by design), so
+    the copy gets a new ledger built like the template's (same target, accountant, unit, fingerprint and
+    certificate binding)."""
     from dpspec.mechanisms.ledger import PrivacyLedger
 
     mech = copy.deepcopy(template)
     old = getattr(mech, "ledger", None)
     if isinstance(old, PrivacyLedger):
-        if old.steps_taken:
-            raise TuningRefused("a candidate's compiled object was used outside the tuning; compile again")
-        new = PrivacyLedger(old.target, old.budget_steps, old._accountant, unit=old.unit, fingerprint=old.fingerprint)
+        assert budget is not None
+        new = PrivacyLedger(old.target, budget, old._accountant, unit=old.unit, fingerprint=old.fingerprint)
         if old.certificate_hash is not None:
             new.bind_certificate(old.certificate_hash, old.certificate_source or "", old.record)
         object.__setattr__(mech, "ledger", new)
     return mech
+
+
+def _lock_template(mech) -> int | None:
+    """Spend a candidate template's own ledger (no certificate covers a run of the template itself: only the
+    tuning's runs, each a fresh copy) and return its certified budget. Refuses a template already used."""
+    from dpspec.mechanisms.ledger import PrivacyLedger
+
+    led = getattr(mech, "ledger", None)
+    if not isinstance(led, PrivacyLedger):
+        return None
+    if led.steps_taken:
+        raise TuningRefused("a candidate's compiled object was used outside the tuning; compile again")
+    budget = led.budget_steps
+    led.charge(budget)
+    return budget
 
 
 class TunedTraining:
@@ -104,6 +130,8 @@ class TunedTraining:
             raise ValueError("a tuning needs at least one candidate")
         self.name = name
         self.candidates = candidates
+        #: each candidate's certified budget per run; the templates' own ledgers are spent here
+        self._run_budgets = tuple(_lock_template(c.mechanism) for c in candidates)
         w = np.full(len(candidates), 1.0 / len(candidates)) if weights is None else np.asarray(weights, float)
         self.weights = w / w.sum()
         self.runs = runs
@@ -135,6 +163,19 @@ class TunedTraining:
                 candidates=[c.epsilon for c in candidates],
             ),
         )
+        self.weights.flags.writeable = False
+        self._frozen = True  # read-only from here on, like every compiled mechanism (frozen dataclasses)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(
+                f"`{self.name}`: a compiled tuning is read-only (its run count, candidates, score noise and cap "
+                "come from its certificate); compile another spec"
+            )
+        object.__setattr__(self, key, value)
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"`{self.name}`: a compiled tuning is read-only")
 
     def _spent(self, steps: int, delta: float | None):
         from dpspec.mechanisms.ledger import Spent
@@ -187,9 +228,13 @@ class TunedTraining:
 
     def _score(self, cand: Candidate, raw, rng: np.random.Generator) -> float:
         if cand.score_noise is None:  # public data: the caller's number, stated as such in the certificate
-            return float(raw)
+            v = float(raw)
+            # NaN ranks lowest: "best" must be a total order on the runs' outputs (Papernot & Steinke 2022 §2);
+            # with NaN compared as is, a NaN first run would win against every later one
+            return -math.inf if math.isnan(v) else v
         v = np.clip(np.nan_to_num(np.asarray(raw, dtype=float).ravel(), nan=0.0), 0.0, 1.0)
-        return float(v.sum() + rng.normal(0.0, cand.score_noise))
+        # math.fsum: the correctly rounded sum, so float re-ordering cannot add to the sensitivity
+        return float(math.fsum(v.tolist()) + rng.normal(0.0, cand.score_noise))
 
     def run(
         self,
@@ -205,14 +250,23 @@ class TunedTraining:
         standard deviation), and for a public score a number. ``stop(best_score, runs_done)`` may end the
         search early, only when the spec says ``stop_early true``: the run is then capped at the certified
         number of runs whose composition fits the certified ε, and its run certificate states that bound.
-        ``seed``: for reproducible tests; by default the generator is seeded from the operating system."""
+        ``seed`` is refused: the number of runs K, every run's candidate and the private score's noise are drawn
+        from a generator seeded from the operating system's entropy. A seed the caller chooses (or knows) makes K a
+        known number, so the random-count theorems (Papernot & Steinke 2022 Thms 2, 6) no longer apply, and makes
+        the score's noise predictable."""
+        if seed is not None:
+            raise TuningRefused(
+                f"`{self.name}`: a tuning draws the number of runs, the candidates and the score noise from the "
+                "operating system's entropy; a seed would make them predictable (the random-count theorem would not "
+                "apply); call run() without `seed`"
+            )
         if stop is not None and not self.stop_early:
             raise TuningRefused(
                 f"`{self.name}`: the certificate does not cover stopping early; compile a spec with `stop_early true`"
             )
         if not self.stop_early:
             self.ledger.charge(1)  # one procedure per compiled object: a second run would spend it again
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(secrets.randbits(128))  # the operating system's entropy, never the caller's
         drawn = int(self.runs.sample(rng))
         limit = min(drawn, self.ledger.remaining) if self.stop_early else drawn
         best: tuple[float, int, Any] | None = None
@@ -224,7 +278,7 @@ class TunedTraining:
             i = int(rng.choice(len(self.candidates), p=self.weights))
             history.append(i)
             cand = self.candidates[i]
-            mech = _fresh_run(cand.mechanism)  # this run's own ledger
+            mech = _fresh_run(cand.mechanism, self._run_budgets[i])  # this run's own ledger
             model = train_fn(mech, dict(cand.values))
             s = self._score(cand, score_fn(model), rng)
             if best is None or s > best[0]:
@@ -234,17 +288,20 @@ class TunedTraining:
                 stopped = True
                 break
         spent = self.ledger.privacy_spent(self.points[0][0] if self.points else None)
+        # K (and so the number of runs made and the list of their candidates) is released only where the
+        # certificate covers it: a fixed count, or the composition bound of early stopping
+        k_public = self.stop_early or self.runs.kind == "fixed"
         result = TuningResult(
             model=best[2] if best else None,
             settings=dict(self.candidates[best[1]].values) if best else None,
             candidate=best[1] if best else None,
             score=best[0] if best and self.release_score else None,
-            runs_drawn=drawn,
-            runs_done=len(history),
+            runs_drawn=drawn if k_public else None,
+            runs_done=len(history) if k_public else None,
             stopped_early=stopped or (self.stop_early and limit < drawn),
             epsilon=spent.epsilon,
             delta=self.delta,
-            history=history,
+            history=history if k_public else None,
         )
         if self.ledger.certificate_hash is not None:
             result.run_certificate = self.run_certificate()
