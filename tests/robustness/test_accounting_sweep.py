@@ -342,9 +342,10 @@ def test_sweep_covers_the_public_api():
     ``test_sweep_srpp_relational.py`` or by ``test_sweep_pld.py``; a new public accountant
     without a sweep fails here."""
     from test_sweep_pld import COVERED_PLD
+    from test_sweep_selection import COVERED_SELECTION
     from test_sweep_srpp_relational import COVERED_HERE
 
-    covered = COVERED | COVERED_HERE | COVERED_PLD
+    covered = COVERED | COVERED_HERE | COVERED_PLD | COVERED_SELECTION
     missing = covered - set(acc.__all__)
     assert not missing, f"the sweep covers names no longer exported: {sorted(missing)}"
     new = sorted(set(acc.__all__) - covered)
