@@ -50,8 +50,13 @@ def verify(certificate, *, raise_on_error: bool = True, data=None, trust_code: b
 
     from dpspec.certificate.verify import verify as _verify
 
-    if (isinstance(certificate, str) and certificate.endswith(".json") and "\n" not in certificate
-            and not certificate.lstrip().startswith("{") and os.path.isfile(certificate)):
+    if (
+        isinstance(certificate, str)
+        and certificate.endswith(".json")
+        and "\n" not in certificate
+        and not certificate.lstrip().startswith("{")
+        and os.path.isfile(certificate)
+    ):
         certificate = Path(certificate)
     return _verify(certificate, raise_on_error=raise_on_error, data=data, trust_code=trust_code)
 

@@ -1,3 +1,4 @@
 #!/usr/bin/env python
 from dpspec.cli.main import main
+
 raise SystemExit(main())

@@ -10,9 +10,10 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Literal, NamedTuple, Sequence
+from typing import Literal, NamedTuple
 
 from dpspec.errors import DpspecError
 
@@ -33,7 +34,7 @@ class Span(NamedTuple):
     end_col: int
 
     @staticmethod
-    def point(file: str, line: int, col: int, width: int = 1) -> "Span":
+    def point(file: str, line: int, col: int, width: int = 1) -> Span:
         return Span(file, line, col, line, col + max(width, 1))
 
     def to_dict(self) -> dict:
@@ -107,8 +108,10 @@ def render(d: Diagnostic, sources: dict[str, str]) -> str:
             # control and bidi characters are shown escaped (a spec's bytes never reach the terminal as
             # escape sequences or reorder the line), the caret widened to match
             shown = [_escaped(ch) for ch in src]
-            col0, width = (sum(map(len, shown[:max(col0, 0)])),
-                           max(1, sum(map(len, shown[max(col0, 0):max(col0, 0) + width]))))
+            col0, width = (
+                sum(map(len, shown[: max(col0, 0)])),
+                max(1, sum(map(len, shown[max(col0, 0) : max(col0, 0) + width]))),
+            )
             src = "".join(shown)
             out.append(f" {pad} |")
             out.append(f" {gutter} | {src}")

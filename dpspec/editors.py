@@ -26,8 +26,10 @@ def _terminals() -> dict[str, str]:
     """name → regex source of every lark terminal (string literals escaped)."""
     from dpspec.parse.parser import _lark
 
-    return {t.name: (t.pattern.value if type(t.pattern).__name__ == "PatternRE" else re.escape(t.pattern.value))
-            for t in _lark().terminals}
+    return {
+        t.name: (t.pattern.value if type(t.pattern).__name__ == "PatternRE" else re.escape(t.pattern.value))
+        for t in _lark().terminals
+    }
 
 
 def _words() -> dict[str, list[str]]:
@@ -35,9 +37,25 @@ def _words() -> dict[str, list[str]]:
     from dpspec.lower import lowering as L
 
     forms: set[str] = set()
-    for table in (L.GUARANTEES, L.SAMPLINGS, L.NEGATIVES, L.CLIPPINGS, L.SLICES, L.NOISES, L.QUERIES, L.UNITS,
-                  L.DATA, L.PROPAGATIONS, L.LOSSES, L.ENCODERS, L.SPLITS, L.EXECUTIONS, L.DISCREPANCIES,
-                  L.LR_SCHEDULES, L.WORLDS):
+    for table in (
+        L.GUARANTEES,
+        L.SAMPLINGS,
+        L.NEGATIVES,
+        L.CLIPPINGS,
+        L.SLICES,
+        L.NOISES,
+        L.QUERIES,
+        L.UNITS,
+        L.DATA,
+        L.PROPAGATIONS,
+        L.LOSSES,
+        L.ENCODERS,
+        L.SPLITS,
+        L.EXECUTIONS,
+        L.DISCREPANCIES,
+        L.LR_SCHEDULES,
+        L.WORLDS,
+    ):
         forms.update(table)
     keys = {s.key for ss in L.BLOCK_SETTINGS.values() for s in ss}
     keys |= {a for ss in L.BLOCK_SETTINGS.values() for s in ss for a in s.aliases}
@@ -66,47 +84,78 @@ def textmate_grammar() -> dict:
     word = lambda alts: _NOT_NAME_BEFORE + alts + _NOT_NAME_AFTER  # noqa: E731
     number = _NOT_NAME_BEFORE.replace("\\-", "\\-.") + t["NUMBER"] + _NOT_NAME_AFTER
     repository = {
-        "comment": {"name": "comment.line.number-sign.dps", "match": t["COMMENT"].replace("#", "(#)", 1),
-                    "captures": {"1": {"name": "punctuation.definition.comment.dps"}}},
-        "string": {"name": "string.quoted.double.dps", "begin": t["STRING"][0], "end": '(")|$',
-                   "beginCaptures": {"0": {"name": "punctuation.definition.string.begin.dps"}},
-                   "endCaptures": {"1": {"name": "punctuation.definition.string.end.dps"}},
-                   "patterns": [{"name": "constant.character.escape.dps", "match": r"\\."}]},
+        "comment": {
+            "name": "comment.line.number-sign.dps",
+            "match": t["COMMENT"].replace("#", "(#)", 1),
+            "captures": {"1": {"name": "punctuation.definition.comment.dps"}},
+        },
+        "string": {
+            "name": "string.quoted.double.dps",
+            "begin": t["STRING"][0],
+            "end": '(")|$',
+            "beginCaptures": {"0": {"name": "punctuation.definition.string.begin.dps"}},
+            "endCaptures": {"1": {"name": "punctuation.definition.string.end.dps"}},
+            "patterns": [{"name": "constant.character.escape.dps", "match": r"\\."}],
+        },
         "number": {"name": "constant.numeric.dps", "match": number},
         "use": {"match": word(t["USE"]) + r'(?=\s*")', "name": "keyword.control.import.dps"},
         "in": {"match": word(t["IN"]), "name": "keyword.operator.in.dps"},
         "block": {
             "begin": rf"{_NOT_NAME_BEFORE}({ident})\s+({ident})\s*(\{{)",
-            "beginCaptures": {"1": {"name": "storage.type.block.dps"}, "2": {"name": "entity.name.type.dps"},
-                              "3": {"name": "punctuation.section.block.begin.dps"}},
-            "end": r"\}", "endCaptures": {"0": {"name": "punctuation.section.block.end.dps"}},
-            "patterns": [{"include": "#body"}]},
+            "beginCaptures": {
+                "1": {"name": "storage.type.block.dps"},
+                "2": {"name": "entity.name.type.dps"},
+                "3": {"name": "punctuation.section.block.begin.dps"},
+            },
+            "end": r"\}",
+            "endCaptures": {"0": {"name": "punctuation.section.block.end.dps"}},
+            "patterns": [{"include": "#body"}],
+        },
         # inside a block: a named sub-block's `{ … }` nests, so its `}` does not end the block
-        "body": {"patterns": [{"include": "#comment"}, {"include": "#string"}, {"include": "#braces"},
-                              {"include": "#setting"}, {"include": "#value"}]},
-        "braces": {"begin": t["LBRACE"], "end": t["RBRACE"],
-                   "beginCaptures": {"0": {"name": "punctuation.section.braces.dps"}},
-                   "endCaptures": {"0": {"name": "punctuation.section.braces.dps"}},
-                   "patterns": [{"include": "#body"}]},
+        "body": {
+            "patterns": [
+                {"include": "#comment"},
+                {"include": "#string"},
+                {"include": "#braces"},
+                {"include": "#setting"},
+                {"include": "#value"},
+            ]
+        },
+        "braces": {
+            "begin": t["LBRACE"],
+            "end": t["RBRACE"],
+            "beginCaptures": {"0": {"name": "punctuation.section.braces.dps"}},
+            "endCaptures": {"0": {"name": "punctuation.section.braces.dps"}},
+            "patterns": [{"include": "#body"}],
+        },
         "setting": {"match": word(_alternation(w["settings"])) + r"(?=\s)", "name": "variable.other.property.dps"},
-        "kwarg": {"match": rf"{_NOT_NAME_BEFORE}({ident})\s*({t['EQUAL']})(?!=)",
-                  "captures": {"1": {"name": "variable.parameter.dps"},
-                               "2": {"name": "keyword.operator.assignment.dps"}}},
-        "call": {"match": rf"{_NOT_NAME_BEFORE}({ident})(?=\s*{t['LPAR']})",
-                 "captures": {"1": {"name": "entity.name.function.dps"}}},
+        "kwarg": {
+            "match": rf"{_NOT_NAME_BEFORE}({ident})\s*({t['EQUAL']})(?!=)",
+            "captures": {"1": {"name": "variable.parameter.dps"}, "2": {"name": "keyword.operator.assignment.dps"}},
+        },
+        "call": {
+            "match": rf"{_NOT_NAME_BEFORE}({ident})(?=\s*{t['LPAR']})",
+            "captures": {"1": {"name": "entity.name.function.dps"}},
+        },
         "form": {"match": word(_alternation(w["forms"])), "name": "support.function.dps"},
         "mechanism": {"match": word(_alternation(w["mechanisms"])), "name": "support.constant.mechanism.dps"},
         "name": {"match": ident, "name": "variable.other.dps"},
-        "brackets": {"patterns": [
-            {"match": f"{t['LBRACE']}|{t['RBRACE']}", "name": "punctuation.section.braces.dps"},
-            {"match": f"{t['LSQB']}|{t['RSQB']}", "name": "punctuation.section.brackets.dps"},
-            {"match": f"{t['LPAR']}|{t['RPAR']}", "name": "punctuation.section.parens.dps"},
-            {"match": t["COMMA"], "name": "punctuation.separator.comma.dps"},
-            {"match": t["COMPARE"], "name": "keyword.operator.comparison.dps"},
-            {"match": t["EQUAL"], "name": "keyword.operator.assignment.dps"},
-        ]},
-        "value": {"patterns": [{"include": f"#{k}"} for k in (
-            "comment", "string", "number", "in", "kwarg", "call", "mechanism", "form", "name", "brackets")]},
+        "brackets": {
+            "patterns": [
+                {"match": f"{t['LBRACE']}|{t['RBRACE']}", "name": "punctuation.section.braces.dps"},
+                {"match": f"{t['LSQB']}|{t['RSQB']}", "name": "punctuation.section.brackets.dps"},
+                {"match": f"{t['LPAR']}|{t['RPAR']}", "name": "punctuation.section.parens.dps"},
+                {"match": t["COMMA"], "name": "punctuation.separator.comma.dps"},
+                {"match": t["COMPARE"], "name": "keyword.operator.comparison.dps"},
+                {"match": t["EQUAL"], "name": "keyword.operator.assignment.dps"},
+            ]
+        },
+        "value": {
+            "patterns": [
+                {"include": f"#{k}"}
+                for k in ("comment", "string", "number", "in", "kwarg", "call", "mechanism", "form", "name", "brackets")
+            ]
+        },
     }
     return {
         "$schema": "https://raw.githubusercontent.com/martinring/tmlanguage/master/tmlanguage.json",
@@ -114,9 +163,14 @@ def textmate_grammar() -> dict:
         "scopeName": SCOPE,
         "fileTypes": ["dps"],
         "comment": "Generated by `python -m dpspec.editors` from dpspec/dpspec.lark and the compiler's tables; "
-                   "do not edit by hand.",
-        "patterns": [{"include": "#comment"}, {"include": "#use"}, {"include": "#string"},
-                     {"include": "#block"}, {"include": "#value"}],
+        "do not edit by hand.",
+        "patterns": [
+            {"include": "#comment"},
+            {"include": "#use"},
+            {"include": "#string"},
+            {"include": "#block"},
+            {"include": "#value"},
+        ],
         "repository": repository,
     }
 
@@ -126,13 +180,19 @@ def language_configuration() -> dict:
     return {
         "comments": {"lineComment": "#"},
         "brackets": [["{", "}"], ["[", "]"], ["(", ")"]],
-        "autoClosingPairs": [{"open": "{", "close": "}"}, {"open": "[", "close": "]"}, {"open": "(", "close": ")"},
-                             {"open": '"', "close": '"', "notIn": ["string", "comment"]}],
+        "autoClosingPairs": [
+            {"open": "{", "close": "}"},
+            {"open": "[", "close": "]"},
+            {"open": "(", "close": ")"},
+            {"open": '"', "close": '"', "notIn": ["string", "comment"]},
+        ],
         "surroundingPairs": [["{", "}"], ["[", "]"], ["(", ")"], ['"', '"']],
         # a name keeps its dashes (`Asian-Pac-Islander` is one word); numbers keep exponent and `%`
         "wordPattern": f"{t['NUMBER']}|{t['IDENT']}",
-        "indentationRules": {"increaseIndentPattern": r"^[^#]*[\{\[\(]\s*(#.*)?$",
-                             "decreaseIndentPattern": r"^\s*[\}\]\)]"},
+        "indentationRules": {
+            "increaseIndentPattern": r"^[^#]*[\{\[\(]\s*(#.*)?$",
+            "decreaseIndentPattern": r"^\s*[\}\]\)]",
+        },
     }
 
 
@@ -142,8 +202,10 @@ def _dump(obj: dict) -> str:
 
 def files() -> dict[str, str]:
     """Path relative to editors/vscode → content."""
-    return {"syntaxes/dps.tmLanguage.json": _dump(textmate_grammar()),
-            "language-configuration.json": _dump(language_configuration())}
+    return {
+        "syntaxes/dps.tmLanguage.json": _dump(textmate_grammar()),
+        "language-configuration.json": _dump(language_configuration()),
+    }
 
 
 def write(root: Path = ROOT) -> None:

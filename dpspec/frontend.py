@@ -13,8 +13,8 @@ from pathlib import Path
 from dpspec import limits
 from dpspec.diagnostics import Diagnostic, SpecError
 from dpspec.ir.models import SpecIR
-from dpspec.parse.fmt import fmt
 from dpspec.parse import ast
+from dpspec.parse.fmt import fmt
 from dpspec.parse.includes import Program, load_program
 
 
@@ -46,7 +46,7 @@ class Spec:
         blocks = self.program.visible_blocks()
         return fmt(ast.SpecFile(tuple(blocks), file=self.program.root))
 
-    def raise_for_errors(self) -> "Spec":
+    def raise_for_errors(self) -> Spec:
         if not self.ok:
             raise SpecError(self.errors or self.diagnostics, self.sources)
         return self

@@ -32,7 +32,18 @@ from dataclasses import dataclass
 
 from dpspec.errors import DpspecError
 
-__all__ = ["Limit", "LIMITS", "LimitExceeded", "limit", "over", "over_work", "hint", "require", "require_work", "memory_budget"]
+__all__ = [
+    "Limit",
+    "LIMITS",
+    "LimitExceeded",
+    "limit",
+    "over",
+    "over_work",
+    "hint",
+    "require",
+    "require_work",
+    "memory_budget",
+]
 
 
 @dataclass(frozen=True)
@@ -67,10 +78,18 @@ _TABLE = (
     Limit("epochs", 1_000_000, "training epochs (of a model or an encoder)"),
     Limit("batch", 10_000_000, "records in one batch or one sampling draw"),
     Limit("orders", 100_000, "Rényi orders, propagation depths or histogram bins"),
-    Limit("secret_values", 1_000, "values of a Pufferfish secret (declared, quantile bins, or read from the data); "
-                                  "the discriminative pairs grow with its square"),
-    Limit("degree_cap", 64, "edges kept per node (`degree_cap`, `per_positive`); the relational accountant's "
-                            "time grows steeply with it (about 2 minutes at 60, over 25 at 200)"),
+    Limit(
+        "secret_values",
+        1_000,
+        "values of a Pufferfish secret (declared, quantile bins, or read from the data); "
+        "the discriminative pairs grow with its square",
+    ),
+    Limit(
+        "degree_cap",
+        64,
+        "edges kept per node (`degree_cap`, `per_positive`); the relational accountant's "
+        "time grows steeply with it (about 2 minutes at 60, over 25 at 200)",
+    ),
     Limit("draws", 10_000_000, "Monte-Carlo draws or sampled worlds"),
     Limit("hidden", 1_000_000, "hidden units, encoder outputs or token lengths of a model"),
     Limit("workers", 4096, "distributed workers"),
@@ -134,8 +153,10 @@ def _message(name: str, value: float, what: str | None) -> str:
 
 def hint(name: str) -> str:
     lim = LIMITS[name]
-    return (f"the limit bounds memory and run time; if this size is intended, raise it for this run with "
-            f"{lim.env}=<n> (see docs/language.md, Limits)")
+    return (
+        f"the limit bounds memory and run time; if this size is intended, raise it for this run with "
+        f"{lim.env}=<n> (see docs/language.md, Limits)"
+    )
 
 
 def over(name: str, value: float | int | None) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["progress", "enabled", "set_quiet"]
 
@@ -69,8 +69,14 @@ class _Silent:
         pass
 
 
-def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str | None = None,
-             unit: str = "it", leave: bool = False):
+def progress(
+    iterable: Iterable | None = None,
+    *,
+    total: int | None = None,
+    desc: str | None = None,
+    unit: str = "it",
+    leave: bool = False,
+):
     """A tqdm bar on stderr over ``iterable`` (or a manual one of ``total``), or a silent stand-in."""
     if not enabled():
         return _Silent(iterable, total)

@@ -13,8 +13,8 @@ import dpspec
 from dpspec.errors import CertificateReadError, DpspecError
 
 PKG = Path(dpspec.__file__).resolve().parent
-# control flow inside one module, never seen by a caller
-INTERNAL = {"_GhostUnsupported", "_StructureError", "_RunCertificate", "_Stop", "WindowTooLarge"}
+# control flow inside dpspec (raised and caught there), never seen by a caller
+INTERNAL = {"_GhostUnsupported", "_StructureError", "_RunCertificate", "_Stop", "WindowTooLarge", "Unsupported"}
 
 
 def _exception_classes():

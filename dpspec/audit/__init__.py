@@ -27,6 +27,7 @@ from .api import AuditError, AuditReport, audit, load_subject
 from .base import AUDITORS, AuditContext, AuditResult, AuditTarget, Claim, register_auditor, run_target
 from .stats import cp_lower, cp_upper, epsilon_from_rates, epsilon_lower_bound, max_certifiable_epsilon
 
+
 def _register_family_auditors() -> None:
     """Import each family's auditor module (dpspec.families), which registers it; torch stays lazy."""
     from dpspec.families import FAMILIES, load
@@ -39,7 +40,20 @@ def _register_family_auditors() -> None:
 _register_family_auditors()
 
 __all__ = [
-    "audit", "AuditReport", "AuditResult", "AuditError", "load_subject",
-    "AuditTarget", "AuditContext", "Claim", "register_auditor", "run_target", "AUDITORS",
-    "cp_upper", "cp_lower", "epsilon_from_rates", "epsilon_lower_bound", "max_certifiable_epsilon",
+    "audit",
+    "AuditReport",
+    "AuditResult",
+    "AuditError",
+    "load_subject",
+    "AuditTarget",
+    "AuditContext",
+    "Claim",
+    "register_auditor",
+    "run_target",
+    "AUDITORS",
+    "cp_upper",
+    "cp_lower",
+    "epsilon_from_rates",
+    "epsilon_lower_bound",
+    "max_certifiable_epsilon",
 ]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from dpspec.errors import DpspecError
 
@@ -61,9 +62,16 @@ class AuditReport:
         raise KeyError(name)
 
     def to_dict(self) -> dict:
-        return {"spec": self.spec, "seed": self.seed, "confidence": self.confidence, "ok": self.ok,
-                "seconds": self.seconds, "estimated_seconds": self.estimated_seconds, "max_seconds": self.max_seconds,
-                "results": [r.to_dict() for r in self.results]}
+        return {
+            "spec": self.spec,
+            "seed": self.seed,
+            "confidence": self.confidence,
+            "ok": self.ok,
+            "seconds": self.seconds,
+            "estimated_seconds": self.estimated_seconds,
+            "max_seconds": self.max_seconds,
+            "results": [r.to_dict() for r in self.results],
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=_json_default)
@@ -75,8 +83,17 @@ class AuditReport:
             if r.status == "skipped":
                 out.append([name, r.mechanism, "—", "—", "—", "skipped", r.note])
                 continue
-            out.append([name, r.mechanism, f"{r.delta:g}", _num(r.epsilon_certified), _num(r.epsilon_lower),
-                        r.status, f"{r.trials_evaluation}/side, {r.statistic}"])
+            out.append(
+                [
+                    name,
+                    r.mechanism,
+                    f"{r.delta:g}",
+                    _num(r.epsilon_certified),
+                    _num(r.epsilon_lower),
+                    r.status,
+                    f"{r.trials_evaluation}/side, {r.statistic}",
+                ]
+            )
         return out
 
     def to_text(self) -> str:
@@ -92,19 +109,39 @@ class AuditReport:
                 lines.append(f"    ceiling of this sample size: ε_lower ≤ {r.ceiling:.3g}; notion: {r.notion}")
         if self.max_seconds is not None:
             cut = [r for r in self.results if r.budget_note]
-            lines.append(f"time budget: {self.max_seconds:g} s" + (
-                f"; {len(cut)} target(s) ran fewer trials or none (see their notes): their lower bounds are weaker, "
-                "still valid at the stated confidence" if cut else "; every target ran its full trial count"))
+            lines.append(
+                f"time budget: {self.max_seconds:g} s"
+                + (
+                    f"; {len(cut)} target(s) ran fewer trials or none (see their notes): their lower "
+                    "bounds are weaker, "
+                    "still valid at the stated confidence"
+                    if cut
+                    else "; every target ran its full trial count"
+                )
+            )
         if not any(r.status != "skipped" for r in self.results):
             lines.append("verdict: nothing was audited (see the notes)")
             return "\n".join(lines) + "\n"
-        lines.append("verdict: " + ("no violation found" if self.ok else
-                                    f"{len(self.violations)} VIOLATION(S): the mechanism leaks more than certified"))
+        lines.append(
+            "verdict: "
+            + (
+                "no violation found"
+                if self.ok
+                else f"{len(self.violations)} VIOLATION(S): the mechanism leaks more than certified"
+            )
+        )
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
-        head = ["target", "mechanism", "δ", "certified ε", f"audited ε lower bound ({self.confidence:.0%})",
-                "verdict", "details"]
+        head = [
+            "target",
+            "mechanism",
+            "δ",
+            "certified ε",
+            f"audited ε lower bound ({self.confidence:.0%})",
+            "verdict",
+            "details",
+        ]
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for row in self.rows():
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
@@ -148,8 +185,7 @@ def load_subject(subject, *, data: dict | None = None, check: bool = True):
     from dpspec.certificate.model import Certificate
     from dpspec.certificate.verify import verify
 
-    if isinstance(subject, (str, Path)) and not str(subject).lstrip().startswith("{") and \
-            str(subject).endswith(".dps"):
+    if isinstance(subject, (str, Path)) and not str(subject).lstrip().startswith("{") and str(subject).endswith(".dps"):
         from dpspec.frontend import load
 
         return compile_spec(load(Path(subject), name=str(subject)), data=data)
@@ -159,12 +195,23 @@ def load_subject(subject, *, data: dict | None = None, check: bool = True):
     if rep is not None and getattr(rep, "run", None) is not None:
         raise AuditError("this is a run certificate (what one run spent); audit the certificate it names")
     if rep is not None and not rep.ok:
-        raise AuditError("the certificate does not verify, so its mechanisms cannot be rebuilt:\n"
-                         + "\n".join(f"- {p}" for p in rep.problems))
-    cert = rep.certificate if rep is not None else (
-        subject if isinstance(subject, Certificate) else Certificate.model_validate_json(
-            subject if isinstance(subject, str) and subject.lstrip().startswith("{") else
-            Path(subject).read_text(encoding="utf-8")))
+        raise AuditError(
+            "the certificate does not verify, so its mechanisms cannot be rebuilt:\n"
+            + "\n".join(f"- {p}" for p in rep.problems)
+        )
+    cert = (
+        rep.certificate
+        if rep is not None
+        else (
+            subject
+            if isinstance(subject, Certificate)
+            else Certificate.model_validate_json(
+                subject
+                if isinstance(subject, str) and subject.lstrip().startswith("{")
+                else Path(subject).read_text(encoding="utf-8")
+            )
+        )
+    )
     spec = loads(cert.spec.canonical_text, name=cert.spec.source_name)
     compiled = compile_spec(spec, data=data)
     # audit against the numbers of the certificate given, not the fresh compile (they verified equal)
@@ -180,11 +227,23 @@ def _targets_for(ctx: AuditContext) -> list[AuditTarget] | str:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterable[str] | None = None,
-          trials: int | None = None, seed: int = 0, confidence: float = 0.95, delta: float | None = None,
-          selection_fraction: float = 0.2, options: dict[str, dict] | None = None, data: dict | None = None,
-          progress: Callable[[str], None] | None = None, runtime: bool = True, max_seconds: float | None = None,
-          estimate: Callable[[float, str], None] | None = None) -> AuditReport:
+def audit(
+    subject,
+    *,
+    mechanisms: dict[str, Any] | None = None,
+    targets: Iterable[str] | None = None,
+    trials: int | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    delta: float | None = None,
+    selection_fraction: float = 0.2,
+    options: dict[str, dict] | None = None,
+    data: dict | None = None,
+    progress: Callable[[str], None] | None = None,
+    runtime: bool = True,
+    max_seconds: float | None = None,
+    estimate: Callable[[float, str], None] | None = None,
+) -> AuditReport:
     """Empirically lower-bound the privacy loss of every release/training in ``subject``.
 
     ``subject``: a ``Compiled``, a ``Spec``, a ``.dps`` path, or a certificate (model, dict, JSON
@@ -211,8 +270,9 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
     Returns an :class:`AuditReport`; ``report.ok`` is False iff some ε_lower exceeds the
     certified ε (a violation at the given confidence)."""
     t0 = time.perf_counter()
-    if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and max_seconds > 0
-                                        and math.isfinite(max_seconds)):
+    if max_seconds is not None and not (
+        isinstance(max_seconds, (int, float)) and max_seconds > 0 and math.isfinite(max_seconds)
+    ):
         raise ValueError(f"max_seconds must be a positive number of seconds, got {max_seconds!r}")
     compiled = load_subject(subject, data=data)
     mechanisms = dict(mechanisms or {})
@@ -220,13 +280,18 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
     options = options or {}
     known = {r.name for r in compiled.certificate.results}
     if wanted is not None and wanted - known:
-        raise AuditError(f"no target named {', '.join(sorted(wanted - known))}; the certificate has "
-                         f"{', '.join(sorted(known))}")
+        raise AuditError(
+            f"no target named {', '.join(sorted(wanted - known))}; the certificate has {', '.join(sorted(known))}"
+        )
     unknown = set(mechanisms) - known
     if unknown:
         raise AuditError(f"mechanisms given for unknown target(s) {', '.join(sorted(unknown))}")
-    report = AuditReport(seed=seed, confidence=confidence, spec=compiled.certificate.spec.source_name,
-                         max_seconds=None if max_seconds is None else float(max_seconds))
+    report = AuditReport(
+        seed=seed,
+        confidence=confidence,
+        spec=compiled.certificate.spec.source_name,
+        max_seconds=None if max_seconds is None else float(max_seconds),
+    )
     from dpspec.progress import progress as bar
 
     # 1. the audit targets of every entry, in certificate order (skipped entries hold their place)
@@ -299,12 +364,16 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
                 for _, _, t in order:
                     k = id(t)
                     if plan[k] < MIN_TRIALS:
-                        notes[k] = (f"not run: the time budget of {max_seconds:g} s leaves fewer than {MIN_TRIALS} "
-                                    f"trials per neighbour for it (all {want[k]} would take ≈ {_dur(need[k])})")
+                        notes[k] = (
+                            f"not run: the time budget of {max_seconds:g} s leaves fewer than {MIN_TRIALS} "
+                            f"trials per neighbour for it (all {want[k]} would take ≈ {_dur(need[k])})"
+                        )
                     elif plan[k] < want[k]:
-                        notes[k] = (f"time budget {max_seconds:g} s: {plan[k]} of {want[k]} trials per neighbour "
-                                    f"(all would take ≈ {_dur(need[k])}); fewer trials give a weaker lower bound, "
-                                    "still valid at the stated confidence")
+                        notes[k] = (
+                            f"time budget {max_seconds:g} s: {plan[k]} of {want[k]} trials per neighbour "
+                            f"(all would take ≈ {_dur(need[k])}); fewer trials give a weaker lower bound, "
+                            "still valid at the stated confidence"
+                        )
                 line += f"; budget {max_seconds:g} s ({max(0.0, left):.0f} s left after compiling and timing)"
         if estimate is not None:
             estimate(total, line)
@@ -318,15 +387,26 @@ def audit(subject, *, mechanisms: dict[str, Any] | None = None, targets: Iterabl
         k = id(t)
         spent = time.perf_counter() - t0
         if k in notes and plan[k] < MIN_TRIALS or (max_seconds is not None and spent >= max_seconds):
-            r = skipped(t.name, t.mechanism, notes.get(k) or f"not run: the time budget of {max_seconds:g} s was "
-                        f"spent ({spent:.0f} s) before this target started", t.label())
+            r = skipped(
+                t.name,
+                t.mechanism,
+                notes.get(k)
+                or f"not run: the time budget of {max_seconds:g} s was "
+                f"spent ({spent:.0f} s) before this target started",
+                t.label(),
+            )
             r.budget_note = r.note
             report.results.append(r)
             continue
         if progress:
             progress(f"auditing {t.label()} ({t.mechanism})")
-        r = run_target(t, trials=plan[k], seed=seed * 1_000_003 + i * 101 + j, confidence=confidence,
-                       selection_fraction=selection_fraction)
+        r = run_target(
+            t,
+            trials=plan[k],
+            seed=seed * 1_000_003 + i * 101 + j,
+            confidence=confidence,
+            selection_fraction=selection_fraction,
+        )
         if k in notes:
             r.budget_note = notes[k]
             r.note = f"{r.note}; {notes[k]}" if r.note else notes[k]

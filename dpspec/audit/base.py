@@ -47,20 +47,30 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .stats import epsilon_lower_bound, error_counts, max_certifiable_epsilon, select_threshold
 
-__all__ = ["Claim", "AuditContext", "AuditTarget", "AuditResult", "register_auditor", "AUDITORS", "run_target",
-           "SkippedTarget", "MIN_TRIALS", "seconds_per_trial"]
+__all__ = [
+    "Claim",
+    "AuditContext",
+    "AuditTarget",
+    "AuditResult",
+    "register_auditor",
+    "AUDITORS",
+    "run_target",
+    "SkippedTarget",
+    "MIN_TRIALS",
+    "seconds_per_trial",
+]
 
 #: the fewest outputs per neighbour an audit runs (a selection and an evaluation split of >= 20 each)
 MIN_TRIALS = 40
-
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,7 @@ class AuditTarget(ABC):
     @abstractmethod
     def statistics(self, x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarray], np.ndarray]]: ...
 
-    def components(self) -> list[tuple[float, "AuditTarget"]] | None:
+    def components(self) -> list[tuple[float, AuditTarget]] | None:
         """Weighted sub-targets whose weighted sum of ε is what the claim bounds (Ave notions)."""
         return None
 
@@ -170,7 +180,7 @@ class AuditResult:
     note: str = ""
     seconds: float = 0.0
     label: str = ""
-    components: list["AuditResult"] = field(default_factory=list)
+    components: list[AuditResult] = field(default_factory=list)
     budget_note: str = ""  # how a time budget cut this target's trials (empty: it ran them all)
 
     @property
@@ -192,12 +202,22 @@ def _split(trials: int, selection_fraction: float) -> tuple[int, int]:
     return n_sel, trials - n_sel
 
 
-def _one(target: AuditTarget, claim: Claim, trials: int, rng: np.random.Generator, confidence: float,
-         selection_fraction: float, tests: int) -> AuditResult:
+def _one(
+    target: AuditTarget,
+    claim: Claim,
+    trials: int,
+    rng: np.random.Generator,
+    confidence: float,
+    selection_fraction: float,
+    tests: int,
+) -> AuditResult:
     t0 = time.perf_counter()
     n_sel, n_eval = _split(trials, selection_fraction)
-    r_sel0, r_sel1, r_ev0, r_ev1 = (np.random.default_rng(s) for s in rng.bit_generator.seed_seq.spawn(4)) \
-        if hasattr(rng.bit_generator, "seed_seq") else (rng, rng, rng, rng)
+    r_sel0, r_sel1, r_ev0, r_ev1 = (
+        (np.random.default_rng(s) for s in rng.bit_generator.seed_seq.spawn(4))
+        if hasattr(rng.bit_generator, "seed_seq")
+        else (rng, rng, rng, rng)
+    )
     from dpspec.progress import progress
 
     bar = progress(total=2 * (n_sel + n_eval), desc=f"audit {target.label()}", unit="output")
@@ -243,25 +263,48 @@ def _one_drawn(target, claim, confidence, tests, t0, n_sel, n_eval, rngs, bar) -
     stats = target.statistics(x0, x1)
     sc0 = {k: np.asarray(f(x0), float).reshape(-1) for k, f in stats.items()}
     sc1 = {k: np.asarray(f(x1), float).reshape(-1) for k, f in stats.items()}
-    thr = select_threshold(sc0, sc1, delta=claim.delta, n_eval0=n_eval, n_eval1=n_eval, confidence=confidence,
-                           symmetric=target.symmetric, tests=tests)
+    thr = select_threshold(
+        sc0,
+        sc1,
+        delta=claim.delta,
+        n_eval0=n_eval,
+        n_eval1=n_eval,
+        confidence=confidence,
+        symmetric=target.symmetric,
+        tests=tests,
+    )
     del x0, x1, sc0, sc1
     f = stats[thr.statistic]
     e0 = np.asarray(f(_draw(target, 0, n_eval, r_ev0, bar)), float).reshape(-1)
     e1 = np.asarray(f(_draw(target, 1, n_eval, r_ev1, bar)), float).reshape(-1)
     e0, e1 = np.nan_to_num(e0, nan=-np.inf), np.nan_to_num(e1, nan=-np.inf)
     fp, fn = error_counts(e0, e1, thr.threshold, thr.orientation)
-    eps_lo = epsilon_lower_bound(fp, n_eval, fn, n_eval, claim.delta, confidence=confidence,
-                                 symmetric=target.symmetric, tests=tests)
+    eps_lo = epsilon_lower_bound(
+        fp, n_eval, fn, n_eval, claim.delta, confidence=confidence, symmetric=target.symmetric, tests=tests
+    )
     status = "VIOLATION" if eps_lo > claim.epsilon else "pass"
     return AuditResult(
-        name=target.name, mechanism=target.mechanism, status=status, notion=claim.notion, delta=claim.delta,
-        epsilon_certified=claim.epsilon, epsilon_headline=claim.epsilon_headline, epsilon_lower=float(eps_lo),
-        confidence=confidence, trials_selection=n_sel, trials_evaluation=n_eval,
+        name=target.name,
+        mechanism=target.mechanism,
+        status=status,
+        notion=claim.notion,
+        delta=claim.delta,
+        epsilon_certified=claim.epsilon,
+        epsilon_headline=claim.epsilon_headline,
+        epsilon_lower=float(eps_lo),
+        confidence=confidence,
+        trials_selection=n_sel,
+        trials_evaluation=n_eval,
         statistic=thr.statistic + (" (low values ⇒ D₁)" if thr.orientation < 0 else ""),
-        threshold=thr.threshold, fpr=fp / n_eval, fnr=fn / n_eval,
-        ceiling=max_certifiable_epsilon(n_eval, claim.delta, confidence, tests), neighbours=target.neighbours(),
-        note=claim.note, seconds=time.perf_counter() - t0, label=target.label())
+        threshold=thr.threshold,
+        fpr=fp / n_eval,
+        fnr=fn / n_eval,
+        ceiling=max_certifiable_epsilon(n_eval, claim.delta, confidence, tests),
+        neighbours=target.neighbours(),
+        note=claim.note,
+        seconds=time.perf_counter() - t0,
+        label=target.label(),
+    )
 
 
 def planned_trials(target: AuditTarget, trials: int | None = None) -> int:
@@ -288,8 +331,14 @@ def seconds_per_trial(target: AuditTarget, seed: int = 0) -> float:
     return total
 
 
-def run_target(target: AuditTarget, *, trials: int | None = None, seed: int = 0, confidence: float = 0.95,
-               selection_fraction: float = 0.2) -> AuditResult:
+def run_target(
+    target: AuditTarget,
+    *,
+    trials: int | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    selection_fraction: float = 0.2,
+) -> AuditResult:
     """Run one audit target; see the module docstring for the procedure and its guarantee."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -302,20 +351,34 @@ def run_target(target: AuditTarget, *, trials: int | None = None, seed: int = 0,
     t0 = time.perf_counter()
     subs = []
     for i, (w, sub) in enumerate(comps):
-        r = _one(sub, sub.claim(), n, np.random.default_rng([seed, i]), confidence, selection_fraction,
-                 tests=len(comps))
+        r = _one(
+            sub, sub.claim(), n, np.random.default_rng([seed, i]), confidence, selection_fraction, tests=len(comps)
+        )
         r.label = f"{sub.label()} (weight {w:.3g})"
         subs.append(r)
     lower = float(sum(w * r.epsilon_lower for (w, _), r in zip(comps, subs)))
     status = "VIOLATION" if lower > claim.epsilon else "pass"
     best = max(subs, key=lambda r: r.epsilon_lower)
     return AuditResult(
-        name=target.name, mechanism=target.mechanism, status=status, notion=claim.notion, delta=claim.delta,
-        epsilon_certified=claim.epsilon, epsilon_headline=claim.epsilon_headline, epsilon_lower=lower,
-        confidence=confidence, trials_selection=subs[0].trials_selection,
-        trials_evaluation=subs[0].trials_evaluation, statistic=f"{len(subs)} slices; best: {best.statistic}",
-        ceiling=float(sum(w for w, _ in comps)) * (subs[0].ceiling or 0.0), neighbours=target.neighbours(),
-        note=claim.note, seconds=time.perf_counter() - t0, label=target.label(), components=subs)
+        name=target.name,
+        mechanism=target.mechanism,
+        status=status,
+        notion=claim.notion,
+        delta=claim.delta,
+        epsilon_certified=claim.epsilon,
+        epsilon_headline=claim.epsilon_headline,
+        epsilon_lower=lower,
+        confidence=confidence,
+        trials_selection=subs[0].trials_selection,
+        trials_evaluation=subs[0].trials_evaluation,
+        statistic=f"{len(subs)} slices; best: {best.statistic}",
+        ceiling=float(sum(w for w, _ in comps)) * (subs[0].ceiling or 0.0),
+        neighbours=target.neighbours(),
+        note=claim.note,
+        seconds=time.perf_counter() - t0,
+        label=target.label(),
+        components=subs,
+    )
 
 
 def skipped(name: str, mechanism: str, reason: str, label: str = "") -> AuditResult:

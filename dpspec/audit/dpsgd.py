@@ -55,12 +55,13 @@ def _block_model(R: int, L: int):
         def __init__(self):
             super().__init__()
             self.ws = torch.nn.ParameterList(
-                [torch.nn.Parameter(torch.zeros(R, dtype=torch.float64)) for _ in range(L)])
+                [torch.nn.Parameter(torch.zeros(R, dtype=torch.float64)) for _ in range(L)]
+            )
 
         def forward(self, x):
             out = 0.0
             for layer, w in enumerate(self.ws):
-                out = out + (x[:, layer * R:(layer + 1) * R] * w).sum(dim=1)
+                out = out + (x[:, layer * R : (layer + 1) * R] * w).sum(dim=1)
             return out
 
     return BlockLinear()
@@ -125,8 +126,15 @@ class DpSgdAudit(AuditTarget):
         if self.k == self.T:
             return Claim(head, float(delta), "(ε, δ)-DP", head)
         name, n = self._accountant()
-        curve = acc.dpsgd_rdp_curve(self.sigma, self.rate, self.k, sampling=name, group_size=self.K,
-                                    dataset_size=n, alphas=np.asarray(g.rdp_alphas))
+        curve = acc.dpsgd_rdp_curve(
+            self.sigma,
+            self.rate,
+            self.k,
+            sampling=name,
+            group_size=self.K,
+            dataset_size=n,
+            alphas=np.asarray(g.rdp_alphas),
+        )
         eps = float(acc.dp_from_curve(curve, delta).epsilon)
         a = getattr(self.ctx.record, "accounting", None)
         if a is not None and a.accountant == "pld":  # the certificate's family: min(RDP, PLD) at k steps
@@ -134,9 +142,14 @@ class DpSgdAudit(AuditTarget):
 
             eps = min(eps, dpsgd_pld_epsilon(self.sigma, self.rate, self.k, float(delta), name, self.K, n))
         eps = min(eps, head)  # the k-step prefix is a post-processing of the certified T-step run
-        return Claim(eps, float(delta), "(ε, δ)-DP", head,
-                     note=f"first {self.k} of {self.T} steps observed: compared with the certified ε of {self.k} "
-                          f"steps (same accountant); all {self.T} steps: ε = {head:.4g}")
+        return Claim(
+            eps,
+            float(delta),
+            "(ε, δ)-DP",
+            head,
+            note=f"first {self.k} of {self.T} steps observed: compared with the certified ε of {self.k} "
+            f"steps (same accountant); all {self.T} steps: ε = {head:.4g}",
+        )
 
     def claim(self) -> Claim:
         return self._claim
@@ -144,8 +157,10 @@ class DpSgdAudit(AuditTarget):
     def neighbours(self) -> str:
         other = "an anti-canary (gradient −v)" if self.relation == "substitution" else "a zero-gradient record"
         unit = f"a group of {self.K} canaries" if self.K > 1 else "one canary"
-        return (f"{self.n} records with zero gradient plus {unit} of gradient norm {self.scale:g}·C on D₁, "
-                f"{other} in its slot on D₀; {self.k} step(s) of the noisy canary coordinate observed")
+        return (
+            f"{self.n} records with zero gradient plus {unit} of gradient norm {self.scale:g}·C on D₁, "
+            f"{other} in its slot on D₀; {self.k} step(s) of the noisy canary coordinate observed"
+        )
 
     # --- sampling ----------------------------------------------------------------------------------
     def _chunk_size(self) -> int:
@@ -160,9 +175,9 @@ class DpSgdAudit(AuditTarget):
         return min(self._chunk_size(), 64)
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        import torch
-
         import dataclasses
+
+        import torch
 
         mech = self.ctx.mechanism
         out = np.empty((n, self.k * self.L))
@@ -189,7 +204,7 @@ class DpSgdAudit(AuditTarget):
                 yb = torch.zeros(len(x), dtype=torch.float64)
                 sums, _cs = run._noisy_sum(model, _linear_loss, xb, yb, generator=gen)
                 for layer, key in enumerate(sorted(sums, key=lambda s: int(s.split(".")[-1]))):
-                    out[c0:c0 + R, t * self.L + layer] = sums[key].detach().numpy()
+                    out[c0 : c0 + R, t * self.L + layer] = sums[key].detach().numpy()
             tick(R)
         return out
 
@@ -213,8 +228,13 @@ class DpSgdAudit(AuditTarget):
         K = self.K
         j = np.arange(K + 1)
         with np.errstate(divide="ignore"):
-            logpmf = (gammaln(K + 1) - gammaln(j + 1) - gammaln(K - j + 1) + j * np.log(q)
-                      + (K - j) * (np.log1p(-q) if q < 1 else np.where(K - j > 0, -np.inf, 0.0)))
+            logpmf = (
+                gammaln(K + 1)
+                - gammaln(j + 1)
+                - gammaln(K - j + 1)
+                + j * np.log(q)
+                + (K - j) * (np.log1p(-q) if q < 1 else np.where(K - j > 0, -np.inf, 0.0))
+            )
         terms = logpmf[None, None, :] + j[None, None, :] * mu * z[..., None] - (j * j)[None, None, :] * mu * mu / 2
         return logsumexp(terms, axis=-1)
 
@@ -235,13 +255,21 @@ def _factory(ctx: AuditContext):
 
 # --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
 
-MUTATION_FACTORS = {"noise_scaled": 0.25, "no_clipping": 1.0, "rate_misreported": 10.0, "normaliser_from_data": 1.0,
-                    "nonfinite_voids_step": 1.0, "no_step_budget": 25.0, "no_batch_caps": 1.0, "ledger_rewind": 1.0,
-                    "unnoised_param_group": 1.0}
+MUTATION_FACTORS = {
+    "noise_scaled": 0.25,
+    "no_clipping": 1.0,
+    "rate_misreported": 10.0,
+    "normaliser_from_data": 1.0,
+    "nonfinite_voids_step": 1.0,
+    "no_step_budget": 25.0,
+    "no_batch_caps": 1.0,
+    "ledger_rewind": 1.0,
+    "unnoised_param_group": 1.0,
+}
 MUTANT_CLASSES = ("UnclippedDpSgd",)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mutant_classes():
     import dataclasses
 
@@ -293,8 +321,12 @@ def _mutant_classes():
             if idx is None and self._guard._issued:
                 self._guard._issued.popleft()
 
-    return {"no_clipping": UnclippedDpSgd, "normaliser_from_data": DataNormalisedDpSgd,
-            "nonfinite_voids_step": StepVoidingDpSgd, "no_batch_caps": UncappedDpSgd}
+    return {
+        "no_clipping": UnclippedDpSgd,
+        "normaliser_from_data": DataNormalisedDpSgd,
+        "nonfinite_voids_step": StepVoidingDpSgd,
+        "no_batch_caps": UncappedDpSgd,
+    }
 
 
 def __getattr__(name: str):

@@ -64,7 +64,7 @@ class GaussianAudit(AuditTarget):
                 y = mech.simulate(a)  # secure mode draws from the OS CSPRNG and refuses a seeded rng
             else:
                 y = mech.simulate(a, rng)
-            out[a0:a0 + m, 0] = np.asarray(y, float).reshape(m, self.dimension)[:, 0]
+            out[a0 : a0 + m, 0] = np.asarray(y, float).reshape(m, self.dimension)[:, 0]
         return out
 
     def statistics(self, x0, x1):

@@ -34,23 +34,32 @@ class GconAudit(AuditTarget):
 
     def __init__(self, ctx: AuditContext):
         super().__init__(ctx)
-        from dpspec.gcon.data import load_graph, plan
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features
+        from dpspec.gcon.data import load_graph, plan
         from dpspec.ir import models as ir
         from dpspec.ir.settings import GconSettings
 
         mech = ctx.mechanism
         ds = load_graph(mech.graph, ctx.data)
-        t = ir.Training(name=mech.spec_name, protects="", mechanism="gcon",
-                        guarantee=ir.DpGuarantee(epsilon=mech.epsilon, delta=mech.delta),
-                        settings=GconSettings(propagation=ir.Propagation(restart=mech.restart, steps=mech.steps),
-                                              encoder=mech.encoder, pseudo_labels=mech.pseudo_labels, split=mech.split))
+        t = ir.Training(
+            name=mech.spec_name,
+            protects="",
+            mechanism="gcon",
+            guarantee=ir.DpGuarantee(epsilon=mech.epsilon, delta=mech.delta),
+            settings=GconSettings(
+                propagation=ir.Propagation(restart=mech.restart, steps=mech.steps),
+                encoder=mech.encoder,
+                pseudo_labels=mech.pseudo_labels,
+                split=mech.split,
+            ),
+        )
         p = plan(t, ds)
         raw = ds.features if ds.features is not None else tfidf_features(ds.texts, max_features=3000)[0]
         X0 = normalise_rows(raw, zero_rows="uniform")
         if mech.encoder.kind == "mlp":
-            enc = MLPEncoder(hidden=mech.encoder.hidden, output="logits", epochs=mech.encoder.epochs,
-                             seed=mech.encoder.seed).fit(X0, ds.labels, p["train_idx"])
+            enc = MLPEncoder(
+                hidden=mech.encoder.hidden, output="logits", epochs=mech.encoder.epochs, seed=mech.encoder.seed
+            ).fit(X0, ds.labels, p["train_idx"])
             X = normalise_rows(enc.transform(X0), zero_rows="uniform")
             pl = enc.predict(X0) if mech.pseudo_labels else None
         else:
@@ -70,8 +79,9 @@ class GconAudit(AuditTarget):
         g = ctx.record.guarantee
         self.eps, self.delta = float(g.epsilon), float(g.delta)
         if ctx.delta is not None and ctx.delta != self.delta:
-            raise ValueError(f"GCON certifies a single (ε, δ) = ({self.eps:g}, {self.delta:g}); "
-                             f"cannot audit at δ = {ctx.delta:g}")
+            raise ValueError(
+                f"GCON certifies a single (ε, δ) = ({self.eps:g}, {self.delta:g}); cannot audit at δ = {ctx.delta:g}"
+            )
 
     # --- the neighbouring pair ---------------------------------------------------------------------
     def _targets(self):
@@ -91,13 +101,15 @@ class GconAudit(AuditTarget):
         c = int(p["classes"])
         from dpspec.accounting.gcon import normalise_steps
 
-        Z = propagate_features(graph, self.X, cfg.restart, normalise_steps(cfg.steps), ppr_method=cfg.ppr_method,
-                               ppr_tol=cfg.ppr_tol)
+        Z = propagate_features(
+            graph, self.X, cfg.restart, normalise_steps(cfg.steps), ppr_method=cfg.ppr_method, ppr_tol=cfg.ppr_tol
+        )
         Y = np.zeros((loss_idx.size, c))
         Y[np.arange(loss_idx.size), targets[loss_idx]] = 1.0
         mu = float(p["regularization"]) + float(p["extra_regularization"])
-        obj = PerturbedObjective(Z[loss_idx], Y, np.zeros((Z.shape[1], c)), mu,
-                                 Loss(str(p["loss"]), c, cfg.huber_delta))
+        obj = PerturbedObjective(
+            Z[loss_idx], Y, np.zeros((Z.shape[1], c)), mu, Loss(str(p["loss"]), c, cfg.huber_delta)
+        )
         theta, _ = solve_certified(obj, 1e-9)
         return theta
 
@@ -138,8 +150,10 @@ class GconAudit(AuditTarget):
     def neighbours(self) -> str:
         u, v = self.edge
         what = "added" if self.added else "removed"
-        return (f"graph with {self.graph0.num_nodes} nodes vs the same graph with edge ({u}, {v}) {what}; "
-                f"noiseless ‖ΔΘ‖ = {np.linalg.norm(self.shift):.3g}; Θ observed")
+        return (
+            f"graph with {self.graph0.num_nodes} nodes vs the same graph with edge ({u}, {v}) {what}; "
+            f"noiseless ‖ΔΘ‖ = {np.linalg.norm(self.shift):.3g}; Θ observed"
+        )
 
     def sample(self, world, n, rng):
         from dpspec.gcon import train_gcon
@@ -150,8 +164,15 @@ class GconAudit(AuditTarget):
         seeds = rng.integers(0, 2**63 - 1, size=n)
         out = []
         for s in seeds:
-            res = train_gcon(graph, self.X, self.labels, self.train_idx, cfg, pseudo_labels=self.pseudo,
-                             rng=np.random.default_rng(int(s)))
+            res = train_gcon(
+                graph,
+                self.X,
+                self.labels,
+                self.train_idx,
+                cfg,
+                pseudo_labels=self.pseudo,
+                rng=np.random.default_rng(int(s)),
+            )
             out.append(np.asarray(res.theta, float).ravel())
         return np.vstack(out)
 

@@ -19,12 +19,19 @@ from typing import Any
 
 from dpspec.families import FAMILIES, family, load
 
-__all__ = ["mutate", "mutants", "as_class", "DEFAULT_FACTORS", "RUNTIME_KINDS"]
+__all__ = ["mutate", "mutants", "as_class", "DEFAULT_FACTORS", "RUNTIME_KINDS"]  # noqa: F822 - DEFAULT_FACTORS: module __getattr__
 
 #: the privacy mutants (what the privacy audits must catch) and the runtime mutants (the runtime's own
 #: earlier holes, caught by the audits of :mod:`dpspec.audit.runtime`)
-RUNTIME_KINDS = ("normaliser_from_data", "nonfinite_voids_step", "nonfinite_poisons_step", "no_step_budget",
-                 "no_batch_caps", "ledger_rewind", "unnoised_param_group")
+RUNTIME_KINDS = (
+    "normaliser_from_data",
+    "nonfinite_voids_step",
+    "nonfinite_poisons_step",
+    "no_step_budget",
+    "no_batch_caps",
+    "ledger_rewind",
+    "unnoised_param_group",
+)
 
 
 def as_class(cls, mechanism):

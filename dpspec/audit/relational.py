@@ -48,25 +48,41 @@ class RelationalAudit(AuditTarget):
         self.k = int(o.get("steps") or min(self.T, int(o.get("max_steps", 4))))
         self.scale = float(o.get("canary_scale", 10.0))
         self.delta = float(ctx.delta if ctx.delta is not None else ctx.record.guarantee.delta)
-        cfg = RelationalConfig(int(p["num_edges"]), int(p["num_nodes"]), float(p["sample_rate"]), int(p["degree_cap"]),
-                               int(p["negatives_per_positive"]), str(p["clipping"]), str(p["negatives"]), "poisson")
+        cfg = RelationalConfig(
+            int(p["num_edges"]),
+            int(p["num_nodes"]),
+            float(p["sample_rate"]),
+            int(p["degree_cap"]),
+            int(p["negatives_per_positive"]),
+            str(p["clipping"]),
+            str(p["negatives"]),
+            "poisson",
+        )
         head = float(ctx.record.guarantee.epsilon)
         if self.k == self.T:
             self._claim = Claim(head, self.delta, "(ε, δ)-node DP", head)
         else:
-            eps = relational_accountants(cfg, float(p["noise_multiplier"]), self.k, float(p["delta_accounted"]),
-                                         SEARCH_ALPHAS).epsilon
-            self._claim = Claim(eps, self.delta, "(ε, δ)-node DP", head,
-                                note=f"first {self.k} of {self.T} steps observed: compared with the certified ε of "
-                                     f"{self.k} steps (same accountants); all {self.T} steps: ε = {head:.4g}")
+            eps = relational_accountants(
+                cfg, float(p["noise_multiplier"]), self.k, float(p["delta_accounted"]), SEARCH_ALPHAS
+            ).epsilon
+            self._claim = Claim(
+                eps,
+                self.delta,
+                "(ε, δ)-node DP",
+                head,
+                note=f"first {self.k} of {self.T} steps observed: compared with the certified ε of "
+                f"{self.k} steps (same accountants); all {self.T} steps: ε = {head:.4g}",
+            )
 
     def claim(self) -> Claim:
         return self._claim
 
     def neighbours(self) -> str:
-        return (f"the capped training graph ({self.n} nodes, {len(self.edges)} edges) vs the same graph without node "
-                f"{self.u} (degree {self.deg}) and its edges; canary gradient {self.scale:g}·C on every tuple "
-                f"containing it; {self.k} noisy sums observed")
+        return (
+            f"the capped training graph ({self.n} nodes, {len(self.edges)} edges) vs the same graph without node "
+            f"{self.u} (degree {self.deg}) and its edges; canary gradient {self.scale:g}·C on every tuple "
+            f"containing it; {self.k} noisy sums observed"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         from dpspec.relational.clipping import tuple_thresholds
@@ -90,8 +106,11 @@ class RelationalAudit(AuditTarget):
                     if kneg:
                         has |= (batch.neg == self.u).any(axis=1)
                     if has.any():
-                        thr = (np.full(int(has.sum()), np.inf) if m.clipping == "none"
-                               else tuple_thresholds(batch, m.clipping, C, K, kneg)[has])
+                        thr = (
+                            np.full(int(has.sum()), np.inf)
+                            if m.clipping == "none"
+                            else tuple_thresholds(batch, m.clipping, C, K, kneg)[has]
+                        )
                         total = float(np.sum(self._clip(np.full(thr.shape, self.scale * C), thr)))
                 out[i, t] = total + std * rng.standard_normal()
         return out
@@ -113,11 +132,16 @@ def _factory(ctx: AuditContext):
 
 # --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
 
-MUTATION_FACTORS = {"noise_scaled": 0.25, "no_clipping": 1.0, "no_step_budget": 1.0, "no_batch_caps": 1.0,
-                    "nonfinite_poisons_step": 1.0}
+MUTATION_FACTORS = {
+    "noise_scaled": 0.25,
+    "no_clipping": 1.0,
+    "no_step_budget": 1.0,
+    "no_batch_caps": 1.0,
+    "nonfinite_poisons_step": 1.0,
+}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mutant_classes():
     import types
 
@@ -157,8 +181,11 @@ def _mutant_classes():
             tr._clipped_total = types.MethodType(poisoning_total, tr)
             return tr
 
-    return {"no_step_budget": FreshBudgetRelational, "no_batch_caps": UncappedRelational,
-            "nonfinite_poisons_step": PoisonedRelational}
+    return {
+        "no_step_budget": FreshBudgetRelational,
+        "no_batch_caps": UncappedRelational,
+        "nonfinite_poisons_step": PoisonedRelational,
+    }
 
 
 def mutate(mechanism, kind: str, factor: float | None):

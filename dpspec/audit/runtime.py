@@ -54,8 +54,15 @@ from .srpp import SrppSgdAudit
 
 __all__ = ["dpsgd_targets", "srpp_targets", "relational_targets", "RUNTIME_CHECKS"]
 
-RUNTIME_CHECKS = ("normaliser", "non-finite", "step budget", "per-batch cap", "wrapper rewind", "wrapper parameter",
-                  "wrapper non-finite")
+RUNTIME_CHECKS = (
+    "normaliser",
+    "non-finite",
+    "step budget",
+    "per-batch cap",
+    "wrapper rewind",
+    "wrapper parameter",
+    "wrapper non-finite",
+)
 
 
 def _oriented(f, x0, x1):
@@ -88,9 +95,11 @@ class _Runtime:
 def _budget_steps(ctx: AuditContext, T: int, factor: float = 25.0) -> tuple[int, int]:
     cap = int(ctx.options.get("max_budget_steps", 40))
     if T > cap:
-        raise _skip(f"step budget: the certificate covers {T} steps; the budget audit asks for "
-                    f"budget_factor × T steps and runs on certificates of at most {cap} steps "
-                    "(tests/runtime check the refusal itself)")
+        raise _skip(
+            f"step budget: the certificate covers {T} steps; the budget audit asks for "
+            f"budget_factor × T steps and runs on certificates of at most {cap} steps "
+            "(tests/runtime check the refusal itself)"
+        )
     return T, int(math.ceil(float(ctx.options.get("budget_factor", factor)) * T))
 
 
@@ -105,15 +114,19 @@ class DpSgdNormaliserAudit(_Runtime, DpSgdAudit):
     def __init__(self, ctx: AuditContext):
         super().__init__(_with(ctx, steps=1))
         if self.sampling == "without_replacement":
-            raise _skip("normaliser: fixed-size batches are divided by B, and the dataset size is part of the "
-                        "without-replacement analysis (another size is refused)")
+            raise _skip(
+                "normaliser: fixed-size batches are divided by B, and the dataset size is part of the "
+                "without-replacement analysis (another size is refused)"
+            )
         self.records = int(ctx.options.get("records", 20))
         self.dim = int(ctx.options.get("dim", 4096))
 
     def neighbours(self) -> str:
-        return (f"{self.records} zero-gradient records (D₀) vs {self.records + 1} (D₁: one added); one step of "
-                f"private_gradients; observed: log of the empirical std of the released gradient "
-                f"({self.dim * self.L} coordinates)")
+        return (
+            f"{self.records} zero-gradient records (D₀) vs {self.records + 1} (D₁: one added); one step of "
+            f"private_gradients; observed: log of the empirical std of the released gradient "
+            f"({self.dim * self.L} coordinates)"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -128,8 +141,9 @@ class DpSgdNormaliserAudit(_Runtime, DpSgdAudit):
         for i in range(n):
             run = dataclasses.replace(mech)
             idx = next(run.batches(m, np.random.default_rng(int(seeds[i])), 1))
-            g = run.private_gradients(model, _linear_loss, X[idx], y[idx], m,
-                                      generator=torch.Generator().manual_seed(int(seeds[i])), idx=idx)
+            g = run.private_gradients(
+                model, _linear_loss, X[idx], y[idx], m, generator=torch.Generator().manual_seed(int(seeds[i])), idx=idx
+            )
             v = torch.cat([t.reshape(-1) for t in g.values()])
             out[i, 0] = float(torch.log(v.std()))
         return out
@@ -146,8 +160,10 @@ class DpSgdNonFiniteAudit(_Runtime, DpSgdAudit):
 
     def neighbours(self) -> str:
         unit = f"{self.K} canaries" if self.K > 1 else "one canary"
-        return (f"{self.n} zero-gradient records plus {unit} whose gradient is non-finite (NaN input) on D₁ and "
-                f"0 on D₀; {self.k} step(s) observed: the released values and whether they are finite")
+        return (
+            f"{self.n} zero-gradient records plus {unit} whose gradient is non-finite (NaN input) on D₁ and "
+            f"0 on D₀; {self.k} step(s) observed: the released values and whether they are finite"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -174,8 +190,10 @@ class DpSgdNonFiniteAudit(_Runtime, DpSgdAudit):
 
     def statistics(self, x0, x1):
         k = self.k
-        return {"nonfinite_steps": lambda x: x[:, k:].sum(axis=1),
-                "sum": lambda x: x[:, :k].sum(axis=1) / (self.sigma * self.C)}
+        return {
+            "nonfinite_steps": lambda x: x[:, k:].sum(axis=1),
+            "sum": lambda x: x[:, :k].sum(axis=1) / (self.sigma * self.C),
+        }
 
 
 class DpSgdBudgetAudit(_Runtime, DpSgdAudit):
@@ -188,8 +206,10 @@ class DpSgdBudgetAudit(_Runtime, DpSgdAudit):
         self.k = k_req
 
     def neighbours(self) -> str:
-        return (super().neighbours().rsplit(";", 1)[0] + f"; a loop asks for {self.k_req} steps (the certificate "
-                f"covers {self.T}) and stops when the runtime refuses")
+        return (
+            super().neighbours().rsplit(";", 1)[0] + f"; a loop asks for {self.k_req} steps (the certificate "
+            f"covers {self.T}) and stops when the runtime refuses"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -219,10 +239,11 @@ class DpSgdBudgetAudit(_Runtime, DpSgdAudit):
                     for pos in np.flatnonzero(idx < self.K):
                         x[row + pos, r + R * np.arange(self.L)] = slot
                     row += idx.size
-                sums, _ = run._noisy_sum(model, _linear_loss, torch.from_numpy(x),
-                                         torch.zeros(len(x), dtype=torch.float64), generator=gen)
+                sums, _ = run._noisy_sum(
+                    model, _linear_loss, torch.from_numpy(x), torch.zeros(len(x), dtype=torch.float64), generator=gen
+                )
                 for layer, key in enumerate(sorted(sums, key=lambda s: int(s.split(".")[-1]))):
-                    out[c0:c0 + R, t * self.L + layer] = sums[key].detach().numpy()
+                    out[c0 : c0 + R, t * self.L + layer] = sums[key].detach().numpy()
         return out
 
 
@@ -236,8 +257,10 @@ class DpSgdCapAudit(_Runtime, DpSgdAudit):
         self.repeats = int(ctx.options.get("repeats", 10))
 
     def neighbours(self) -> str:
-        return (super().neighbours() + f"; the loop samples as accounted but repeats the canary's index "
-                f"{self.repeats} times when it is drawn (passed as idx), and skips the step if it is refused")
+        return (
+            super().neighbours() + f"; the loop samples as accounted but repeats the canary's index "
+            f"{self.repeats} times when it is drawn (passed as idx), and skips the step if it is refused"
+        )
 
     def _draw(self, rng):
         if self.sampling == "poisson":
@@ -281,8 +304,9 @@ class DpSgdCapAudit(_Runtime, DpSgdAudit):
 def dpsgd_targets(ctx: AuditContext) -> list:
     from .wrapper import wrapper_targets  # the same certificate entry through dpspec.torch.make_private
 
-    return _targets(ctx, (DpSgdNormaliserAudit, DpSgdNonFiniteAudit, DpSgdBudgetAudit, DpSgdCapAudit)) + \
-        wrapper_targets(ctx)
+    return _targets(
+        ctx, (DpSgdNormaliserAudit, DpSgdNonFiniteAudit, DpSgdBudgetAudit, DpSgdCapAudit)
+    ) + wrapper_targets(ctx)
 
 
 # --- SRPP-SGD ----------------------------------------------------------------------------------------
@@ -313,8 +337,10 @@ class SrppNonFiniteAudit(_SrppRuntime):
     check = "non-finite"
 
     def neighbours(self) -> str:
-        return (super().neighbours() + "; on D₁ the first affected record's gradient is non-finite (NaN input) "
-                "instead of +scale·C")
+        return (
+            super().neighbours() + "; on D₁ the first affected record's gradient is non-finite (NaN input) "
+            "instead of +scale·C"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -336,16 +362,20 @@ class SrppNonFiniteAudit(_SrppRuntime):
         return out
 
     def statistics(self, x0, x1):
-        return {"nonfinite": lambda x: np.isnan(x).sum(axis=1).astype(float),
-                "last": _oriented(lambda x: np.nan_to_num(x[:, -1], nan=0.0), x0, x1)}
+        return {
+            "nonfinite": lambda x: np.isnan(x).sum(axis=1).astype(float),
+            "last": _oriented(lambda x: np.nan_to_num(x[:, -1], nan=0.0), x0, x1),
+        }
 
 
 class SrppCapAudit(_SrppRuntime):
     check = "per-batch cap"
 
     def neighbours(self) -> str:
-        return (super().neighbours() + "; at every step the loop first passes a batch of B copies of an affected "
-                "record (idx given) and, if it is refused, the batch drawn as accounted")
+        return (
+            super().neighbours() + "; at every step the loop first passes a batch of B copies of an affected "
+            "record (idx given) and, if it is refused, the batch drawn as accounted"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -383,9 +413,11 @@ class SrppBudgetAudit(_SrppRuntime):
         self.k_req = k_req
 
     def neighbours(self) -> str:
-        return (super().neighbours().rsplit(";", 1)[0] + f"; a loop asks for {self.k_req} steps (the certificate "
-                f"covers {self.T}), building a new optimizer of the same mechanism when one refuses; the final "
-                "parameter is observed")
+        return (
+            super().neighbours().rsplit(";", 1)[0] + f"; a loop asks for {self.k_req} steps (the certificate "
+            f"covers {self.T}), building a new optimizer of the same mechanism when one refuses; the final "
+            "parameter is observed"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -478,8 +510,10 @@ class _RelationalRuntime(_Runtime, RelationalAudit):
 
     def statistics(self, x0, x1):
         k = x0.shape[1]
-        return {"sum": _oriented(lambda x: x[:, :k].sum(axis=1), x0, x1),
-                "extreme": _oriented(lambda x: x[:, :k].min(axis=1), x0, x1)}
+        return {
+            "sum": _oriented(lambda x: x[:, :k].sum(axis=1), x0, x1),
+            "extreme": _oriented(lambda x: x[:, :k].min(axis=1), x0, x1),
+        }
 
     @staticmethod
     def _observed(tr) -> float:
@@ -498,8 +532,10 @@ class RelationalBudgetAudit(_RelationalRuntime):
         self.k_req = k_req
 
     def neighbours(self) -> str:
-        return (super().neighbours().rsplit(";", 2)[0] + f"; canary encoder; a loop asks for {self.k_req} steps (the "
-                f"certificate covers {self.T}), building a new trainer of the same mechanism when one refuses")
+        return (
+            super().neighbours().rsplit(";", 2)[0] + f"; canary encoder; a loop asks for {self.k_req} steps (the "
+            f"certificate covers {self.T}), building a new trainer of the same mechanism when one refuses"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         from dpspec.mechanisms.ledger import BudgetExceededError
@@ -532,9 +568,11 @@ class RelationalCapAudit(_RelationalRuntime):
         self.repeats = max(1, min(self.repeats, (self.n - 2) // max(k, 1)))
 
     def neighbours(self) -> str:
-        return (super().neighbours() + f"; canary encoder; at every step the loop first passes a batch of "
-                f"{self.repeats} copies of one of the canary's edges (distinct negatives) and, if it is refused, "
-                "the batch sampled as accounted")
+        return (
+            super().neighbours() + f"; canary encoder; at every step the loop first passes a batch of "
+            f"{self.repeats} copies of one of the canary's edges (distinct negatives) and, if it is refused, "
+            "the batch sampled as accounted"
+        )
 
     def _bad_batch(self, world: int):
         from dpspec.relational.samplers import TupleBatch
@@ -569,8 +607,10 @@ class RelationalNonFiniteAudit(_RelationalRuntime):
     check = "non-finite"
 
     def neighbours(self) -> str:
-        return (super().neighbours() + "; canary encoder whose encoding of the node is non-finite on D₁ (every "
-                "tuple containing it has a NaN gradient)")
+        return (
+            super().neighbours() + "; canary encoder whose encoding of the node is non-finite on D₁ (every "
+            "tuple containing it has a NaN gradient)"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         out = np.zeros((n, 2 * self.k))
@@ -588,8 +628,10 @@ class RelationalNonFiniteAudit(_RelationalRuntime):
 
     def statistics(self, x0, x1):
         k = self.k
-        return {"nonfinite_steps": lambda x: x[:, k:].sum(axis=1),
-                "sum": _oriented(lambda x: x[:, :k].sum(axis=1), x0, x1)}
+        return {
+            "nonfinite_steps": lambda x: x[:, k:].sum(axis=1),
+            "sum": _oriented(lambda x: x[:, :k].sum(axis=1), x0, x1),
+        }
 
 
 def relational_targets(ctx: AuditContext) -> list:
@@ -611,5 +653,3 @@ def _targets(ctx: AuditContext, classes) -> list:
         except AuditError as e:
             out.append(SkippedTarget(ctx.name, f"{ctx.name} · {cls.check}", str(e)))
     return out
-
-

@@ -49,8 +49,10 @@ class SrppSgdAudit(AuditTarget):
         mech = ctx.mechanism
         cal = mech.calibration
         if cal.subsampling_aware:
-            raise AuditError("sa-SRPP is an on-average notion over the subsampling pattern (ZV25 §3.3): it does "
-                             "not bound the divergence of the released outputs, so no output-only audit can test it")
+            raise AuditError(
+                "sa-SRPP is an on-average notion over the subsampling pattern (ZV25 §3.3): it does "
+                "not bound the divergence of the released outputs, so no output-only audit can test it"
+            )
         if mech.plan.per_layer_clips is not None:
             raise AuditError("per-layer clipping: the one-parameter audit model has a single block")
         if mech.plan.sampling.scheme == "poisson":
@@ -59,8 +61,10 @@ class SrppSgdAudit(AuditTarget):
             raise AuditError("the mechanism does not carry its discrepancy model")
         d = getattr(mech.discrepancy, "d_max", None)
         if d is None:
-            raise AuditError(f"discrepancy model `{mech.discrepancy.name}`: the audit builds worlds for label-flip "
-                             "and localized models only")
+            raise AuditError(
+                f"discrepancy model `{mech.discrepancy.name}`: the audit builds worlds for label-flip "
+                "and localized models only"
+            )
         o = ctx.options
         self.mech = mech
         self.n = mech.plan.sampling.dataset_size
@@ -72,7 +76,7 @@ class SrppSgdAudit(AuditTarget):
         self.delta = float(ctx.delta if ctx.delta is not None else o.get("delta", 1e-5))
         accountant = "amplified" if cal.accountant == "amplified" else "huc"
         h, _w, _g, _cap = plan_caps(mech.plan, mech.discrepancy, "huc")
-        step_caps = np.max(h, axis=1)            # the largest slice cap per step (slice-independent here)
+        step_caps = np.max(h, axis=1)  # the largest slice cap per step (slice-independent here)
         self.h_k = float(np.sum(step_caps[: self.k]))
         self.h_total = float(np.sum(step_caps))
         self.accountant = accountant
@@ -82,19 +86,21 @@ class SrppSgdAudit(AuditTarget):
         self._claim = self._compute_claim()
 
     def _eps(self, steps_cap: float) -> float:
-        rho = steps_cap / (2.0 * self.sigma2)   # ε(α′) = α′·ρ, with the certificate's σ² (not the object's)
+        rho = steps_cap / (2.0 * self.sigma2)  # ε(α′) = α′·ρ, with the certificate's σ² (not the object's)
         if rho <= 0:
             return 0.0
         L = math.log(1.0 / self.delta)
-        a = 1.0 + math.sqrt(L / rho)                              # the minimising order
+        a = 1.0 + math.sqrt(L / rho)  # the minimising order
         return a * rho + L / (a - 1.0)
 
     def _compute_claim(self) -> Claim:
         a, e = self.certified
         head = self._eps(self.h_total)
         eps = self._eps(self.h_k)
-        note = (f"HUC caps of the first {self.k} of {self.T} steps, read as (ε, δ) at δ = {self.delta:g} via "
-                f"min over α′ of α′·H_k/(2σ²) + log(1/δ)/(α′−1); certified ε({a:g}) = {e:.4g}")
+        note = (
+            f"HUC caps of the first {self.k} of {self.T} steps, read as (ε, δ) at δ = {self.delta:g} via "
+            f"min over α′ of α′·H_k/(2σ²) + log(1/δ)/(α′−1); certified ε({a:g}) = {e:.4g}"
+        )
         if self.accountant == "amplified":
             note += "; the certificate used the amplified accountant, the audit compares with the (larger) HUC reading"
         return Claim(eps, self.delta, "SRPP-SGD read as (ε, δ) indistinguishability of the two worlds", head, note=note)
@@ -103,9 +109,11 @@ class SrppSgdAudit(AuditTarget):
         return self._claim
 
     def neighbours(self) -> str:
-        return (f"{self.n} records; the {self.delta_records} records the secret changes have gradient "
-                f"+{self.scale:g}·C (D₁) or −{self.scale:g}·C (D₀), the others 0; parameter observed after each of "
-                f"the first {self.k} steps")
+        return (
+            f"{self.n} records; the {self.delta_records} records the secret changes have gradient "
+            f"+{self.scale:g}·C (D₁) or −{self.scale:g}·C (D₀), the others 0; parameter observed after each of "
+            f"the first {self.k} steps"
+        )
 
     def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
         import torch
@@ -132,8 +140,11 @@ class SrppSgdAudit(AuditTarget):
 
     def statistics(self, x0: np.ndarray, x1: np.ndarray):
         m0, m1 = x0.mean(axis=0), x1.mean(axis=0)
-        cov = 0.5 * (np.cov(x0, rowvar=False) + np.cov(x1, rowvar=False)) if x0.shape[1] > 1 else \
-            np.array([[0.5 * (x0.var() + x1.var())]])
+        cov = (
+            0.5 * (np.cov(x0, rowvar=False) + np.cov(x1, rowvar=False))
+            if x0.shape[1] > 1
+            else np.array([[0.5 * (x0.var() + x1.var())]])
+        )
         w = np.linalg.solve(np.atleast_2d(cov) + 1e-12 * np.eye(x0.shape[1]), m1 - m0)
         return {"last": lambda x: x[:, -1], "lda": lambda x: x @ w}
 
@@ -150,7 +161,7 @@ def _factory(ctx: AuditContext):
 MUTATION_FACTORS = {"noise_scaled": 0.25, "no_step_budget": 1.0, "no_batch_caps": 1.0, "nonfinite_voids_step": 1.0}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mutant_classes():
     import types
 
@@ -207,8 +218,9 @@ def mutate(mechanism, kind: str, factor: float | None):
 
     if kind == "noise_scaled":
         cal = mechanism.calibration
-        return dataclasses.replace(mechanism, calibration=dataclasses.replace(
-            cal, sigma2=cal.sigma2 * float(factor) ** 2))
+        return dataclasses.replace(
+            mechanism, calibration=dataclasses.replace(cal, sigma2=cal.sigma2 * float(factor) ** 2)
+        )
     if kind in ("no_step_budget", "no_batch_caps", "nonfinite_voids_step"):
         return as_class(_mutant_classes()[kind], mechanism)
     return None

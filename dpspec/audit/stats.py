@@ -26,8 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import beta as _beta
 
-__all__ = ["cp_upper", "cp_lower", "epsilon_from_rates", "epsilon_lower_bound", "Threshold", "select_threshold",
-           "error_counts"]
+__all__ = [
+    "cp_upper",
+    "cp_lower",
+    "epsilon_from_rates",
+    "epsilon_lower_bound",
+    "Threshold",
+    "select_threshold",
+    "error_counts",
+]
 
 
 def cp_upper(k, n, gamma: float):
@@ -73,8 +80,9 @@ def epsilon_from_rates(fpr, fnr, delta: float, symmetric: bool = True):
     return float(out) if out.ndim == 0 else out
 
 
-def epsilon_lower_bound(fp, n0: int, fn, n1: int, delta: float, *, confidence: float = 0.95,
-                        symmetric: bool = True, tests: int = 1):
+def epsilon_lower_bound(
+    fp, n0: int, fn, n1: int, delta: float, *, confidence: float = 0.95, symmetric: bool = True, tests: int = 1
+):
     """ε lower bound holding with probability ≥ ``confidence`` (jointly for ``tests`` tests).
 
     ``fp`` of ``n0`` outputs on D₀ fell in the rejection region; ``fn`` of ``n1`` outputs on D₁ did
@@ -116,9 +124,18 @@ def _candidates(s0: np.ndarray, s1: np.ndarray, max_candidates: int) -> np.ndarr
     return allv
 
 
-def select_threshold(scores0: dict[str, np.ndarray], scores1: dict[str, np.ndarray], *, delta: float,
-                     n_eval0: int, n_eval1: int, confidence: float, symmetric: bool = True, tests: int = 1,
-                     max_candidates: int = 4000) -> Threshold:
+def select_threshold(
+    scores0: dict[str, np.ndarray],
+    scores1: dict[str, np.ndarray],
+    *,
+    delta: float,
+    n_eval0: int,
+    n_eval1: int,
+    confidence: float,
+    symmetric: bool = True,
+    tests: int = 1,
+    max_candidates: int = 4000,
+) -> Threshold:
     """Choose (statistic, orientation, threshold) on the selection split.
 
     For every candidate the selection-split error *rates* are projected to the evaluation sizes
@@ -142,13 +159,13 @@ def select_threshold(scores0: dict[str, np.ndarray], scores1: dict[str, np.ndarr
             continue
         # with a symmetric relation inequality (II) on S covers the reversed region S^c (and the
         # swapped roles), so one orientation suffices; otherwise try both with (I) alone
-        for orient in ((1,) if symmetric else (1, -1)):
+        for orient in (1,) if symmetric else (1, -1):
             if orient > 0:
-                fp = n0 - np.searchsorted(s0, ts, side="left")      # s0 ≥ t
-                fn = np.searchsorted(s1, ts, side="left")           # s1 < t
+                fp = n0 - np.searchsorted(s0, ts, side="left")  # s0 ≥ t
+                fn = np.searchsorted(s1, ts, side="left")  # s1 < t
             else:
-                fp = np.searchsorted(s0, ts, side="right")          # s0 ≤ t
-                fn = n1 - np.searchsorted(s1, ts, side="right")     # s1 > t
+                fp = np.searchsorted(s0, ts, side="right")  # s0 ≤ t
+                fn = n1 - np.searchsorted(s1, ts, side="right")  # s1 > t
             a = cp_upper(fp * (n_eval0 / n0), n_eval0, g)
             b = cp_upper(fn * (n_eval1 / n1), n_eval1, g)
             eps = np.atleast_1d(epsilon_from_rates(a, b, delta, symmetric))

@@ -33,8 +33,8 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
 from .api import AuditError
+from .base import AuditContext, AuditTarget, Claim, register_auditor
 
 __all__ = ["SwmAudit", "SwmSliceAudit", "scenario_for"]
 
@@ -90,11 +90,11 @@ class _Common:
         labels = list(calib.instances) if len(calib.instances) == rows.shape[0] else None
         w = np.asarray(rec.sensitivity.weights, float)
         if self.flavour == "ave":
-            score = (rows ** 2) @ w
+            score = (rows**2) @ w
         else:
-            c = self.alpha * (self.alpha - 1.0) / (2.0 * self.sigma ** 2)
+            c = self.alpha * (self.alpha - 1.0) / (2.0 * self.sigma**2)
             with np.errstate(divide="ignore"):
-                score = logsumexp(np.log(w)[None, :] + c * rows ** 2, axis=1)
+                score = logsumexp(np.log(w)[None, :] + c * rows**2, axis=1)
         i = int(np.argmax(score))
         self.instance_deltas = rows[i]
         if labels is None:
@@ -102,8 +102,10 @@ class _Common:
         wname, si, sj = labels[i]
         world = next(x for x in worlds if x.name == wname)
         if not world.exact or not isinstance(world, (EmpiricalWorld, DeterministicWorld)):
-            raise AuditError(f"world `{wname}` is a sampler world; the audit needs a world whose conditional laws "
-                             "it can draw from (empirical, balanced or groups)")
+            raise AuditError(
+                f"world `{wname}` is a sampler world; the audit needs a world whose conditional laws "
+                "it can draw from (empirical, balanced or groups)"
+            )
         self.world, self.si, self.sj, self.query = world, si, sj, query
         pairs = {tuple(map(str, q)) for q in rec.sensitivity.pairs}
         self.symmetric = (str(sj), str(si)) in pairs
@@ -141,8 +143,9 @@ class _Common:
         """n runtime releases on X ~ P(X | s, θ) (s = sᵢ for world 1, sⱼ for world 0)."""
         if self.aggregate_n is not None:
             own = self.records[world]
-            return np.vstack([np.asarray(mech.simulate(self._dataset(own, rng), rng), float).reshape(1, -1)
-                              for _ in range(n)])
+            return np.vstack(
+                [np.asarray(mech.simulate(self._dataset(own, rng), rng), float).reshape(1, -1) for _ in range(n)]
+            )
         if self.per_group:
             D = self.datasets[world]
             return np.vstack([np.asarray(mech.simulate(D, rng), float).reshape(1, -1) for _ in range(n)])
@@ -153,10 +156,10 @@ class _Common:
     def log_mixture(self, proj: np.ndarray, U: np.ndarray, Z: np.ndarray, block: int = 4096) -> np.ndarray:
         """log (1/|Z|) Σ_k φ(proj; ⟨z_k, u⟩, σ²) per row (U: one direction per row)."""
         out = np.empty(proj.shape[0])
-        s2 = 2.0 * self.sigma ** 2
+        s2 = 2.0 * self.sigma**2
         for a in range(0, proj.shape[0], block):
-            M = U[a:a + block] @ Z.T  # (b, k) component means on each row's direction
-            out[a:a + block] = logsumexp(-(proj[a:a + block, None] - M) ** 2 / s2, axis=1) - math.log(Z.shape[0])
+            M = U[a : a + block] @ Z.T  # (b, k) component means on each row's direction
+            out[a : a + block] = logsumexp(-((proj[a : a + block, None] - M) ** 2) / s2, axis=1) - math.log(Z.shape[0])
         return out
 
     def claim(self, ctx: AuditContext, notion: str) -> Claim:
@@ -169,8 +172,13 @@ class _Common:
         if eps is None:
             eps = float(ctx.compiled.targets[ctx.name].mechanism.mechanism.calibration.spp_epsilon(delta)[0])
         reading = f"; {g.reading}" if g.reading else ""
-        return Claim(eps, float(delta), notion, eps,
-                     note=f"sliced (ε′, δ)-Pufferfish (Zhang & Vorobeychik App. B.4), not DP{reading}")
+        return Claim(
+            eps,
+            float(delta),
+            notion,
+            eps,
+            note=f"sliced (ε′, δ)-Pufferfish (Zhang & Vorobeychik App. B.4), not DP{reading}",
+        )
 
 
 class SwmAudit(AuditTarget):
@@ -190,8 +198,11 @@ class SwmAudit(AuditTarget):
     def neighbours(self) -> str:
         c = self.c
         how = "the group's records" if c.per_group else "one record drawn uniformly"
-        v = "V uniform on the sphere (Monte-Carlo profile)" if c.monte_carlo else \
-            f"V among the {c.profile.m} recorded directions"
+        v = (
+            "V uniform on the sphere (Monte-Carlo profile)"
+            if c.monte_carlo
+            else f"V among the {c.profile.m} recorded directions"
+        )
         return f"world {c.wname}: X ~ {how} with secret {c.si} (D₁) vs {c.sj} (D₀); observed (V, ⟨Y, V⟩), {v}"
 
     def _directions(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -276,8 +287,10 @@ class _AveAudit(AuditTarget):
         how = "the group's records" if c.per_group else "one record drawn uniformly"
         if c.aggregate_n is not None:
             how = f"a dataset of {c.aggregate_n} records (one of them the protected record)"
-        return (f"world {c.wname}: X ~ {how} with secret {c.si} (D₁) vs {c.sj} (D₀); "
-                f"{len(self.subs)} of {c.profile.m} slices audited separately")
+        return (
+            f"world {c.wname}: X ~ {how} with secret {c.si} (D₁) vs {c.sj} (D₀); "
+            f"{len(self.subs)} of {c.profile.m} slices audited separately"
+        )
 
     def components(self):
         w = self.c.profile.weights
@@ -296,10 +309,11 @@ def _factory(ctx: AuditContext):
     if common.flavour != "ave":
         return [SwmAudit(ctx, common)]
     if common.monte_carlo:
-        raise AuditError("Ave-SRPP with a Monte-Carlo profile averages over a continuous ω; no finite set of "
-                         "slices lower-bounds it")
+        raise AuditError(
+            "Ave-SRPP with a Monte-Carlo profile averages over a continuous ω; no finite set of slices lower-bounds it"
+        )
     w = common.profile.weights
-    order = np.argsort(-(w * common.instance_deltas ** 2))
+    order = np.argsort(-(w * common.instance_deltas**2))
     k = int(ctx.options.get("max_slices", 8))
     return [_AveAudit(ctx, common, [int(i) for i in order[:k] if w[i] > 0])]
 
@@ -323,7 +337,13 @@ def mutate(mechanism, kind: str, factor: float | None):
     factor = float(factor)
     cal = mechanism.mechanism.calibration
     mc = cal.monte_carlo
-    s2 = swm_sigma2(cal.calibration_deltas * factor, cal.weights, cal.alpha, cal.epsilon, cal.flavour,
-                    monte_carlo=None if mc is None else (mc[0], mc[1] * factor))
+    s2 = swm_sigma2(
+        cal.calibration_deltas * factor,
+        cal.weights,
+        cal.alpha,
+        cal.epsilon,
+        cal.flavour,
+        monte_carlo=None if mc is None else (mc[0], mc[1] * factor),
+    )
     bad = dataclasses.replace(cal, sigma2=s2)
     return SwmRelease(mechanism.columns, SWMMechanism(mechanism.mechanism.query, bad), name=mechanism.name)

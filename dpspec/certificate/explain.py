@@ -15,11 +15,15 @@ def _accuracy(p: dict) -> str:
     dist = str(p.get("distribution", p.get("noise")))
     unit = " ranks" if p.get("error_unit") == "ranks" else ""
     what = "the sum's " if "count_error_95" in p else ""
-    text = (f"{what}noise {dist}; |error| ≤ {_fmt(p['error_95'])}{unit} with probability ≥ 95 % per answer, "
-            f"E|error| = {_fmt(p['expected_abs_error'])}{unit}")
+    text = (
+        f"{what}noise {dist}; |error| ≤ {_fmt(p['error_95'])}{unit} with probability ≥ 95 % per answer, "
+        f"E|error| = {_fmt(p['expected_abs_error'])}{unit}"
+    )
     if "count_error_95" in p:
-        text += (f"; the mean's denominator: noise scale {_fmt(p['count_scale'])}, |error| ≤ "
-                 f"{_fmt(p['count_error_95'])} with probability ≥ 95 %")
+        text += (
+            f"; the mean's denominator: noise scale {_fmt(p['count_scale'])}, |error| ≤ "
+            f"{_fmt(p['count_error_95'])} with probability ≥ 95 %"
+        )
     return text
 
 
@@ -76,22 +80,38 @@ def explain_result(r: TargetCertificate) -> list[str]:
     g = r.guarantee
     p = r.protected
     lines = [f"== {r.kind} `{r.name}` =="]
-    lines.append(f"Protects: {p.description} — definition `{p.definition}` ({p.unit} unit"
-                 + (f", {p.relation}" if p.relation else "") + ")")
+    lines.append(
+        f"Protects: {p.description} — definition `{p.definition}` ({p.unit} unit"
+        + (f", {p.relation}" if p.relation else "")
+        + ")"
+    )
     for a in r.assumptions:
         if a.id.startswith("scope_"):
-            lines.extend(textwrap.wrap(f"Scope:    {a.statement} [{a.source.paper}, {a.source.ref}]", width=100,
-                                       subsequent_indent="          "))
+            lines.extend(
+                textwrap.wrap(
+                    f"Scope:    {a.statement} [{a.source.paper}, {a.source.ref}]",
+                    width=100,
+                    subsequent_indent="          ",
+                )
+            )
     if p.unit == "secret":
-        lines.append("Against:  an adversary who sees the output and whose prior is one of the declared worlds; "
-                     f"notion: {r.notion.description}" + _NOTION_SCOPE.get(_notion_kind(r.notion.name), ""))
+        lines.append(
+            "Against:  an adversary who sees the output and whose prior is one of the declared worlds; "
+            f"notion: {r.notion.description}" + _NOTION_SCOPE.get(_notion_kind(r.notion.name), "")
+        )
     else:
-        lines.append(f"Against:  any adversary who sees the output and knows everything else; notion: "
-                     f"{r.notion.description}")
+        lines.append(
+            f"Against:  any adversary who sees the output and knows everything else; notion: {r.notion.description}"
+        )
     if g.epsilon is not None and g.delta is not None:
-        lines.append(f"Guarantee: ε = {g.epsilon:.6g} at δ = {g.delta:g}"
-                     + (f" (optimal Rényi order α = {g.best_alpha:g})" if g.best_alpha and not (
-                         r.accounting is not None and r.accounting.accountant != "rdp") else ""))
+        lines.append(
+            f"Guarantee: ε = {g.epsilon:.6g} at δ = {g.delta:g}"
+            + (
+                f" (optimal Rényi order α = {g.best_alpha:g})"
+                if g.best_alpha and not (r.accounting is not None and r.accounting.accountant != "rdp")
+                else ""
+            )
+        )
     elif g.epsilon is not None and g.alpha is not None:
         lines.append(f"Guarantee: ε(α = {g.alpha:g}) = {g.epsilon:.6g}")
     elif g.epsilon is not None:
@@ -110,8 +130,10 @@ def explain_result(r: TargetCertificate) -> list[str]:
     if r.query is not None:
         lines.extend(_query_lines(r.query))
     m = r.mechanism
-    lines.append(f"Mechanism: {m.name} — {m.description}"
-                 + (" (noise calibrated by dpspec)" if m.calibrated else " (noise given by the spec)"))
+    lines.append(
+        f"Mechanism: {m.name} — {m.description}"
+        + (" (noise calibrated by dpspec)" if m.calibrated else " (noise given by the spec)")
+    )
     lines.append("           " + ", ".join(f"{k} = {_fmt(v)}" for k, v in m.parameters.items()))
     acc = _accuracy(m.parameters)
     if acc:
@@ -121,18 +143,28 @@ def explain_result(r: TargetCertificate) -> list[str]:
     for a in r.assumptions:
         if a.id.startswith("scope_"):
             continue  # printed under Scope
-        lines.extend(textwrap.wrap(f"- {a.statement} [{a.source.paper}, {a.source.ref}]", width=100,
-                                   initial_indent="  ", subsequent_indent="    "))
+        lines.extend(
+            textwrap.wrap(
+                f"- {a.statement} [{a.source.paper}, {a.source.ref}]",
+                width=100,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+        )
     n = r.numerics
     lines.append(f"Numerics:  {n.method}; error bound {n.abs_error_bound:.2g}; α grid: {n.alpha_grid}")
     if r.sensitivity is not None and r.notion.name == "pufferfish":
         sv = r.sensitivity
-        lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; W∞ = {max(sv.deltas):.4g} over "
-                     f"{len(sv.instance_deltas)} (prior, pair) instances, {sv.aggregation} [{sv.estimator}]")
+        lines.append(
+            f"Data:      {sv.records} records {sv.data_sha256[:23]}…; W∞ = {max(sv.deltas):.4g} over "
+            f"{len(sv.instance_deltas)} (prior, pair) instances, {sv.aggregation} [{sv.estimator}]"
+        )
     elif r.sensitivity is not None:
         sv = r.sensitivity
-        lines.append(f"Data:      {sv.records} records {sv.data_sha256[:23]}…; Δ over {len(sv.deltas)} slices "
-                     f"(max {max(sv.deltas):.4g}) [{sv.deltas_sha256[:23]}…], estimator {sv.estimator}")
+        lines.append(
+            f"Data:      {sv.records} records {sv.data_sha256[:23]}…; Δ over {len(sv.deltas)} slices "
+            f"(max {max(sv.deltas):.4g}) [{sv.deltas_sha256[:23]}…], estimator {sv.estimator}"
+        )
     if n.calibration:
         lines.append(f"Calibration: {n.calibration}")
     for w in r.warnings:
@@ -157,12 +189,16 @@ def _notion_kind(name: str) -> str:
 #: what each Pufferfish notion bounds and what it does not, appended to the `Against:` line so that a
 #: sliced ε is never read as the same number in an unsliced notion (docs/pufferfish.md, measured case)
 _NOTION_SCOPE = {
-    "sliced": ("; what it bounds: the Rényi divergence of one-dimensional projections (slices) of the output, "
-               "averaged (Ave) or mixed (Joint) over the slice profile — a sliced ε is weaker than the same ε in "
-               "Rényi Pufferfish privacy of the whole output or in DP (a Bayes attack can exceed what an unsliced "
-               "bound of that size allows)"),
-    "pufferfish": ("; what it bounds: the whole output law, for every set of outputs (pure ε, unsliced) — it is not "
-                   "a bound for priors, pairs or secrets outside the scenario"),
+    "sliced": (
+        "; what it bounds: the Rényi divergence of one-dimensional projections (slices) of the output, "
+        "averaged (Ave) or mixed (Joint) over the slice profile — a sliced ε is weaker than the same ε in "
+        "Rényi Pufferfish privacy of the whole output or in DP (a Bayes attack can exceed what an unsliced "
+        "bound of that size allows)"
+    ),
+    "pufferfish": (
+        "; what it bounds: the whole output law, for every set of outputs (pure ε, unsliced) — it is not "
+        "a bound for priors, pairs or secrets outside the scenario"
+    ),
 }
 
 
@@ -176,11 +212,18 @@ def _accounting_lines(a, delta) -> list[str]:
         lines.append(f"GDP:       μ = {a.gdp_mu:.6g} (exact μ-GDP; {a.tight or 'tight'})"[:300])
     if a.pld is not None:
         pn = a.pld
-        lines.append(f"PLD:       grid d = {pn.discretization:g}, numerical error {pn.delta_error:.2g} included in δ, "
-                     f"FFT length {pn.fft_length}, relation {pn.relation}")
+        lines.append(
+            f"PLD:       grid d = {pn.discretization:g}, numerical error {pn.delta_error:.2g} included in δ, "
+            f"FFT length {pn.fft_length}, relation {pn.relation}"
+        )
     if a.curve:
-        lines.extend(textwrap.wrap("Curve:     " + "; ".join(f"ε = {p.epsilon:.4g} at δ = {p.delta:g}" for p in a.curve),
-                                   width=100, subsequent_indent="           "))
+        lines.extend(
+            textwrap.wrap(
+                "Curve:     " + "; ".join(f"ε = {p.epsilon:.4g} at δ = {p.delta:g}" for p in a.curve),
+                width=100,
+                subsequent_indent="           ",
+            )
+        )
     return lines
 
 
@@ -188,8 +231,13 @@ def _query_lines(q) -> list[str]:
     cols = ", ".join(f"{c} ∈ [{lo:g}, {hi:g}]" for c, (lo, hi) in zip(q.columns, q.bounds)) or ", ".join(q.columns)
     if q.bins:
         cols += f", {q.bins} bins"
-    how = ("evaluated by dpspec on the data, every value clamped to its bounds" if q.evaluated_on == "data" else
-           "answer computed by the caller (release_answer); its sensitivity is declared, not checked")
-    text = (f"Query:     {q.function}({cols})" + (f" on {q.data}" if q.data else "") + f"; {how}. "
-            f"Δ = {q.sensitivity:.6g}: {q.derivation}")
+    how = (
+        "evaluated by dpspec on the data, every value clamped to its bounds"
+        if q.evaluated_on == "data"
+        else "answer computed by the caller (release_answer); its sensitivity is declared, not checked"
+    )
+    text = (
+        f"Query:     {q.function}({cols})" + (f" on {q.data}" if q.data else "") + f"; {how}. "
+        f"Δ = {q.sensitivity:.6g}: {q.derivation}"
+    )
     return textwrap.wrap(text, width=100, subsequent_indent="           ")

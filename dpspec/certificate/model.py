@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal, Optional, Union
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = "1.1"  # 1.1: ``accounting`` (accountant candidates, (ε, δ) curve, GDP μ)
 
-Scalar = Union[float, int, str, bool, None]
+Scalar = float | int | str | bool | None
 
 
 class _M(BaseModel):
     # Unknown keys and non-finite floats are refused; the published schema (serialization mode) lists
     # every field as required, because an emitted certificate always carries every field.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
-                              json_schema_serialization_defaults_required=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", allow_inf_nan=False, json_schema_serialization_defaults_required=True
+    )
 
 
 class Tool(_M):
@@ -68,7 +69,7 @@ class Formula(_M):
     sympy: str
     latex: str
     variables: dict[str, Scalar] = Field(default_factory=dict)
-    value: Optional[float] = None
+    value: float | None = None
     checks: list[tuple[float, float]] = Field(default_factory=list)
     check: Literal["upper_bound", "close"] = "upper_bound"
 
@@ -76,8 +77,8 @@ class Formula(_M):
 class Protected(_M):
     definition: str
     unit: str
-    relation: Optional[str] = None
-    group_size: Optional[int] = None
+    relation: str | None = None
+    group_size: int | None = None
     description: str
 
 
@@ -108,13 +109,13 @@ class GuaranteeRecord(_M):
     rdp_alphas: list[float] = Field(default_factory=list)
     rdp_epsilons: list[float] = Field(default_factory=list)
     dp: list[DpPoint] = Field(default_factory=list)
-    best_alpha: Optional[float] = None
-    epsilon: Optional[float] = None
-    delta: Optional[float] = None
-    alpha: Optional[float] = None
+    best_alpha: float | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    alpha: float | None = None
     theorems: list[str] = Field(default_factory=list)
     pairs_notion: str = "approximate_dp"
-    reading: Optional[str] = None  # SRPP: "exact for the finite profile" or "PAC with failure probability γ=…"
+    reading: str | None = None  # SRPP: "exact for the finite profile" or "PAC with failure probability γ=…"
 
 
 class SensitivityRecord(_M):
@@ -150,22 +151,22 @@ class QueryRecord(_M):
     function: str
     columns: list[str] = Field(default_factory=list)
     bounds: list[tuple[float, float]] = Field(default_factory=list)
-    bins: Optional[int] = None
+    bins: int | None = None
     dimension: int
     evaluated_on: Literal["data", "answer"]
     sensitivity: float
-    derived_sensitivity: Optional[float] = None
+    derived_sensitivity: float | None = None
     derivation: str
-    dataset_size: Optional[int] = None
-    data: Optional[str] = None
+    dataset_size: int | None = None
+    data: str | None = None
 
 
 class Numerics(_M):
     method: str
     abs_error_bound: float
     alpha_grid: str
-    conversion: Optional[str] = None
-    calibration: Optional[str] = None
+    conversion: str | None = None
+    calibration: str | None = None
 
 
 class AccountantCandidate(_M):
@@ -203,9 +204,9 @@ class AccountingRecord(_M):
     rule: str
     candidates: list[AccountantCandidate] = Field(default_factory=list)
     curve: list[DpPoint] = Field(default_factory=list)
-    gdp_mu: Optional[float] = None
-    tight: Optional[str] = None
-    pld: Optional[PldNumerics] = None
+    gdp_mu: float | None = None
+    tight: str | None = None
+    pld: PldNumerics | None = None
 
 
 class ExecutionRecord(_M):
@@ -231,13 +232,13 @@ class TargetCertificate(_M):
     assumptions: list[Assumption] = Field(default_factory=list)
     formulas: list[Formula] = Field(default_factory=list)
     numerics: Numerics
-    sensitivity: Optional[SensitivityRecord] = None
-    query: Optional[QueryRecord] = None
+    sensitivity: SensitivityRecord | None = None
+    query: QueryRecord | None = None
     warnings: list[str] = Field(default_factory=list)
-    execution: Optional[ExecutionRecord] = None
+    execution: ExecutionRecord | None = None
     # omitted when None (results certified by their own accountant: SRPP, relational, GCON, SWM), so those
     # results read exactly as in schema 1.0
-    accounting: Optional[AccountingRecord] = Field(default=None, exclude_if=lambda v: v is None)
+    accounting: AccountingRecord | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Certificate(_M):
@@ -250,13 +251,12 @@ class Certificate(_M):
     def payload_hash(self) -> str:
         return content_hash(self)
 
-    def sealed(self) -> "Certificate":
+    def sealed(self) -> Certificate:
         return self.model_copy(update={"content_hash": content_hash(self)})
 
     def to_json(self) -> str:
         """Indented JSON with number arrays kept on one line (the ε(α) curve stays readable)."""
-        return _compact_arrays(json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False,
-                                          allow_nan=False))
+        return _compact_arrays(json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False))
 
 
 _NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"

@@ -49,12 +49,27 @@ from dpspec.certificate.verify import (  # noqa: F401 - run certificates are ver
     verify_run,
 )
 
-__all__ = ["RunCertificate", "SpentPoint", "OriginalRef", "build_run_certificate", "run_certificate_for",
-           "verify_run", "RunVerifyReport", "RUN_SCHEMA_VERSION"]
+__all__ = [
+    "RunCertificate",
+    "SpentPoint",
+    "OriginalRef",
+    "build_run_certificate",
+    "run_certificate_for",
+    "verify_run",
+    "RunVerifyReport",
+    "RUN_SCHEMA_VERSION",
+]
 
 
-def run_certificate_for(certificate, target: str, *, steps: int | None = None, ledger_state: dict | None = None,
-                        embed: bool = False, data: dict | None = None) -> RunCertificate:
+def run_certificate_for(
+    certificate,
+    target: str,
+    *,
+    steps: int | None = None,
+    ledger_state: dict | None = None,
+    embed: bool = False,
+    data: dict | None = None,
+) -> RunCertificate:
     """A run certificate for a run of ``target`` that stopped after ``steps`` steps (or at a saved
     ``ledger_state``), recomputed from the certificate (which is verified first)."""
     rep = verify(certificate, raise_on_error=False, data=data)
@@ -67,8 +82,10 @@ def run_certificate_for(certificate, target: str, *, steps: int | None = None, l
     try:
         mech = _compiled_mechanism(cert, target, data)
     except KeyError:
-        raise ValueError(f"`{target}` has no runtime object with a privacy ledger of steps (a tuning's run "
-                         "certificate is written by its `run`)") from None
+        raise ValueError(
+            f"`{target}` has no runtime object with a privacy ledger of steps (a tuning's run "
+            "certificate is written by its `run`)"
+        ) from None
     if ledger_state is not None:
         mech.load_ledger_state(ledger_state)
     elif steps is not None:

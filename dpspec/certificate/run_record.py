@@ -5,7 +5,7 @@ that the runtime's ledger writes run certificates without reaching the compiler.
 from __future__ import annotations
 
 import json
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,8 +22,8 @@ class SpentPoint(_M):
     """ε at δ (an (ε, δ) notion) or ε(α) (Rényi / SRPP notions)."""
 
     epsilon: float = Field(ge=0)
-    delta: Optional[float] = Field(default=None, gt=0, lt=1)
-    alpha: Optional[float] = Field(default=None, gt=1)
+    delta: float | None = Field(default=None, gt=0, lt=1)
+    alpha: float | None = Field(default=None, gt=1)
 
 
 class OriginalRef(_M):
@@ -47,15 +47,17 @@ class RunCertificate(_M):
     spent: list[SpentPoint]
     certified: list[SpentPoint]
     note: str = ""
-    original: Optional[dict] = None
+    original: dict | None = None
     content_hash: str = ""
 
-    def sealed(self) -> "RunCertificate":
+    def sealed(self) -> RunCertificate:
         return self.model_copy(update={"content_hash": run_content_hash(self)})
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2, ensure_ascii=False,
-                          allow_nan=False) + "\n"
+        return (
+            json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2, ensure_ascii=False, allow_nan=False)
+            + "\n"
+        )
 
 
 def run_content_hash(rc: RunCertificate) -> str:
@@ -68,7 +70,7 @@ def run_content_hash(rc: RunCertificate) -> str:
 # --- writing ------------------------------------------------------------------------------------------
 
 
-def _points(record) -> list[tuple[Optional[float], Optional[float], float]]:
+def _points(record) -> list[tuple[float | None, float | None, float]]:
     """(δ, α, certified ε) of every number the original certificate states for the target."""
     g = record.guarantee
     out = [(float(p.delta), None, float(p.epsilon)) for p in g.dp]
@@ -88,8 +90,10 @@ def build_run_certificate(mechanism, *, embed=None) -> RunCertificate:
     led = mechanism.ledger
     rec = led.record
     if rec is None or led.certificate_hash is None:
-        raise DataMismatchError("this runtime object was not compiled from a certificate (dpspec.compile binds "
-                                "it); a run certificate names the certificate it spends")
+        raise DataMismatchError(
+            "this runtime object was not compiled from a certificate (dpspec.compile binds "
+            "it); a run certificate names the certificate it spends"
+        )
     if embed is not None and getattr(embed, "content_hash", None) != led.certificate_hash:
         raise DataMismatchError("the certificate to embed is not the one this object runs under")
     spent, certified = [], []
@@ -106,10 +110,19 @@ def build_run_certificate(mechanism, *, embed=None) -> RunCertificate:
     if last is None:
         raise DataMismatchError(f"the certificate of `{led.target}` states no ε to spend")
     rc = RunCertificate(
-        tool=Tool(version=__version__), certificate=OriginalRef(content_hash=led.certificate_hash,
-                                                                source_name=led.certificate_source or ""),
-        target=led.target, mechanism=rec.mechanism.name, notion=rec.notion.name, unit=led.unit,
-        steps_taken=led.steps_taken, budget_steps=led.budget_steps, accountant=last.accountant,
-        exact_for_run=last.exact_for_run, spent=spent, certified=certified, note=last.note,
-        original=None if embed is None else embed.model_dump(mode="json"))
+        tool=Tool(version=__version__),
+        certificate=OriginalRef(content_hash=led.certificate_hash, source_name=led.certificate_source or ""),
+        target=led.target,
+        mechanism=rec.mechanism.name,
+        notion=rec.notion.name,
+        unit=led.unit,
+        steps_taken=led.steps_taken,
+        budget_steps=led.budget_steps,
+        accountant=last.accountant,
+        exact_for_run=last.exact_for_run,
+        spent=spent,
+        certified=certified,
+        note=last.note,
+        original=None if embed is None else embed.model_dump(mode="json"),
+    )
     return rc.sealed()

@@ -6,7 +6,8 @@ is evaluated.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None], rel_tol: float) -> None:
@@ -31,16 +32,23 @@ def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None],
         if flavour == "ave":
             vals = [alpha * mp.fsum(wi * mp.mpf(d) ** 2 for wi, d in zip(w, row)) / (2 * sigma2) for row in rows]
         else:
-            vals = [mp.log(mp.fsum(wi * mp.exp(c * mp.mpf(d) ** 2) for wi, d in zip(w, row))) / (alpha - 1)
-                    for row in rows]
+            vals = [
+                mp.log(mp.fsum(wi * mp.exp(c * mp.mpf(d) ** 2) for wi, d in zip(w, row))) / (alpha - 1) for row in rows
+            ]
         if "gamma" in p:
             gamma, d0 = mp.mpf(p["gamma"]), mp.mpf(p["delta0"])
             t = mp.sqrt(mp.log(4 * len(rows) / gamma) / (2 * len(w)))
             if flavour == "ave":
-                vals = [v + alpha * d0 ** 2 * t / (2 * sigma2) for v in vals]
+                vals = [v + alpha * d0**2 * t / (2 * sigma2) for v in vals]
             else:
-                vals = [mp.log(mp.exp(v * (alpha - 1)) + mp.expm1(c * d0 ** 2) * t) / (alpha - 1) for v in vals]
-            vals = [min(v, alpha * d0 ** 2 / (2 * sigma2)) for v in vals]
+                vals = [mp.log(mp.exp(v * (alpha - 1)) + mp.expm1(c * d0**2) * t) / (alpha - 1) for v in vals]
+            vals = [min(v, alpha * d0**2 / (2 * sigma2)) for v in vals]
         exact = max(vals)
-        bound(r.name, f"{flavour} SRPP level from the recorded Δ (mpmath)", f"α = {float(alpha):g}",
-              r.guarantee.epsilon, exact, rel_tol * max(1.0, float(exact)))
+        bound(
+            r.name,
+            f"{flavour} SRPP level from the recorded Δ (mpmath)",
+            f"α = {float(alpha):g}",
+            r.guarantee.epsilon,
+            exact,
+            rel_tol * max(1.0, float(exact)),
+        )

@@ -40,7 +40,6 @@ import re
 import stat
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -62,12 +61,12 @@ EXACT_REL_ERROR = 1e-30
 
 _VERSION = re.compile(r"(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})")
 
-UP = "up"        # a bound or noise scale: recorded ≥ recomputed, at most REL_TOL above
+UP = "up"  # a bound or noise scale: recorded ≥ recomputed, at most REL_TOL above
 EXACT = "exact"  # must be equal
 
 
 class VerificationError(DpspecError):
-    def __init__(self, report: "VerifyReport"):
+    def __init__(self, report: VerifyReport):
         self.report = report
         super().__init__("certificate verification failed:\n" + "\n".join(f"- {p}" for p in report.problems))
 
@@ -94,8 +93,7 @@ class VerifyReport:
 def printable(text: str) -> str:
     """``text`` with control characters escaped (newlines kept): a certificate's strings never reach a
     terminal as escape sequences."""
-    return "".join(ch if ch.isprintable() or ch == "\n" else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
+    return "".join(ch if ch.isprintable() or ch == "\n" else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -154,8 +152,10 @@ def _no_duplicate_keys(pairs):
     out = {}
     for k, v in pairs:
         if k in out:
-            raise _StructureError(f"the key {k!r} appears twice in one JSON object (duplicate keys are refused: "
-                                  "readers disagree on which one counts)")
+            raise _StructureError(
+                f"the key {k!r} appears twice in one JSON object (duplicate keys are refused: "
+                "readers disagree on which one counts)"
+            )
         out[k] = v
     return out
 
@@ -177,11 +177,13 @@ def parse_certificate_json(text: str) -> dict:
     if len(text) > MAX_CERTIFICATE_BYTES:
         raise _StructureError(f"the certificate is larger than {MAX_CERTIFICATE_BYTES} bytes")
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite_float,
-                          parse_constant=_no_constant)
+        data = json.loads(
+            text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite_float, parse_constant=_no_constant
+        )
     except json.JSONDecodeError as e:
-        raise _StructureError(f"the certificate is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") \
-            from None
+        raise _StructureError(
+            f"the certificate is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}"
+        ) from None
     except RecursionError:
         raise _StructureError(f"the certificate is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits
@@ -227,11 +229,13 @@ def _text_of(doc) -> str:
             raise _StructureError(f"the certificate is not UTF-8 text (byte {e.start})") from None
     if isinstance(doc, str):
         if not doc.lstrip().startswith("{"):
-            raise _StructureError("the certificate text is not a JSON object (a str is JSON text; to verify a "
-                                  "file pass a pathlib.Path)")
+            raise _StructureError(
+                "the certificate text is not a JSON object (a str is JSON text; to verify a file pass a pathlib.Path)"
+            )
         return doc
-    raise _StructureError(f"cannot verify a {type(doc).__name__}: pass a Certificate, a dict, JSON text or a "
-                          "pathlib.Path")
+    raise _StructureError(
+        f"cannot verify a {type(doc).__name__}: pass a Certificate, a dict, JSON text or a pathlib.Path"
+    )
 
 
 def _version_problem(v: Any) -> str | None:
@@ -240,8 +244,10 @@ def _version_problem(v: Any) -> str | None:
     major, minor = v.split(".")
     mine_major, mine_minor = SCHEMA_VERSION.split(".")
     if major != mine_major:
-        return (f"certificate schema version {v} is not readable by this dpspec (it reads {mine_major}.x); "
-                f"verify it with the dpspec version that wrote it")
+        return (
+            f"certificate schema version {v} is not readable by this dpspec (it reads {mine_major}.x); "
+            f"verify it with the dpspec version that wrote it"
+        )
     if int(minor) > int(mine_minor):
         return f"certificate schema version {v} is newer than this dpspec's {SCHEMA_VERSION}; upgrade dpspec"
     return None
@@ -261,8 +267,10 @@ def _fields_newer_than(cert: Certificate) -> str | None:
         for r in cert.results:
             for f in fields:
                 if getattr(r, f, None) is not None:
-                    return (f"result {r.name!r} has `{f}`, which schema version {version} added, but the certificate "
-                            f"states version {cert.schema_version}")
+                    return (
+                        f"result {r.name!r} has `{f}`, which schema version {version} added, but the certificate "
+                        f"states version {cert.schema_version}"
+                    )
     return None
 
 
@@ -281,8 +289,9 @@ def load_strict(doc) -> Certificate:
     except ValidationError as e:
         first = e.errors()[0]
         loc = _location(data, first["loc"])
-        raise _StructureError(f"the certificate does not match the schema: {loc}: {first['msg']} "
-                              f"({e.error_count()} problem(s))") from None
+        raise _StructureError(
+            f"the certificate does not match the schema: {loc}: {first['msg']} ({e.error_count()} problem(s))"
+        ) from None
     canonical = json.loads(cert.model_dump_json())
     diff = _structure_difference(data, canonical, "")
     if diff:
@@ -293,8 +302,10 @@ def load_strict(doc) -> Certificate:
     counts = Counter(r.name for r in cert.results)
     dup = sorted(n for n, k in counts.items() if k > 1)[:5]
     if dup:
-        raise _StructureError(f"result name(s) {', '.join(repr(n) for n in dup)} appear more than once; a certificate "
-                              "lists each release, training and composition exactly once")
+        raise _StructureError(
+            f"result name(s) {', '.join(repr(n) for n in dup)} appear more than once; a certificate "
+            "lists each release, training and composition exactly once"
+        )
     return cert
 
 
@@ -341,8 +352,14 @@ def _structure_difference(doc, canonical, path: str) -> str | None:
             if d:
                 return d
         return None
-    if type(doc) is bool or type(canonical) is bool or isinstance(doc, str) or isinstance(canonical, str) \
-            or doc is None or canonical is None:
+    if (
+        type(doc) is bool
+        or type(canonical) is bool
+        or isinstance(doc, str)
+        or isinstance(canonical, str)
+        or doc is None
+        or canonical is None
+    ):
         return None if (type(doc) is type(canonical) and doc == canonical) else f"{path}: not in canonical form"
     return None if doc == canonical else f"{path}: {doc!r} is not exactly representable as {canonical!r}"
 
@@ -350,8 +367,9 @@ def _structure_difference(doc, canonical, path: str) -> str | None:
 # --- the checks -----------------------------------------------------------------------------------
 
 
-def verify(doc, *, raise_on_error: bool = True, data: dict | None = None, trust_code: bool = False,
-           original=None) -> VerifyReport:
+def verify(
+    doc, *, raise_on_error: bool = True, data: dict | None = None, trust_code: bool = False, original=None
+) -> VerifyReport:
     """Verify a certificate: a ``Certificate``, a dict, JSON text (``str``/``bytes``) or a file
     (``pathlib.Path``; a ``str`` is always text, never a path). Raises ``VerificationError`` on failure
     unless ``raise_on_error=False``; the report lists every problem found. ``data`` binds the datasets a
@@ -363,8 +381,10 @@ def verify(doc, *, raise_on_error: bool = True, data: dict | None = None, trust_
     try:
         _verify(doc, rep, data, trust_code, original)
     except Exception as e:  # a bug must still give a failing report, never a verified one or a traceback
-        rep.fail(f"internal error while verifying ({type(e).__name__}: {str(e)[:200]}); the certificate is "
-                 "NOT verified — this is a bug in dpspec, please report it")
+        rep.fail(
+            f"internal error while verifying ({type(e).__name__}: {str(e)[:200]}); the certificate is "
+            "NOT verified — this is a bug in dpspec, please report it"
+        )
     return _finish(rep, raise_on_error)
 
 
@@ -427,13 +447,17 @@ def _execution_checks(cert: Certificate, rep: VerifyReport) -> None:
         if e is None:
             continue
         if e.target == "distributed" and (e.workers < 1 or e.backend not in ("gloo", "nccl")):
-            rep.fail(f"{r.name}: execution target distributed(workers = {e.workers}, backend = {e.backend}) "
-                     "is not a valid target")
+            rep.fail(
+                f"{r.name}: execution target distributed(workers = {e.workers}, backend = {e.backend}) "
+                "is not a valid target"
+            )
         elif r.kind != "train":
             rep.fail(f"{r.name}: an execution target is recorded on a {r.kind} result")
         else:
-            rep.checks.append(f"{r.name}: execution target {e.target}({e.workers} × {e.backend}) recorded; "
-                              "the privacy analysis does not depend on it")
+            rep.checks.append(
+                f"{r.name}: execution target {e.target}({e.workers} × {e.backend}) recorded; "
+                "the privacy analysis does not depend on it"
+            )
 
 
 def _finish(rep: VerifyReport, raise_on_error: bool) -> VerifyReport:
@@ -456,8 +480,10 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
 
     tree, _diags = parse_text(cert.spec.canonical_text, cert.spec.source_name)
     if tree is not None and tree.uses:
-        rep.fail(f"the embedded spec includes other files (`use \"{tree.uses[0].path[:80]}\"`); a certificate's spec "
-                 "is self-contained, and verify reads no file a certificate names")
+        rep.fail(
+            f'the embedded spec includes other files (`use "{tree.uses[0].path[:80]}"`); a certificate\'s spec '
+            "is self-contained, and verify reads no file a certificate names"
+        )
         return set()
     spec = loads(cert.spec.canonical_text, name=cert.spec.source_name)
     if not spec.ok:
@@ -467,10 +493,12 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
     if hooks and not trust_code:
         h = hooks[0]
         where = f" (spec line {h.line})" if h.line else ""
-        rep.fail(f"the embedded spec runs user code: {h.construct}(\"{h.target[:80]}\"){where}"
-                 + (f" and {len(hooks) - 1} more" if len(hooks) > 1 else "")
-                 + "; verify runs no code named by a certificate — rerun with --trust-code (trust_code=True) only "
-                 "if you trust the certificate's author and have reviewed that code")
+        rep.fail(
+            f'the embedded spec runs user code: {h.construct}("{h.target[:80]}"){where}'
+            + (f" and {len(hooks) - 1} more" if len(hooks) > 1 else "")
+            + "; verify runs no code named by a certificate — rerun with --trust-code (trust_code=True) only "
+            "if you trust the certificate's author and have reviewed that code"
+        )
         return set()
     if spec.canonical_text() != cert.spec.canonical_text:
         rep.fail("the embedded spec text is not in the canonical form dpspec writes (edited after compiling?)")
@@ -479,8 +507,11 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
 
     # calibrated σ's as recorded: a family whose search is expensive recomputes at that σ (every number
     # is still recomputed and compared, and must meet the target there)
-    recorded = {r.name: r.mechanism.parameters.get("noise_multiplier") for r in cert.results
-                if r.mechanism.calibrated and isinstance(r.mechanism.parameters.get("noise_multiplier"), float)}
+    recorded = {
+        r.name: r.mechanism.parameters.get("noise_multiplier")
+        for r in cert.results
+        if r.mechanism.calibrated and isinstance(r.mechanism.parameters.get("noise_multiplier"), float)
+    }
     token = CERTIFIED_SIGMA.set(recorded)
     try:
         with code_hooks(trust_code):
@@ -503,19 +534,23 @@ def _recompile(cert: Certificate, rep: VerifyReport, data: dict | None, trust_co
     clean: set[str] = set()
     for rec, re_ in zip(cert.results, fresh.certificate.results):
         diffs: list[str] = []
-        _compare(rec.model_dump(mode="json"), re_.model_dump(mode="json"), (), diffs,
-                 {f.name: f.check for f in re_.formulas})
+        _compare(
+            rec.model_dump(mode="json"), re_.model_dump(mode="json"), (), diffs, {f.name: f.check for f in re_.formulas}
+        )
         for d in diffs[:MAX_LISTED_DIFFERENCES]:
             rep.fail(f"{rec.name}: {d}")
         if len(diffs) > MAX_LISTED_DIFFERENCES:
             rep.fail(f"{rec.name}: … and {len(diffs) - MAX_LISTED_DIFFERENCES} more differences")
         if not diffs:
             clean.add(rec.name)
-            rep.checks.append(f"{rec.name}: all numbers recomputed; bounds equal or rounded up by at most "
-                              f"{REL_TOL:g}, everything else equal")
+            rep.checks.append(
+                f"{rec.name}: all numbers recomputed; bounds equal or rounded up by at most "
+                f"{REL_TOL:g}, everything else equal"
+            )
     if fresh.certificate.tool.version != cert.tool.version:
-        rep.checks.append(f"note: issued by dpspec {cert.tool.version[:40]!r}, verified with "
-                          f"{fresh.certificate.tool.version}")
+        rep.checks.append(
+            f"note: issued by dpspec {cert.tool.version[:40]!r}, verified with {fresh.certificate.tool.version}"
+        )
     return clean
 
 
@@ -525,12 +560,29 @@ def _names(names: list[str], limit: int = 8) -> str:
 
 
 #: mechanism parameters that are privacy-loss-like bounds or noise scales: may only be rounded up
-UP_PARAMETERS = frozenset({
-    "sigma", "sigma2", "noise_multiplier", "noise_std", "amp_sigma", "noise_multiplier_first",
-    "gradient_noise_std_first", "gradient_noise_std_max", "gradient_noise_std_min",
-    "mu", "sensitivity", "node_sensitivity", "sensitivity_psi", "delta_bar2", "delta_star2", "h_total",
-    "discrepancy_cap", "failure_probability", "overflow_probability",
-})
+UP_PARAMETERS = frozenset(
+    {
+        "sigma",
+        "sigma2",
+        "noise_multiplier",
+        "noise_std",
+        "amp_sigma",
+        "noise_multiplier_first",
+        "gradient_noise_std_first",
+        "gradient_noise_std_max",
+        "gradient_noise_std_min",
+        "mu",
+        "sensitivity",
+        "node_sensitivity",
+        "sensitivity_psi",
+        "delta_bar2",
+        "delta_star2",
+        "h_total",
+        "discrepancy_cap",
+        "failure_probability",
+        "overflow_probability",
+    }
+)
 #: formulas with check "close" whose value is a noise scale or a loss cap (may only be rounded up)
 UP_CLOSE_FORMULAS = frozenset({"sigma2_thm5_6", "naive_cap"})
 
@@ -538,13 +590,22 @@ UP_CLOSE_FORMULAS = frozenset({"sigma2_thm5_6", "naive_cap"})
 def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula_names: list | None = None) -> str:
     """How the number at ``path`` (inside one result) may differ from its recomputed value."""
     p = [x for x in path if not isinstance(x, int)]
-    if p[:1] == ["guarantee"] and p[1:] in (["epsilon"], ["delta"], ["rdp_epsilons"], ["dp", "epsilon"],
-                                             ["dp", "delta"]):
+    if p[:1] == ["guarantee"] and p[1:] in (
+        ["epsilon"],
+        ["delta"],
+        ["rdp_epsilons"],
+        ["dp", "epsilon"],
+        ["dp", "delta"],
+    ):
         return UP
     if p == ["numerics", "abs_error_bound"]:
         return UP
-    if p[:1] == ["accounting"] and p[1:] in (["candidates", "epsilon"], ["curve", "epsilon"], ["gdp_mu"],
-                                             ["pld", "delta_error"]):
+    if p[:1] == ["accounting"] and p[1:] in (
+        ["candidates", "epsilon"],
+        ["curve", "epsilon"],
+        ["gdp_mu"],
+        ["pld", "delta_error"],
+    ):
         return UP
     if p[:3] == ["accounting", "pld", "by_direction"] and isinstance(path[-1], int) and path[-1] == 1:
         return UP
@@ -555,7 +616,7 @@ def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula
     if p[:1] == ["formulas"] and p[1:] in (["value"], ["checks"]) and formula_names is not None:
         name = formula_names[path[1]] if isinstance(path[1], int) and path[1] < len(formula_names) else None
         kind = (formula_checks or {}).get(name)
-        if p[1:] == ["checks"] and path[-1] == 0:   # the order α of a check
+        if p[1:] == ["checks"] and path[-1] == 0:  # the order α of a check
             return EXACT
         if kind == "upper_bound" or name in UP_CLOSE_FORMULAS:
             return UP
@@ -570,8 +631,9 @@ def _compare(a, b, path: tuple, out: list[str], formula_checks: dict[str, str], 
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
-                out.append(f"{_path_text(path + (k,))}: present on one side only "
-                           f"({'recorded' if k in a else 'recomputed'})")
+                out.append(
+                    f"{_path_text(path + (k,))}: present on one side only ({'recorded' if k in a else 'recomputed'})"
+                )
             else:
                 _compare(a[k], b[k], path + (k,), out, formula_checks, formula_names)
     elif isinstance(a, list) and isinstance(b, list):
@@ -600,7 +662,9 @@ def up_problem(recorded: float, recomputed: float) -> str | None:
     if not (math.isfinite(recorded) and math.isfinite(recomputed)):
         return None if recorded == recomputed else "not finite"
     if recorded < recomputed:
-        return "recorded BELOW the recomputed value (a bound may only be rounded up: the certificate overstates privacy)"
+        return (
+            "recorded BELOW the recomputed value (a bound may only be rounded up: the certificate overstates privacy)"
+        )
     if recorded > recomputed + REL_TOL * abs(recomputed):
         return f"recorded above the recomputed value by more than rounding (relative {REL_TOL:g})"
     return None
@@ -612,7 +676,7 @@ def _is_number(x) -> bool:
 
 def _is_float(x) -> bool:
     """A number a double represents (an integer beyond ±1.8e308 is not)."""
-    return isinstance(x, float) or (isinstance(x, int) and abs(x) < 2 ** 1023)
+    return isinstance(x, float) or (isinstance(x, int) and abs(x) < 2**1023)
 
 
 def _path_text(path: tuple) -> str:
@@ -636,8 +700,10 @@ def _formula_texts(cert: Certificate, rep: VerifyReport) -> None:
             if text is None:
                 rep.fail(f"{r.name}: formula {f.name[:60]!r} is not a formula dpspec emits")
             elif f.sympy != text:
-                rep.fail(f"{r.name}: formula {f.name}: its text is not dpspec's own formula for that name "
-                         f"(recorded {f.sympy[:60]!r}); formula text from a certificate is never evaluated")
+                rep.fail(
+                    f"{r.name}: formula {f.name}: its text is not dpspec's own formula for that name "
+                    f"(recorded {f.sympy[:60]!r}); formula text from a certificate is never evaluated"
+                )
             elif f.latex != F.latex(f.name):
                 rep.fail(f"{r.name}: formula {f.name}: its LaTeX is not dpspec's rendering of the formula")
 
@@ -667,8 +733,9 @@ def _formulas(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
                 if f.name == "delta_of_epsilon":
                     target = r.guarantee.delta
                     if target is not None and exact > mp.mpf(target):
-                        rep.fail(f"{r.name}: δ(ε) re-evaluated = {float(exact):.6g} exceeds the certified "
-                                 f"δ = {target:g}")
+                        rep.fail(
+                            f"{r.name}: δ(ε) re-evaluated = {float(exact):.6g} exceeds the certified δ = {target:g}"
+                        )
                     else:
                         rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy ({float(exact):.4g} ≤ δ)")
                 elif f.check == "close" and f.name not in UP_CLOSE_FORMULAS:
@@ -677,11 +744,13 @@ def _formulas(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
                     else:
                         rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy")
                 else:
-                    _bound_check(rep, r.name, f.name, "value", f.value, exact,
-                                 tol_abs if f.check == "upper_bound" else 0.0)
+                    _bound_check(
+                        rep, r.name, f.name, "value", f.value, exact, tol_abs if f.check == "upper_bound" else 0.0
+                    )
             except F.FormulaError as e:
-                rep.checks.append(f"note: {r.name}: formula {f.name} not re-evaluated: {e} (its numbers were "
-                                  "recomputed above)")
+                rep.checks.append(
+                    f"note: {r.name}: formula {f.name} not re-evaluated: {e} (its numbers were recomputed above)"
+                )
 
 
 def _family_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
@@ -704,11 +773,15 @@ def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
 
     rec = mp.mpf(recorded)
     if rec < exact - EXACT_REL_ERROR * abs(exact):
-        rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} is BELOW the exact value {float(exact)!r} "
-                 "(the certificate overstates privacy)")
+        rep.fail(
+            f"{name}: {fname} at {where}: recorded {recorded!r} is BELOW the exact value {float(exact)!r} "
+            "(the certificate overstates privacy)"
+        )
     elif rec > exact + tol_abs + REL_TOL * max(1, abs(exact)):
-        rep.fail(f"{name}: {fname} at {where}: recorded {recorded!r} differs from the exact value {float(exact)!r} "
-                 f"by more than the stated error bound {tol_abs:g}")
+        rep.fail(
+            f"{name}: {fname} at {where}: recorded {recorded!r} differs from the exact value {float(exact)!r} "
+            f"by more than the stated error bound {tol_abs:g}"
+        )
     else:
         rep.checks.append(f"{name}: {fname} at {where} re-evaluated with sympy/mpmath")
 
@@ -778,8 +851,9 @@ def _label(p: SpentPoint) -> str:
     return f"δ = {p.delta:g}" if p.delta is not None else f"α = {p.alpha:g}"
 
 
-def verify_run(doc, certificate=None, *, data: dict | None = None, raise_on_error: bool = True,
-               trust_code: bool = False) -> RunVerifyReport:
+def verify_run(
+    doc, certificate=None, *, data: dict | None = None, raise_on_error: bool = True, trust_code: bool = False
+) -> RunVerifyReport:
     """Verify a run certificate (dict, JSON text or path) against its original certificate (``certificate``:
     a model, dict, JSON text or path; default: the embedded one). See the module docstring."""
     rep = RunVerifyReport()
@@ -788,11 +862,13 @@ def verify_run(doc, certificate=None, *, data: dict | None = None, raise_on_erro
         rep.fail(err)
         return _finish_run(rep, raise_on_error)
     if d.get("kind") != "run":
-        rep.fail("not a run certificate (no top-level \"kind\": \"run\")")
+        rep.fail('not a run certificate (no top-level "kind": "run")')
         return _finish_run(rep, raise_on_error)
     if d.get("schema_version") != RUN_SCHEMA_VERSION:
-        rep.fail(f"unknown run certificate schema version {d.get('schema_version')!r}; this dpspec reads "
-                 f"{RUN_SCHEMA_VERSION}")
+        rep.fail(
+            f"unknown run certificate schema version {d.get('schema_version')!r}; this dpspec reads "
+            f"{RUN_SCHEMA_VERSION}"
+        )
         return _finish_run(rep, raise_on_error)
     try:
         rc = RunCertificate.model_validate(d, strict=True)
@@ -824,8 +900,10 @@ def _original(rc: RunCertificate, certificate, rep: RunVerifyReport):
     if rc.original is not None:
         docs.append(("embedded", rc.original))
     if not docs:
-        rep.fail("the original certificate is needed: pass it (dpspec verify RUN.json --certificate CERT.json) or "
-                 "write the run certificate with it embedded (--embed)")
+        rep.fail(
+            "the original certificate is needed: pass it (dpspec verify RUN.json --certificate CERT.json) or "
+            "write the run certificate with it embedded (--embed)"
+        )
         return None
     certs = []
     for where, c in docs:
@@ -833,8 +911,10 @@ def _original(rc: RunCertificate, certificate, rep: RunVerifyReport):
             certs.append(Certificate.model_validate(c))
         except ValidationError as e:
             first = e.errors()[0]
-            rep.fail(f"the {where} original certificate does not match the certificate schema: "
-                     f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
+            rep.fail(
+                f"the {where} original certificate does not match the certificate schema: "
+                f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
+            )
             return None
     hashes = {c.content_hash for c in certs}
     if len(hashes) > 1:
@@ -842,15 +922,17 @@ def _original(rc: RunCertificate, certificate, rep: RunVerifyReport):
         return None
     cert = certs[0]
     if cert.content_hash != rc.certificate.content_hash:
-        rep.fail(f"the run certificate spends {rc.certificate.content_hash}, not the certificate given "
-                 f"({cert.content_hash})")
+        rep.fail(
+            f"the run certificate spends {rc.certificate.content_hash}, not the certificate given ({cert.content_hash})"
+        )
         return None
     rep.checks.append(f"original certificate: {cert.content_hash} ({rc.certificate.source_name})")
     return cert, docs[0][1]  # the model, and the document as given (verified strictly, not re-serialised)
 
 
-def _check_against(rc: RunCertificate, found, rep: RunVerifyReport, data: dict | None,
-                   trust_code: bool = False) -> None:
+def _check_against(
+    rc: RunCertificate, found, rep: RunVerifyReport, data: dict | None, trust_code: bool = False
+) -> None:
     original, document = found
     orep = verify(document, raise_on_error=False, data=data, trust_code=trust_code)
     if not orep.ok:
@@ -863,8 +945,10 @@ def _check_against(rc: RunCertificate, found, rep: RunVerifyReport, data: dict |
         rep.fail(f"the original certificate has no target `{rc.target}`")
         return
     if record.mechanism.name != rc.mechanism or record.notion.name != rc.notion:
-        rep.fail(f"`{rc.target}` is a {record.mechanism.name} ({record.notion.name}) in the certificate, not "
-                 f"{rc.mechanism} ({rc.notion})")
+        rep.fail(
+            f"`{rc.target}` is a {record.mechanism.name} ({record.notion.name}) in the certificate, not "
+            f"{rc.mechanism} ({rc.notion})"
+        )
         return
     try:
         mech = _compiled_mechanism(original, rc.target, data)
@@ -873,8 +957,10 @@ def _check_against(rc: RunCertificate, found, rep: RunVerifyReport, data: dict |
         return
     led = mech.ledger
     if rc.budget_steps != led.budget_steps or rc.unit != led.unit:
-        rep.fail(f"budget: the run certificate says {rc.budget_steps} {rc.unit}(s), the certificate covers "
-                 f"{led.budget_steps} {led.unit}(s)")
+        rep.fail(
+            f"budget: the run certificate says {rc.budget_steps} {rc.unit}(s), the certificate covers "
+            f"{led.budget_steps} {led.unit}(s)"
+        )
         return
     if not 0 <= rc.steps_taken <= led.budget_steps:
         rep.fail(f"{rc.steps_taken} {rc.unit}(s) taken is outside the certified budget of {led.budget_steps}")
@@ -887,27 +973,36 @@ def _check_against(rc: RunCertificate, found, rep: RunVerifyReport, data: dict |
         return
     for c in rc.certified:
         if not _close(c.epsilon, want[(c.delta, c.alpha)]):
-            rep.fail(f"certified ε at {_label(c)}: recorded {c.epsilon!r}, the certificate states "
-                     f"{want[(c.delta, c.alpha)]!r}")
+            rep.fail(
+                f"certified ε at {_label(c)}: recorded {c.epsilon!r}, the certificate states "
+                f"{want[(c.delta, c.alpha)]!r}"
+            )
     for p in rc.spent:
         s = led.spent_at(rc.steps_taken, p.delta)
         if p.epsilon < s.epsilon * (1 - 1e-12):
-            rep.fail(f"ε spent at {_label(p)}: recorded {p.epsilon!r} is BELOW the recomputed {s.epsilon!r} "
-                     "(the run certificate understates what was spent)")
+            rep.fail(
+                f"ε spent at {_label(p)}: recorded {p.epsilon!r} is BELOW the recomputed {s.epsilon!r} "
+                "(the run certificate understates what was spent)"
+            )
         elif not _close(p.epsilon, s.epsilon):
             rep.fail(f"ε spent at {_label(p)}: recorded {p.epsilon!r}, recomputed {s.epsilon!r}")
         elif p.epsilon > want[(p.delta, p.alpha)] * (1 + 1e-12):
             rep.fail(f"ε spent at {_label(p)} ({p.epsilon!r}) exceeds the certificate's {want[(p.delta, p.alpha)]!r}")
         else:
-            rep.checks.append(f"{rc.target}: ε spent at {_label(p)} recomputed ({p.epsilon:.6g} ≤ "
-                              f"{want[(p.delta, p.alpha)]:.6g} certified) with the certificate's accountant")
+            rep.checks.append(
+                f"{rc.target}: ε spent at {_label(p)} recomputed ({p.epsilon:.6g} ≤ "
+                f"{want[(p.delta, p.alpha)]:.6g} certified) with the certificate's accountant"
+            )
         if s.exact_for_run != rc.exact_for_run:
             rep.fail(f"exact_for_run: recorded {rc.exact_for_run}, the mechanism's ledger says {s.exact_for_run}")
     # the descriptive fields are the ledger's own words too: a verified run certificate carries no text
     # its accountant did not write (a forged `note` or `accountant` would otherwise be sealed as verified)
     last = led.spent_at(rc.steps_taken, rc.spent[-1].delta) if rc.spent else None
     if last is not None:
-        for name, recorded, recomputed in (("accountant", rc.accountant, last.accountant), ("note", rc.note, last.note)):
+        for name, recorded, recomputed in (
+            ("accountant", rc.accountant, last.accountant),
+            ("note", rc.note, last.note),
+        ):
             if recorded != recomputed:
                 rep.fail(f"{name}: recorded {recorded!r}, the certificate's accountant writes {recomputed!r}")
 

@@ -9,8 +9,9 @@ that they share the catalogue.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from dpspec.diagnostics import Diagnostic, Span
 from dpspec.ir import models as ir
@@ -48,7 +49,7 @@ class Context:
             self._sensitivities[key] = release_sensitivity(release, unit, n)
         return self._sensitivities[key]
 
-    def definition(self, name: str) -> "ir.Scenario | ir.PrivacyUnitDecl | None":
+    def definition(self, name: str) -> ir.Scenario | ir.PrivacyUnitDecl | None:
         """The scenario or privacy block called ``name`` (the first one), by an index built once:
         rules look definitions up for every target, and a scan per lookup made `check` quadratic."""
         if self._definitions is None:
@@ -58,7 +59,7 @@ class Context:
             self._definitions = index
         return self._definitions.get(name)
 
-    def resolve_protects(self, target) -> "ir.Scenario | ir.PrivacyUnitDecl | None":
+    def resolve_protects(self, target) -> ir.Scenario | ir.PrivacyUnitDecl | None:
         if target.protects:
             return self.definition(target.protects)
         defs = [*self.spec.scenarios, *self.spec.units]
@@ -138,8 +139,15 @@ def span_of(node, fieldname: str | None = None) -> Span | None:
     return Span(s.file, s.line, s.col, s.end_line, s.end_col)
 
 
-def diag(id: str, message: str, node=None, fieldname: str | None = None, hint: str | None = None,
-         notes=(), severity: str | None = None) -> Diagnostic:
+def diag(
+    id: str,
+    message: str,
+    node=None,
+    fieldname: str | None = None,
+    hint: str | None = None,
+    notes=(),
+    severity: str | None = None,
+) -> Diagnostic:
     info = CATALOGUE.get(id)
     sev = severity or (info.severity if info else "error")
     if not hint and sev == "error":  # a hint computed at run time (an exception's, a suggestion) came out empty
@@ -175,8 +183,13 @@ def run_checks(spec: ir.SpecIR, failed: set[str] | None = None) -> list[Diagnost
             # a rule that cannot cope with some input is a gap in that rule; the spec is refused
             # with a diagnostic (never a traceback), and the other rules still run
             errors += 1
-            out.append(Diagnostic("DPS011", f"check {_id} could not be completed on this spec: {type(e).__name__}: "
-                                  f"{str(e)[:200]}", Span.point(spec.file, 1, 1),
-                                  hint="check the values this rule is about (`dpspec rules " + _id + "`); if they "
-                                       "look right, this is a gap in dpspec's checks (please report it)"))
+            out.append(
+                Diagnostic(
+                    "DPS011",
+                    f"check {_id} could not be completed on this spec: {type(e).__name__}: {str(e)[:200]}",
+                    Span.point(spec.file, 1, 1),
+                    hint="check the values this rule is about (`dpspec rules " + _id + "`); if they "
+                    "look right, this is a gap in dpspec's checks (please report it)",
+                )
+            )
     return out

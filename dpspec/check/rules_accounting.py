@@ -22,10 +22,14 @@ _FAMILY = {
 
 # compile-stage ids raised outside the accountants' catalogues
 _OTHERS = {
-    "DPS417": ("missing or non-finite values in an SWM release's query columns", "compile", "tests/pufferfish",
-               rules_pufferfish.GOOD,
-               "The SWM calibration reads the bound data at compile time; a missing or non-finite value in a query "
-               "column has no clamped value, so the release refuses the data (drop or impute those rows first)."),
+    "DPS417": (
+        "missing or non-finite values in an SWM release's query columns",
+        "compile",
+        "tests/pufferfish",
+        rules_pufferfish.GOOD,
+        "The SWM calibration reads the bound data at compile time; a missing or non-finite value in a query "
+        "column has no clamped value, so the release refuses the data (drop or impute those rows first).",
+    ),
 }
 
 
@@ -39,14 +43,18 @@ def register() -> None:
             continue
         tests, good, who = _FAMILY[rid[3]]
         register_front_end(
-            rid, summary, "accounting",
+            rid,
+            summary,
+            "accounting",
             bad=f"(see tests under {tests}/: raised by the accountant or the runtime on a configuration or on data, "
-                "not by a spec text the checker sees)",
+            "not by a spec text the checker sees)",
             good=good,
             explanation=f"Raised by the {who} accountant while compiling, or by its runtime on the data it is given, "
-                        "when the configuration falls outside what its theorem proves: no certificate is written (or "
-                        "the run stops) rather than a guarantee being overstated.")
+            "when the configuration falls outside what its theorem proves: no certificate is written (or "
+            "the run stops) rather than a guarantee being overstated.",
+        )
     for rid, (title, stage, tests, good, why) in _OTHERS.items():
         if rid not in CATALOGUE:
-            register_front_end(rid, title, stage, bad=f"(see tests under {tests}/: needs bound data)", good=good,
-                               explanation=why)
+            register_front_end(
+                rid, title, stage, bad=f"(see tests under {tests}/: needs bound data)", good=good, explanation=why
+            )

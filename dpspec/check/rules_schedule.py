@@ -9,13 +9,22 @@ from dpspec.check.framework import Context, diag, rule, trainings_of
 from dpspec.check.rules_srpp import _FLIP, _srpp_two
 
 
-@rule("DPS144", "both `steps` and `epochs`",
-      bad=_srpp_two(_FLIP, _FLIP, extra="  epochs        3\n"), good=_srpp_two(_FLIP, _FLIP),
-      explanation="A training's length is `steps` or `epochs` (epochs × n / batch steps); given both, one would "
-                  "be ignored and the certificate's step count could differ from what the reader expects. "
-                  "(For `dpsgd` the same conflict is DPS128.)")
+@rule(
+    "DPS144",
+    "both `steps` and `epochs`",
+    bad=_srpp_two(_FLIP, _FLIP, extra="  epochs        3\n"),
+    good=_srpp_two(_FLIP, _FLIP),
+    explanation="A training's length is `steps` or `epochs` (epochs × n / batch steps); given both, one would "
+    "be ignored and the certificate's step count could differ from what the reader expects. "
+    "(For `dpsgd` the same conflict is DPS128.)",
+)
 def check_steps_epochs(ctx: Context):
     for t in trainings_of(ctx, __name__):
         if t.schedule.steps is not None and t.schedule.epochs is not None:
-            yield diag("DPS144", f"`{t.name}` gives both steps ({t.schedule.steps}) and epochs "
-                       f"({t.schedule.epochs:g})", t.schedule, "epochs", hint="keep one of them")
+            yield diag(
+                "DPS144",
+                f"`{t.name}` gives both steps ({t.schedule.steps}) and epochs ({t.schedule.epochs:g})",
+                t.schedule,
+                "epochs",
+                hint="keep one of them",
+            )

@@ -24,8 +24,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dpspec", description="A declarative privacy compiler: check specs, compile them to "
-                "mechanisms and certificates, verify and explain certificates.")
+    p = _Parser(
+        prog="dpspec",
+        description="A declarative privacy compiler: check specs, compile them to "
+        "mechanisms and certificates, verify and explain certificates.",
+    )
     from dpspec import __version__
 
     p.add_argument("--version", action="version", version=f"dpspec {__version__}")
@@ -38,19 +41,28 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a spec: calibrate noise and write a certificate")
     c.add_argument("file", metavar="FILE")
     c.add_argument("-o", "--output", metavar="CERT.json", help="write the certificate here (default: stdout)")
-    c.add_argument("--format", choices=("text", "json"), default="text",
-                   help="format of diagnostics and, with -o, of the summary (json: path and each target's ε)")
+    c.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="format of diagnostics and, with -o, of the summary (json: path and each target's ε)",
+    )
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress bars)")
 
-    trust_help = ("let the recompilation import and run the user code the certificate's spec names "
-                  "(sampler/callable hooks); only for a certificate whose author you trust")
+    trust_help = (
+        "let the recompilation import and run the user code the certificate's spec names "
+        "(sampler/callable hooks); only for a certificate whose author you trust"
+    )
     c = sub.add_parser("verify", help="recompute every number of a certificate (executes nothing from it)")
     c.add_argument("cert", metavar="CERT.json")
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     c.add_argument("--trust-code", action="store_true", help=trust_help)
-    c.add_argument("--certificate", metavar="ORIGINAL.json", help="for a run certificate: the certificate it spends "
-                   "(default: the embedded one)")
+    c.add_argument(
+        "--certificate",
+        metavar="ORIGINAL.json",
+        help="for a run certificate: the certificate it spends (default: the embedded one)",
+    )
 
     c = sub.add_parser("run-cert", help="write a run certificate: the steps a stopped run took and the ε it spent")
     c.add_argument("cert", metavar="CERT.json", help="the certificate the run spends")
@@ -64,8 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("explain", help="verify a certificate, then print a human summary of it")
     c.add_argument("cert", metavar="CERT.json")
     c.add_argument("--trust-code", action="store_true", help=trust_help)
-    c.add_argument("--no-verify", action="store_true",
-                   help="summarise a well-formed, unedited certificate without recomputing its numbers")
+    c.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="summarise a well-formed, unedited certificate without recomputing its numbers",
+    )
 
     c = sub.add_parser("fmt", help="format specs: canonical layout, comments and blank-line groups kept")
     c.add_argument("files", nargs="+", metavar="FILE", help="spec files (`-` reads standard input)")
@@ -75,10 +90,18 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("plot", help="draw a certificate: ε(δ), ε vs steps, ε(α) (needs matplotlib)")
     c.add_argument("cert", metavar="CERT.json")
-    c.add_argument("-o", "--output", metavar="OUT.png|OUT.svg",
-                   help="the picture to write (default: CERT.png beside the certificate)")
-    c.add_argument("--kind", choices=("curve", "steps", "rdp", "all"), default="all",
-                   help="curve: ε(δ); steps: ε after each training step; rdp: ε(α); all: every one (default)")
+    c.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.png|OUT.svg",
+        help="the picture to write (default: CERT.png beside the certificate)",
+    )
+    c.add_argument(
+        "--kind",
+        choices=("curve", "steps", "rdp", "all"),
+        default="all",
+        help="curve: ε(δ); steps: ε after each training step; rdp: ε(α); all: every one (default)",
+    )
     c.add_argument("--target", action="append", metavar="NAME", help="only this release/training (repeatable)")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
@@ -89,20 +112,29 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("audit", help="empirically lower-bound ε of a certificate's mechanisms (exit 1 on a violation)")
     c.add_argument("cert", metavar="CERT.json", help="a certificate (or a .dps spec)")
-    c.add_argument("--trials", type=int, default=None, metavar="N",
-                   help="outputs per neighbouring input (default: per mechanism)")
-    c.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                   help="time budget: trial counts are planned (from timing a few trials) to fit it, and what was "
-                        "measured is reported; fewer trials give a weaker, still valid lower bound")
+    c.add_argument(
+        "--trials", type=int, default=None, metavar="N", help="outputs per neighbouring input (default: per mechanism)"
+    )
+    c.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="time budget: trial counts are planned (from timing a few trials) to fit it, and what was "
+        "measured is reported; fewer trials give a weaker, still valid lower bound",
+    )
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--confidence", type=float, default=0.95, help="of the one-sided Clopper–Pearson bound")
     c.add_argument("--delta", type=float, default=None, help="δ at which ε is bounded (default: the certificate's)")
     c.add_argument("--target", action="append", metavar="NAME", help="audit only this release/training (repeatable)")
     c.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
-    c.add_argument("--no-runtime-checks", action="store_true",
-                   help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps; "
-                        "through dpspec.torch.make_private: checkpoint rewind, unnoised parameter, non-finite record)")
+    c.add_argument(
+        "--no-runtime-checks",
+        action="store_true",
+        help="skip the runtime audits (normaliser, non-finite gradients, step budget, per-batch caps; "
+        "through dpspec.torch.make_private: checkpoint rewind, unnoised parameter, non-finite record)",
+    )
     return p
 
 
@@ -118,9 +150,18 @@ def main(argv: list[str] | None = None) -> int:
             from dpspec.progress import set_quiet
 
             set_quiet(True)
-        return {"check": cmd_check, "compile": cmd_compile, "verify": cmd_verify, "explain": cmd_explain,
-                "fmt": cmd_fmt, "plot": cmd_plot, "rules": cmd_rules, "schema": cmd_schema, "audit": cmd_audit,
-                "run-cert": cmd_run_cert}[args.cmd](args)
+        return {
+            "check": cmd_check,
+            "compile": cmd_compile,
+            "verify": cmd_verify,
+            "explain": cmd_explain,
+            "fmt": cmd_fmt,
+            "plot": cmd_plot,
+            "rules": cmd_rules,
+            "schema": cmd_schema,
+            "audit": cmd_audit,
+            "run-cert": cmd_run_cert,
+        }[args.cmd](args)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
@@ -138,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: say so plainly, without a traceback
         if os.environ.get("DPSPEC_DEBUG"):
             raise
-        print(f"dpspec: internal error: {type(e).__name__}: {e}\n"
-              "  = note: this is a bug in dpspec; rerun with DPSPEC_DEBUG=1 for details and report it",
-              file=sys.stderr)
+        print(
+            f"dpspec: internal error: {type(e).__name__}: {e}\n"
+            "  = note: this is a bug in dpspec; rerun with DPSPEC_DEBUG=1 for details and report it",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 
@@ -179,8 +222,11 @@ def cmd_check(args) -> int:
         if bad:
             print(f"\n{errors} error(s), {warnings} warning(s)" if all_diags else "invalid spec")
         else:
-            print(("ok" + (f" ({warnings} warning(s))" if warnings else "")) if len(args.files) == 1 else
-                  f"ok: {len(args.files)} files" + (f" ({warnings} warning(s))" if warnings else ""))
+            print(
+                ("ok" + (f" ({warnings} warning(s))" if warnings else ""))
+                if len(args.files) == 1
+                else f"ok: {len(args.files)} files" + (f" ({warnings} warning(s))" if warnings else "")
+            )
     return EXIT_INVALID if bad else EXIT_OK
 
 
@@ -191,8 +237,11 @@ def cmd_compile(args) -> int:
     from dpspec.frontend import load
 
     if args.output and not Path(args.output).parent.is_dir():  # say so before the (long) compile
-        print(f"dpspec: cannot write {args.output}: the directory {Path(args.output).parent} does not exist\n"
-              "  = hint: create it first, or choose another -o path", file=sys.stderr)
+        print(
+            f"dpspec: cannot write {args.output}: the directory {Path(args.output).parent} does not exist\n"
+            "  = hint: create it first, or choose another -o path",
+            file=sys.stderr,
+        )
         return EXIT_INVALID
     spec = load(Path(args.file), name=args.file)
     if not spec.ok:
@@ -234,11 +283,25 @@ def _compile_summary(output: str, cert) -> dict:
     for r in cert.results:
         g = r.guarantee
         params = r.mechanism.parameters
-        targets.append({k: v for k, v in {
-            "name": r.name, "kind": r.kind, "mechanism": r.mechanism.name, "notion": r.notion.name,
-            "epsilon": g.epsilon, "delta": g.delta, "alpha": g.alpha,
-            "noise_multiplier": params.get("noise_multiplier"), "sigma": params.get("sigma"),
-            "steps": params.get("steps"), "warnings": list(r.warnings)}.items() if v is not None})
+        targets.append(
+            {
+                k: v
+                for k, v in {
+                    "name": r.name,
+                    "kind": r.kind,
+                    "mechanism": r.mechanism.name,
+                    "notion": r.notion.name,
+                    "epsilon": g.epsilon,
+                    "delta": g.delta,
+                    "alpha": g.alpha,
+                    "noise_multiplier": params.get("noise_multiplier"),
+                    "sigma": params.get("sigma"),
+                    "steps": params.get("steps"),
+                    "warnings": list(r.warnings),
+                }.items()
+                if v is not None
+            }
+        )
     return {"ok": True, "output": output, "content_hash": cert.content_hash, "targets": targets}
 
 
@@ -271,11 +334,14 @@ def _verify_failed(path: str, rep) -> int:
 def cmd_verify(args) -> int:
     from dpspec.certificate.verify import verify
 
-    rep = verify(Path(args.cert), raise_on_error=False, trust_code=args.trust_code,
-                 original=Path(args.certificate) if args.certificate else None)
+    rep = verify(
+        Path(args.cert),
+        raise_on_error=False,
+        trust_code=args.trust_code,
+        original=Path(args.certificate) if args.certificate else None,
+    )
     if args.format == "json":
-        print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2,
-                         ensure_ascii=False))
+        print(json.dumps({"ok": rep.ok, "problems": rep.problems, "checks": rep.checks}, indent=2, ensure_ascii=False))
         return EXIT_OK if rep.ok else EXIT_INVALID
     if not rep.ok:
         return _verify_failed(args.cert, rep)
@@ -301,8 +367,12 @@ def cmd_run_cert(args) -> int:
         return EXIT_USAGE
     state = None
     if args.ledger is not None:
-        from dpspec.certificate.verify import (CertificateReadError, _StructureError, parse_certificate_json,
-                                               read_certificate_file)
+        from dpspec.certificate.verify import (
+            CertificateReadError,
+            _StructureError,
+            parse_certificate_json,
+            read_certificate_file,
+        )
 
         try:  # the certificate reader's rules: a bounded regular file, strict JSON, bounded nesting
             state = parse_certificate_json(read_certificate_file(args.ledger))
@@ -317,8 +387,11 @@ def cmd_run_cert(args) -> int:
             return EXIT_INVALID
         names = [r.name for r in cert.results if r.kind != "compose"]
         if len(names) != 1:
-            print(f"{args.cert}: error: the certificate has {len(names)} targets ({', '.join(names)}): name one "
-                  "with --target", file=sys.stderr)
+            print(
+                f"{args.cert}: error: the certificate has {len(names)} targets ({', '.join(names)}): name one "
+                "with --target",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         target = names[0]
     try:
@@ -329,8 +402,10 @@ def cmd_run_cert(args) -> int:
     text = rc.to_json()
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        eps = ", ".join(f"ε = {p.epsilon:.4g} at " + (f"δ = {p.delta:g}" if p.delta is not None else f"α = {p.alpha:g}")
-                        for p in rc.spent[:2])
+        eps = ", ".join(
+            f"ε = {p.epsilon:.4g} at " + (f"δ = {p.delta:g}" if p.delta is not None else f"α = {p.alpha:g}")
+            for p in rc.spent[:2]
+        )
         print(f"{rc.target}: {rc.steps_taken} of {rc.budget_steps} {rc.unit}(s); spent {eps}")
         print(f"wrote {args.output}")
     else:
@@ -349,8 +424,9 @@ def cmd_explain(args) -> int:
             if rep.ok:  # a run certificate (verified by its own module): nothing to summarise here
                 rep.fail("not a compile certificate; `dpspec explain` summarises compile certificates")
             return _verify_failed(args.cert, rep)
-        sys.stdout.write("NOT VERIFIED: the numbers below were not recomputed (run `dpspec verify`)\n\n"
-                         + explain(cert))
+        sys.stdout.write(
+            "NOT VERIFIED: the numbers below were not recomputed (run `dpspec verify`)\n\n" + explain(cert)
+        )
         return EXIT_OK
     rep = verify(Path(args.cert), raise_on_error=False, trust_code=args.trust_code)
     if not rep.ok or rep.certificate is None:
@@ -443,8 +519,11 @@ def cmd_plot(args) -> int:
         print(f"dpspec: error: {e}", file=sys.stderr)
         return EXIT_INVALID
     if cert.content_hash != cert.payload_hash() and not args.quiet:
-        print(f"{args.cert}: warning: the content hash does not match: the certificate was edited after it was "
-              "compiled (`dpspec verify` says what changed); plotting its numbers as they are", file=sys.stderr)
+        print(
+            f"{args.cert}: warning: the content hash does not match: the certificate was edited after it was "
+            "compiled (`dpspec verify` says what changed); plotting its numbers as they are",
+            file=sys.stderr,
+        )
     kinds = plot.KINDS if args.kind == "all" else (args.kind,)
     progress = None if args.quiet else (lambda msg: print(f"  {msg} …", file=sys.stderr, flush=True))
     try:
@@ -473,7 +552,9 @@ def cmd_rules(args) -> int:
 
             print(f"dpspec: no rule {args.rule}; {did_you_mean(args.rule.upper(), CATALOGUE, 'rule')}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"{r.id} ({r.severity}, {r.stage}): {r.title}\n\n{r.explanation}\n\nRaised by:\n{r.bad}\n\nFixed:\n{r.good}")
+        print(
+            f"{r.id} ({r.severity}, {r.stage}): {r.title}\n\n{r.explanation}\n\nRaised by:\n{r.bad}\n\nFixed:\n{r.good}"
+        )
         return EXIT_OK
     for r in sorted(CATALOGUE.values(), key=lambda r: r.id):
         print(f"{r.id}  {r.severity:<7}  {r.title}")
@@ -516,9 +597,18 @@ def cmd_audit(args) -> int:
             print(f"dpspec audit: {line}{hint}", file=sys.stderr, flush=True)
 
     try:
-        rep = audit(args.cert, trials=args.trials, seed=args.seed, confidence=args.confidence, delta=args.delta,
-                    targets=args.target, progress=progress, runtime=not args.no_runtime_checks,
-                    max_seconds=args.max_seconds, estimate=estimate)
+        rep = audit(
+            args.cert,
+            trials=args.trials,
+            seed=args.seed,
+            confidence=args.confidence,
+            delta=args.delta,
+            targets=args.target,
+            progress=progress,
+            runtime=not args.no_runtime_checks,
+            max_seconds=args.max_seconds,
+            estimate=estimate,
+        )
     except (AuditError, SpecError) as e:
         print(f"{args.cert}: error: {e}", file=sys.stderr)
         return EXIT_INVALID

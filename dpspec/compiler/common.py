@@ -31,7 +31,10 @@ MAGNITUDE_RANGE = (1e-100, 1e100)
 #: family whose σ search is expensive (relational DP-SGD) recomputes the certificate at that σ instead
 #: of searching again; every certified number is still recomputed and must be ≤ the target, so a
 #: recorded σ can only be accepted if the guarantee holds at it (and more noise is never less private).
-CERTIFIED_SIGMA: contextvars.ContextVar[dict] = contextvars.ContextVar("CERTIFIED_SIGMA", default={})
+CERTIFIED_SIGMA: contextvars.ContextVar[dict] = contextvars.ContextVar(
+    "CERTIFIED_SIGMA",
+    default={},  # noqa: B039 - never mutated: verify sets a fresh dict
+)
 
 
 @dataclass
@@ -48,8 +51,9 @@ class CompiledTarget:
 
 
 # DPS201 is a safety net: calibration aims below the target, and the certified ε is re-evaluated
-_DPS201_HINT = ("no certificate is written; raise the target ε a little, or give the noise explicitly and let "
-                "dpspec report ε")
+_DPS201_HINT = (
+    "no certificate is written; raise the target ε a little, or give the noise explicitly and let dpspec report ε"
+)
 
 
 #: the smallest certified ε for a mechanism with a nonzero sensitivity (never 0: an upper bound that
@@ -78,19 +82,27 @@ def _protected(ctx: Context, t) -> tuple[Protected, Any, Any]:
     size = getattr(u, "size", None)
     if isinstance(t, ir.Release):
         data = binding_text(d.data)
-        of = (f"of the data the release reads ({data}" + (", bound at run time)" if isinstance(d.data, ir.NamedData)
-                                                            else ")") if data else
-              "of the data handed to release()")
+        of = (
+            f"of the data the release reads ({data}"
+            + (", bound at run time)" if isinstance(d.data, ir.NamedData) else ")")
+            if data
+            else "of the data handed to release()"
+        )
     else:
         of = "of the training data the loader samples from"
     n = f" of n = {d.dataset_size}" if d.dataset_size else ""
     graph = f"graph `{d.data.name}`" if isinstance(d.data, ir.GraphData) else "the graph"
     desc = {
-        "record": (f"one record (row) {of}, inserted or removed" if rel == "add_remove" else
-                   f"one record (row) {of}, replaced by any other record (the number of records{n} is public)"),
-        "group": (f"any group of up to {size} records {of} (e.g. all rows of one person), inserted or removed "
-                  "together" if rel == "add_remove" else
-                  f"any up to {size} records {of}, replaced by other records (the number of records{n} is public)"),
+        "record": (
+            f"one record (row) {of}, inserted or removed"
+            if rel == "add_remove"
+            else f"one record (row) {of}, replaced by any other record (the number of records{n} is public)"
+        ),
+        "group": (
+            f"any group of up to {size} records {of} (e.g. all rows of one person), inserted or removed together"
+            if rel == "add_remove"
+            else f"any up to {size} records {of}, replaced by other records (the number of records{n} is public)"
+        ),
         "node": f"one node of {graph} with all its incident edges (insertion or removal)",
         "edge": f"one edge of {graph} (insertion or removal; the node set is public)",
     }[u.kind]
@@ -103,8 +115,10 @@ def _notion(g) -> Notion:
     if isinstance(g, ir.RdpGuarantee):
         return Notion(name="renyi_dp", description="(α, ε)-Rényi differential privacy (Mironov 2017)")
     pre = "sa_" if g.subsampling_aware else ""
-    desc = f"{'subsampling-aware ' if pre else ''}{'Average' if g.flavour == 'ave' else 'Joint'} sliced Rényi " \
-           "Pufferfish privacy" + (" (on average over the sampling; not plain SRPP)" if pre else "")
+    desc = (
+        f"{'subsampling-aware ' if pre else ''}{'Average' if g.flavour == 'ave' else 'Joint'} sliced Rényi "
+        "Pufferfish privacy" + (" (on average over the sampling; not plain SRPP)" if pre else "")
+    )
     return Notion(name=f"{pre}{g.flavour}_srpp", description=desc)
 
 
@@ -170,7 +184,8 @@ def binding_text(b) -> str | None:
         return None
     if isinstance(b, ir.CsvData):
         extra = (f", schema = {b.schema_name}" if b.schema_name else "") + (
-            f", separator = \"{b.separator}\"" if b.separator else "")
+            f', separator = "{b.separator}"' if b.separator else ""
+        )
         return f'csv("{b.path}"{extra})'
     if isinstance(b, ir.NamedData):
         return f"dataset({b.name})"
@@ -193,6 +208,7 @@ def composed_protected(parts) -> Protected:
     the same record may sit in a release's bound data and in a training's examples."""
     first = parts[0].certificate.protected
     descs = list(dict.fromkeys(p.certificate.protected.description for p in parts))
-    text = descs[0] if len(descs) == 1 else "; ".join(
-        f"`{p.name}`: {p.certificate.protected.description}" for p in parts)
+    text = (
+        descs[0] if len(descs) == 1 else "; ".join(f"`{p.name}`: {p.certificate.protected.description}" for p in parts)
+    )
     return first.model_copy(update={"description": f"in every part, the same unit of `{first.definition}` — {text}"})

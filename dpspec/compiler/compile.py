@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from dpspec import __version__
+from dpspec.accounting import analytic_gaussian as GR
 from dpspec.certificate.model import (
     Assumption,
     Certificate,
@@ -33,13 +34,6 @@ from dpspec.certificate.model import (
     sha256_text,
 )
 from dpspec.check.framework import Context, diag
-from dpspec.data import DataAccessError, DataNotFoundError
-from dpspec.limits import LimitExceeded, hint as limit_hint, limit, memory_budget
-from dpspec.accounting import analytic_gaussian as GR
-from dpspec.compiler.errors import CompileError, fail as _fail
-from dpspec.diagnostics import Diagnostic, SpecError
-from dpspec.frontend import Spec, loads
-from dpspec.ir import models as ir
 from dpspec.compiler.common import (  # noqa: F401 - also re-exported under their old home
     _DPS201_HINT,
     EXTRA_DELTAS,
@@ -58,9 +52,14 @@ from dpspec.compiler.common import (  # noqa: F401 - also re-exported under thei
     certified_epsilon,
     composed_protected,
 )
-
-
-
+from dpspec.compiler.errors import CompileError
+from dpspec.compiler.errors import fail as _fail
+from dpspec.data import DataAccessError, DataNotFoundError
+from dpspec.diagnostics import Diagnostic, SpecError
+from dpspec.frontend import Spec, loads
+from dpspec.ir import models as ir
+from dpspec.limits import LimitExceeded, limit, memory_budget
+from dpspec.limits import hint as limit_hint
 
 
 @dataclass
@@ -113,13 +112,25 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
         except (OverflowError, ValidationError) as e:
             if isinstance(e, ValidationError) and not _non_finite(e):
                 raise
-            errors.append(diag("DPS207", f"`{t.name}`: a number of the certificate overflows or is not finite "
-                                         f"({_first_error(e)})", t.guarantee, hint=NUMBERS_HINT))
+            errors.append(
+                diag(
+                    "DPS207",
+                    f"`{t.name}`: a number of the certificate overflows or is not finite ({_first_error(e)})",
+                    t.guarantee,
+                    hint=NUMBERS_HINT,
+                )
+            )
         except DataNotFoundError as e:
             d = ctx.resolve_protects(t)
-            errors.append(diag("DPS419", f"the data of `{d.name}` is not available: {e}", d, "data",
-                               hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data "
-                                    "at compile time"))
+            errors.append(
+                diag(
+                    "DPS419",
+                    f"the data of `{d.name}` is not available: {e}",
+                    d,
+                    "data",
+                    hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or bind the data at compile time",
+                )
+            )
         except DataAccessError as e:
             d = ctx.resolve_protects(t) or t
             errors.append(diag("DPS010", f"the data of `{d.name}` cannot be read: {e}", d, "data", hint=e.hint))
@@ -128,15 +139,26 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             node, field = (d, "data") if d is not None else (t, None)
             errors.append(diag("DPS009", f"`{t.name}`: {e.message}", node, field, hint=e.hint))
         except MemoryError:
-            errors.append(diag("DPS009", f"`{t.name}` needs more memory than the limit of "
-                               f"{limit('memory_mb'):,} MB", t, hint=limit_hint("memory_mb")))
+            errors.append(
+                diag(
+                    "DPS009",
+                    f"`{t.name}` needs more memory than the limit of {limit('memory_mb'):,} MB",
+                    t,
+                    hint=limit_hint("memory_mb"),
+                )
+            )
         except _INPUT_FAILURES as e:
             # the last line of defence: bad input that no stage turned into a diagnostic of its own
             # (a bug to fix with a precise rule, but never a traceback and never a certificate)
-            errors.append(diag("DPS011", f"`{t.name}` cannot be compiled from this input: {type(e).__name__}: "
-                               f"{_short(e)}", t,
-                               hint="check the values and the data this target uses; if they look right, this is "
-                                    "a gap in dpspec's checks (rerun with DPSPEC_DEBUG=1 and report it)"))
+            errors.append(
+                diag(
+                    "DPS011",
+                    f"`{t.name}` cannot be compiled from this input: {type(e).__name__}: {_short(e)}",
+                    t,
+                    hint="check the values and the data this target uses; if they look right, this is "
+                    "a gap in dpspec's checks (rerun with DPSPEC_DEBUG=1 and report it)",
+                )
+            )
             if os.environ.get("DPSPEC_DEBUG"):
                 raise
     if errors:
@@ -178,14 +200,24 @@ def split_shares(ctx: Context) -> dict:
         parts = [r for name in c.parts for r in ctx.spec.releases if r.name == name]
         hooks = {getattr(family(r.mechanism), "split", "") for r in parts}
         if len(parts) != len(c.parts) or len(hooks) != 1 or not next(iter(hooks)):
-            _fail("DPS151", f"composition `{c.name}` splits its budget, but not all its parts are releases whose "
-                  "mechanism can take a share", c, "split",
-                  hint="list only releases of mechanisms that take a share (`dpspec rules DPS151`)")
+            _fail(
+                "DPS151",
+                f"composition `{c.name}` splits its budget, but not all its parts are releases whose "
+                "mechanism can take a share",
+                c,
+                "split",
+                hint="list only releases of mechanisms that take a share (`dpspec rules DPS151`)",
+            )
         try:
             out.update(load(next(iter(hooks)))(ctx, c, parts))
         except (ArithmeticError, ValueError) as e:  # a share that cannot be calibrated: a located error
-            _fail("DPS202", f"composition `{c.name}` cannot share its budget among its parts: {_short(e)}", c,
-                  "split", hint="raise the target ε or δ, or use fewer parts or other mechanisms")
+            _fail(
+                "DPS202",
+                f"composition `{c.name}` cannot share its budget among its parts: {_short(e)}",
+                c,
+                "split",
+                hint="raise the target ε or δ, or use fewer parts or other mechanisms",
+            )
     return out
 
 
@@ -203,8 +235,19 @@ def _compile_target(ctx: Context, t, data, compiled: dict) -> CompiledTarget:
 
 # limits whose size comes from the data (reported at the data binding, not at the target)
 _DATA_LIMITS = ("records", "nodes", "columns", "data_file_bytes")
-_INPUT_FAILURES = (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError, RecursionError,
-                   MemoryError, AssertionError, UnicodeError, OSError)
+_INPUT_FAILURES = (
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    ArithmeticError,
+    RecursionError,
+    MemoryError,
+    AssertionError,
+    UnicodeError,
+    OSError,
+)
 
 
 def _short(e: BaseException, width: int = 200) -> str:
@@ -221,8 +264,11 @@ def compile_text(text: str, name: str = "<string>", **kw) -> Compiled:
 #: positive scales and targets (ε, σ, σ/C, C, Δ, bound widths) must lie in this range, so that their
 #: squares, products and quotients stay normal doubles
 from dpspec.compiler.common import MAGNITUDE_RANGE  # noqa: E402 - kept importable from here
-NUMBERS_HINT = ("bring the noise, clip norm, sensitivity or target closer to 1 (see `dpspec rules DPS205` "
-                "and `dpspec rules DPS207`)")
+
+NUMBERS_HINT = (
+    "bring the noise, clip norm, sensitivity or target closer to 1 (see `dpspec rules DPS205` "
+    "and `dpspec rules DPS207`)"
+)
 
 
 def check_magnitudes(t) -> None:
@@ -233,8 +279,10 @@ def check_magnitudes(t) -> None:
     own = t.settings if isinstance(t, ir.Training) else t  # a training's noise and clipping are its family's
     noise = getattr(own, "noise", None)
     if noise is not None:
-        items += [(noise, "sigma", noise.sigma, "σ"), (noise, "noise_multiplier", noise.noise_multiplier,
-                                                      "the noise multiplier")]
+        items += [
+            (noise, "sigma", noise.sigma, "σ"),
+            (noise, "noise_multiplier", noise.noise_multiplier, "the noise multiplier"),
+        ]
     clip = getattr(own, "clipping", None)
     if clip is not None:
         items += [(clip, "C", c, "the clip norm C") for c in (clip.C if isinstance(clip.C, tuple) else (clip.C,))]
@@ -243,19 +291,30 @@ def check_magnitudes(t) -> None:
     if q is not None:
         items.append((q, "sensitivity", q.sensitivity, "the sensitivity"))
         for b_lo, b_hi in q.bounds:
-            items += [(q, "bounds", abs(b_lo), "a bound"), (q, "bounds", abs(b_hi), "a bound"),
-                      (q, "bounds", b_hi - b_lo, "the width of the bounds")]
-    for node, field, v, what in items:
+            items += [
+                (q, "bounds", abs(b_lo), "a bound"),
+                (q, "bounds", abs(b_hi), "a bound"),
+                (q, "bounds", b_hi - b_lo, "the width of the bounds"),
+            ]
+    for node, setting, v, what in items:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and not lo <= v <= hi:
-            _fail("DPS205", f"{what} = {v:g} is outside the range dpspec computes in ([{lo:g}, {hi:g}])", node,
-                  field, hint="rescale the query or the units so that the number is nearer to 1")
+            _fail(
+                "DPS205",
+                f"{what} = {v:g} is outside the range dpspec computes in ([{lo:g}, {hi:g}])",
+                node,
+                setting,
+                hint="rescale the query or the units so that the number is nearer to 1",
+            )
     g = t.guarantee
     if isinstance(g, ir.DpGuarantee) and g.epsilon is not None and 0 < g.epsilon < GR.MIN_TARGET_EPSILON:
-        _fail("DPS206", f"the target ε = {g.epsilon:g} is below {GR.MIN_TARGET_EPSILON:g}: the (ε, δ) accountants "
-              f"state numerical errors up to {GR.ABS_ERROR:g}, so such a target cannot be certified to its precision",
-              g, "epsilon", hint=f"use a target ε of at least {GR.MIN_TARGET_EPSILON:g}")
-
-
+        _fail(
+            "DPS206",
+            f"the target ε = {g.epsilon:g} is below {GR.MIN_TARGET_EPSILON:g}: the (ε, δ) accountants "
+            f"state numerical errors up to {GR.ABS_ERROR:g}, so such a target cannot be certified to its precision",
+            g,
+            "epsilon",
+            hint=f"use a target ε of at least {GR.MIN_TARGET_EPSILON:g}",
+        )
 
 
 _NOISE_KEYS = ("sigma", "sigma2", "noise_multiplier", "noise_std", "amp_sigma")
@@ -283,15 +342,26 @@ def check_certified_numbers(t, rec: TargetCertificate) -> None:
     for k in _NOISE_KEYS:
         v = p.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and not v >= sys.float_info.min:
-            _fail("DPS207", f"`{t.name}`: the noise {k} = {v!r} is zero or below the normal float range for a "
-                  f"nonzero sensitivity ({sens:.3g}); dpspec never certifies zero noise", t.guarantee,
-                  hint=NUMBERS_HINT)
+            _fail(
+                "DPS207",
+                f"`{t.name}`: the noise {k} = {v!r} is zero or below the normal float range for a "
+                f"nonzero sensitivity ({sens:.3g}); dpspec never certifies zero noise",
+                t.guarantee,
+                hint=NUMBERS_HINT,
+            )
     g = rec.guarantee
-    zero = [e for e in ([g.epsilon] if g.epsilon is not None else []) + list(g.rdp_epsilons)
-            + [d.epsilon for d in g.dp] if not e > 0]
+    zero = [
+        e
+        for e in ([g.epsilon] if g.epsilon is not None else []) + list(g.rdp_epsilons) + [d.epsilon for d in g.dp]
+        if not e > 0
+    ]
     if zero:
-        _fail("DPS207", f"`{t.name}`: a certified ε is 0 for a nonzero sensitivity ({sens:.3g}): the privacy loss "
-              "underflowed", t.guarantee, hint=NUMBERS_HINT)
+        _fail(
+            "DPS207",
+            f"`{t.name}`: a certified ε is 0 for a nonzero sensitivity ({sens:.3g}): the privacy loss underflowed",
+            t.guarantee,
+            hint=NUMBERS_HINT,
+        )
 
 
 def _non_finite(e: ValidationError) -> bool:
@@ -314,8 +384,13 @@ def _compile_family(ctx: Context, t, data) -> CompiledTarget:
 
     fam = family(t.mechanism)
     if fam is None or not fam.compile:
-        _fail("DPS110", f"mechanism `{t.mechanism}` cannot be compiled by this build", t, "mechanism",
-              hint="`dpspec rules DPS110` lists the mechanisms this build compiles")
+        _fail(
+            "DPS110",
+            f"mechanism `{t.mechanism}` cannot be compiled by this build",
+            t,
+            "mechanism",
+            hint="`dpspec rules DPS110` lists the mechanisms this build compiles",
+        )
     return load(fam.compile)(ctx, t, data)
 
 
@@ -325,11 +400,15 @@ def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
 
 # --- where a training runs ------------------------------------------------------------------------
 
-EXECUTION_SAMPLING = ("every rank draws the same global batch by the declared sampling over the whole dataset "
-                      "(shared seed, digest checked at every step) and clips its contiguous shard before the "
-                      "all-reduce")
-EXECUTION_NOISE = ("N(0, σ²C² I) drawn once per step on rank 0 and added to its share before the all-reduce SUM; "
-                   "the other ranks add none")
+EXECUTION_SAMPLING = (
+    "every rank draws the same global batch by the declared sampling over the whole dataset "
+    "(shared seed, digest checked at every step) and clips its contiguous shard before the "
+    "all-reduce"
+)
+EXECUTION_NOISE = (
+    "N(0, σ²C² I) drawn once per step on rank 0 and added to its share before the all-reduce SUM; "
+    "the other ranks add none"
+)
 
 
 def _with_execution(c: CompiledTarget, e: ir.Execution) -> CompiledTarget:
@@ -337,10 +416,14 @@ def _with_execution(c: CompiledTarget, e: ir.Execution) -> CompiledTarget:
     from dpspec.certificate.model import ExecutionRecord
 
     dist = e.kind == "distributed"
-    rec = ExecutionRecord(target=e.kind, workers=e.workers if dist else 1, backend=e.backend if dist else "none",
-                          sampling=EXECUTION_SAMPLING if dist else "single process",
-                          noise=EXECUTION_NOISE if dist else "single process",
-                          privacy_analysis="independent of the execution target: computed with it removed")
+    rec = ExecutionRecord(
+        target=e.kind,
+        workers=e.workers if dist else 1,
+        backend=e.backend if dist else "none",
+        sampling=EXECUTION_SAMPLING if dist else "single process",
+        noise=EXECUTION_NOISE if dist else "single process",
+        privacy_analysis="independent of the execution target: computed with it removed",
+    )
     c.certificate = c.certificate.model_copy(update={"execution": rec})
     return c
 
@@ -358,8 +441,13 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     parts = [done[p] for p in c.parts if p in done]
     if len(parts) != len(c.parts):
         missing = [p for p in c.parts if p not in done]
-        _fail("DPS108", f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}", c, "parts",
-              hint="fix the errors reported for those parts; a composition is compiled after its parts")
+        _fail(
+            "DPS108",
+            f"composition `{c.name}` names parts that were not compiled: {', '.join(missing)}",
+            c,
+            "parts",
+            hint="fix the errors reported for those parts; a composition is compiled after its parts",
+        )
     from dpspec.families import family, load
 
     names = {p.certificate.mechanism.name for p in parts}
@@ -370,20 +458,26 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     if len(hooks) == 1 and next(iter(hooks)):  # families sharing one composition theorem
         return CompiledTarget(c.name, "compose", load(next(iter(hooks)))(c, parts), None)
     g = c.guarantee
-    first = parts[0].certificate
     alphas = parts[0].rdp_alphas
     if any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
-        _fail("DPS122", "the parts were accounted on different α grids", c, "parts",
-              hint="compose parts certified by the same family of accountants (RDP curves on one grid)")
+        _fail(
+            "DPS122",
+            "the parts were accounted on different α grids",
+            c,
+            "parts",
+            hint="compose parts certified by the same family of accountants (RDP curves on one grid)",
+        )
     rdp = GR.round_up(np.sum([p.rdp_values for p in parts], axis=0), len(parts) + 1)  # sums rounded up
     exact_gaussian = all(p.gaussian_mu is not None for p in parts)
     points = []
     theorems = ["Mironov 2017, Prop. 1 (RDP composition)"]
     best_alpha = None
     if exact_gaussian:
-        mu = GR.round_up(math.sqrt(sum(p.gaussian_mu ** 2 for p in parts)), 2 * len(parts) + 2)
-        theorems = ["Dong, Roth & Su 2019, Cor. 3.3 (Gaussian mechanisms compose to a Gaussian with μ = √Σμ_i²)",
-                    "Balle & Wang 2018, Thm 8 (analytic Gaussian mechanism)"]
+        mu = GR.round_up(math.sqrt(sum(p.gaussian_mu**2 for p in parts)), 2 * len(parts) + 2)
+        theorems = [
+            "Dong, Roth & Su 2019, Cor. 3.3 (Gaussian mechanisms compose to a Gaussian with μ = √Σμ_i²)",
+            "Balle & Wang 2018, Thm 8 (analytic Gaussian mechanism)",
+        ]
         for dl in _deltas(g):
             points.append(DpPoint(epsilon=GR.epsilon_of_delta(mu, dl), delta=dl))
         method = "exact Gaussian composition; analytic Gaussian δ(ε)"
@@ -403,43 +497,73 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
     if exact_gaussian:
         accounting = DA.gaussian_record(mu, lambda dl: GR.epsilon_of_delta(mu, dl), [p.delta for p in points])
     elif isinstance(g, ir.DpGuarantee):  # certified ε = min(RDP, PLD) when every part has a PLD
-        floor = (lambda e: certified_epsilon(e, 0.0) if np.any(rdp > 0) else e)
-        points, accounting = DA.select(lambda dl: floor(_conversion(alphas, rdp, dl)[0]), [p.delta for p in points],
-                                       pld, floor=floor)
+        floor = lambda e: certified_epsilon(e, 0.0) if np.any(rdp > 0) else e
+        points, accounting = DA.select(
+            lambda dl: floor(_conversion(alphas, rdp, dl)[0]), [p.delta for p in points], pld, floor=floor
+        )
         pld = pld if accounting.pld is not None else None
         if pld is not None:
             theorems.append(f"PLD: {pld.theorem}")
             method += "; PLD of the composed dominating pairs (see accounting.pld)"
     else:
         accounting = DA.rdp_only(points)
-    guarantee = GuaranteeRecord(target=_target(g), rdp_alphas=list(map(float, alphas)),
-                                rdp_epsilons=list(map(float, rdp)), dp=points,
-                                best_alpha=best_alpha, theorems=theorems)
+    guarantee = GuaranteeRecord(
+        target=_target(g),
+        rdp_alphas=list(map(float, alphas)),
+        rdp_epsilons=list(map(float, rdp)),
+        dp=points,
+        best_alpha=best_alpha,
+        theorems=theorems,
+    )
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
         if g.epsilon is not None and points[0].epsilon > g.epsilon:
-            _fail("DPS204", f"the composition's ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}", c,
-                  "guarantee", hint="give the parts smaller budgets (or more noise)")
+            _fail(
+                "DPS204",
+                f"the composition's ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}",
+                c,
+                "guarantee",
+                hint="give the parts smaller budgets (or more noise)",
+            )
     elif isinstance(g, ir.RdpGuarantee):
         e_alpha = _rdp_at(alphas, rdp, g.alpha)
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": e_alpha})
         if g.epsilon is not None and e_alpha > g.epsilon:
-            _fail("DPS204", f"the composition's ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", c, "guarantee",
-                  hint="raise the composition's epsilon, or give its parts more noise")
+            _fail(
+                "DPS204",
+                f"the composition's ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}",
+                c,
+                "guarantee",
+                hint="raise the composition's epsilon, or give its parts more noise",
+            )
     record = TargetCertificate(
         name=c.name,
         kind="compose",
         protected=composed_protected(parts),
         notion=_notion(g),
-        mechanism=MechanismRecord(name="composition", description="sequential composition of " + ", ".join(c.parts),
-                                  parameters={"parts": ",".join(c.parts)}, calibrated=False),
+        mechanism=MechanismRecord(
+            name="composition",
+            description="sequential composition of " + ", ".join(c.parts),
+            parameters={"parts": ",".join(c.parts)},
+            calibrated=False,
+        ),
         guarantee=guarantee,
-        assumptions=[Assumption(id="independent_noise", statement="the parts use independent randomness; later parts "
-                                "may depend on earlier outputs (adaptive composition)",
-                                source=Source(paper="Mironov 2017", ref="Prop. 1"))],
-        numerics=Numerics(method=method, abs_error_bound=err, alpha_grid=_grid_text(alphas),
-                          conversion=theorems[-1] if pld is None else theorems[-2]),
+        assumptions=[
+            Assumption(
+                id="independent_noise",
+                statement="the parts use independent randomness; later parts "
+                "may depend on earlier outputs (adaptive composition)",
+                source=Source(paper="Mironov 2017", ref="Prop. 1"),
+            )
+        ],
+        numerics=Numerics(
+            method=method,
+            abs_error_bound=err,
+            alpha_grid=_grid_text(alphas),
+            conversion=theorems[-1] if pld is None else theorems[-2],
+        ),
         accounting=accounting,
     )
-    return CompiledTarget(c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None,
-                          pld=pld)
+    return CompiledTarget(
+        c.name, "compose", record, None, alphas, rdp, gaussian_mu=mu if exact_gaussian else None, pld=pld
+    )

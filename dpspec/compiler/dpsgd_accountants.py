@@ -20,20 +20,26 @@ the minimum of RDP and PLD at that σ is certified (≤ the PLD ε ≤ target).
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from dpspec.certificate.model import AccountantCandidate, AccountingRecord, DpPoint, PldNumerics
 
 #: δ at which the certified (ε, δ) curve is reported (plus the spec's δ), so results compare across papers
 CURVE_DELTAS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
 
-MIN_RULE = ("certified ε = minimum over the valid accountants at each δ (each candidate is an upper bound on "
-            "the same privacy profile under the same relation)")
-GAUSSIAN_TIGHT = ("tight: the Gaussian mechanism is exactly μ-GDP (Dong, Roth & Su 2022 Cor. 2.13) and its "
-                  "privacy profile δ(ε) is exact (Balle & Wang 2018 Thm 8); no accountant can certify less")
-FULL_BATCH_TIGHT = ("tight: an adaptive composition of Gaussian mechanisms (full-batch DP-SGD: T steps of "
-                    "sensitivity K, μ = K√T/σ; with Gaussian releases μ = √Σμᵢ²) is exactly μ-GDP (Dong, Roth & Su "
-                    "2022 Cor. 3.3); the PLD candidate evaluates its exact profile")
+MIN_RULE = (
+    "certified ε = minimum over the valid accountants at each δ (each candidate is an upper bound on "
+    "the same privacy profile under the same relation)"
+)
+GAUSSIAN_TIGHT = (
+    "tight: the Gaussian mechanism is exactly μ-GDP (Dong, Roth & Su 2022 Cor. 2.13) and its "
+    "privacy profile δ(ε) is exact (Balle & Wang 2018 Thm 8); no accountant can certify less"
+)
+FULL_BATCH_TIGHT = (
+    "tight: an adaptive composition of Gaussian mechanisms (full-batch DP-SGD: T steps of "
+    "sensitivity K, μ = K√T/σ; with Gaussian releases μ = √Σμᵢ²) is exactly μ-GDP (Dong, Roth & Su "
+    "2022 Cor. 3.3); the PLD candidate evaluates its exact profile"
+)
 
 
 def pld_sampling(acc_name: str) -> str:
@@ -48,15 +54,25 @@ def dpsgd_pld(sigma: float, rate: float, steps: int, acc_name: str, K: int, n: i
     return build(sigma, rate, steps, pld_sampling(acc_name), K, n)
 
 
-def calibrate_sigma(target: float, delta: float, rate: float, steps: int, acc_name: str, K: int,
-                    n: int | None) -> float | None:
+def calibrate_sigma(
+    target: float, delta: float, rate: float, steps: int, acc_name: str, K: int, n: int | None
+) -> float | None:
     """Smallest σ (relative 1e-3) whose certified PLD ε is ≤ target; None when PLD does not apply or
     cannot reach the target (the caller then calibrates with RDP)."""
     from dpspec import accounting as acc
 
     try:
-        return float(acc.calibrate_pld_sigma(target, delta, rate, steps, sampling=pld_sampling(acc_name),
-                                             group_size=K, dataset_size=n if acc_name != "poisson" else None))
+        return float(
+            acc.calibrate_pld_sigma(
+                target,
+                delta,
+                rate,
+                steps,
+                sampling=pld_sampling(acc_name),
+                group_size=K,
+                dataset_size=n if acc_name != "poisson" else None,
+            )
+        )
     except (ValueError, KeyError):
         return None
 
@@ -128,13 +144,17 @@ def select(rdp_eps_at, dp_deltas: list[float], pld, *, floor=lambda e: e) -> tup
     numerics = None
     if pld is not None and dp_deltas and dp_deltas[0] in pres:
         r = pres[dp_deltas[0]]
-        numerics = PldNumerics(relation=r.relation, discretization=float(r.discretization),
-                               delta_error=float(r.delta_error), fft_length=int(r.fft_length),
-                               by_direction=[(str(x[0]), float(x[1]), float(x[2]) if len(x) > 2 else 0.0)
-                                             for x in r.by_direction],
-                               theorem=r.theorem, method=r.method + "; the error budget delta_error is included "
-                               "in the certified δ (no truncated mass is dropped: tails are rounded onto the grid "
-                               "ends and +∞)")
+        numerics = PldNumerics(
+            relation=r.relation,
+            discretization=float(r.discretization),
+            delta_error=float(r.delta_error),
+            fft_length=int(r.fft_length),
+            by_direction=[(str(x[0]), float(x[1]), float(x[2]) if len(x) > 2 else 0.0) for x in r.by_direction],
+            theorem=r.theorem,
+            method=r.method + "; the error budget delta_error is included "
+            "in the certified δ (no truncated mass is dropped: tails are rounded onto the grid "
+            "ends and +∞)",
+        )
     mu = pld.gdp_mu if pld is not None else None
     record = AccountingRecord(
         accountant=best(dp_deltas[0])[0] if dp_deltas else "rdp",
@@ -143,25 +163,34 @@ def select(rdp_eps_at, dp_deltas: list[float], pld, *, floor=lambda e: e) -> tup
         curve=[DpPoint(epsilon=best(d)[1], delta=d) for d in deltas],
         gdp_mu=float(mu) if mu is not None else None,
         tight=FULL_BATCH_TIGHT if mu is not None else None,
-        pld=numerics)
+        pld=numerics,
+    )
     return points, record
 
 
-def rdp_only(dp_points: list[DpPoint], curve_points: list[DpPoint] | None = None, note: str | None = None
-             ) -> AccountingRecord:
+def rdp_only(
+    dp_points: list[DpPoint], curve_points: list[DpPoint] | None = None, note: str | None = None
+) -> AccountingRecord:
     """The record of a result certified by RDP alone (Rényi guarantees, compositions without a common PLD)."""
-    return AccountingRecord(accountant="rdp", rule=note or "RDP is the only valid accountant here",
-                            candidates=[AccountantCandidate(accountant="rdp", delta=p.delta, epsilon=p.epsilon)
-                                        for p in dp_points],
-                            curve=list(curve_points or []))
+    return AccountingRecord(
+        accountant="rdp",
+        rule=note or "RDP is the only valid accountant here",
+        candidates=[AccountantCandidate(accountant="rdp", delta=p.delta, epsilon=p.epsilon) for p in dp_points],
+        curve=list(curve_points or []),
+    )
 
 
 def gaussian_record(mu: float, eps_of_delta, dp_deltas: list[float]) -> AccountingRecord:
     """The analytic Gaussian (a release, or a composition of Gaussians): exact, μ-GDP."""
     deltas = _deltas(dp_deltas)
     return AccountingRecord(
-        accountant="analytic_gaussian", rule=GAUSSIAN_TIGHT,
-        candidates=[AccountantCandidate(accountant="analytic_gaussian", delta=d, epsilon=float(eps_of_delta(d)))
-                    for d in dp_deltas],
+        accountant="analytic_gaussian",
+        rule=GAUSSIAN_TIGHT,
+        candidates=[
+            AccountantCandidate(accountant="analytic_gaussian", delta=d, epsilon=float(eps_of_delta(d)))
+            for d in dp_deltas
+        ],
         curve=[DpPoint(epsilon=float(eps_of_delta(d)), delta=d) for d in deltas],
-        gdp_mu=float(mu), tight=GAUSSIAN_TIGHT)
+        gdp_mu=float(mu),
+        tight=GAUSSIAN_TIGHT,
+    )

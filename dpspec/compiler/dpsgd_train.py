@@ -58,15 +58,25 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
     elif isinstance(s, ir.FullBatch):
         rate, batch, scheme = 1.0, n, "full_batch"
     else:
-        _fail("DPS125", f"sampling `{s.scheme}` is not covered by the DP-SGD accountants", t, "sampling",
-              hint="use poisson(expected_batch = 256), without_replacement(batch_size = 256) or full_batch")
+        _fail(
+            "DPS125",
+            f"sampling `{s.scheme}` is not covered by the DP-SGD accountants",
+            t,
+            "sampling",
+            hint="use poisson(expected_batch = 256), without_replacement(batch_size = 256) or full_batch",
+        )
     if rate > 1:
         _fail("DPS126", f"the sampling rate {rate:g} is above 1", t, "sampling", hint="use a smaller batch")
     if batch is None:
         from dpspec.check.rules_runtime import NORMALISER_HINT
 
-        _fail("DPS160", f"`{t.name}` would divide its noisy gradient sum by a batch size read from the data",
-              t, "sampling", hint=NORMALISER_HINT)
+        _fail(
+            "DPS160",
+            f"`{t.name}` would divide its noisy gradient sum by a batch size read from the data",
+            t,
+            "sampling",
+            hint=NORMALISER_HINT,
+        )
     if t.schedule.steps is not None:
         steps = t.schedule.steps
     else:
@@ -93,35 +103,53 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     g = t.guarantee
     calibrated = st.noise is None
     alphas = _alpha_grid(ctx.spec)
-    acc_name = acc_sampling if acc_sampling == "poisson" else (
-        "wor_substitution" if relation == "substitution" else "wor")
-    kw = dict(rate=rate, steps=steps, sampling=acc_name, group_size=K,
-              dataset_size=n if acc_name != "poisson" else None)
+    acc_name = (
+        acc_sampling if acc_sampling == "poisson" else ("wor_substitution" if relation == "substitution" else "wor")
+    )
+    kw = dict(
+        rate=rate, steps=steps, sampling=acc_name, group_size=K, dataset_size=n if acc_name != "poisson" else None
+    )
 
     def curve_at(sigma, orders=alphas):
         return acc.dpsgd_rdp_curve(sigma, alphas=orders, **kw)
 
     from dpspec.compiler import dpsgd_accountants as DA
 
-    pld_sigma = DA.calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"]) \
-        if calibrated and isinstance(g, ir.DpGuarantee) else None
+    pld_sigma = (
+        DA.calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"])
+        if calibrated and isinstance(g, ir.DpGuarantee)
+        else None
+    )
     if pld_sigma is not None:
         sigma = pld_sigma
-        cal = ("PLD calibration (calibrate_pld_sigma): smallest σ within relative 1e-3 whose certified PLD ε is ≤ the "
-               "target; the upper end of the final bracket is used, then min(RDP, PLD) is certified at that σ")
+        cal = (
+            "PLD calibration (calibrate_pld_sigma): smallest σ within relative 1e-3 whose certified PLD ε is ≤ the "
+            "target; the upper end of the final bracket is used, then min(RDP, PLD) is certified at that σ"
+        )
     elif calibrated:
         try:
             if isinstance(g, ir.DpGuarantee):
-                sigma = _smallest_sigma(lambda s: acc.dp_from_curve(curve_at(s), g.delta).epsilon, g.epsilon,
-                                        f"epsilon = {g.epsilon:g}")
+                sigma = _smallest_sigma(
+                    lambda s: acc.dp_from_curve(curve_at(s), g.delta).epsilon, g.epsilon, f"epsilon = {g.epsilon:g}"
+                )
             else:
-                sigma = _smallest_sigma(lambda s: float(curve_at(s, np.array([g.alpha])).rdp[0]), g.epsilon,
-                                        f"epsilon({g.alpha:g}) = {g.epsilon:g}")
+                sigma = _smallest_sigma(
+                    lambda s: float(curve_at(s, np.array([g.alpha])).rdp[0]),
+                    g.epsilon,
+                    f"epsilon({g.alpha:g}) = {g.epsilon:g}",
+                )
         except ValueError as e:
-            _fail("DPS202", f"cannot reach the target: {e}", t, "guarantee",
-                  hint="raise epsilon, train for fewer steps, or sample a smaller fraction per step")
-        cal = ("bisection on σ for the smallest σ (relative tolerance 1e-6) whose certified ε is ≤ the target; "
-               "the upper end of the final bracket is used")
+            _fail(
+                "DPS202",
+                f"cannot reach the target: {e}",
+                t,
+                "guarantee",
+                hint="raise epsilon, train for fewer steps, or sample a smaller fraction per step",
+            )
+        cal = (
+            "bisection on σ for the smallest σ (relative tolerance 1e-6) whose certified ε is ≤ the target; "
+            "the upper end of the final bracket is used"
+        )
     else:
         sigma = st.noise.noise_multiplier
         cal = None
@@ -143,7 +171,10 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         pld = DA.dpsgd_pld(sigma, rate, steps, acc_name, K, kw["dataset_size"])
         points, accounting = DA.select(
             lambda dl: certified_epsilon(acc.dp_from_curve(curve, dl).epsilon, curve.abs_error),
-            [p.delta for p in points], pld, floor=lambda e: certified_epsilon(e, 0.0))
+            [p.delta for p in points],
+            pld,
+            floor=lambda e: certified_epsilon(e, 0.0),
+        )
         pld = pld if accounting.pld is not None else None  # None: PLD could not evaluate it (RDP certifies)
     else:
         accounting = DA.rdp_only(points, note="the guarantee is Rényi DP: the RDP curve is the accountant")
@@ -154,21 +185,39 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         dp=points,
         best_alpha=best_alpha if isinstance(g, ir.DpGuarantee) else None,
         theorems=[curve.theorem, conv] + ([f"PLD: {pld.theorem}"] if pld is not None else [])
-        if isinstance(g, ir.DpGuarantee) else [curve.theorem],
+        if isinstance(g, ir.DpGuarantee)
+        else [curve.theorem],
     )
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": points[0].epsilon, "delta": g.delta})
         if g.epsilon is not None and points[0].epsilon > g.epsilon:
-            _fail("DPS201", f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
-                  hint=_DPS201_HINT)
+            _fail(
+                "DPS201",
+                f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}",
+                t,
+                "guarantee",
+                hint=_DPS201_HINT,
+            )
     else:
         e_alpha = _rdp_at(curve.alphas, curve.rdp, g.alpha)
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": e_alpha})
         if g.epsilon is not None and e_alpha > g.epsilon:
-            _fail("DPS201", f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
-                  hint=_DPS201_HINT)
-    params = {"noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "sampling": scheme,
-              "sample_rate": rate, "steps": steps, "group_size": K}
+            _fail(
+                "DPS201",
+                f"certified ε(α) = {e_alpha:.6g} exceeds the target {g.epsilon:g}",
+                t,
+                "guarantee",
+                hint=_DPS201_HINT,
+            )
+    params = {
+        "noise_multiplier": sigma,
+        "clip_norm": C,
+        "noise_std": sigma * C,
+        "sampling": scheme,
+        "sample_rate": rate,
+        "steps": steps,
+        "group_size": K,
+    }
     params["batch_size"] = batch
     if accounting is not None:
         params["accountant"] = accounting.accountant
@@ -184,10 +233,14 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         params["per_layer_clip_norms"] = ",".join(f"{c:g}" for c in st.clipping.C)
     formulas = _accountant_formulas(acc_name, K, rate, sigma, steps, curve)
     if isinstance(g, ir.DpGuarantee) and raw_eps[0] > 0:  # not when ε is 0 by the TV shortcut (then floored)
-        formulas.append(F.formula("rdp_to_dp", F.BALLE_CONVERSION,
-                                  {"rdp": _rdp_at(curve.alphas, curve.rdp, best_alpha), "alpha": best_alpha,
-                                   "delta": g.delta},
-                                  value=rdp_points[0].epsilon))
+        formulas.append(
+            F.formula(
+                "rdp_to_dp",
+                F.BALLE_CONVERSION,
+                {"rdp": _rdp_at(curve.alphas, curve.rdp, best_alpha), "alpha": best_alpha, "delta": g.delta},
+                value=rdp_points[0].epsilon,
+            )
+        )
     warnings = []
     if isinstance(g, ir.DpGuarantee) and best_alpha in (float(curve.alphas[0]), float(curve.alphas[-1])):
         warnings.append(f"the optimal order α = {best_alpha:g} is at the edge of the grid; ε may be loose")
@@ -196,65 +249,116 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         kind="train",
         protected=protected,
         notion=_notion(g),
-        mechanism=MechanismRecord(name="dpsgd", description="DP-SGD: clip each per-example gradient to C, sum, add "
-                                  "N(0, (σC)² I), over sampled batches", parameters=params, calibrated=calibrated),
+        mechanism=MechanismRecord(
+            name="dpsgd",
+            description="DP-SGD: clip each per-example gradient to C, sum, add N(0, (σC)² I), over sampled batches",
+            parameters=params,
+            calibrated=calibrated,
+        ),
         guarantee=guarantee,
         assumptions=_dpsgd_assumptions(scheme, K, rel),
         formulas=formulas,
-        numerics=Numerics(method=curve.method + ("" if pld is None else "; PLD candidate: see accounting.pld"),
-                          abs_error_bound=float(curve.abs_error),
-                          alpha_grid=_grid_text(np.asarray(curve.alphas)), conversion=conv, calibration=cal),
+        numerics=Numerics(
+            method=curve.method + ("" if pld is None else "; PLD candidate: see accounting.pld"),
+            abs_error_bound=float(curve.abs_error),
+            alpha_grid=_grid_text(np.asarray(curve.alphas)),
+            conversion=conv,
+            calibration=cal,
+        ),
         warnings=warnings,
         accounting=accounting,
     )
     from dpspec.mechanisms.dpsgd import DpSgd
 
-    mech = DpSgd(noise_multiplier=sigma, clip_norm=C, sampling=scheme, sample_rate=rate, steps=steps,
-                 batch_size=batch, dataset_size=n, learning_rate=t.schedule.learning_rate or 0.1,
-                 momentum=t.schedule.momentum or 0.0,
-                 per_layer_clip=tuple(st.clipping.C) if isinstance(st.clipping, ir.PerLayerClipping) else None,
-                 name=t.name, normalizer=float(batch), group_size=K, relation=relation,
-                 rdp_alphas=tuple(map(float, curve.alphas)),
-                 delta=g.delta if isinstance(g, ir.DpGuarantee) else None,
-                 alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha,
-                 accountant=accounting.accountant if accounting is not None else "rdp",
-                 certified=tuple((p.delta, p.epsilon) for p in points) if accounting is not None else ())
+    mech = DpSgd(
+        noise_multiplier=sigma,
+        clip_norm=C,
+        sampling=scheme,
+        sample_rate=rate,
+        steps=steps,
+        batch_size=batch,
+        dataset_size=n,
+        learning_rate=t.schedule.learning_rate or 0.1,
+        momentum=t.schedule.momentum or 0.0,
+        per_layer_clip=tuple(st.clipping.C) if isinstance(st.clipping, ir.PerLayerClipping) else None,
+        name=t.name,
+        normalizer=float(batch),
+        group_size=K,
+        relation=relation,
+        rdp_alphas=tuple(map(float, curve.alphas)),
+        delta=g.delta if isinstance(g, ir.DpGuarantee) else None,
+        alpha=None if isinstance(g, ir.DpGuarantee) else g.alpha,
+        accountant=accounting.accountant if accounting is not None else "rdp",
+        certified=tuple((p.delta, p.epsilon) for p in points) if accounting is not None else (),
+    )
     return CompiledTarget(t.name, "train", record, mech, np.asarray(curve.alphas), np.asarray(curve.rdp), pld=pld)
 
 
 def _accountant_formulas(acc_name: str, K: int, rate: float, sigma: float, steps: int, curve) -> list:
     """The closed forms behind the curve, with the recorded value at a few integer orders where that
     closed form is exactly what was certified (the curve's ``sources`` say which bound won)."""
-    on_grid = {float(a): (float(v), src) for a, v, src in
-               zip(curve.alphas, curve.rdp, curve.sources or ("",) * len(curve.alphas))}
+    on_grid = {
+        float(a): (float(v), src)
+        for a, v, src in zip(curve.alphas, curve.rdp, curve.sources or ("",) * len(curve.alphas))
+    }
 
     def checks(orders, want):
         return [(a, on_grid[a][0]) for a in orders if a in on_grid and on_grid[a][1] in want]
 
     ints = (2.0, 4.0, 8.0, 16.0, 32.0)
     if acc_name == "poisson" and K == 1:
-        return [F.formula("rdp_poisson_sgm_integer_alpha", F.POISSON_SGM_INTEGER,
-                          {"q": rate, "sigma": sigma, "steps": steps}, checks=checks(ints, ("", "removal")))]
+        return [
+            F.formula(
+                "rdp_poisson_sgm_integer_alpha",
+                F.POISSON_SGM_INTEGER,
+                {"q": rate, "sigma": sigma, "steps": steps},
+                checks=checks(ints, ("", "removal")),
+            )
+        ]
     if acc_name == "poisson":
         out = []
         for a in F.GROUP_REMOVAL_ORDERS:
             c = checks((float(a),), ("removal",))
             if c and (K + 1) ** a <= F.MAX_SUM_TERMS:  # only what verify can re-evaluate within its bound
-                out.append(F.formula(f"rdp_group_removal_alpha{a}", F.group_removal(a),
-                                     {"q": rate, "sigma": sigma, "steps": steps, "K": K}, value=c[0][1]))
+                out.append(
+                    F.formula(
+                        f"rdp_group_removal_alpha{a}",
+                        F.group_removal(a),
+                        {"q": rate, "sigma": sigma, "steps": steps, "K": K},
+                        value=c[0][1],
+                    )
+                )
         return out
     if acc_name == "wor":  # Thm F.3: Poisson SGM at rate q/N with batch sensitivity 2, i.e. σ/2
-        return [F.formula("rdp_wor_add_remove_integer_alpha", F.POISSON_SGM_INTEGER,
-                          {"q": rate, "sigma": sigma / 2, "steps": steps}, checks=checks(ints, ("", "removal")))]
+        return [
+            F.formula(
+                "rdp_wor_add_remove_integer_alpha",
+                F.POISSON_SGM_INTEGER,
+                {"q": rate, "sigma": sigma / 2, "steps": steps},
+                checks=checks(ints, ("", "removal")),
+            )
+        ]
     out = []
     wang = checks(ints, ("wang2019_thm9",))
     if wang:
-        out.append(F.formula("rdp_wor_substitution_wang_thm9", F.WANG_THM9,
-                             {"w": rate, "sigma": sigma, "Delta": 2, "steps": steps}, checks=wang))
+        out.append(
+            F.formula(
+                "rdp_wor_substitution_wang_thm9",
+                F.WANG_THM9,
+                {"w": rate, "sigma": sigma, "Delta": 2, "steps": steps},
+                checks=wang,
+            )
+        )
     mix = checks((2.0, 3.0), ("two_mixture",))
     if mix:
-        out.append(F.formula("rdp_wor_substitution_two_mixture", F.TWO_MIXTURE,
-                             {"w": rate, "sigma": sigma, "Delta": 2, "steps": steps}, checks=mix))
+        out.append(
+            F.formula(
+                "rdp_wor_substitution_two_mixture",
+                F.TWO_MIXTURE,
+                {"w": rate, "sigma": sigma, "Delta": 2, "steps": steps},
+                checks=mix,
+            )
+        )
     return out
 
 
@@ -262,41 +366,81 @@ def _accountant_for(t: ir.Training, scheme: str, rel: str, K: int) -> tuple[str,
     """Which accountant is valid for (sampling, relation, group size); errors name the gap."""
     if scheme == "poisson":
         if rel != "add_remove":
-            _fail("DPS203", "Poisson sampling is analysed under insertion/removal, but the unit uses substitution",
-                  t, "sampling", hint="declare `relation add_remove` (it implies protection against substitution "
-                  "at a group of 2), or sample without replacement")
+            _fail(
+                "DPS203",
+                "Poisson sampling is analysed under insertion/removal, but the unit uses substitution",
+                t,
+                "sampling",
+                hint="declare `relation add_remove` (it implies protection against substitution "
+                "at a group of 2), or sample without replacement",
+            )
         return "poisson", "add_remove"
     if scheme == "without_replacement":
         if K > 1:
-            _fail("DPS203", "group privacy with without-replacement sampling is not covered by a tight accountant",
-                  t, "sampling", hint="use poisson(...) sampling for a group unit")
+            _fail(
+                "DPS203",
+                "group privacy with without-replacement sampling is not covered by a tight accountant",
+                t,
+                "sampling",
+                hint="use poisson(...) sampling for a group unit",
+            )
         return "without_replacement", rel
     # full batch: a Poisson rate of 1 is the plain Gaussian mechanism composed over steps
     if rel != "add_remove":
-        _fail("DPS203", "full-batch training is accounted under insertion/removal", t, "sampling",
-              hint="declare `relation add_remove`")
+        _fail(
+            "DPS203",
+            "full-batch training is accounted under insertion/removal",
+            t,
+            "sampling",
+            hint="declare `relation add_remove`",
+        )
     return "poisson", "add_remove"
 
 
 def _dpsgd_assumptions(scheme: str, K: int, rel: str) -> list[Assumption]:
     out = [
-        Assumption(id="per_example_clipping", statement="every example's gradient is clipped to ℓ2 norm ≤ C before "
-                   "summation, so one record changes the sum by at most C", source=Source(
-                       paper="Abadi et al. 2016", ref="Alg. 1")),
-        Assumption(id="noise", statement="each step adds fresh N(0, (σC)² I) noise to the clipped sum",
-                   source=Source(paper="Abadi et al. 2016", ref="Alg. 1")),
-        Assumption(id="adaptive_composition", statement="RDP adds up over the adaptively chosen steps",
-                   source=Source(paper="Mironov 2017", ref="Prop. 1")),
+        Assumption(
+            id="per_example_clipping",
+            statement="every example's gradient is clipped to ℓ2 norm ≤ C before "
+            "summation, so one record changes the sum by at most C",
+            source=Source(paper="Abadi et al. 2016", ref="Alg. 1"),
+        ),
+        Assumption(
+            id="noise",
+            statement="each step adds fresh N(0, (σC)² I) noise to the clipped sum",
+            source=Source(paper="Abadi et al. 2016", ref="Alg. 1"),
+        ),
+        Assumption(
+            id="adaptive_composition",
+            statement="RDP adds up over the adaptively chosen steps",
+            source=Source(paper="Mironov 2017", ref="Prop. 1"),
+        ),
     ]
     if scheme == "poisson":
-        out.append(Assumption(id="poisson_sampling", statement="each step's batch contains every record "
-                              "independently with probability q (batch size is random); the loader samples as "
-                              "accounted", source=Source(paper="Mironov, Talwar & Zhang 2019", ref="§3")))
+        out.append(
+            Assumption(
+                id="poisson_sampling",
+                statement="each step's batch contains every record "
+                "independently with probability q (batch size is random); the loader samples as "
+                "accounted",
+                source=Source(paper="Mironov, Talwar & Zhang 2019", ref="§3"),
+            )
+        )
     elif scheme == "without_replacement":
-        out.append(Assumption(id="wor_sampling", statement="each step's batch is a fresh uniformly random subset of "
-                              "fixed size, drawn independently across steps", source=Source(
-                                  paper="Wang, Balle & Kasiviswanathan 2019", ref="Thm 9 / Schuchardt et al. 2024 App. F")))
+        out.append(
+            Assumption(
+                id="wor_sampling",
+                statement="each step's batch is a fresh uniformly random subset of "
+                "fixed size, drawn independently across steps",
+                source=Source(paper="Wang, Balle & Kasiviswanathan 2019", ref="Thm 9 / Schuchardt et al. 2024 App. F"),
+            )
+        )
     if K > 1:
-        out.append(Assumption(id="group", statement=f"the protected group has at most {K} records, and is inserted or "
-                              "removed as a whole", source=Source(paper="Schuchardt et al. 2024", ref="Thm 4.1, 4.2")))
+        out.append(
+            Assumption(
+                id="group",
+                statement=f"the protected group has at most {K} records, and is inserted or removed as a whole",
+                source=Source(paper="Schuchardt et al. 2024", ref="Thm 4.1, 4.2"),
+            )
+        )
     return out

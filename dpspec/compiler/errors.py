@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from dpspec.check.framework import diag
 from dpspec.diagnostics import Diagnostic
 from dpspec.errors import DpspecError
@@ -13,6 +15,6 @@ class CompileError(DpspecError):
         super().__init__(diagnostic.message)
 
 
-def fail(rule: str, message: str, node, field: str | None = None, hint: str | None = None):
+def fail(rule: str, message: str, node, field: str | None = None, hint: str | None = None) -> NoReturn:
     """Stop compiling this target with diagnostic ``rule`` pointing at ``node``'s ``field``."""
     raise CompileError(diag(rule, message, node, field, hint=hint))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
+from functools import cache
 
 from dpspec.certificate.model import Formula
 from dpspec.errors import DpspecError
@@ -97,8 +97,10 @@ _GROUP_REMOVAL_NAME = re.compile(r"rdp_group_removal_alpha([0-9])")
 #: the query sensitivities of dpspec.compiler.sensitivity (Dwork & Roth 2014, Def. 3.8), one text per
 #: (query, relation, number of columns); carried as a formula for at most this many columns
 QUERY_SENSITIVITY_MAX_COLUMNS = 64
-_QUERY_SENSITIVITY_NAME = re.compile(r"query_sensitivity_(count|histogram|sum|mean)_(add_remove|substitution)"
-                                     r"(?:_c([1-9][0-9]?))?")
+_QUERY_SENSITIVITY_NAME = re.compile(
+    r"query_sensitivity_(count|histogram|sum|mean)_(add_remove|substitution)"
+    r"(?:_c([1-9][0-9]?))?"
+)
 
 
 def query_sensitivity_name(function: str, relation: str, columns: int) -> str | None:
@@ -120,6 +122,7 @@ def query_sensitivity_text(function: str, relation: str, columns: int) -> str:
     terms = [f"(hi{i} - lo{i})**2" if sub else f"Max(Abs(lo{i}), Abs(hi{i}))**2" for i in range(1, columns + 1)]
     expr = f"K*sqrt({' + '.join(terms)})"
     return f"({expr})/n" if function == "mean" else expr
+
 
 #: the most terms the nested sums of one evaluation may have (a bound on verify's work)
 MAX_SUM_TERMS = 5000
@@ -145,7 +148,7 @@ def known_text(name: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parse_known(name: str):
     import sympy
 
@@ -153,22 +156,21 @@ def _parse_known(name: str):
     if text is None:
         raise FormulaError(f"`{name}` is not a formula dpspec emits")
     # The text is the compiler's own constant, never a certificate's: sympify is safe on it.
-    symbols = {s: sympy.Symbol(s) for s in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
-               if s not in _FUNCTIONS}
+    symbols = {s: sympy.Symbol(s) for s in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text) if s not in _FUNCTIONS}
     return sympy.sympify(text, locals=symbols)
 
 
 _FUNCTIONS = {"log", "exp", "erf", "sqrt", "binomial", "Sum", "Min", "Max", "Abs", "Integral", "pi", "oo"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def latex(name: str) -> str:
     import sympy
 
     return sympy.latex(_parse_known(name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def free_symbols(name: str) -> frozenset[str]:
     import sympy
 
@@ -224,7 +226,7 @@ def _integral_value(val, digits: int):
     with mpmath.workdps(digits):
         reps = {}
         for integral in val.atoms(sympy.Integral):
-            (var, lo, hi), = integral.limits
+            ((var, lo, hi),) = integral.limits
             f = sympy.lambdify(var, integral.function, modules="mpmath")
             pts = [-mpmath.inf] + [mpmath.mpf(x) for x in range(-60, 61, 4)] + [mpmath.inf]
             reps[integral] = sympy.Float(mpmath.quad(f, pts), digits)
@@ -243,11 +245,25 @@ def group_removal(alpha: int) -> str:
     return f"steps*log({body})/({alpha} - 1)"
 
 
-def formula(name: str, expr: str, variables: dict, *, value: float | None = None,
-            checks: list[tuple[float, float]] | None = None, check: str = "upper_bound") -> Formula:
+def formula(
+    name: str,
+    expr: str,
+    variables: dict,
+    *,
+    value: float | None = None,
+    checks: list[tuple[float, float]] | None = None,
+    check: str = "upper_bound",
+) -> Formula:
     """A certificate formula. ``expr`` must be the registered text of ``name`` (so that ``verify`` can
     compare the certificate's text with the compiler's and evaluate only its own)."""
     if known_text(name) != expr:
         raise AssertionError(f"formula `{name}` is not registered with this text in dpspec.compiler.formulas")
-    return Formula(name=name, sympy=expr, latex=latex(name), variables=variables, value=value,
-                   checks=list(checks or []), check=check)
+    return Formula(
+        name=name,
+        sympy=expr,
+        latex=latex(name),
+        variables=variables,
+        value=value,
+        checks=list(checks or []),
+        check=check,
+    )

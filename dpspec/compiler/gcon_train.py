@@ -21,9 +21,9 @@ from dpspec.certificate.model import (
     Source,
     TargetCertificate,
 )
+from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
 from dpspec.gcon.data import graph_from_arrays, load_graph  # noqa: F401 - re-exported
-from dpspec.compiler.common import CompiledTarget
 from dpspec.ir import models as ir
 from dpspec.ir.settings import GconSettings
 
@@ -33,7 +33,8 @@ GRAD_TOL = 1e-9
 
 def plan(t: ir.Training, ds) -> dict:
     """``dpspec.gcon.data.plan`` with its refusals as located diagnostics."""
-    from dpspec.gcon.data import GraphPlanError, plan as _plan
+    from dpspec.gcon.data import GraphPlanError
+    from dpspec.gcon.data import plan as _plan
 
     try:
         return _plan(t, ds)
@@ -54,32 +55,68 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     except DataNotFoundError:
         raise
     except (ValueError, KeyError) as e:
-        _fail("DPS418", f"cannot load the graph: {e}", unit_decl, "data",
-              hint="name a built-in graph (`graph cora`, `graph citeseer`), a generated one, or bind a graph at "
-                   "compile time")
+        _fail(
+            "DPS418",
+            f"cannot load the graph: {e}",
+            unit_decl,
+            "data",
+            hint="name a built-in graph (`graph cora`, `graph citeseer`), a generated one, or bind a graph at "
+            "compile time",
+        )
     p = plan(t, ds)
     loss = st.loss.kind if st.loss else "msml"
     try:
-        cal = gcon_release_calibration(g.epsilon, g.delta, p["classes"], p["dim"], p["num_train"],
-                                       st.propagation.restart, p["steps"], st.regularization, loss=loss,
-                                       huber_delta=st.loss.delta if st.loss else None,
-                                       amp_fraction=AMP_FRACTION, grad_tol=GRAD_TOL)
+        cal = gcon_release_calibration(
+            g.epsilon,
+            g.delta,
+            p["classes"],
+            p["dim"],
+            p["num_train"],
+            st.propagation.restart,
+            p["steps"],
+            st.regularization,
+            loss=loss,
+            huber_delta=st.loss.delta if st.loss else None,
+            amp_fraction=AMP_FRACTION,
+            grad_tol=GRAD_TOL,
+        )
     except GconError as e:
-        field = {"DPS705": "propagation", "DPS706": "propagation", "DPS707": "regularization", "DPS703": "loss",
-                 "DPS704": "loss", "DPS725": "loss", "DPS711": "encoder"}.get(e.rule, "guarantee")
+        field = {
+            "DPS705": "propagation",
+            "DPS706": "propagation",
+            "DPS707": "regularization",
+            "DPS703": "loss",
+            "DPS704": "loss",
+            "DPS725": "loss",
+            "DPS711": "encoder",
+        }.get(e.rule, "guarantee")
         _fail(e.rule, e.message, t, field, hint=e.hint)
     op, amp = cal["objective_perturbation"], cal["amp"]
     record = _certificate(t, unit_decl, ds, p, cal, op, amp, GCON_ASSUMPTIONS)
     from dpspec.mechanisms.gcon import GconMechanism
 
-    mech = GconMechanism(spec_name=t.name, epsilon=g.epsilon, delta=g.delta, restart=st.propagation.restart,
-                         steps=tuple(p["steps"]), regularization=st.regularization, loss=loss,
-                         huber_delta=st.loss.delta if st.loss else None, encoder=st.encoder or ir.EncoderSpec(kind="mlp"),
-                         pseudo_labels=bool(st.pseudo_labels), split=st.split or ir.SplitSpec(),
-                         inference=st.inference or "private_graph", graph=unit_decl.data,
-                         certified_beta=op["beta"], certified_amp_sigma=amp["sigma"], amp_fraction=AMP_FRACTION,
-                         grad_tol=GRAD_TOL, certified_epsilon=cal["epsilon_total"], certified_delta=cal["delta_total"],
-                         bound_graph=ds if isinstance(unit_decl.data, ir.NamedData) else None)
+    mech = GconMechanism(
+        spec_name=t.name,
+        epsilon=g.epsilon,
+        delta=g.delta,
+        restart=st.propagation.restart,
+        steps=tuple(p["steps"]),
+        regularization=st.regularization,
+        loss=loss,
+        huber_delta=st.loss.delta if st.loss else None,
+        encoder=st.encoder or ir.EncoderSpec(kind="mlp"),
+        pseudo_labels=bool(st.pseudo_labels),
+        split=st.split or ir.SplitSpec(),
+        inference=st.inference or "private_graph",
+        graph=unit_decl.data,
+        certified_beta=op["beta"],
+        certified_amp_sigma=amp["sigma"],
+        amp_fraction=AMP_FRACTION,
+        grad_tol=GRAD_TOL,
+        certified_epsilon=cal["epsilon_total"],
+        certified_delta=cal["delta_total"],
+        bound_graph=ds if isinstance(unit_decl.data, ir.NamedData) else None,
+    )
     return record, mech
 
 
@@ -88,70 +125,153 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     from dpspec.compiler import formulas as F
 
     g = t.guarantee
-    protected = Protected(definition=unit_decl.name, unit="edge", description=(
-        f"one undirected edge of graph `{ds.name}` (insertion or removal) among its {ds.num_nodes} nodes — the "
-        "edge set is private; the node set, every node's features and labels are public and identical in both "
-        "neighbouring graphs (see the scope)"))
+    protected = Protected(
+        definition=unit_decl.name,
+        unit="edge",
+        description=(
+            f"one undirected edge of graph `{ds.name}` (insertion or removal) among its {ds.num_nodes} nodes — the "
+            "edge set is private; the node set, every node's features and labels are public and identical in both "
+            "neighbouring graphs (see the scope)"
+        ),
+    )
     params = {
-        "beta": op["beta"], "regularization": op["regularization"], "extra_regularization": op["extra_regularization"],
-        "sensitivity_psi": op["sensitivity"], "c_sf": op["c_sf"], "c_theta": op["c_theta"],
-        "epsilon_lambda": op["epsilon_lambda"], "expected_noise_norm": op["expected_noise_norm"],
-        "amp_sigma": amp["sigma"], "grad_tol": GRAD_TOL, "amp_fraction": AMP_FRACTION,
-        "restart": st.propagation.restart, "steps": ",".join(str(s) for s in p["steps"]),
-        "classes": p["classes"], "dimension": p["dim"], "loss_nodes": p["num_train"], "loss": op["loss"],
-        "pseudo_labels": bool(st.pseudo_labels), "inference": st.inference or "private_graph",
+        "beta": op["beta"],
+        "regularization": op["regularization"],
+        "extra_regularization": op["extra_regularization"],
+        "sensitivity_psi": op["sensitivity"],
+        "c_sf": op["c_sf"],
+        "c_theta": op["c_theta"],
+        "epsilon_lambda": op["epsilon_lambda"],
+        "expected_noise_norm": op["expected_noise_norm"],
+        "amp_sigma": amp["sigma"],
+        "grad_tol": GRAD_TOL,
+        "amp_fraction": AMP_FRACTION,
+        "restart": st.propagation.restart,
+        "steps": ",".join(str(s) for s in p["steps"]),
+        "classes": p["classes"],
+        "dimension": p["dim"],
+        "loss_nodes": p["num_train"],
+        "loss": op["loss"],
+        "pseudo_labels": bool(st.pseudo_labels),
+        "inference": st.inference or "private_graph",
         "nodes": int(ds.num_nodes),
     }
     guarantee = GuaranteeRecord(
         target={"notion": "dp", "epsilon": g.epsilon, "delta": g.delta},
         dp=[DpPoint(epsilon=cal["epsilon_total"], delta=cal["delta_total"])],
-        epsilon=cal["epsilon_total"], delta=cal["delta_total"],
-        theorems=["Wei et al. 2024 Thm 1 (objective perturbation, edge DP)",
-                  "Iyengar et al. 2019 Alg. 1 (approximate minima perturbation)",
-                  "Balle & Wang 2018 Thm 8 (analytic Gaussian)", "Dwork & Roth 2014 Thm B.1 (composition)"],
+        epsilon=cal["epsilon_total"],
+        delta=cal["delta_total"],
+        theorems=[
+            "Wei et al. 2024 Thm 1 (objective perturbation, edge DP)",
+            "Iyengar et al. 2019 Alg. 1 (approximate minima perturbation)",
+            "Balle & Wang 2018 Thm 8 (analytic Gaussian)",
+            "Dwork & Roth 2014 Thm B.1 (composition)",
+        ],
     )
     c1, c2 = op["c1"], op["c2"]
     formulas = [
-        F.formula("beta_eq18", F.GCON_BETA,
-                  {"epsilon": op["epsilon"], "epsL": op["epsilon_lambda"], "omega": op["budget_split"],
-                   "c": p["classes"], "c1": c1, "c2": c2, "ctheta": op["c_theta"], "Psi": op["sensitivity"]},
-                  value=op["beta"], check="close"),
-        F.formula("c_theta_eq23", F.GCON_C_THETA,
-                  {"n1": p["num_train"], "omega": op["budget_split"], "epsilon": op["epsilon"], "c1": c1, "c2": c2,
-                   "c": p["classes"], "Psi": op["sensitivity"], "csf": op["c_sf"], "Lam": op["regularization"]},
-                  value=op["c_theta"], check="close"),
+        F.formula(
+            "beta_eq18",
+            F.GCON_BETA,
+            {
+                "epsilon": op["epsilon"],
+                "epsL": op["epsilon_lambda"],
+                "omega": op["budget_split"],
+                "c": p["classes"],
+                "c1": c1,
+                "c2": c2,
+                "ctheta": op["c_theta"],
+                "Psi": op["sensitivity"],
+            },
+            value=op["beta"],
+            check="close",
+        ),
+        F.formula(
+            "c_theta_eq23",
+            F.GCON_C_THETA,
+            {
+                "n1": p["num_train"],
+                "omega": op["budget_split"],
+                "epsilon": op["epsilon"],
+                "c1": c1,
+                "c2": c2,
+                "c": p["classes"],
+                "Psi": op["sensitivity"],
+                "csf": op["c_sf"],
+                "Lam": op["regularization"],
+            },
+            value=op["c_theta"],
+            check="close",
+        ),
     ]
     warnings = [w if isinstance(w, str) else f"[{w.get('rule', '')}] {w.get('message', w)}" for w in op["warnings"]]
-    warnings.append("hyper-parameters (restart, depths, Λ, loss, encoder, pseudo-labels) chosen by looking at the "
-                    "private graph are not covered by this certificate (DPS721)")
+    warnings.append(
+        "hyper-parameters (restart, depths, Λ, loss, encoder, pseudo-labels) chosen by looking at the "
+        "private graph are not covered by this certificate (DPS721)"
+    )
     if st.pseudo_labels:
-        warnings.append("pseudo-labels come from the edge-free encoder and use every node's public features; "
-                        "covered because GCON treats features and labels as public (DPS722)")
+        warnings.append(
+            "pseudo-labels come from the edge-free encoder and use every node's public features; "
+            "covered because GCON treats features and labels as public (DPS722)"
+        )
     if (st.inference or "private_graph") == "private_graph":
-        warnings.append("private-graph inference: each node's prediction uses only its own 1-hop neighbourhood "
-                        "and must be returned to that node only (DPS723)")
+        warnings.append(
+            "private-graph inference: each node's prediction uses only its own 1-hop neighbourhood "
+            "and must be returned to that node only (DPS723)"
+        )
     else:
         warnings.append("public-graph inference: the graph used at inference time must be public")
     numerics = Numerics(
-        method=("closed-form chain F4–F11 (eqs. (17)–(24)); c_sf = Gamma(d) upper quantile, rounded up and "
-                "re-verified; solver stops at a certified gradient norm ≤ 1e-9 (Higham rounding bound)"),
-        abs_error_bound=0.0, alpha_grid="not applicable (objective perturbation gives (ε, δ) directly)",
-        conversion=None, calibration=f"(1 − {AMP_FRACTION})(ε, δ) for Thm 1, {AMP_FRACTION}(ε, δ) for the AMP noise")
-    asm = [Assumption(id=a["id"], statement=a["text"], source=Source(paper=a["source"].split(",")[0],
-                                                                        ref=",".join(a["source"].split(",")[1:]).strip()))
-           for a in assumptions]
-    asm.insert(0, Assumption(id="scope_public_attributes", statement=(
-        f"what is not protected: the nodes of `{ds.name}`, their features and labels are treated as public (eq. (8)); "
-        "the guarantee covers the released parameters Θ (and each node's private-graph prediction, returned to that "
-        "node only), and says nothing about a node's attributes or membership"),
-        source=Source(paper="Wei et al. 2024", ref="§III (edge-level DP, public node attributes)")))
+        method=(
+            "closed-form chain F4–F11 (eqs. (17)–(24)); c_sf = Gamma(d) upper quantile, rounded up and "
+            "re-verified; solver stops at a certified gradient norm ≤ 1e-9 (Higham rounding bound)"
+        ),
+        abs_error_bound=0.0,
+        alpha_grid="not applicable (objective perturbation gives (ε, δ) directly)",
+        conversion=None,
+        calibration=f"(1 − {AMP_FRACTION})(ε, δ) for Thm 1, {AMP_FRACTION}(ε, δ) for the AMP noise",
+    )
+    asm = [
+        Assumption(
+            id=a["id"],
+            statement=a["text"],
+            source=Source(paper=a["source"].split(",")[0], ref=",".join(a["source"].split(",")[1:]).strip()),
+        )
+        for a in assumptions
+    ]
+    asm.insert(
+        0,
+        Assumption(
+            id="scope_public_attributes",
+            statement=(
+                f"what is not protected: the nodes of `{ds.name}`, their features and labels are "
+                "treated as public (eq. (8)); "
+                "the guarantee covers the released parameters Θ (and each node's private-graph "
+                "prediction, returned to that "
+                "node only), and says nothing about a node's attributes or membership"
+            ),
+            source=Source(paper="Wei et al. 2024", ref="§III (edge-level DP, public node attributes)"),
+        ),
+    )
     return TargetCertificate(
-        name=t.name, kind="train", protected=protected,
+        name=t.name,
+        kind="train",
+        protected=protected,
         notion=Notion(name="approximate_dp", description="(ε, δ)-edge differential privacy"),
-        mechanism=MechanismRecord(name="gcon", description="objective perturbation of a linear model on "
-                                  "PPR-propagated features; Erlang-radius noise in the objective plus Gaussian "
-                                  "output noise for the solver residual", parameters=params, calibrated=True),
-        guarantee=guarantee, assumptions=asm, formulas=formulas, numerics=numerics, warnings=warnings)
+        mechanism=MechanismRecord(
+            name="gcon",
+            description="objective perturbation of a linear model on "
+            "PPR-propagated features; Erlang-radius noise in the objective plus Gaussian "
+            "output noise for the solver residual",
+            parameters=params,
+            calibrated=True,
+        ),
+        guarantee=guarantee,
+        assumptions=asm,
+        formulas=formulas,
+        numerics=numerics,
+        warnings=warnings,
+    )
 
 
 def compile_target(ctx, t: ir.Training, data):

@@ -32,8 +32,8 @@ class CodeHookRefused(DpspecError):
 
 @dataclass(frozen=True)
 class Hook:
-    construct: str   # 'sampler' or 'callable'
-    target: str      # "module:function"
+    construct: str  # 'sampler' or 'callable'
+    target: str  # "module:function"
     line: int | None
 
 
@@ -80,5 +80,5 @@ def import_hook(target: str):
         raise CodeHookRefused(target)
     mod, _, fn = target.partition(":")
     if not mod or not fn:
-        raise ValueError(f"`{target}` is not of the form \"module:function\"")
+        raise ValueError(f'`{target}` is not of the form "module:function"')
     return getattr(importlib.import_module(mod), fn)

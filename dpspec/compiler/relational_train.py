@@ -33,16 +33,30 @@ from dpspec.certificate.model import (
     Source,
     TargetCertificate,
 )
-from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.common import CompiledTarget
+from dpspec.compiler.errors import fail as _fail
 from dpspec.ir import models as ir
 from dpspec.ir.settings import RelationalSettings
 
-_NEGATIVES = {"without_replacement": "wor", "with_replacement": "with_replacement", "in_batch": "in_batch",
-              "content_dependent": "content_dependent"}
-_RULE_FIELD = {"DPS601": "clipping", "DPS602": "sampling", "DPS603": "sampling", "DPS604": "sampling",
-               "DPS605": "sampling", "DPS606": "sampling", "DPS607": "degree_cap", "DPS608": "protect",
-               "DPS609": "encoder", "DPS610": "split", "DPS611": "guarantee"}
+_NEGATIVES = {
+    "without_replacement": "wor",
+    "with_replacement": "with_replacement",
+    "in_batch": "in_batch",
+    "content_dependent": "content_dependent",
+}
+_RULE_FIELD = {
+    "DPS601": "clipping",
+    "DPS602": "sampling",
+    "DPS603": "sampling",
+    "DPS604": "sampling",
+    "DPS605": "sampling",
+    "DPS606": "sampling",
+    "DPS607": "degree_cap",
+    "DPS608": "protect",
+    "DPS609": "encoder",
+    "DPS610": "split",
+    "DPS611": "guarantee",
+}
 
 
 def clipping_mode(c) -> str:
@@ -64,23 +78,34 @@ def prepare_graph(t: ir.Training, unit_decl, bound):
         from dpspec.accounting.relational import RelationalSoundnessError
 
         try:
-            g = _from_arrays(b.name, bound[b.name], missing)     # dpspec.compile(spec, data={name: {...}})
+            g = _from_arrays(b.name, bound[b.name], missing)  # dpspec.compile(spec, data={name: {...}})
         except RelationalSoundnessError:
             raise  # a located rule of its own (DPS608/609)
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
-            _fail("DPS418", f"cannot read the graph `{b.name}` bound at compile time: {e}", unit_decl, "data",
-                  hint="bind {'edges': (E, 2) integer node indices, 'features': (n, f) numbers and/or "
-                       "'texts': n strings, optionally 'num_nodes' and 'labels'}")
+            _fail(
+                "DPS418",
+                f"cannot read the graph `{b.name}` bound at compile time: {e}",
+                unit_decl,
+                "data",
+                hint="bind {'edges': (E, 2) integer node indices, 'features': (n, f) numbers and/or "
+                "'texts': n strings, optionally 'num_nodes' and 'labels'}",
+            )
         ds = g
     else:
         ds = load_graph(b, bound)
-        g = from_graph_dataset(ds, missing_text=missing) if enc.kind == "minilm" or ds.features is None \
+        g = (
+            from_graph_dataset(ds, missing_text=missing)
+            if enc.kind == "minilm" or ds.features is None
             else _features_only(ds)
+        )
     if enc.kind == "minilm" and g.texts is None:
         from dpspec.accounting.relational import RelationalSoundnessError
 
-        raise RelationalSoundnessError(f"graph `{ds.name}` has no node texts for the MiniLM encoder", rule="DPS609",
-                                       hint="use `encoder mlp(...)` on its features, or a graph with raw text")
+        raise RelationalSoundnessError(
+            f"graph `{ds.name}` has no node texts for the MiniLM encoder",
+            rule="DPS609",
+            hint="use `encoder mlp(...)` on its features, or a graph with raw text",
+        )
     sp = st.split or ir.SplitSpec(kind="node_disjoint")
     split = node_disjoint_split(g, sp.test, seed=sp.seed)
     tr = split.train
@@ -92,11 +117,10 @@ def _from_arrays(name: str, d: dict, missing: str):
     """A graph given as arrays: ``edges`` (E, 2) node indices, ``features`` (n, f) and/or ``texts``
     (n strings), optional ``num_nodes``. Self-loops, duplicate and dangling edges are DPS608 errors,
     never silently dropped (the node and edge counts enter the accountant)."""
-    from dpspec.relational import RelationalGraph
-
     import numpy as np
 
     from dpspec import limits
+    from dpspec.relational import RelationalGraph
 
     if "edges" not in d:
         raise ValueError(f"graph `{name}` needs `edges` (an (E, 2) array of node indices)")
@@ -111,8 +135,9 @@ def _from_arrays(name: str, d: dict, missing: str):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer, float)) or n != n or n != int(n):
         raise ValueError(f"graph `{name}`: `num_nodes` must be a whole number, got {n!r}")
     limits.require("nodes", n, f"the number of nodes of `{name}`")
-    return RelationalGraph.build(int(n), edges, d.get("features"), d.get("texts"), d.get("labels"), name,
-                                 missing_text=missing)
+    return RelationalGraph.build(
+        int(n), edges, d.get("features"), d.get("texts"), d.get("labels"), name, missing_text=missing
+    )
 
 
 def _features_only(ds):
@@ -123,9 +148,15 @@ def _features_only(ds):
 
 def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     st = t.settings_as(RelationalSettings)
-    from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError, calibrate_relational_sigma,
-                                              certify_relational, node_sensitivity, overflow_probability,
-                                              tuple_threshold)
+    from dpspec.accounting.relational import (
+        RelationalConfig,
+        RelationalSoundnessError,
+        calibrate_relational_sigma,
+        certify_relational,
+        node_sensitivity,
+        overflow_probability,
+        tuple_threshold,
+    )
     from dpspec.compiler.common import CERTIFIED_SIGMA, MAGNITUDE_RANGE, _notion, _target, certified_epsilon
     from dpspec.data import DataNotFoundError
 
@@ -140,8 +171,11 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         pos = s.positive
         rate = pos.rate if pos.rate is not None else pos.expected_batch / m
         if rate > 1:
-            raise RelationalSoundnessError(f"an expected batch of {pos.expected_batch} is larger than the {m} "
-                                           "capped training edges", rule="DPS606", hint=f"use at most {m}")
+            raise RelationalSoundnessError(
+                f"an expected batch of {pos.expected_batch} is larger than the {m} capped training edges",
+                rule="DPS606",
+                hint=f"use at most {m}",
+            )
         negatives = _NEGATIVES[s.negative.scheme] if k > 0 else "none"
         config = RelationalConfig(m, n, rate, K, k, mode, negatives, "poisson")
         config.validate()
@@ -149,15 +183,22 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         p_over = overflow_probability(config, steps)
         delta_acc = g.delta - p_over
         if not delta_acc > 0:
-            raise RelationalSoundnessError(f"NEG-SAMPLE-WOR overflows (k_neg·|B+| > n) with probability {p_over:.3g} "
-                                           f"≥ δ = {g.delta:g}", rule="DPS606",
-                                           hint="use a smaller batch or fewer negatives per positive")
+            raise RelationalSoundnessError(
+                f"NEG-SAMPLE-WOR overflows (k_neg·|B+| > n) with probability {p_over:.3g} ≥ δ = {g.delta:g}",
+                rule="DPS606",
+                hint="use a smaller batch or fewer negatives per positive",
+            )
         recorded = CERTIFIED_SIGMA.get().get(t.name) if st.noise is None else None
         if recorded is not None:  # verify: one evaluation at the certified σ, the search is not repeated
             lo, hi = MAGNITUDE_RANGE  # as for a σ written in a spec (DPS205): never fed to the accountant
             if not (isinstance(recorded, float) and lo <= recorded <= hi):
-                _fail("DPS205", f"the certificate's σ = {recorded!r} is outside the range dpspec computes in "
-                      f"([{lo:g}, {hi:g}])", t, "guarantee", hint="recompile the spec")
+                _fail(
+                    "DPS205",
+                    f"the certificate's σ = {recorded!r} is outside the range dpspec computes in ([{lo:g}, {hi:g}])",
+                    t,
+                    "guarantee",
+                    hint="recompile the spec",
+                )
             sigma, calibrated = recorded, True
         elif st.noise is None:
             try:
@@ -168,14 +209,23 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             except RelationalSoundnessError:
                 raise
             except ValueError as e:
-                _fail("DPS202", f"cannot reach the target: {e}", t, "guarantee",
-                      hint="raise epsilon, train for fewer steps, or sample a smaller fraction of edges per step")
+                _fail(
+                    "DPS202",
+                    f"cannot reach the target: {e}",
+                    t,
+                    "guarantee",
+                    hint="raise epsilon, train for fewer steps, or sample a smaller fraction of edges per step",
+                )
             calibrated = True
         else:
-            nz = st.noise   # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
-            sigma = float(nz.noise_multiplier) if nz.noise_multiplier is not None else float(nz.sigma) / float(st.clipping.C)
+            nz = st.noise  # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
+            sigma = (
+                float(nz.noise_multiplier)
+                if nz.noise_multiplier is not None
+                else float(nz.sigma) / float(st.clipping.C)
+            )
             calibrated = False
-        res = certify_relational(config, sigma, steps, delta_acc)   # one evaluation at σ (verify can redo it)
+        res = certify_relational(config, sigma, steps, delta_acc)  # one evaluation at σ (verify can redo it)
         sens = node_sensitivity(mode, K, k, negatives)
         thr = tuple_threshold(mode, K, k, negatives)
     except RelationalSoundnessError as e:
@@ -183,95 +233,194 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
     except DataNotFoundError:
         raise
     except ValueError as e:
-        _fail("DPS611", f"the relational DP-SGD configuration is invalid: {e}", t, "sampling",
-              hint="fix the value the message names (`dpspec rules DPS611`)")
+        _fail(
+            "DPS611",
+            f"the relational DP-SGD configuration is invalid: {e}",
+            t,
+            "sampling",
+            hint="fix the value the message names (`dpspec rules DPS611`)",
+        )
     eps = certified_epsilon(res.dp.epsilon)  # never 0 for a node's nonzero sensitivity
     if calibrated and eps > g.epsilon:
-        _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
-              hint="raise epsilon or train for fewer steps")
+        _fail(
+            "DPS201",
+            f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}",
+            t,
+            "guarantee",
+            hint="raise epsilon or train for fewer steps",
+        )
     C = float(st.clipping.C)
-    protected = Protected(definition=unit_decl.name, unit="node", relation="add_remove", description=(
-        f"a node of the training graph after degree capping at K = {K} (from graph `{full.name}`: {n} training "
-        f"nodes, {m} capped edges), with its at most {K} capped edges (insertion or removal) — not a node of "
-        f"`{full.name}` itself (see the scope)"))
+    protected = Protected(
+        definition=unit_decl.name,
+        unit="node",
+        relation="add_remove",
+        description=(
+            f"a node of the training graph after degree capping at K = {K} (from graph `{full.name}`: {n} training "
+            f"nodes, {m} capped edges), with its at most {K} capped edges (insertion or removal) — not a node of "
+            f"`{full.name}` itself (see the scope)"
+        ),
+    )
     cands = {name: float(a.epsilon) for name, a in res.accountants.items()}
     guarantee = GuaranteeRecord(
-        target=_target(g), rdp_alphas=[float(a) for a in res.curve.alphas], rdp_epsilons=[float(x) for x in res.curve.rdp],
-        dp=[DpPoint(epsilon=eps, delta=g.delta)], best_alpha=float(res.dp.best_alpha), epsilon=eps, delta=g.delta,
+        target=_target(g),
+        rdp_alphas=[float(a) for a in res.curve.alphas],
+        rdp_epsilons=[float(x) for x in res.curve.rdp],
+        dp=[DpPoint(epsilon=eps, delta=g.delta)],
+        best_alpha=float(res.dp.best_alpha),
+        epsilon=eps,
+        delta=g.delta,
         theorems=sorted({a.curve.theorem for a in res.accountants.values()})
-        + ["Balle et al. 2020 Thm 21 (RDP to (ε, δ))"])
+        + ["Balle et al. 2020 Thm 21 (RDP to (ε, δ))"],
+    )
     params = {
-        "noise_multiplier": sigma, "clip_norm": C, "noise_std": sigma * C, "clipping": mode,
+        "noise_multiplier": sigma,
+        "clip_norm": C,
+        "noise_std": sigma * C,
+        "clipping": mode,
         "tuple_threshold": (thr * C) if thr is not None else "frequency-adaptive",
-        "node_sensitivity": sens * C, "degree_cap": K, "negatives_per_positive": k, "negatives": negatives,
-        "sample_rate": rate, "expected_batch": rate * m, "steps": steps, "num_nodes": n, "num_edges": m,
-        "test_nodes": int(split.test.num_nodes), "dropped_cross_edges": int(split.dropped_cross_edges),
-        "accountant": res.best, "overflow_probability": p_over, "delta_accounted": delta_acc,
-        "learning_rate": t.schedule.learning_rate or 1e-3, "loss": (st.loss.kind if st.loss else "infonce"),
+        "node_sensitivity": sens * C,
+        "degree_cap": K,
+        "negatives_per_positive": k,
+        "negatives": negatives,
+        "sample_rate": rate,
+        "expected_batch": rate * m,
+        "steps": steps,
+        "num_nodes": n,
+        "num_edges": m,
+        "test_nodes": int(split.test.num_nodes),
+        "dropped_cross_edges": int(split.dropped_cross_edges),
+        "accountant": res.best,
+        "overflow_probability": p_over,
+        "delta_accounted": delta_acc,
+        "learning_rate": t.schedule.learning_rate or 1e-3,
+        "loss": (st.loss.kind if st.loss else "infonce"),
         "encoder": (st.encoder.kind if st.encoder else "mlp"),
         **{f"epsilon_{nm}": v for nm, v in cands.items()},
     }
     asm = [
-        Assumption(id="scope_original_graph", statement=(
-            f"what this means for `{full.name}`: the bound compares two capped training graphs that differ in one "
-            f"node and at most K = {K} of its edges. Capping keeps edges greedily in a seeded order, so removing a "
-            f"node of `{full.name}` itself can change which edges other nodes keep: two graphs that differ in one "
-            "node before capping may differ in more than K capped edges. The certificate therefore bounds the privacy of a node of the capped training graph, not of a "
-            f"node of `{full.name}`; the {int(split.test.num_nodes)} held-out test nodes are not in the training "
-            "graph at all"), source=Source(paper="Huang et al. 2025", ref="Alg. 3 'Initialize' (degree capping, not "
-                                                                           "analysed for stability)")),
-        Assumption(id="public_counts", statement="the node and edge counts of the capped training graph are public",
-                   source=Source(paper="Huang et al. 2025", ref="§4 (m, n enter Eq. (3))")),
-        Assumption(id="degree_cap", statement=f"degrees are capped at K = {K} before training; removing a node "
-                   "changes at most K capped edges", source=Source(paper="Daigavane et al. 2022", ref="degree capping")),
-        Assumption(id="poisson_positives", statement="each capped edge is a positive independently with probability "
-                   "rate; negatives are k_neg distinct nodes per positive drawn without replacement (Alg. 2), so a "
-                   "node is a negative of at most one tuple", source=Source(paper="Huang et al. 2025", ref="Alg. 2, Thm 3")),
-        Assumption(id="noise_once", statement="N(0, σ²C²I) is added once per step to the sum of clipped per-tuple "
-                   "gradients, divided by the expected batch size; the optimizer is post-processing",
-                   source=Source(paper="Huang et al. 2025", ref="Alg. 3")),
+        Assumption(
+            id="scope_original_graph",
+            statement=(
+                f"what this means for `{full.name}`: the bound compares two capped training graphs that differ in one "
+                f"node and at most K = {K} of its edges. Capping keeps edges greedily in a seeded order, so removing a "
+                f"node of `{full.name}` itself can change which edges other nodes keep: two graphs that differ in one "
+                "node before capping may differ in more than K capped edges. The certificate "
+                "therefore bounds the privacy of a node of the capped training graph, not of a "
+                f"node of `{full.name}`; the {int(split.test.num_nodes)} held-out test nodes are not in the training "
+                "graph at all"
+            ),
+            source=Source(
+                paper="Huang et al. 2025", ref="Alg. 3 'Initialize' (degree capping, not analysed for stability)"
+            ),
+        ),
+        Assumption(
+            id="public_counts",
+            statement="the node and edge counts of the capped training graph are public",
+            source=Source(paper="Huang et al. 2025", ref="§4 (m, n enter Eq. (3))"),
+        ),
+        Assumption(
+            id="degree_cap",
+            statement=f"degrees are capped at K = {K} before training; removing a node changes at most K capped edges",
+            source=Source(paper="Daigavane et al. 2022", ref="degree capping"),
+        ),
+        Assumption(
+            id="poisson_positives",
+            statement="each capped edge is a positive independently with probability "
+            "rate; negatives are k_neg distinct nodes per positive drawn without replacement (Alg. 2), so a "
+            "node is a negative of at most one tuple",
+            source=Source(paper="Huang et al. 2025", ref="Alg. 2, Thm 3"),
+        ),
+        Assumption(
+            id="noise_once",
+            statement="N(0, σ²C²I) is added once per step to the sum of clipped per-tuple "
+            "gradients, divided by the expected batch size; the optimizer is post-processing",
+            source=Source(paper="Huang et al. 2025", ref="Alg. 3"),
+        ),
     ]
     warnings = [f"accountant: {res.statement}"]
     warnings += [f"{nm} not used: {why}" for nm, why in res.rejected.items()]
     if mode == "freq":
-        warnings.append("FREQ-CLIP is certified with the corrected node sensitivity "
-                        f"{sens:g}·C (dpspec derivation), not Prop 4.1's C (DPS601)")
+        warnings.append(
+            "FREQ-CLIP is certified with the corrected node sensitivity "
+            f"{sens:g}·C (dpspec derivation), not Prop 4.1's C (DPS601)"
+        )
     if p_over > 0:
-        warnings.append(f"NEG-SAMPLE-WOR overflow probability {p_over:.3g} over the run is paid from δ "
-                        f"(accounted at δ − p = {delta_acc:.6g})")
+        warnings.append(
+            f"NEG-SAMPLE-WOR overflow probability {p_over:.3g} over the run is paid from δ "
+            f"(accounted at δ − p = {delta_acc:.6g})"
+        )
     iso = int(full.report.get("isolated_nodes", 0)) if hasattr(full, "report") else 0
     if iso:
-        warnings.append(f"{iso} isolated node(s) are kept: they count in n and can be drawn as negatives, never as "
-                        "positives")
+        warnings.append(
+            f"{iso} isolated node(s) are kept: they count in n and can be drawn as negatives, never as positives"
+        )
     warnings.append("hyper-parameters chosen by looking at the private graph are not covered by this certificate")
     numerics = Numerics(
         method="pointwise minimum of the valid accountants' RDP curves (exact sums / quadrature with stated error)",
         abs_error_bound=float(np.max(res.curve.abs_errors)) if len(res.curve.abs_errors) else 0.0,
         alpha_grid=f"{len(res.curve.alphas)} orders {res.curve.alphas[0]:g}…{res.curve.alphas[-1]:g}",
         conversion="Balle et al. 2020 Thm 21",
-        calibration=("Illinois search on σ against every valid accountant (relative tolerance 2e-3), the verified "
-                     "upper end is used" if calibrated else "σ given; ε reported"))
+        calibration=(
+            "Illinois search on σ against every valid accountant (relative tolerance 2e-3), the verified "
+            "upper end is used"
+            if calibrated
+            else "σ given; ε reported"
+        ),
+    )
     from dpspec.compiler import formulas as F
 
     a_best = float(res.dp.best_alpha)
-    formulas = [F.formula("naive_cap", F.RELATIONAL_NAIVE_CAP,
-                          {"T": steps, "alpha": a_best, "sens": sens, "sigma": sigma},
-                          value=steps * a_best * sens * sens / (2 * sigma * sigma), check="close")]
+    formulas = [
+        F.formula(
+            "naive_cap",
+            F.RELATIONAL_NAIVE_CAP,
+            {"T": steps, "alpha": a_best, "sens": sens, "sigma": sigma},
+            value=steps * a_best * sens * sens / (2 * sigma * sigma),
+            check="close",
+        )
+    ]
     record = TargetCertificate(
-        name=t.name, kind="train", protected=protected,
+        name=t.name,
+        kind="train",
+        protected=protected,
         notion=_notion(g),
-        mechanism=MechanismRecord(name="relational_dpsgd", description=(
-            "coupled sampling (Poisson positives over capped edges, NEG-SAMPLE-WOR negatives), per-tuple clipping, "
-            "Gaussian noise once per step"), parameters=params, calibrated=calibrated),
-        guarantee=guarantee, assumptions=asm, formulas=formulas, numerics=numerics, warnings=warnings)
+        mechanism=MechanismRecord(
+            name="relational_dpsgd",
+            description=(
+                "coupled sampling (Poisson positives over capped edges, NEG-SAMPLE-WOR negatives), per-tuple clipping, "
+                "Gaussian noise once per step"
+            ),
+            parameters=params,
+            calibrated=calibrated,
+        ),
+        guarantee=guarantee,
+        assumptions=asm,
+        formulas=formulas,
+        numerics=numerics,
+        warnings=warnings,
+    )
     from dpspec.mechanisms.relational import RelationalMechanism
 
-    mech = RelationalMechanism(name=t.name, graph=full, split=split, train_graph=tr, sigma=sigma, clip=C,
-                               clipping=mode, degree_cap=K, negatives_per_positive=k, rate=rate, steps=steps,
-                               learning_rate=t.schedule.learning_rate or 1e-3,
-                               loss=(st.loss.kind if st.loss else "infonce"),
-                               encoder=st.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
-                               negatives=negatives, delta=g.delta, num_edges=m, num_nodes=n)
+    mech = RelationalMechanism(
+        name=t.name,
+        graph=full,
+        split=split,
+        train_graph=tr,
+        sigma=sigma,
+        clip=C,
+        clipping=mode,
+        degree_cap=K,
+        negatives_per_positive=k,
+        rate=rate,
+        steps=steps,
+        learning_rate=t.schedule.learning_rate or 1e-3,
+        loss=(st.loss.kind if st.loss else "infonce"),
+        encoder=st.encoder or ir.EncoderSpec(kind="mlp", hidden=256),
+        negatives=negatives,
+        delta=g.delta,
+        num_edges=m,
+        num_nodes=n,
+    )
     return record, mech
 
 
@@ -283,6 +432,11 @@ def compile_target(ctx, t: ir.Training, data):
     try:
         record, mech = compile_relational(ctx, t, d, data)
     except DataNotFoundError as e:
-        _fail("DPS419", f"the graph of `{d.name}` is not available: {e}", d, "data",
-              hint="set DPSPEC_DATA_DIR to the folder holding the datasets")
+        _fail(
+            "DPS419",
+            f"the graph of `{d.name}` is not available: {e}",
+            d,
+            "data",
+            hint="set DPSPEC_DATA_DIR to the folder holding the datasets",
+        )
     return CompiledTarget(t.name, "train", record, mech)

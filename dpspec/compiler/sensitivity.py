@@ -51,10 +51,10 @@ class Derivation:
 def _sqrt_up(x: Fraction) -> float:
     """The smallest float whose square is ≥ x (an upper bound of √x)."""
     y, e = x, 0
-    while y > 2 ** 1000:  # float(x) would overflow (Δ² of bounds near 1e308 is above the largest double)
-        y, e = y / 2 ** 200, e + 100
-    while 0 < y < Fraction(1, 2 ** 1000):  # ... or underflow, and the steps below would be subnormal
-        y, e = y * 2 ** 200, e - 100
+    while y > 2**1000:  # float(x) would overflow (Δ² of bounds near 1e308 is above the largest double)
+        y, e = y / 2**200, e + 100
+    while 0 < y < Fraction(1, 2**1000):  # ... or underflow, and the steps below would be subnormal
+        y, e = y * 2**200, e - 100
     s = math.ldexp(math.sqrt(float(y)), e)
     while Fraction(s) ** 2 < x:
         s = math.nextafter(s, math.inf)
@@ -86,8 +86,14 @@ def query_text(q: ir.BoundedQuery) -> str:
     if q.bins is not None:
         args.append(f"bins = {q.bins}")
     if q.bounds:
-        args.append("bounds = " + ("[" + ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in q.bounds) + "]"
-                                    if len(q.bounds) > 1 else f"[{q.bounds[0][0]:g}, {q.bounds[0][1]:g}]"))
+        args.append(
+            "bounds = "
+            + (
+                "[" + ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in q.bounds) + "]"
+                if len(q.bounds) > 1
+                else f"[{q.bounds[0][0]:g}, {q.bounds[0][1]:g}]"
+            )
+        )
     return f"{q.function}({', '.join(args)})"
 
 
@@ -104,25 +110,48 @@ def implied_sensitivity(q: ir.BoundedQuery, unit, n: int | None) -> tuple[Deriva
     group = " × K (the K contributions can align)" if K > 1 else ""
     if q.function == "count":
         if sub:
-            return None, ("a count has sensitivity 0 under substitution (the dataset size is public)", "function",
-                          "release the size without noise, or protect with relation add_remove")
-        return Derivation(float(K), Fraction(K) ** 2, "K", {"K": K},
-                          f"Δ = K = {K}: {who} {how} changes the row count by at most {K}{group}"), None
+            return None, (
+                "a count has sensitivity 0 under substitution (the dataset size is public)",
+                "function",
+                "release the size without noise, or protect with relation add_remove",
+            )
+        return Derivation(
+            float(K),
+            Fraction(K) ** 2,
+            "K",
+            {"K": K},
+            f"Δ = K = {K}: {who} {how} changes the row count by at most {K}{group}",
+        ), None
     if q.function == "histogram":
         if len(q.columns) != 1:
-            return None, (f"a histogram counts one column, not {len(q.columns)}", "columns",
-                          "write histogram(age, bins = 10, bounds = [17, 90])")
+            return None, (
+                f"a histogram counts one column, not {len(q.columns)}",
+                "columns",
+                "write histogram(age, bins = 10, bounds = [17, 90])",
+            )
         if q.bins is None or not q.bounds:
-            return None, ("a histogram needs its public bins: `bins` and `bounds` (equal-width bins over [lo, hi]; "
-                          "values outside are counted in the end bins)", "function",
-                          f"write histogram({q.columns[0]}, bins = 10, bounds = [lo, hi])")
+            return None, (
+                "a histogram needs its public bins: `bins` and `bounds` (equal-width bins over [lo, hi]; "
+                "values outside are counted in the end bins)",
+                "function",
+                f"write histogram({q.columns[0]}, bins = 10, bounds = [lo, hi])",
+            )
         if sub:
-            return Derivation(_sqrt_up(Fraction(2 * K * K)), Fraction(2 * K * K), "K*sqrt(2)", {"K": K},
-                              f"Δ = K·√2: each of {K} replaced record(s) leaves one bin and enters another "
-                              "(one count −1, another +1)" + group), None
-        return Derivation(float(K), Fraction(K) ** 2, "K", {"K": K},
-                          f"Δ = K = {K}: {who} {how} changes the counts by {K} at most, all in one bin in the "
-                          "worst case"), None
+            return Derivation(
+                _sqrt_up(Fraction(2 * K * K)),
+                Fraction(2 * K * K),
+                "K*sqrt(2)",
+                {"K": K},
+                f"Δ = K·√2: each of {K} replaced record(s) leaves one bin and enters another "
+                "(one count −1, another +1)" + group,
+            ), None
+        return Derivation(
+            float(K),
+            Fraction(K) ** 2,
+            "K",
+            {"K": K},
+            f"Δ = K = {K}: {who} {how} changes the counts by {K} at most, all in one bin in the worst case",
+        ), None
     if not q.columns:
         return None, (f"`{q.function}` names no columns", "columns", f"write {q.function}(age, bounds = [17, 90])")
     if not q.bounds:
@@ -145,25 +174,40 @@ def implied_sensitivity(q: ir.BoundedQuery, unit, n: int | None) -> tuple[Deriva
     names["K"] = K
     sq *= K * K
     per = "√(Σ_c (hi_c − lo_c)²)" if sub else "√(Σ_c max(|lo_c|, |hi_c|)²)"
-    statement = (f"Δ = K·{per}: {who} {how} moves the sum of values clamped to [lo_c, hi_c] by at most this"
-                 f"{group} (Dwork & Roth 2014, Def. 3.8)") if K > 1 else (
-        f"Δ = {per}: {who} {how} moves the sum of values clamped to [lo_c, hi_c] by at most this "
-        "(Dwork & Roth 2014, Def. 3.8)")
+    statement = (
+        (
+            f"Δ = K·{per}: {who} {how} moves the sum of values clamped to [lo_c, hi_c] by at most this"
+            f"{group} (Dwork & Roth 2014, Def. 3.8)"
+        )
+        if K > 1
+        else (
+            f"Δ = {per}: {who} {how} moves the sum of values clamped to [lo_c, hi_c] by at most this "
+            "(Dwork & Roth 2014, Def. 3.8)"
+        )
+    )
     if q.function == "mean":
         if not n:
-            return None, ("a mean needs the public dataset size n: it is released as (clamped sum) / n, and a "
-                          "row count read from the data is not covered by the sum's sensitivity", "function",
-                          "add `dataset_size N` to the privacy block, or release sum(...) and count() separately")
+            return None, (
+                "a mean needs the public dataset size n: it is released as (clamped sum) / n, and a "
+                "row count read from the data is not covered by the sum's sensitivity",
+                "function",
+                "add `dataset_size N` to the privacy block, or release sum(...) and count() separately",
+            )
         expr = f"({expr})/n"
         names["n"] = int(n)
         sq /= Fraction(int(n)) ** 2
-        statement += (f"; the mean is released as that sum divided by the public n = {n} (the declared dataset_size, "
-                      "never the data's row count)")
+        statement += (
+            f"; the mean is released as that sum divided by the public n = {n} (the declared dataset_size, "
+            "never the data's row count)"
+        )
         if sub:
             statement += ", and the data must have exactly n rows"
     if sq > Fraction(sys.float_info.max) ** 2:  # exact, so no overflow here; the float Δ would be inf
-        return None, ("the derived sensitivity overflows a double", "bounds",
-                      "rescale the column so that its bounds are nearer to 1 (see `dpspec rules DPS205`)")
+        return None, (
+            "the derived sensitivity overflows a double",
+            "bounds",
+            "rescale the column so that its bounds are nearer to 1 (see `dpspec rules DPS205`)",
+        )
     value = _sqrt_up(sq)
     if value <= 0:
         return None, ("the derived sensitivity is 0", "bounds", "check the bounds")
@@ -184,8 +228,11 @@ class ReleaseSensitivity:
     def declared_below_derived(self) -> bool:
         """A declared Δ smaller than the exact Δ the bounds imply (DPS140): the certificate would
         overstate privacy."""
-        return (self.declared is not None and self.derived is not None
-                and Fraction(self.declared) ** 2 < self.derived.squared)
+        return (
+            self.declared is not None
+            and self.derived is not None
+            and Fraction(self.declared) ** 2 < self.derived.squared
+        )
 
 
 def declared_sensitivity(r: ir.Release) -> tuple[float | None, Problem | None]:
@@ -193,8 +240,11 @@ def declared_sensitivity(r: ir.Release) -> tuple[float | None, Problem | None]:
     declared = r.sensitivity
     if q is not None and q.sensitivity is not None:
         if declared is not None and declared != q.sensitivity:
-            return None, (f"two different sensitivities are declared ({declared:g} and {q.sensitivity:g})",
-                          "sensitivity", "keep one of them")
+            return None, (
+                f"two different sensitivities are declared ({declared:g} and {q.sensitivity:g})",
+                "sensitivity",
+                "keep one of them",
+            )
         declared = q.sensitivity
     return declared, None
 
@@ -212,23 +262,50 @@ def release_sensitivity(r: ir.Release, unit, n: int | None) -> ReleaseSensitivit
     if declared is not None:
         return ReleaseSensitivity(declared, declared)
     if q is None:
-        return ReleaseSensitivity(None, problem=("the release has neither a `query` nor a `sensitivity`", None,
-                                                 "add `sensitivity 1.0` or `query sum(x, bounds = [0, 1])`"))
+        return ReleaseSensitivity(
+            None,
+            problem=(
+                "the release has neither a `query` nor a `sensitivity`",
+                None,
+                "add `sensitivity 1.0` or `query sum(x, bounds = [0, 1])`",
+            ),
+        )
     if q.function == "vector":
-        return ReleaseSensitivity(None, problem=("a `vector` query needs its sensitivity", "sensitivity",
-                                                 "write vector(dimension = 10, sensitivity = 1.0)"))
+        return ReleaseSensitivity(
+            None,
+            problem=(
+                "a `vector` query needs its sensitivity",
+                "sensitivity",
+                "write vector(dimension = 10, sensitivity = 1.0)",
+            ),
+        )
     if q.function in ("logistic_regression", "linear_svm", "callable"):
-        return ReleaseSensitivity(None, problem=(
-            f"`{q.function}` has no derived sensitivity for the Gaussian release", "function",
-            "declare `sensitivity`, or release it with `mechanism swm` under a scenario"))
+        return ReleaseSensitivity(
+            None,
+            problem=(
+                f"`{q.function}` has no derived sensitivity for the Gaussian release",
+                "function",
+                "declare `sensitivity`, or release it with `mechanism swm` under a scenario",
+            ),
+        )
     if unit.kind not in ("record", "group"):
-        return ReleaseSensitivity(None, problem=(
-            f"the sensitivity of `{q.function}` w.r.t. a {unit.kind} unit is not derived", None,
-            "declare it with `sensitivity ...`"))
+        return ReleaseSensitivity(
+            None,
+            problem=(
+                f"the sensitivity of `{q.function}` w.r.t. a {unit.kind} unit is not derived",
+                None,
+                "declare it with `sensitivity ...`",
+            ),
+        )
     if q.function in ("sum", "mean") and q.columns and not q.bounds:
-        return ReleaseSensitivity(None, problem=(
-            f"`{q.function}` needs declared bounds to have a bounded sensitivity", "function",
-            f"write {q.function}({', '.join(q.columns)}, bounds = [lo, hi])"))
+        return ReleaseSensitivity(
+            None,
+            problem=(
+                f"`{q.function}` needs declared bounds to have a bounded sensitivity",
+                "function",
+                f"write {q.function}({', '.join(q.columns)}, bounds = [lo, hi])",
+            ),
+        )
     return ReleaseSensitivity(None)  # malformed bounds: reported by DPS105 / DPS141
 
 

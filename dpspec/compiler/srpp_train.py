@@ -30,15 +30,23 @@ from dpspec.certificate.model import (
     Source,
     TargetCertificate,
 )
-from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.common import CompiledTarget, _protected
+from dpspec.compiler.errors import fail as _fail
 from dpspec.ir import models as ir
 from dpspec.ir.settings import SrppSgdSettings
 
 #: which spec field a soundness rule points at
-_RULE_FIELD = {"DPS501": "sampling", "DPS502": "sampling", "DPS503": "clipping", "DPS505": "accountant",
-               "DPS506": "discrepancy", "DPS507": "discrepancy", "DPS508": "noise_units", "DPS509": "momentum",
-               "DPS510": "steps"}
+_RULE_FIELD = {
+    "DPS501": "sampling",
+    "DPS502": "sampling",
+    "DPS503": "clipping",
+    "DPS505": "accountant",
+    "DPS506": "discrepancy",
+    "DPS507": "discrepancy",
+    "DPS508": "noise_units",
+    "DPS509": "momentum",
+    "DPS510": "steps",
+}
 
 
 def _sampling(t: ir.Training, n: int):
@@ -55,8 +63,13 @@ def _sampling(t: ir.Training, n: int):
         return Sampling("wr", n, batch_size=s.batch_size)
     if isinstance(s, ir.FullBatch):
         return Sampling("wor", n, batch_size=n)
-    _fail("DPS125", f"sampling `{s.scheme}` is not covered by the SRPP-SGD accountants", t, "sampling",
-          hint="use poisson(...), without_replacement(...) or full_batch")
+    _fail(
+        "DPS125",
+        f"sampling `{s.scheme}` is not covered by the SRPP-SGD accountants",
+        t,
+        "sampling",
+        hint="use poisson(...), without_replacement(...) or full_batch",
+    )
 
 
 def _steps(t: ir.Training, sampling) -> int:
@@ -112,8 +125,11 @@ def srpp_dataset_size(ctx, t: ir.Training, scenario, bound) -> int:
     from dpspec.check.rules import dataset_size
 
     n = dataset_size(ctx, t)
-    if isinstance(scenario, ir.Scenario) and scenario.data is not None and not (
-            n and isinstance(scenario.data, ir.NamedData) and not (bound and scenario.data.name in bound)):
+    if (
+        isinstance(scenario, ir.Scenario)
+        and scenario.data is not None
+        and not (n and isinstance(scenario.data, ir.NamedData) and not (bound and scenario.data.name in bound))
+    ):
         from dpspec.check.rules_conformance import size_mismatch
         from dpspec.data import DataNotFoundError
         from dpspec.data.bind import load_table
@@ -121,17 +137,25 @@ def srpp_dataset_size(ctx, t: ir.Training, scenario, bound) -> int:
         try:
             rows = int(len(load_table(scenario.data, bound)))
         except DataNotFoundError as e:
-            _fail("DPS419", f"the data of `{scenario.name}` is not available: {e}", scenario, "data",
-                  hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or give `dataset_size`")
+            _fail(
+                "DPS419",
+                f"the data of `{scenario.name}` is not available: {e}",
+                scenario,
+                "data",
+                hint="set DPSPEC_DATA_DIR to the folder holding the datasets, or give `dataset_size`",
+            )
         if n and rows != n:  # the discrepancy model and the sampling rate count in n: one n only
             msg, hint = size_mismatch(rows, int(n), f"`{t.name}`")
-            _fail("DPS142", msg.replace("its data", f"scenario `{scenario.name}`'s data"), t, "dataset_size",
-                  hint=hint)
+            _fail("DPS142", msg.replace("its data", f"scenario `{scenario.name}`'s data"), t, "dataset_size", hint=hint)
         return rows
     if n:
         return int(n)
-    _fail("DPS511", f"`{t.name}` does not say how many records it trains on", t,
-          hint="add `dataset_size N` (the public number of training records)")
+    _fail(
+        "DPS511",
+        f"`{t.name}` does not say how many records it trains on",
+        t,
+        hint="add `dataset_size N` (the public number of training records)",
+    )
 
 
 def protected_secret(protected, t: ir.Training, n: int):
@@ -141,16 +165,26 @@ def protected_secret(protected, t: ir.Training, n: int):
     d = st.discrepancy
     change = {
         "localized": lambda: f"the secret changes at most d_max = {d.d_max} of the {n} training records",
-        "label_flip": lambda: (f"each secret value fixes a training set of {n} records, and the two differ in exactly "
-                               f"Δ = {d.differing} records"),
-        "iid": lambda: (f"the {n} training records are i.i.d. given the secret, and one record's law moves by total "
-                        f"variation at most τ = {d.tv:g} between the secret values"),
-        "monte_carlo": lambda: (f"the {n} training records differ between the coupled worlds independently with "
-                                f"probability {d.flip:g} (simulated couplings)"),
+        "label_flip": lambda: (
+            f"each secret value fixes a training set of {n} records, and the two differ in exactly "
+            f"Δ = {d.differing} records"
+        ),
+        "iid": lambda: (
+            f"the {n} training records are i.i.d. given the secret, and one record's law moves by total "
+            f"variation at most τ = {d.tv:g} between the secret values"
+        ),
+        "monte_carlo": lambda: (
+            f"the {n} training records differ between the coupled worlds independently with "
+            f"probability {d.flip:g} (simulated couplings)"
+        ),
     }[d.kind]()
-    return protected.model_copy(update={"description": f"{protected.description}, for a model trained on one of "
-                                        f"the scenario's datasets — {change} (discrepancy `{d.kind}`, an assumption "
-                                        "of the certificate, App. D)"})
+    return protected.model_copy(
+        update={
+            "description": f"{protected.description}, for a model trained on one of "
+            f"the scenario's datasets — {change} (discrepancy `{d.kind}`, an assumption "
+            "of the certificate, App. D)"
+        }
+    )
 
 
 def compile_srpp(ctx, t: ir.Training, protected, n: int):
@@ -167,26 +201,36 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
             raise SrppSoundnessError(
                 f"accountant `{accountant}` does not certify {'an sa-SRPP' if g.subsampling_aware else 'a plain SRPP'} "
                 "guarantee: sa-HUC bounds an on-average notion over the subsampling (§3.3), HUC and the amplified "
-                "accountant the worst case", rule="DPS505",
-                hint="use `accountant sa_huc` with sa_ave_srpp/sa_joint_srpp, or huc/amplified with ave_srpp/joint_srpp")
+                "accountant the worst case",
+                rule="DPS505",
+                hint="use `accountant sa_huc` with sa_ave_srpp/sa_joint_srpp, or huc/amplified with "
+                "ave_srpp/joint_srpp",
+            )
         if st.noise is None:
-            cal = srpp.calibrate(plan, model, alpha=g.alpha, epsilon=g.epsilon, flavour=g.flavour,
-                                 accountant=accountant)
+            cal = srpp.calibrate(
+                plan, model, alpha=g.alpha, epsilon=g.epsilon, flavour=g.flavour, accountant=accountant
+            )
             calibrated = True
         else:
             if accountant == "amplified":
-                raise SrppSoundnessError("the amplified accountant calibrates σ; it does not report ε for a given σ",
-                                         rule="DPS508", hint="give `guarantee …(epsilon = …)` instead of `noise`")
+                raise SrppSoundnessError(
+                    "the amplified accountant calibrates σ; it does not report ε for a given σ",
+                    rule="DPS508",
+                    hint="give `guarantee …(epsilon = …)` instead of `noise`",
+                )
             if st.noise.sigma is not None:
-                sigma = st.noise.sigma                      # in the declared noise units
+                sigma = st.noise.sigma  # in the declared noise units
             elif plan.noise_units == "gradient" and plan.sampling.normalizer > 0:
                 # σ/C on the clipped sum (Opacus convention) → std on the mean clipped gradient
                 sigma = st.noise.noise_multiplier * plan.total_clip / plan.sampling.normalizer
             else:
-                raise SrppSoundnessError("a noise multiplier (σ/C on the clipped sum) needs gradient noise units and "
-                                         "a constant batch normaliser", rule="DPS508",
-                                         hint="give a target `epsilon` in the guarantee (dpspec calibrates σ), "
-                                              "or use `noise_units gradient`")
+                raise SrppSoundnessError(
+                    "a noise multiplier (σ/C on the clipped sum) needs gradient noise units and "
+                    "a constant batch normaliser",
+                    rule="DPS508",
+                    hint="give a target `epsilon` in the guarantee (dpspec calibrates σ), "
+                    "or use `noise_units gradient`",
+                )
             h, w, _glob, _cap = srpp.plan_caps(plan, model, accountant)
             eps = srpp_sgd_epsilon(sigma * sigma, h, g.alpha, g.flavour, w)
             cal = srpp.calibrate(plan, model, alpha=g.alpha, epsilon=eps, flavour=g.flavour, accountant=accountant)
@@ -194,37 +238,69 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
     except SrppSoundnessError as e:
         _fail(e.rule, e.message, t, _RULE_FIELD.get(e.rule, "guarantee"), hint=e.hint)
     except ValueError as e:  # the core's validation, e.g. Δ > N or a zero-length schedule
-        _fail("DPS513", f"the SRPP-SGD plan is invalid: {e}", t, "discrepancy" if any(
-            k in str(e) for k in ("differing", "d_max", "tv", "tail_delta", "gamma")) else "guarantee",
-            hint="fix the value the message names (`dpspec rules DPS513`)")
+        _fail(
+            "DPS513",
+            f"the SRPP-SGD plan is invalid: {e}",
+            t,
+            "discrepancy"
+            if any(k in str(e) for k in ("differing", "d_max", "tv", "tail_delta", "gamma"))
+            else "guarantee",
+            hint="fix the value the message names (`dpspec rules DPS513`)",
+        )
     protected = protected_secret(protected, t, n)
     eps = cal.epsilon_at(g.alpha)
     if g.epsilon is not None and eps > g.epsilon * (1 + 1e-12):
-        _fail("DPS201", f"certified ε(α) = {eps:.6g} exceeds the target {g.epsilon:g}", t, "guarantee",
-              hint="raise epsilon or train for fewer steps")
+        _fail(
+            "DPS201",
+            f"certified ε(α) = {eps:.6g} exceeds the target {g.epsilon:g}",
+            t,
+            "guarantee",
+            hint="raise epsilon or train for fewer steps",
+        )
     std = plan.gradient_noise_std(cal)
     orders = sorted({1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, float(g.alpha)})
-    reading = ("exact caps (almost sure)" if cal.failure_probability == 0 else
-               f"holds except with probability {cal.failure_probability:.3g} (tail / Monte-Carlo caps, eq. 34)")
+    reading = (
+        "exact caps (almost sure)"
+        if cal.failure_probability == 0
+        else f"holds except with probability {cal.failure_probability:.3g} (tail / Monte-Carlo caps, eq. 34)"
+    )
     guarantee = GuaranteeRecord(
         target=_target(g) | ({"gamma": g.gamma} if g.gamma else {}),
-        rdp_alphas=orders, rdp_epsilons=[cal.epsilon_at(a) for a in orders], alpha=g.alpha, epsilon=eps,
+        rdp_alphas=orders,
+        rdp_epsilons=[cal.epsilon_at(a) for a in orders],
+        alpha=g.alpha,
+        epsilon=eps,
         theorems=list(cal.theorems),
-        pairs_notion=("none: SRPP-SGD certifies ε(α) of sliced Rényi Pufferfish privacy, not (ε, δ)-DP"
-                      + ("; sa: on average over the subsampling pattern, not SRPP" if cal.subsampling_aware else "")),
+        pairs_notion=(
+            "none: SRPP-SGD certifies ε(α) of sliced Rényi Pufferfish privacy, not (ε, δ)-DP"
+            + ("; sa: on average over the subsampling pattern, not SRPP" if cal.subsampling_aware else "")
+        ),
         reading=reading,
     )
     cap = cal.discrepancy.get("cap", {})
     params = {
-        "sigma": cal.sigma, "sigma2": cal.sigma2, "noise_units": cal.noise_units, "accountant": cal.accountant,
-        "flavour": cal.flavour, "h_total": cal.h_total, "caps_sha256": cal.caps_sha256,
-        "gradient_noise_std_first": float(np.ravel(std)[0]), "gradient_noise_std_max": float(np.max(std)),
-        "gradient_noise_std_min": float(np.min(std)), "gradient_noise_std_sha256": cal.injected.get("std_sha256", ""),
-        "clip_norm": plan.total_clip, "clipping": "flat" if plan.clip is not None else "per_layer",
-        "sampling": plan.sampling.scheme, "sample_rate": plan.sampling.rate, "dataset_size": n, "steps": plan.steps,
-        "learning_rate": t.schedule.learning_rate, "momentum": t.schedule.momentum or 0.0,
+        "sigma": cal.sigma,
+        "sigma2": cal.sigma2,
+        "noise_units": cal.noise_units,
+        "accountant": cal.accountant,
+        "flavour": cal.flavour,
+        "h_total": cal.h_total,
+        "caps_sha256": cal.caps_sha256,
+        "gradient_noise_std_first": float(np.ravel(std)[0]),
+        "gradient_noise_std_max": float(np.max(std)),
+        "gradient_noise_std_min": float(np.min(std)),
+        "gradient_noise_std_sha256": cal.injected.get("std_sha256", ""),
+        "clip_norm": plan.total_clip,
+        "clipping": "flat" if plan.clip is not None else "per_layer",
+        "sampling": plan.sampling.scheme,
+        "sample_rate": plan.sampling.rate,
+        "dataset_size": n,
+        "steps": plan.steps,
+        "learning_rate": t.schedule.learning_rate,
+        "momentum": t.schedule.momentum or 0.0,
         "lr_schedule": (st.lr_schedule.kind if st.lr_schedule else "constant"),
-        "discrepancy": model.name, "failure_probability": cal.failure_probability,
+        "discrepancy": model.name,
+        "failure_probability": cal.failure_probability,
     }
     if plan.sampling.batch_size is not None:
         params["batch_size"] = plan.sampling.batch_size
@@ -237,32 +313,64 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
 
     formulas = []
     if cal.accountant != "amplified" and cal.flavour in ("ave", "joint") and calibrated:
-        formulas.append(F.formula("sigma2_thm5_6", F.SRPP_SIGMA2,
-                                  {"alpha": g.alpha, "H": cal.h_total, "epsilon": g.epsilon},
-                                  value=cal.sigma2, check="close"))
+        formulas.append(
+            F.formula(
+                "sigma2_thm5_6",
+                F.SRPP_SIGMA2,
+                {"alpha": g.alpha, "H": cal.h_total, "epsilon": g.epsilon},
+                value=cal.sigma2,
+                check="close",
+            )
+        )
     if cal.accountant != "amplified" and cal.flavour in ("ave", "joint"):
-        formulas.append(F.formula("epsilon_alpha", F.SRPP_EPSILON,
-                                  {"alpha": g.alpha, "H": cal.h_total, "sigma2": cal.sigma2}, value=eps))
+        formulas.append(
+            F.formula(
+                "epsilon_alpha", F.SRPP_EPSILON, {"alpha": g.alpha, "H": cal.h_total, "sigma2": cal.sigma2}, value=eps
+            )
+        )
     warnings = list(cal.warnings)
     if cal.subsampling_aware:
-        warnings.append("sa-SRPP is an on-average notion over the subsampling pattern: it bounds the divergence given "
-                        "the sampling, averaged; it is not SRPP and does not convert to sliced (ε, δ)-Pufferfish (DPS505)")
+        warnings.append(
+            "sa-SRPP is an on-average notion over the subsampling pattern: it bounds the divergence given "
+            "the sampling, averaged; it is not SRPP and does not convert to sliced (ε, δ)-Pufferfish (DPS505)"
+        )
     warnings.append("hyper-parameters chosen by looking at the private data are not covered by this certificate")
-    asm = [Assumption(id=f"srpp_{i}", statement=a.statement,
-                      source=Source(paper=a.source.split(",")[0], ref=",".join(a.source.split(",")[1:]).strip()))
-           for i, a in enumerate(cal.assumptions)]
+    asm = [
+        Assumption(
+            id=f"srpp_{i}",
+            statement=a.statement,
+            source=Source(paper=a.source.split(",")[0], ref=",".join(a.source.split(",")[1:]).strip()),
+        )
+        for i, a in enumerate(cal.assumptions)
+    ]
     numerics = Numerics(
-        method="closed form σ² = α·H_total/(2ε) (Thms 5.6/5.7); caps rounded up" if cal.accountant != "amplified"
+        method="closed form σ² = α·H_total/(2ε) (Thms 5.6/5.7); caps rounded up"
+        if cal.accountant != "amplified"
         else "amplified accountant: bisection on σ² over the shared-mixture envelope (App. J), verified at the end",
-        abs_error_bound=0.0, alpha_grid=f"single order α = {g.alpha:g} (ε(α) at other orders for reference)",
-        calibration=("σ² solved for the target ε(α)" if calibrated else "σ given; ε(α) reported"))
+        abs_error_bound=0.0,
+        alpha_grid=f"single order α = {g.alpha:g} (ε(α) at other orders for reference)",
+        calibration=("σ² solved for the target ε(α)" if calibrated else "σ given; ε(α) reported"),
+    )
     record = TargetCertificate(
-        name=t.name, kind="train", protected=protected, notion=_notion(g),
+        name=t.name,
+        kind="train",
+        protected=protected,
+        notion=_notion(g),
         mechanism=MechanismRecord(
-            name="srpp_sgd", description=("SGD on per-example clipped gradients with Gaussian noise on the mean "
-                                          f"clipped gradient; σ in {cal.noise_units} units"),
-            parameters=params, calibrated=calibrated),
-        guarantee=guarantee, assumptions=asm, formulas=formulas, numerics=numerics, warnings=warnings)
+            name="srpp_sgd",
+            description=(
+                "SGD on per-example clipped gradients with Gaussian noise on the mean "
+                f"clipped gradient; σ in {cal.noise_units} units"
+            ),
+            parameters=params,
+            calibrated=calibrated,
+        ),
+        guarantee=guarantee,
+        assumptions=asm,
+        formulas=formulas,
+        numerics=numerics,
+        warnings=warnings,
+    )
     from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
 
     return record, SrppSgdMechanism(name=t.name, plan=plan, calibration=cal, discrepancy=model)
@@ -279,40 +387,83 @@ def compose_srpp(c: ir.Composition, parts) -> TargetCertificate:
     def model(p) -> str:
         d = p.mechanism.discrepancy.describe()
         return ", ".join(f"{k} = {v}" for k, v in sorted(d.items()) if k not in ("source", "sa_bound")) + (
-            f", dataset_size = {p.certificate.mechanism.parameters.get('dataset_size')}")
+            f", dataset_size = {p.certificate.mechanism.parameters.get('dataset_size')}"
+        )
 
     models = {(p.certificate.protected.definition, model(p)) for p in parts}
     if len({m[0] for m in models}) < len(models):  # also a check-stage rule; never add costs of other worlds
-        _fail("DPS143", f"composition `{c.name}` adds SRPP-SGD runs of one scenario under different discrepancy "
-              "models: " + "; ".join(f"`{p.name}`: {model(p)}" for p in parts), c, "parts",
-              hint="give every run of the scenario the same `discrepancy` and dataset size")
+        _fail(
+            "DPS143",
+            f"composition `{c.name}` adds SRPP-SGD runs of one scenario under different discrepancy "
+            "models: " + "; ".join(f"`{p.name}`: {model(p)}" for p in parts),
+            c,
+            "parts",
+            hint="give every run of the scenario the same `discrepancy` and dataset size",
+        )
     try:
         comp = compose_srpp_sgd([p.mechanism.calibration for p in parts])
-        if not isinstance(g, ir.SrppGuarantee) or g.alpha != comp.alpha or g.flavour != comp.flavour \
-                or g.subsampling_aware != comp.subsampling_aware:
-            raise SrppSoundnessError(f"the composition's guarantee must be {comp.notion} at α = {comp.alpha:g}, the "
-                                     "notion of its parts", rule="DPS504", hint="state the parts' notion and α")
+        if (
+            not isinstance(g, ir.SrppGuarantee)
+            or g.alpha != comp.alpha
+            or g.flavour != comp.flavour
+            or g.subsampling_aware != comp.subsampling_aware
+        ):
+            raise SrppSoundnessError(
+                f"the composition's guarantee must be {comp.notion} at α = {comp.alpha:g}, the notion of its parts",
+                rule="DPS504",
+                hint="state the parts' notion and α",
+            )
     except SrppSoundnessError as e:
         _fail(e.rule, e.message, c, "parts", hint=e.hint)
     if g.epsilon is not None and comp.epsilon > g.epsilon:
-        _fail("DPS204", f"the composition's ε(α) = {comp.epsilon:.6g} exceeds the target {g.epsilon:g}", c,
-              "guarantee", hint="give the parts smaller budgets (or more noise)")
+        _fail(
+            "DPS204",
+            f"the composition's ε(α) = {comp.epsilon:.6g} exceeds the target {g.epsilon:g}",
+            c,
+            "guarantee",
+            hint="give the parts smaller budgets (or more noise)",
+        )
     first = parts[0].certificate
-    guarantee = GuaranteeRecord(target=_target(g), alpha=comp.alpha, epsilon=comp.epsilon,
-                                theorems=list(comp.theorems), pairs_notion=first.guarantee.pairs_notion,
-                                reading=("exact caps (almost sure)" if comp.failure_probability == 0 else
-                                         f"holds except with probability {comp.failure_probability:.3g}"))
-    asm = [Assumption(id=f"srpp_compose_{i}", statement=a.statement,
-                      source=Source(paper=a.source.split(",")[0], ref=",".join(a.source.split(",")[1:]).strip()))
-           for i, a in enumerate(comp.assumptions)]
+    guarantee = GuaranteeRecord(
+        target=_target(g),
+        alpha=comp.alpha,
+        epsilon=comp.epsilon,
+        theorems=list(comp.theorems),
+        pairs_notion=first.guarantee.pairs_notion,
+        reading=(
+            "exact caps (almost sure)"
+            if comp.failure_probability == 0
+            else f"holds except with probability {comp.failure_probability:.3g}"
+        ),
+    )
+    asm = [
+        Assumption(
+            id=f"srpp_compose_{i}",
+            statement=a.statement,
+            source=Source(paper=a.source.split(",")[0], ref=",".join(a.source.split(",")[1:]).strip()),
+        )
+        for i, a in enumerate(comp.assumptions)
+    ]
     return TargetCertificate(
-        name=c.name, kind="compose", protected=composed_protected(parts), notion=_notion(g),
-        mechanism=MechanismRecord(name="composition", description="SRPP-SGD runs composed by Thm 5.8: "
-                                  + ", ".join(c.parts), parameters={"parts": ",".join(c.parts)}, calibrated=False),
-        guarantee=guarantee, assumptions=asm,
-        numerics=Numerics(method="sum of the parts' ε(α) (Thm 5.8), rounded up", abs_error_bound=0.0,
-                          alpha_grid=f"single order α = {comp.alpha:g}"),
-        warnings=list(comp.warnings))
+        name=c.name,
+        kind="compose",
+        protected=composed_protected(parts),
+        notion=_notion(g),
+        mechanism=MechanismRecord(
+            name="composition",
+            description="SRPP-SGD runs composed by Thm 5.8: " + ", ".join(c.parts),
+            parameters={"parts": ",".join(c.parts)},
+            calibrated=False,
+        ),
+        guarantee=guarantee,
+        assumptions=asm,
+        numerics=Numerics(
+            method="sum of the parts' ε(α) (Thm 5.8), rounded up",
+            abs_error_bound=0.0,
+            alpha_grid=f"single order α = {comp.alpha:g}",
+        ),
+        warnings=list(comp.warnings),
+    )
 
 
 def compile_target(ctx, t: ir.Training, data):

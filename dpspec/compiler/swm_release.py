@@ -28,8 +28,8 @@ from dpspec.certificate.model import (
     Source,
     TargetCertificate,
 )
-from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.common import CompiledTarget
+from dpspec.compiler.errors import fail as _fail
 from dpspec.ir import models as ir
 
 STATIC_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
@@ -44,8 +44,13 @@ def _import(target: str, node, field: str):
 
     mod, _, fn = target.partition(":")
     if not mod or not fn:
-        _fail("DPS104", f"`{target}` is not of the form \"module:function\"", node, field,
-              hint='write "my_package.my_module:my_function"')
+        _fail(
+            "DPS104",
+            f'`{target}` is not of the form "module:function"',
+            node,
+            field,
+            hint='write "my_package.my_module:my_function"',
+        )
     try:
         obj = import_hook(target)  # refuses (CodeHookRefused) while code hooks are off, e.g. in verify
     except (ImportError, AttributeError) as e:
@@ -61,20 +66,34 @@ def _import(target: str, node, field: str):
 def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]:
     sec = sc.secret
     if sec.membership:
-        _fail("DPS433", "a membership secret needs a release whose answer is a sum over the records present", sec,
-              hint="use `mechanism wasserstein` with `query sum(...)` and `output aggregate`")
+        _fail(
+            "DPS433",
+            "a membership secret needs a release whose answer is a sum over the records present",
+            sec,
+            hint="use `mechanism wasserstein` with `query sum(...)` and `output aggregate`",
+        )
     if sec.predicate is not None:
         return _predicate_labels(table, sec)
     if sec.attribute not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
-        _fail("DPS416", f"the data has no column `{sec.attribute}`", sec, "attribute",
-              hint=did_you_mean(sec.attribute, table.columns, "column"))
+        _fail(
+            "DPS416",
+            f"the data has no column `{sec.attribute}`",
+            sec,
+            "attribute",
+            hint=did_you_mean(sec.attribute, table.columns, "column"),
+        )
     col = table.column(sec.attribute)
     if sec.quantile_bins:
         if not table.is_numeric(sec.attribute):
-            _fail("DPS104", f"quantile bins need a numeric column; `{sec.attribute}` is categorical", sec, "attribute",
-                  hint=f"list the values instead: `secret {sec.attribute} in {{...}}`")
+            _fail(
+                "DPS104",
+                f"quantile bins need a numeric column; `{sec.attribute}` is categorical",
+                sec,
+                "attribute",
+                hint=f"list the values instead: `secret {sec.attribute} in {{...}}`",
+            )
         edges = np.quantile(col, np.arange(1, sec.quantile_bins) / sec.quantile_bins)
         idx = np.searchsorted(edges, col, side="left")
         labels = np.array([f"q{i + 1}" for i in idx], dtype=object)
@@ -92,16 +111,31 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
             counts[label] += 1
     empty = [v for v, c in counts.items() if c == 0]
     if empty:
-        _fail("DPS409", f"secret value(s) {', '.join(map(str, empty))} have no records in the data (empty secret "
-              "class)", sec, "values", hint="remove them from the secret's values, or check the data")
+        _fail(
+            "DPS409",
+            f"secret value(s) {', '.join(map(str, empty))} have no records in the data (empty secret class)",
+            sec,
+            "values",
+            hint="remove them from the secret's values, or check the data",
+        )
     stray = sorted(set(labels.tolist()) - set(values), key=str)
     if stray:
         n = int(np.isin(labels, stray).sum())
-        _fail("DPS412", f"{n} records have secret values not declared: {', '.join(map(str, stray[:6]))}", sec, "values",
-              hint="declare every value the secret takes (or filter the data before binding it)")
+        _fail(
+            "DPS412",
+            f"{n} records have secret values not declared: {', '.join(map(str, stray[:6]))}",
+            sec,
+            "values",
+            hint="declare every value the secret takes (or filter the data before binding it)",
+        )
     if len(values) < 2:
-        _fail("DPS410", "the secret has a single value, so there is no pair to protect", sec, "values",
-              hint="a secret needs at least two values, e.g. `secret race in {White, Black}`")
+        _fail(
+            "DPS410",
+            "the secret has a single value, so there is no pair to protect",
+            sec,
+            "values",
+            hint="a secret needs at least two values, e.g. `secret race in {White, Black}`",
+        )
     return labels, tuple(values)
 
 
@@ -113,17 +147,32 @@ def _predicate_labels(table, sec: ir.Secret) -> tuple[np.ndarray, tuple[str, ...
     if pr.column not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
-        _fail("DPS416", f"the data has no column `{pr.column}`", pr, "column",
-              hint=did_you_mean(pr.column, table.columns, "column"))
+        _fail(
+            "DPS416",
+            f"the data has no column `{pr.column}`",
+            pr,
+            "column",
+            hint=did_you_mean(pr.column, table.columns, "column"),
+        )
     try:
         labels = predicate_labels(table.column(pr.column), pr.op, pr.threshold, pr.members)
     except ValueError as e:
-        _fail("DPS104", f"secret `{sec.attribute}`: {e}", pr, "column",
-              hint="compare a numeric column with a number, or test membership with `in {...}`")
+        _fail(
+            "DPS104",
+            f"secret `{sec.attribute}`: {e}",
+            pr,
+            "column",
+            hint="compare a numeric column with a number, or test membership with `in {...}`",
+        )
     empty = [v for v in PREDICATE_VALUES if not np.any(labels == v)]
     if empty:
-        _fail("DPS409", f"the secret `{sec.attribute}` is {empty[0]} for no record (empty secret class)", sec,
-              "predicate", hint="a predicate secret needs records on both sides; check the threshold")
+        _fail(
+            "DPS409",
+            f"the secret `{sec.attribute}` is {empty[0]} for no record (empty secret class)",
+            sec,
+            "predicate",
+            hint="a predicate secret needs records on both sides; check the threshold",
+        )
     return labels, PREDICATE_VALUES
 
 
@@ -138,16 +187,27 @@ def _columns(table, q: ir.BoundedQuery, cols) -> np.ndarray:
 
     for c in cols:
         if c not in table.columns:
-            _fail("DPS416", f"the data has no column `{c}`", q, "columns",
-                  hint=did_you_mean(c, table.columns, "column"))
+            _fail(
+                "DPS416", f"the data has no column `{c}`", q, "columns", hint=did_you_mean(c, table.columns, "column")
+            )
         if not table.is_numeric(c):
-            _fail("DPS104", f"column `{c}` is categorical; the query needs numbers", q, "columns",
-                  hint="use a numeric column, or a histogram of codes")
+            _fail(
+                "DPS104",
+                f"column `{c}` is categorical; the query needs numbers",
+                q,
+                "columns",
+                hint="use a numeric column, or a histogram of codes",
+            )
     X = table.matrix(cols)
     if not np.all(np.isfinite(X)):
         bad = int((~np.isfinite(X)).any(axis=1).sum())
-        _fail("DPS417", f"{bad} records have missing or non-finite values in the query columns", q, "columns",
-              hint="drop or impute them before binding the data")
+        _fail(
+            "DPS417",
+            f"{bad} records have missing or non-finite values in the query columns",
+            q,
+            "columns",
+            hint="drop or impute them before binding the data",
+        )
     return X
 
 
@@ -171,36 +231,64 @@ def build_query(table, q: ir.BoundedQuery):
         X = _columns(table, q, q.columns)
         b = _bounds(q, k)
         if b is None:
-            _fail("DPS402", f"`{q.function}` needs declared bounds (its support) for the SWM", q,
-                  hint=f"write {q.function}({', '.join(q.columns)}, bounds = [lo, hi])")
+            _fail(
+                "DPS402",
+                f"`{q.function}` needs declared bounds (its support) for the SWM",
+                q,
+                hint=f"write {q.function}({', '.join(q.columns)}, bounds = [lo, hi])",
+            )
         if q.function == "mean":
             return X, pf.Mean(list(range(k)), b[0], b[1], name="mean")
         return X, pf.Sum(list(range(k)), b[0], b[1], max_records=len(X), name="sum")
     if q.function == "histogram":
         if k != 1:
-            _fail("DPS104", "a histogram takes one column", q, "columns", hint="histogram(age, bins = 10, bounds = [17, 90])")
+            _fail(
+                "DPS104",
+                "a histogram takes one column",
+                q,
+                "columns",
+                hint="histogram(age, bins = 10, bounds = [17, 90])",
+            )
         X = _columns(table, q, q.columns)
         b = _bounds(q, 1)
         if b is None or not q.bins:
-            _fail("DPS113", "a histogram for the SWM needs bins and bounds", q,
-                  hint=f"histogram({q.columns[0]}, bins = 10, bounds = [lo, hi])")
+            _fail(
+                "DPS113",
+                "a histogram for the SWM needs bins and bounds",
+                q,
+                hint=f"histogram({q.columns[0]}, bins = 10, bounds = [lo, hi])",
+            )
         edges = np.linspace(b[0][0], b[1][0], q.bins + 1)
         return X, pf.Histogram(0, edges, name="histogram")
     if q.function in ("logistic_regression", "linear_svm"):
         if not k:
-            _fail("DPS113", f"`{q.function}` names no feature columns", q,
-                  hint=f"name the features first: {q.function}(age, hours-per-week, bounds = ..., label = ..., "
-                       "positive = ...)")
+            _fail(
+                "DPS113",
+                f"`{q.function}` names no feature columns",
+                q,
+                hint=f"name the features first: {q.function}(age, hours-per-week, bounds = ..., label = ..., "
+                "positive = ...)",
+            )
         X = _columns(table, q, q.columns)
         if q.label not in table.columns:
             from dpspec.diagnostics import did_you_mean
 
-            _fail("DPS416", f"the data has no label column `{q.label}`", q, "label",
-                  hint=did_you_mean(q.label or "", table.columns, "column"))
+            _fail(
+                "DPS416",
+                f"the data has no label column `{q.label}`",
+                q,
+                "label",
+                hint=did_you_mean(q.label or "", table.columns, "column"),
+            )
         y = np.array([_label_text(v) == q.positive for v in table.column(q.label)], dtype=float)
         if y.min() == y.max():
-            _fail("DPS105", f"label `{q.label}` equals `{q.positive}` in {'all' if y.max() else 'no'} records", q,
-                  "positive", hint="name the positive class as it appears in the data")
+            _fail(
+                "DPS105",
+                f"label `{q.label}` equals `{q.positive}` in {'all' if y.max() else 'no'} records",
+                q,
+                "positive",
+                hint="name the positive class as it appears in the data",
+            )
         b = _bounds(q, k)
         cls = pf.LogisticRegressionQuery if q.function == "logistic_regression" else pf.LinearSVMQuery
         query = cls(list(range(k)), k, l2=q.regularization or 1e-2, feature_lo=b[0], feature_hi=b[1])
@@ -211,8 +299,13 @@ def build_query(table, q: ir.BoundedQuery):
         b = _bounds(q, q.dimension) if q.bounds else None
         sup = pf.BoxSupport(b[0], b[1]) if b is not None else None
         return X, pf.CallableQuery(fn, q.dimension, support=sup, name=q.target)
-    _fail("DPS104", f"query `{q.function}` is not supported by the SWM", q, "function",
-          hint="use mean, sum, histogram, logistic_regression, linear_svm or callable")
+    _fail(
+        "DPS104",
+        f"query `{q.function}` is not supported by the SWM",
+        q,
+        "function",
+        hint="use mean, sum, histogram, logistic_regression, linear_svm or callable",
+    )
 
 
 def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
@@ -221,34 +314,58 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
     worlds, n_samples = [], None
     for w in sc.worlds:
         try:
-            if isinstance(w, RECORD_WORLDS) and q.function in (
-                    "logistic_regression", "linear_svm", "callable"):
-                _fail("DPS414", f"`{q.function}` is computed from a dataset; the `{w.world}` prior reads one record "
-                      "per secret", w, hint="use `prior groups` (the secret selects the group's records)")
+            if isinstance(w, RECORD_WORLDS) and q.function in ("logistic_regression", "linear_svm", "callable"):
+                _fail(
+                    "DPS414",
+                    f"`{q.function}` is computed from a dataset; the `{w.world}` prior reads one record per secret",
+                    w,
+                    hint="use `prior groups` (the secret selects the group's records)",
+                )
             if isinstance(w, ir.EmpiricalWorld):
                 worlds.append(pf.EmpiricalWorld(X, labels, secret_values=values, name="empirical"))
             elif isinstance(w, ir.BalancedWorld):
-                worlds.append(pf.BalancedSubsampleWorld(X, labels, seed=w.seed, secret_values=values,
-                                                        name=f"balanced(seed={w.seed})"))
+                worlds.append(
+                    pf.BalancedSubsampleWorld(
+                        X, labels, seed=w.seed, secret_values=values, name=f"balanced(seed={w.seed})"
+                    )
+                )
             elif isinstance(w, (ir.BernoulliWorld, ir.CategoricalWorld)):
-                worlds.append(pf.ProductFamilyWorld(X, labels, secret_values=values, ranges=prior_ranges(w, values),
-                                                    name=world_name(w)))
+                worlds.append(
+                    pf.ProductFamilyWorld(
+                        X, labels, secret_values=values, ranges=prior_ranges(w, values), name=world_name(w)
+                    )
+                )
             elif isinstance(w, ir.MarkovWorld):
-                _fail("DPS436", "a Markov-chain prior is released by the Markov Quilt Mechanism", w,
-                      hint="use `mechanism markov_quilt` with `guarantee pufferfish(epsilon = ...)`")
+                _fail(
+                    "DPS436",
+                    "a Markov-chain prior is released by the Markov Quilt Mechanism",
+                    w,
+                    hint="use `mechanism markov_quilt` with `guarantee pufferfish(epsilon = ...)`",
+                )
             elif isinstance(w, ir.GroupsWorld):
-                worlds.append(pf.DeterministicWorld.from_groups(X, labels, secret_values=values, prior=w.prior,
-                                                                name=f"groups({w.prior})"))
+                worlds.append(
+                    pf.DeterministicWorld.from_groups(
+                        X, labels, secret_values=values, prior=w.prior, name=f"groups({w.prior})"
+                    )
+                )
             else:
                 fn = _import(w.target, w, "target")
                 worlds.append(pf.SamplerWorld(fn, values, exhaustive=w.exhaustive, name=f"sampler({w.target})"))
                 n_samples = w.samples
                 if not w.exhaustive and not w.samples:
-                    _fail("DPS113", "a sampled world needs the number of draws per secret", w,
-                          hint=f'sampler("{w.target}", samples = 2000)')
+                    _fail(
+                        "DPS113",
+                        "a sampled world needs the number of draws per secret",
+                        w,
+                        hint=f'sampler("{w.target}", samples = 2000)',
+                    )
         except ValueError as e:
-            _fail("DPS409", f"world `{w.world}`: {e}", w,
-                  hint="every secret value needs records (or draws) in every prior; check the data or the prior")
+            _fail(
+                "DPS409",
+                f"world `{w.world}`: {e}",
+                w,
+                hint="every secret value needs records (or draws) in every prior; check the data or the prior",
+            )
     return worlds, n_samples
 
 
@@ -256,12 +373,21 @@ def prior_ranges(w, values) -> dict:
     """{secret value: (low, high)} of a ``bernoulli``/``categorical`` family (bernoulli: P(first value) = p)."""
     if isinstance(w, ir.BernoulliWorld):
         if len(values) != 2:
-            _fail("DPS434", f"`bernoulli` is a prior for a secret with two values; this one has {len(values)}", w,
-                  hint="use `categorical(p in [[lo, hi], ...])`, one range per value")
+            _fail(
+                "DPS434",
+                f"`bernoulli` is a prior for a secret with two values; this one has {len(values)}",
+                w,
+                hint="use `categorical(p in [[lo, hi], ...])`, one range per value",
+            )
         return {values[0]: (w.p_low, w.p_high), values[1]: (1.0 - w.p_high, 1.0 - w.p_low)}
     if len(w.ranges) != len(values):
-        _fail("DPS434", f"`categorical` gives {len(w.ranges)} ranges for a secret with {len(values)} values", w,
-              "ranges", hint=f"give one [low, high] per value, in order: {', '.join(map(str, values))}")
+        _fail(
+            "DPS434",
+            f"`categorical` gives {len(w.ranges)} ranges for a secret with {len(values)} values",
+            w,
+            "ranges",
+            hint=f"give one [low, high] per value, in order: {', '.join(map(str, values))}",
+        )
     return dict(zip(values, w.ranges))
 
 
@@ -291,26 +417,43 @@ def output_scale(r: ir.Release, sc: ir.Scenario, n_records: int) -> float | None
     if r.output == "per_record":
         other = [w for w in sc.worlds if not isinstance(w, RECORD_WORLDS)]
         if other:
-            _fail("DPS435", f"the `{other[0].world}` prior draws whole datasets, so there is no per-record reading", r,
-                  "output", hint="write `output aggregate`, or use record-level priors (empirical, balanced, bernoulli)")
+            _fail(
+                "DPS435",
+                f"the `{other[0].world}` prior draws whole datasets, so there is no per-record reading",
+                r,
+                "output",
+                hint="write `output aggregate`, or use record-level priors (empirical, balanced, bernoulli)",
+            )
         return None
     if not rec:
         return None
     if len(rec) != len(sc.worlds):
-        _fail("DPS435", "an aggregate release cannot mix record-level priors with dataset-level ones (groups, sampler)",
-              r, "output", hint="protect two scenarios with two releases, one per kind of prior")
+        _fail(
+            "DPS435",
+            "an aggregate release cannot mix record-level priors with dataset-level ones (groups, sampler)",
+            r,
+            "output",
+            hint="protect two scenarios with two releases, one per kind of prior",
+        )
     if r.query is None or r.query.function not in DECOMPOSABLE:
-        _fail("DPS432", f"`output aggregate` under record-level priors needs a sum of per-record terms "
-              f"({', '.join(DECOMPOSABLE)}), not `{r.query.function if r.query else 'no query'}`", r, "output",
-              hint="use mean, sum or histogram, or `prior groups`")
+        _fail(
+            "DPS432",
+            f"`output aggregate` under record-level priors needs a sum of per-record terms "
+            f"({', '.join(DECOMPOSABLE)}), not `{r.query.function if r.query else 'no query'}`",
+            r,
+            "output",
+            hint="use mean, sum or histogram, or `prior groups`",
+        )
     return aggregate_factor(r.query.function, n_records)
 
 
 def reading_words(r: ir.Release, sc: ir.Scenario, n_records: int) -> str:
     """What is released, in words (explain's `Protects:` line)."""
     if r.output == "aggregate" and all(isinstance(w, RECORD_WORLDS) for w in sc.worlds):
-        return (f"one {r.query.function if r.query else 'answer'} of the whole dataset of {n_records} records (aggregate "
-                "release; the records are independent under every prior)")
+        return (
+            f"one {r.query.function if r.query else 'answer'} of the whole dataset of {n_records} records (aggregate "
+            "release; the records are independent under every prior)"
+        )
     if r.output == "aggregate":
         return "one answer computed from the dataset the prior draws (aggregate release)"
     if r.output == "per_record":
@@ -329,17 +472,32 @@ def build_profile(slices, d: int, node):
         if isinstance(slices, ir.FiniteDirections):
             dims = {len(v) for v in slices.directions}
             if dims != {d}:
-                _fail("DPS411", f"slice directions have dimension {sorted(dims)}, the query output has {d}", slices,
-                      "directions", hint=f"give {d}-dimensional directions")
+                _fail(
+                    "DPS411",
+                    f"slice directions have dimension {sorted(dims)}, the query output has {d}",
+                    slices,
+                    "directions",
+                    hint=f"give {d}-dimensional directions",
+                )
             return pf.explicit_profile(np.array(slices.directions, float), slices.weights, normalize=True)
         if isinstance(slices, ir.CoordinateAxes):
             if slices.weights is not None and len(slices.weights) != d:
-                _fail("DPS411", f"{len(slices.weights)} axis weights for a {d}-dimensional query", slices, "weights",
-                      hint=f"give {d} weights, one per axis, summing to 1")
+                _fail(
+                    "DPS411",
+                    f"{len(slices.weights)} axis weights for a {d}-dimensional query",
+                    slices,
+                    "weights",
+                    hint=f"give {d} weights, one per axis, summing to 1",
+                )
             return pf.axes_profile(d, slices.weights)
         return pf.sphere_profile(slices.m, d, slices.seed, reading=slices.reading)
     except ValueError as e:
-        _fail("DPS105", f"slice profile: {e}", slices, hint="for example `slices sphere(m = 200, seed = 7)` or `slices axes`")
+        _fail(
+            "DPS105",
+            f"slice profile: {e}",
+            slices,
+            hint="for example `slices sphere(m = 200, seed = 7)` or `slices axes`",
+        )
 
 
 # --- the compile step ----------------------------------------------------------------------------
@@ -353,41 +511,73 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     from dpspec.data.bind import DataBindingError, fingerprint, load_table
 
     if not isinstance(sc, ir.Scenario):
-        _fail("DPS120", "mechanism `swm` protects a scenario's secret", r, "mechanism",
-              hint="protect a `scenario` block, or use `mechanism gaussian` for a privacy unit")
+        _fail(
+            "DPS120",
+            "mechanism `swm` protects a scenario's secret",
+            r,
+            "mechanism",
+            hint="protect a `scenario` block, or use `mechanism gaussian` for a privacy unit",
+        )
     g = r.guarantee
     q = r.query
     if q is None:
         _fail("DPS413", "an SWM release needs a `query`", r, hint="add `query mean(age, bounds = [17, 90])`")
     if sc.data is None and not all(isinstance(w, ir.SamplerWorld) for w in sc.worlds):
-        _fail("DPS413", f"scenario `{sc.name}` has no `data`", sc, hint='add `data csv("adult/adult.data", schema = adult)`')
+        _fail(
+            "DPS413",
+            f"scenario `{sc.name}` has no `data`",
+            sc,
+            hint='add `data csv("adult/adult.data", schema = adult)`',
+        )
     table = None
     if isinstance(sc.data, ir.SyntheticData) and r.slices is not None and r.query is not None:
         # the size is known before generating the data: refuse early rather than after generating it
         n_values = len(sc.secret.values) if sc.secret.values else 2
-        _require_sensitivity_work(r, sc, 1, sc.data.size, None, n_values, len(sc.worlds),
-                                  sc.pairs.items if isinstance(sc.pairs, ir.ExplicitPairs) else "all_distinct")
+        _require_sensitivity_work(
+            r,
+            sc,
+            1,
+            sc.data.size,
+            None,
+            n_values,
+            len(sc.worlds),
+            sc.pairs.items if isinstance(sc.pairs, ir.ExplicitPairs) else "all_distinct",
+        )
     if sc.data is not None:
         try:
             table = load_table(sc.data, bound_data)
         except DataNotFoundError:
             raise  # reported as DPS419 by the compiler
         except (DataBindingError, ValueError) as e:
-            _fail("DPS418", f"cannot load the data of scenario `{sc.name}`: {e}", sc, "data",
-                  hint="check the file's format (a header row, the separator, one value per column) or the bound "
-                       "columns")
+            _fail(
+                "DPS418",
+                f"cannot load the data of scenario `{sc.name}`: {e}",
+                sc,
+                "data",
+                hint="check the file's format (a header row, the separator, one value per column) or the bound columns",
+            )
     if table is not None and len(table) == 0:
-        _fail("DPS418", f"the data of scenario `{sc.name}` has no records"
-              + (f" ({table.n_dropped} dropped for missing values)" if table.n_dropped else ""), sc, "data",
-              hint="check the file: a header row, then one record per line")
+        _fail(
+            "DPS418",
+            f"the data of scenario `{sc.name}` has no records"
+            + (f" ({table.n_dropped} dropped for missing values)" if table.n_dropped else ""),
+            sc,
+            "data",
+            hint="check the file: a header row, then one record per line",
+        )
     if table is not None:
         labels, values = _secret_labels(table, sc)
         X, query = build_query(table, q)
     else:
         values = sc.secret.values
         if len(values) < 2:
-            _fail("DPS410", "a sampled scenario must list at least two secret values", sc.secret, "values",
-                  hint="write `secret group in {A, B}`")
+            _fail(
+                "DPS410",
+                "a sampled scenario must list at least two secret values",
+                sc.secret,
+                "values",
+                hint="write `secret group in {A, B}`",
+            )
         labels, X = np.array([], dtype=object), np.zeros((0, 0))
         _x, query = build_query(_EmptyTable(), q)
     worlds, n_samples = build_worlds(sc, X, labels, values, query, q)
@@ -395,8 +585,12 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
         pairs = [tuple(p) for p in sc.pairs.items]
         bad = [v for p in pairs for v in p if v not in values]
         if bad:
-            _fail("DPS415", f"pairs name values the secret does not take: {', '.join(map(str, bad))}", sc.pairs,
-                  hint=f"the secret's values are: {', '.join(map(str, values))}")
+            _fail(
+                "DPS415",
+                f"pairs name values the secret does not take: {', '.join(map(str, bad))}",
+                sc.pairs,
+                hint=f"the secret's values are: {', '.join(map(str, values))}",
+            )
     else:
         pairs = "all_distinct"
     scenario = pf.Scenario(worlds, pairs, name=sc.name)
@@ -406,24 +600,40 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     flavour = "ave" if g.flavour == "ave" else "joint_exact"
     target_eps = g.epsilon if g.epsilon is not None else 1.0
     try:
-        calib = pf.calibrate(scenario, query, profile, alpha=g.alpha, epsilon=target_eps, flavour=flavour,
-                             gamma=g.gamma, aggregation="per_instance", n_samples=n_samples, seed=0,
-                             aggregate_scale=agg)
+        calib = pf.calibrate(
+            scenario,
+            query,
+            profile,
+            alpha=g.alpha,
+            epsilon=target_eps,
+            flavour=flavour,
+            gamma=g.gamma,
+            aggregation="per_instance",
+            n_samples=n_samples,
+            seed=0,
+            aggregate_scale=agg,
+        )
     except S.SoundnessError as e:
         _fail(e.rule, str(e), r, "slices" if e.rule in ("DPS403", "DPS407") else "query", hint=e.hint)
     except ValueError as e:
         _fail("DPS105", str(e), r, hint="check the query's bounds, the slices and the guarantee's numbers")
     calibrated = r.noise is None
     if not calibrated:
-        sigma2 = r.noise.sigma ** 2
-        eps = S.swm_epsilon(sigma2, calib.calibration_deltas, calib.weights, g.alpha, flavour,
-                            monte_carlo=calib.monte_carlo)
+        sigma2 = r.noise.sigma**2
+        eps = S.swm_epsilon(
+            sigma2, calib.calibration_deltas, calib.weights, g.alpha, flavour, monte_carlo=calib.monte_carlo
+        )
         calib = dataclasses.replace(calib, sigma2=sigma2, epsilon=eps)
     else:
         eps = calib.epsilon_at(g.alpha)
         if eps > g.epsilon:
-            _fail("DPS201", f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}", r, "guarantee",
-                  hint="no certificate is written; raise the target ε a little, or give the noise explicitly")
+            _fail(
+                "DPS201",
+                f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}",
+                r,
+                "guarantee",
+                hint="no certificate is written; raise the target ε a little, or give the noise explicitly",
+            )
     record = _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint)
     if r.output is not None:
         record.mechanism.parameters["output"] = r.output
@@ -433,8 +643,13 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     from dpspec.mechanisms.swm import SwmRelease
 
     cols = tuple(q.columns) + ((q.label,) if q.label else ())
-    return record, SwmRelease(cols, pf.SWMMechanism(query, calib), name=r.name, output=r.output,
-                              records=int(len(X)) if agg is not None and agg < 1.0 else None)
+    return record, SwmRelease(
+        cols,
+        pf.SWMMechanism(query, calib),
+        name=r.name,
+        output=r.output,
+        records=int(len(X)) if agg is not None and agg < 1.0 else None,
+    )
 
 
 def _require_sensitivity_work(r, sc, d: int, n_records: int, n_samples, n_values: int, n_worlds: int, pairs) -> None:
@@ -450,9 +665,13 @@ def _require_sensitivity_work(r, sc, d: int, n_records: int, n_samples, n_values
     n = max(n_records, (n_samples or 0) * n_values, 1) * max(n_worlds, 1)
     n_pairs = len(pairs) if not isinstance(pairs, str) else n_values * (n_values - 1) // 2
     instances = max(n_pairs, 1) * max(n_worlds, 1)
-    limits.require_work(f"the sliced sensitivity ({m:,} slices × {n:,} records × "
-                        f"(dimension + {instances:,} pair instances + log records))",
-                        m, n, d + instances + math.log2(n + 2))
+    limits.require_work(
+        f"the sliced sensitivity ({m:,} slices × {n:,} records × "
+        f"(dimension + {instances:,} pair instances + log records))",
+        m,
+        n,
+        d + instances + math.log2(n + 2),
+    )
 
 
 class _EmptyTable:
@@ -468,34 +687,47 @@ def _assumption(i: int, a) -> Assumption:
     return Assumption(id=f"swm_{i}", statement=a.statement, source=Source(paper=paper, ref=ref or src))
 
 
-def _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario,
-                 fingerprint) -> TargetCertificate:
-    from dpspec.accounting import swm as S
+def _certificate(
+    r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint
+) -> TargetCertificate:
     from dpspec.compiler import formulas as F
 
     sec = sc.secret
-    what = f"the secret `{sec.attribute}`" + (f" (quantile bins q1…q{sec.quantile_bins})" if sec.quantile_bins else
-                                              f" ∈ {{{', '.join(map(str, values))}}}")
+    what = f"the secret `{sec.attribute}`" + (
+        f" (quantile bins q1…q{sec.quantile_bins})" if sec.quantile_bins else f" ∈ {{{', '.join(map(str, values))}}}"
+    )
     if sec.predicate is not None:
         what = f"the secret `{sec.attribute}` (whether {predicate_text(sec.predicate)}: true or false)"
     pairs = scenario.resolved_pairs()
     worlds = [w.name for w in scenario.worlds]
-    readings = {ir.EmpiricalWorld: "of one record drawn from the data", ir.BalancedWorld: "of one record drawn "
-                "from a class-balanced subsample", ir.GroupsWorld: "that selects the whole released group of "
-                "records", ir.SamplerWorld: "of a dataset drawn by the scenario's sampler",
-                ir.BernoulliWorld: "of one record (independent records, the secret's rate in the prior's range)",
-                ir.CategoricalWorld: "of one record (independent records, the secret's rates in the prior's ranges)"}
+    readings = {
+        ir.EmpiricalWorld: "of one record drawn from the data",
+        ir.BalancedWorld: "of one record drawn from a class-balanced subsample",
+        ir.GroupsWorld: "that selects the whole released group of records",
+        ir.SamplerWorld: "of a dataset drawn by the scenario's sampler",
+        ir.BernoulliWorld: "of one record (independent records, the secret's rate in the prior's range)",
+        ir.CategoricalWorld: "of one record (independent records, the secret's rates in the prior's ranges)",
+    }
     whose = " or ".join(dict.fromkeys(readings[type(w)] for w in sc.worlds))
     words = reading_words(r, sc, len(labels))
     if words:
         whose += f"; released: {words}"
-    protected = Protected(definition=sc.name, unit="secret", description=(
-        f"{what} {whose}, in scenario `{sc.name}`: {len(pairs)} discriminative pairs, against an adversary whose "
-        f"prior is one of {', '.join(worlds)} — not membership or any other attribute"))
+    protected = Protected(
+        definition=sc.name,
+        unit="secret",
+        description=(
+            f"{what} {whose}, in scenario `{sc.name}`: {len(pairs)} discriminative pairs, against an adversary whose "
+            f"prior is one of {', '.join(worlds)} — not membership or any other attribute"
+        ),
+    )
     sa = "sa_" if g.subsampling_aware else ""
-    notion = Notion(name=f"{sa}{g.flavour}_srpp", description=(
-        f"{'Average' if g.flavour == 'ave' else 'Joint'} sliced Rényi Pufferfish privacy of order α = {g.alpha:g} "
-        "(Zhang & Vorobeychik, Defs 3.2/3.3); not differential privacy"))
+    notion = Notion(
+        name=f"{sa}{g.flavour}_srpp",
+        description=(
+            f"{'Average' if g.flavour == 'ave' else 'Joint'} sliced Rényi Pufferfish privacy of order α = {g.alpha:g} "
+            "(Zhang & Vorobeychik, Defs 3.2/3.3); not differential privacy"
+        ),
+    )
     orders = sorted(set(STATIC_ORDERS) | {float(g.alpha)})
     curve = [calib.epsilon_at(a) for a in orders]
     spp = []
@@ -503,60 +735,109 @@ def _certificate(r, sc, g, calib, flavour, calibrated, eps, X, labels, values, s
         e2, _a = calib.spp_epsilon(dl)
         spp.append(DpPoint(epsilon=e2, delta=dl))
     guarantee = GuaranteeRecord(
-        target={"notion": f"{sa}{g.flavour}_srpp", "alpha": g.alpha, **({"epsilon": g.epsilon} if g.epsilon else {}),
-                **({"gamma": g.gamma} if g.gamma else {})},
-        rdp_alphas=orders, rdp_epsilons=curve, dp=spp, alpha=g.alpha, epsilon=eps,
-        theorems=list(calib.theorems) + ["Zhang & Vorobeychik, Lemma B.1 / Thms B.3–B.4 (to sliced (ε′, δ)-Pufferfish)"],
+        target={
+            "notion": f"{sa}{g.flavour}_srpp",
+            "alpha": g.alpha,
+            **({"epsilon": g.epsilon} if g.epsilon else {}),
+            **({"gamma": g.gamma} if g.gamma else {}),
+        },
+        rdp_alphas=orders,
+        rdp_epsilons=curve,
+        dp=spp,
+        alpha=g.alpha,
+        epsilon=eps,
+        theorems=list(calib.theorems)
+        + ["Zhang & Vorobeychik, Lemma B.1 / Thms B.3–B.4 (to sliced (ε′, δ)-Pufferfish)"],
         pairs_notion="sliced (ε′, δ)-Pufferfish privacy (ZV25 App. B.4); not (ε, δ)-DP (Props G.1/G.2)",
         reading=calib.reading,
     )
-    params = {"sigma": calib.sigma, "sigma2": calib.sigma2, "dimension": r_dimension(calib),
-              "directions": int(len(calib.weights)), "flavour": flavour, "aggregation": calib.aggregation,
-              "delta_bar2": calib.delta_bar2, "delta_star2": calib.delta_star2}
+    params = {
+        "sigma": calib.sigma,
+        "sigma2": calib.sigma2,
+        "dimension": r_dimension(calib),
+        "directions": int(len(calib.weights)),
+        "flavour": flavour,
+        "aggregation": calib.aggregation,
+        "delta_bar2": calib.delta_bar2,
+        "delta_star2": calib.delta_star2,
+    }
     if calib.monte_carlo:
         params["gamma"], params["delta0"] = calib.monte_carlo
-    mech = MechanismRecord(name="swm", description="adds N(0, σ² I) to the query answer; σ² from the sliced "
-                           "∞-Wasserstein sensitivities of the scenario", parameters=params, calibrated=calibrated)
+    mech = MechanismRecord(
+        name="swm",
+        description="adds N(0, σ² I) to the query answer; σ² from the sliced "
+        "∞-Wasserstein sensitivities of the scenario",
+        parameters=params,
+        calibrated=calibrated,
+    )
     formulas = []
     if not calib.monte_carlo and flavour == "ave":
-        formulas.append(F.formula("epsilon_ave_srpp", F.SWM_AVE_EPSILON,
-                                  {"alpha": g.alpha, "Dbar2": _max_bar(calib), "sigma2": calib.sigma2}, value=eps))
+        formulas.append(
+            F.formula(
+                "epsilon_ave_srpp",
+                F.SWM_AVE_EPSILON,
+                {"alpha": g.alpha, "Dbar2": _max_bar(calib), "sigma2": calib.sigma2},
+                value=eps,
+            )
+        )
     data_arrays = [X, labels] if len(labels) else [X]
     sens = SensitivityRecord(
-        deltas=[float(x) for x in calib.deltas], weights=[float(w) for w in calib.weights],
-        instance_deltas=([[float(x) for x in row] for row in np.atleast_2d(calib.instance_deltas)]
-                         if calib.aggregation == "per_instance" and calib.instance_deltas is not None else []),
-        deltas_sha256=calib.deltas_sha256, estimator=str(calib.estimator.get("name", "")),
+        deltas=[float(x) for x in calib.deltas],
+        weights=[float(w) for w in calib.weights],
+        instance_deltas=(
+            [[float(x) for x in row] for row in np.atleast_2d(calib.instance_deltas)]
+            if calib.aggregation == "per_instance" and calib.instance_deltas is not None
+            else []
+        ),
+        deltas_sha256=calib.deltas_sha256,
+        estimator=str(calib.estimator.get("name", "")),
         aggregation=calib.aggregation,
         data_source=(sc.data.model_dump_json(exclude={"span", "field_spans"}) if sc.data is not None else "sampler"),
-        data_sha256=fingerprint(*data_arrays), records=int(len(labels)),
+        data_sha256=fingerprint(*data_arrays),
+        records=int(len(labels)),
         secrets={str(v): int(np.sum(labels == v)) for v in values} if len(labels) else {},
-        worlds=worlds, pairs=[(str(a), str(b)) for a, b in pairs])
+        worlds=worlds,
+        pairs=[(str(a), str(b)) for a, b in pairs],
+    )
     assumptions = [_assumption(i, a) for i, a in enumerate(calib.assumptions)]
     warnings = list(calib.notes)
     for w in scenario.worlds:
         zero = [s for s, p in w.prior().items() if p <= 0]
         if zero:
-            warnings.append(f"world {w.name}: secret value(s) {zero} have zero prior mass; their pairs are not "
-                            "protected (Pufferfish only covers pairs with positive prior)")
+            warnings.append(
+                f"world {w.name}: secret value(s) {zero} have zero prior mass; their pairs are not "
+                "protected (Pufferfish only covers pairs with positive prior)"
+            )
     numerics = Numerics(
-        method=("exact sliced ∞-Wasserstein distances from sorted projections (Lemma P.1), "
-                f"estimator {calib.estimator.get('name')}, Δ rounded up by a floating-point error bound; "
-                + ("σ² in closed form (Thm 4.5)" if flavour == "ave" else "σ² by bisection on eq. 11 (relative 1e-12)")
-                + ", rounded up by 8 ulps"),
+        method=(
+            "exact sliced ∞-Wasserstein distances from sorted projections (Lemma P.1), "
+            f"estimator {calib.estimator.get('name')}, Δ rounded up by a floating-point error bound; "
+            + ("σ² in closed form (Thm 4.5)" if flavour == "ave" else "σ² by bisection on eq. 11 (relative 1e-12)")
+            + ", rounded up by 8 ulps"
+        ),
         abs_error_bound=0.0,
         alpha_grid=f"static release: ε at orders {', '.join(f'{a:g}' for a in orders)} (one σ² holds for all α)",
         conversion="Zhang & Vorobeychik Lemma B.1 (ε′ = ε_α + log(1/δ)/(α − 1), optimised over α)",
         calibration=None if not calibrated else f"smallest σ² certifying ε = {g.epsilon:g} at α = {g.alpha:g}",
     )
-    return TargetCertificate(name=r.name, kind="release", protected=protected, notion=notion, mechanism=mech,
-                             guarantee=guarantee, assumptions=assumptions, formulas=formulas, numerics=numerics,
-                             sensitivity=sens, warnings=warnings)
+    return TargetCertificate(
+        name=r.name,
+        kind="release",
+        protected=protected,
+        notion=notion,
+        mechanism=mech,
+        guarantee=guarantee,
+        assumptions=assumptions,
+        formulas=formulas,
+        numerics=numerics,
+        sensitivity=sens,
+        warnings=warnings,
+    )
 
 
 def _max_bar(calib) -> float:
     d = np.atleast_2d(calib.calibration_deltas)
-    return float(np.max((d ** 2) @ calib.weights))
+    return float(np.max((d**2) @ calib.weights))
 
 
 def r_dimension(calib) -> int:

@@ -30,9 +30,19 @@ from pathlib import Path, PurePosixPath
 from dpspec import limits
 from dpspec.errors import DpspecError
 
-__all__ = ["data_root", "DataNotFoundError", "DataAccessError", "FileRefused", "data_path_problem",
-           "resolve_data_path", "read_data_file", "read_data_text", "read_bounded",
-           "TABLE_GENERATORS", "GRAPH_GENERATORS"]
+__all__ = [
+    "data_root",
+    "DataNotFoundError",
+    "DataAccessError",
+    "FileRefused",
+    "data_path_problem",
+    "resolve_data_path",
+    "read_data_file",
+    "read_data_text",
+    "read_bounded",
+    "TABLE_GENERATORS",
+    "GRAPH_GENERATORS",
+]
 
 # The generators of dpspec.data.synthetic, named here without importing numpy (the checker reads them).
 TABLE_GENERATORS = ("secret_groups", "two_blobs", "markov_chain")
@@ -85,8 +95,10 @@ def data_root() -> Path:
     )
 
 
-_HINT_RELATIVE = ('write the path relative to the data root ($DPSPEC_DATA_DIR), with `/` between folders, '
-                  'e.g. csv("adult/adult.data")')
+_HINT_RELATIVE = (
+    "write the path relative to the data root ($DPSPEC_DATA_DIR), with `/` between folders, "
+    'e.g. csv("adult/adult.data")'
+)
 
 
 def data_path_problem(path: str) -> tuple[str, str] | None:
@@ -99,7 +111,7 @@ def data_path_problem(path: str) -> tuple[str, str] | None:
     if re.search(r"[\x00-\x1f\x7f]", path):
         return "the data path contains a control character", _HINT_RELATIVE
     if "\\" in path:
-        return "the data path contains a backslash", "separate folders with `/`, e.g. csv(\"adult/adult.data\")"
+        return "the data path contains a backslash", 'separate folders with `/`, e.g. csv("adult/adult.data")'
     if path.startswith(("/", "~")) or re.match(r"[A-Za-z]:", path):
         return "the data path is absolute; data is read from the data root only", _HINT_RELATIVE
     if ".." in PurePosixPath(path).parts:
@@ -127,11 +139,15 @@ def resolve_data_path(path: str | os.PathLike, root: str | os.PathLike | None = 
     except FileNotFoundError:
         raise DataNotFoundError(f"dataset file not found: {text} (data root {base})") from None
     except (OSError, RuntimeError) as e:  # a symbolic link loop, a path through a file, ...
-        raise DataAccessError(f"`{text}` cannot be resolved inside the data root ({_reason(e)})",
-                              "check the symbolic links under the data root") from None
+        raise DataAccessError(
+            f"`{text}` cannot be resolved inside the data root ({_reason(e)})",
+            "check the symbolic links under the data root",
+        ) from None
     if real != real_base and real_base not in real.parents:
-        raise DataAccessError(f"`{text}` resolves outside the data root (through a symbolic link)",
-                              "data is read from the data root only; copy or link the file's folder into it")
+        raise DataAccessError(
+            f"`{text}` resolves outside the data root (through a symbolic link)",
+            "data is read from the data root only; copy or link the file's folder into it",
+        )
     return real
 
 
@@ -152,12 +168,20 @@ def read_data_text(path: str | os.PathLike, root: str | os.PathLike | None = Non
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DataAccessError(f"`{os.fspath(path)}` is not UTF-8 text (byte {e.start})",
-                              "data files are UTF-8 text (CSV, or the dataset's own format)") from None
+        raise DataAccessError(
+            f"`{os.fspath(path)}` is not UTF-8 text (byte {e.start})",
+            "data files are UTF-8 text (CSV, or the dataset's own format)",
+        ) from None
 
 
-def read_bounded(path: str | os.PathLike, limit_name: str, *, what: str = "the file", regular_only: bool = True,
-                 follow_symlinks: bool = True) -> bytes:
+def read_bounded(
+    path: str | os.PathLike,
+    limit_name: str,
+    *,
+    what: str = "the file",
+    regular_only: bool = True,
+    follow_symlinks: bool = True,
+) -> bytes:
     """Read a whole file, never more than ``limits.limit(limit_name)`` bytes and never blocking on a
     file that is not regular.
 
@@ -178,8 +202,9 @@ def read_bounded(path: str | os.PathLike, limit_name: str, *, what: str = "the f
         raise FileRefused("is a folder") from None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise FileRefused("is a symbolic link that cannot be followed here (a loop, or a link swapped in)") \
-                from None
+            raise FileRefused(
+                "is a symbolic link that cannot be followed here (a loop, or a link swapped in)"
+            ) from None
         raise FileRefused(f"cannot be read ({_reason(e)})") from None
     try:
         st = os.fstat(fd)
@@ -187,10 +212,12 @@ def read_bounded(path: str | os.PathLike, limit_name: str, *, what: str = "the f
             raise FileRefused("is a folder")
         if not stat.S_ISREG(st.st_mode):
             if regular_only:
-                kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                        else "a device")
-                raise FileRefused(f"is {kind}, not a regular file",
-                                  "name a regular file (a FIFO or device could block or never end)")
+                kind = (
+                    "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+                )
+                raise FileRefused(
+                    f"is {kind}, not a regular file", "name a regular file (a FIFO or device could block or never end)"
+                )
             os.set_blocking(fd, True)  # an explicitly named pipe is read as it comes
         elif st.st_size > max_bytes:
             raise limits.LimitExceeded(limit_name, st.st_size, what=f"the size of {what} in bytes")

@@ -35,8 +35,9 @@ def load_table(binding, bound: dict | None = None, missing: str = "drop") -> tab
     if isinstance(binding, ir.NamedData):
         bound = bound or {}
         if binding.name not in bound:
-            raise DataBindingError(f"dataset `{binding.name}` is not bound; pass "
-                                   f"data={{'{binding.name}': ...}} to dpspec.compile")
+            raise DataBindingError(
+                f"dataset `{binding.name}` is not bound; pass data={{'{binding.name}': ...}} to dpspec.compile"
+            )
         return as_table(bound[binding.name], binding.name)
     if isinstance(binding, ir.CsvData):
         return _load_csv(binding, missing)
@@ -93,8 +94,9 @@ def as_table(obj, name: str) -> tabular.Table:
             else:
                 data[k] = a.astype(object)
         return tabular.Table(name, tuple(data), data, frozenset(numeric), n_raw=n or 0, sources=(f"bound:{name}",))
-    raise DataBindingError(f"dataset `{name}` must be a dpspec Table, a dict of columns, or a pandas or polars "
-                           "DataFrame")
+    raise DataBindingError(
+        f"dataset `{name}` must be a dpspec Table, a dict of columns, or a pandas or polars DataFrame"
+    )
 
 
 def schema_columns(schema: str, path: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
@@ -126,8 +128,7 @@ def _load_csv(b: ir.CsvData, missing: str = "drop") -> tabular.Table:
         return tabular.load_student(subject, missing=missing, root=root)
     sep = b.separator or ","
     if len(sep) != 1 or sep in ('"', "\n", "\r"):
-        raise DataBindingError(f"the separator must be one character other than a quote or a newline, "
-                               f"got {sep!r}")
+        raise DataBindingError(f"the separator must be one character other than a quote or a newline, got {sep!r}")
     text = read_data_text(b.path, root)  # the sandbox: inside the data root, a regular file, size-capped
     reader = csv.reader(tabular.text_lines(text), delimiter=sep, skipinitialspace=True)
     try:

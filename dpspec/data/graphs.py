@@ -37,8 +37,7 @@ import scipy.sparse as sp
 from dpspec import limits
 from dpspec.data import data_root, read_data_text
 
-__all__ = ["GraphDataset", "LoadReport", "load_cora", "load_citeseer", "planetoid_split",
-           "canonical_edges"]
+__all__ = ["GraphDataset", "LoadReport", "load_cora", "load_citeseer", "planetoid_split", "canonical_edges"]
 
 
 @dataclass
@@ -90,8 +89,7 @@ class GraphDataset:
         return len(self.label_names)
 
 
-def canonical_edges(pairs: list[tuple[str, str]], index: dict[str, int], report: LoadReport
-                    ) -> np.ndarray:
+def canonical_edges(pairs: list[tuple[str, str]], index: dict[str, int], report: LoadReport) -> np.ndarray:
     """Map id pairs to unique undirected edges (i < j), counting every quirk into ``report``."""
     from scipy.sparse.csgraph import connected_components
 
@@ -124,8 +122,9 @@ def canonical_edges(pairs: list[tuple[str, str]], index: dict[str, int], report:
     edges = np.array(sorted(keys), dtype=np.int64).reshape(-1, 2)
     report.edges = int(edges.shape[0])
     n = len(index)
-    adj = sp.csr_matrix((np.ones(2 * len(edges)), (np.r_[edges[:, 0], edges[:, 1]],
-                                                   np.r_[edges[:, 1], edges[:, 0]])), shape=(n, n))
+    adj = sp.csr_matrix(
+        (np.ones(2 * len(edges)), (np.r_[edges[:, 0], edges[:, 1]], np.r_[edges[:, 1], edges[:, 0]])), shape=(n, n)
+    )
     deg = np.diff(adj.indptr)
     report.isolated_nodes = int(np.count_nonzero(deg == 0))
     report.components = int(connected_components(adj, directed=False)[0])
@@ -240,8 +239,9 @@ def load_citeseer(root: str | Path | None = None) -> GraphDataset:
     return GraphDataset("citeseer", ids, labels, names, edges, None, texts, report)
 
 
-def planetoid_split(labels: np.ndarray, per_class: int = 20, num_val: int = 500,
-                    num_test: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def planetoid_split(
+    labels: np.ndarray, per_class: int = 20, num_val: int = 500, num_test: int = 1000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Random Planetoid-style split: ``per_class`` training nodes per class, then ``num_val`` and
     ``num_test`` nodes drawn from the rest (the fixed Planetoid indices are not in the raw files).
     Returns sorted ``(train, val, test)`` index arrays; label-dependent but edge-free."""
@@ -255,5 +255,5 @@ def planetoid_split(labels: np.ndarray, per_class: int = 20, num_val: int = 500,
     rest = np.setdiff1d(np.flatnonzero(labels >= 0), train_a)
     rest = rng.permutation(rest)
     val = np.sort(rest[:num_val])
-    test = np.sort(rest[num_val:num_val + num_test])
+    test = np.sort(rest[num_val : num_val + num_test])
     return train_a, val, test

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpspec.data import GRAPH_GENERATORS, TABLE_GENERATORS as GENERATORS  # noqa: F401 (re-exported)
+from dpspec.data import GRAPH_GENERATORS  # noqa: F401 (re-exported)
+from dpspec.data import TABLE_GENERATORS as GENERATORS
 from dpspec.data.tabular import Table
 
 
@@ -45,8 +46,14 @@ def generate(generator: str, size: int, seed: int = 0) -> Table:
             data[f"x{j + 1}"] = rng.normal(label * (0.5 + 0.2 * j), 1.0, size=size)
         numeric = frozenset(f"x{j + 1}" for j in range(5))
     cols = tuple(data)
-    return Table(f"synthetic:{generator}", cols, data, numeric, n_raw=size,
-                 sources=(f"synthetic(generator = {generator}, size = {size}, seed = {seed})",))
+    return Table(
+        f"synthetic:{generator}",
+        cols,
+        data,
+        numeric,
+        n_raw=size,
+        sources=(f"synthetic(generator = {generator}, size = {size}, seed = {seed})",),
+    )
 
 
 def generate_graph(generator: str, size: int, seed: int = 0):
@@ -72,5 +79,13 @@ def generate_graph(generator: str, size: int, seed: int = 0):
     e = np.sort(np.stack([src[keep], dst[keep]], axis=1), axis=1)
     e = np.unique(e[e[:, 0] != e[:, 1]], axis=0)
     report = LoadReport(nodes=n, edges=int(len(e)))
-    return GraphDataset(f"synthetic:{generator}", [str(i) for i in range(n)], labels.astype(np.int64),
-                        [f"class{k}" for k in range(c)], e.astype(np.int64), sp.csr_matrix(feats), None, report)
+    return GraphDataset(
+        f"synthetic:{generator}",
+        [str(i) for i in range(n)],
+        labels.astype(np.int64),
+        [f"class{k}" for k in range(c)],
+        e.astype(np.int64),
+        sp.csr_matrix(feats),
+        None,
+        report,
+    )

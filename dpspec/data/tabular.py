@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -41,14 +41,38 @@ __all__ = [
 ]
 
 ADULT_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
     "income",
 )
 _ADULT_NUMERIC = {"age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"}
 HEART_COLUMNS = (
-    "age", "sex", "cp", "trestbps", "chol", "fbs", "restecg", "thalach", "exang", "oldpeak", "slope",
-    "ca", "thal", "num",
+    "age",
+    "sex",
+    "cp",
+    "trestbps",
+    "chol",
+    "fbs",
+    "restecg",
+    "thalach",
+    "exang",
+    "oldpeak",
+    "slope",
+    "ca",
+    "thal",
+    "num",
 )
 
 
@@ -101,10 +125,19 @@ class Table:
             raise ValueError(f"{self.name}: column {name!r} has values outside {cats!r}")
         return out, cats
 
-    def select(self, mask) -> "Table":
+    def select(self, mask) -> Table:
         mask = np.asarray(mask)
-        return Table(self.name, self.columns, {k: v[mask] for k, v in self.data.items()}, self.numeric_columns,
-                     self.n_raw, self.n_dropped, self.rows_with_missing, dict(self.missing_counts), self.sources)
+        return Table(
+            self.name,
+            self.columns,
+            {k: v[mask] for k, v in self.data.items()},
+            self.numeric_columns,
+            self.n_raw,
+            self.n_dropped,
+            self.rows_with_missing,
+            dict(self.missing_counts),
+            self.sources,
+        )
 
 
 def _root(root) -> Path:
@@ -147,8 +180,17 @@ def _build(name, columns, rows, numeric, missing, sources, missing_token="?") ->
         else:
             arr = np.array([None if m else x for x, m in zip(vals, mj)], dtype=object)
         data[c] = arr
-    return Table(name, tuple(columns), data, frozenset(numeric), n_raw, int(n_raw - keep.sum()),
-                 int(row_missing.sum()), missing_counts, tuple(str(s) for s in sources))
+    return Table(
+        name,
+        tuple(columns),
+        data,
+        frozenset(numeric),
+        n_raw,
+        int(n_raw - keep.sum()),
+        int(row_missing.sum()),
+        missing_counts,
+        tuple(str(s) for s in sources),
+    )
 
 
 def _read_adult_file(text: str, test: bool) -> list[list[str]]:
@@ -174,8 +216,11 @@ def load_adult(split: str = "train", *, missing: str = "drop", root=None) -> Tab
     """
     if split not in ("train", "test", "both"):
         raise ValueError(f"split must be 'train', 'test' or 'both', got {split!r}")
-    files = {"train": [("adult.data", False)], "test": [("adult.test", True)],
-             "both": [("adult.data", False), ("adult.test", True)]}[split]
+    files = {
+        "train": [("adult.data", False)],
+        "test": [("adult.test", True)],
+        "both": [("adult.data", False), ("adult.test", True)],
+    }[split]
     rows, sources = [], []
     for fname, test in files:
         text, p = _read(root, f"adult/{fname}")

@@ -63,8 +63,11 @@ def run(specs_dir: Path, out_dir: Path, quiet: bool = False) -> int:
         print()
         compiled_all[str(rel)] = compiled
     _run_mechanisms(compiled_all, quiet)
-    print(f"{len(files) - failures - skipped}/{len(files)} specs compiled and verified"
-          + (f", {skipped} skipped (data not available)" if skipped else "") + f"; certificates in {out_dir}/")
+    print(
+        f"{len(files) - failures - skipped}/{len(files)} specs compiled and verified"
+        + (f", {skipped} skipped (data not available)" if skipped else "")
+        + f"; certificates in {out_dir}/"
+    )
     return 1 if failures else 0
 
 

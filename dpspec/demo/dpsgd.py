@@ -33,5 +33,7 @@ def _train_demo(mech, quiet: bool, name: str = "") -> None:
     dt = time.perf_counter() - t0
     with torch.no_grad():
         acc = (model(Xt).argmax(1) == yt).float().mean().item()
-    print(f"  run classifier ({name}): {steps} private steps (of {mech.steps} certified) in {dt:.1f} s, "
-          f"mean batch {np.mean(rep.batch_sizes):.0f}, noise std {mech.noise_std:.3g}; training accuracy {acc:.3f}")
+    print(
+        f"  run classifier ({name}): {steps} private steps (of {mech.steps} certified) in {dt:.1f} s, "
+        f"mean batch {np.mean(rep.batch_sizes):.0f}, noise std {mech.noise_std:.3g}; training accuracy {acc:.3f}"
+    )

@@ -9,5 +9,7 @@ def run(tname: str, name: str, mech, rng, quiet: bool) -> None:
     if mech.query is None or mech.data is None:
         return  # the answer is the caller's (release_answer), or the data arrives at run time
     noisy, report = mech.release(rng=rng)  # the report's counts are private: not printed
-    print(f"  run {tname} ({name}): {report.query} on the bound data, released {np.round(noisy, 1)} "
-          f"(σ = {mech.sigma:.3g}; ε spent {mech.privacy_spent().epsilon:.3g})")
+    print(
+        f"  run {tname} ({name}): {report.query} on the bound data, released {np.round(noisy, 1)} "
+        f"(σ = {mech.sigma:.3g}; ε spent {mech.privacy_spent().epsilon:.3g})"
+    )

@@ -10,5 +10,7 @@ def run(tname: str, name: str, mech, rng, quiet: bool) -> None:
         return
     t0 = time.perf_counter()
     run = mech.train(rng=0)
-    print(f"  run {tname} ({name}): GCON trained on the generated graph in {time.perf_counter() - t0:.1f} s; "
-          f"test accuracy {run.test_accuracy():.3f} ({run.inference} inference)")
+    print(
+        f"  run {tname} ({name}): GCON trained on the generated graph in {time.perf_counter() - t0:.1f} s; "
+        f"test accuracy {run.test_accuracy():.3f} ({run.inference} inference)"
+    )

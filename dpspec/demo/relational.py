@@ -24,6 +24,8 @@ def _train_relational(tname: str, name: str, mech, steps: int = 150) -> None:
     tr = mech.trainer(enc, seed=0)
     tr.train(min(steps, mech.steps))
     after = mech.evaluate(enc, tr.params)
-    print(f"  run {tname} ({name}): {min(steps, mech.steps)} of {mech.steps} certified steps in "
-          f"{time.perf_counter() - t0:.1f} s (σ/C = {mech.sigma:.3g}); held-out MRR {before['mrr']:.3f} → "
-          f"{after['mrr']:.3f}, Hits@10 {before['hits@10']:.3f} → {after['hits@10']:.3f}")
+    print(
+        f"  run {tname} ({name}): {min(steps, mech.steps)} of {mech.steps} certified steps in "
+        f"{time.perf_counter() - t0:.1f} s (σ/C = {mech.sigma:.3g}); held-out MRR {before['mrr']:.3f} → "
+        f"{after['mrr']:.3f}, Hits@10 {before['hits@10']:.3f} → {after['hits@10']:.3f}"
+    )

@@ -16,6 +16,7 @@ def _train_srpp_digits(tname: str, mech) -> None:
         import torch
 
         from dpspec.srpp import datasets, evaluate_accuracy
+
         Xtr, ytr, Xte, yte = datasets.digits(n_train=mech.plan.sampling.dataset_size)
     except ImportError:
         print(f"  ({tname}: torch or scikit-learn not installed: skipping the SRPP-SGD run)")
@@ -26,6 +27,8 @@ def _train_srpp_digits(tname: str, mech) -> None:
     t0 = time.perf_counter()
     mech.train(model, torch.from_numpy(Xtr), torch.from_numpy(ytr), seed=0)
     acc = evaluate_accuracy(model, torch.from_numpy(Xte), torch.from_numpy(yte))
-    print(f"  run {tname} (digits_srpp.dps): {mech.steps} SRPP-SGD steps on sklearn digits in "
-          f"{time.perf_counter() - t0:.1f} s, gradient noise std {mech.gradient_noise_std[0]:.3g}; "
-          f"test accuracy {acc:.3f}")
+    print(
+        f"  run {tname} (digits_srpp.dps): {mech.steps} SRPP-SGD steps on sklearn digits in "
+        f"{time.perf_counter() - t0:.1f} s, gradient noise std {mech.gradient_noise_std[0]:.3g}; "
+        f"test accuracy {acc:.3f}"
+    )

@@ -14,5 +14,7 @@ def run(tname: str, name: str, mech, rng, quiet: bool) -> None:
     group_a = data.select(data.column("group") == "A")
     true = np.asarray(mech.mechanism.query(group_a.matrix(mech.columns)))
     noisy = mech.release(group_a, rng=rng).value
-    print(f"  run {tname} ({name}): group A's query {np.round(true, 3).tolist()} released as "
-          f"{np.round(noisy, 3).tolist()} (σ = {mech.sigma:.3g})")
+    print(
+        f"  run {tname} ({name}): group A's query {np.round(true, 3).tolist()} released as "
+        f"{np.round(noisy, 3).tolist()} (σ = {mech.sigma:.3g})"
+    )

@@ -24,8 +24,7 @@ lazily.
 
 from __future__ import annotations
 
-__all__ = ["Comm", "init_from_env", "spawn", "shard_indices", "GlobalSampler", "BACKENDS",
-           "dask_slice_sensitivities"]
+__all__ = ["Comm", "init_from_env", "spawn", "shard_indices", "GlobalSampler", "BACKENDS", "dask_slice_sensitivities"]
 
 BACKENDS = ("gloo", "nccl")
 
@@ -33,11 +32,14 @@ BACKENDS = ("gloo", "nccl")
 def __getattr__(name):  # lazy: importing dpspec.distributed must not import torch or dask
     if name in ("Comm", "init_from_env", "spawn", "shard_indices"):
         from . import comm
+
         return getattr(comm, name)
     if name == "GlobalSampler":
         from .sampling import GlobalSampler
+
         return GlobalSampler
     if name == "dask_slice_sensitivities":
         from .sensitivity import dask_slice_sensitivities
+
         return dask_slice_sensitivities
     raise AttributeError(name)

@@ -32,15 +32,22 @@ import os
 import socket
 import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from dpspec.errors import DpspecError
 
-__all__ = ["Comm", "DistributedSoundnessError", "init_from_env", "spawn", "shard_indices", "free_port",
-           "default_backend"]
+__all__ = [
+    "Comm",
+    "DistributedSoundnessError",
+    "init_from_env",
+    "spawn",
+    "shard_indices",
+    "free_port",
+    "default_backend",
+]
 
 
 class DistributedSoundnessError(DpspecError, RuntimeError):
@@ -114,8 +121,10 @@ class Comm:
         if self.world_size != workers or (backend is not None and self.world_size > 1 and backend != self.backend):
             raise DistributedSoundnessError(
                 f"the certificate records {target}(workers = {workers}, backend = {backend}) but this run has "
-                f"{self.world_size} process(es) on {self.backend}", rule="DPS807",
-                hint="launch with torchrun --nproc_per_node matching `workers`, or recompile the spec")
+                f"{self.world_size} process(es) on {self.backend}",
+                rule="DPS807",
+                hint="launch with torchrun --nproc_per_node matching `workers`, or recompile the spec",
+            )
 
     # --- sharding -------------------------------------------------------------------------------
 
@@ -162,7 +171,7 @@ class Comm:
         out, off = [], 0
         for s in shapes:
             k = int(np.prod(s)) if len(s) else 1
-            out.append(flat[off:off + k].reshape(s))
+            out.append(flat[off : off + k].reshape(s))
             off += k
         return dict(zip(keys, out)) if keys is not None else out
 
@@ -190,7 +199,9 @@ class Comm:
             where = "" if step is None else f" at step {step}"
             raise DistributedSoundnessError(
                 f"the ranks drew different global batches{where}: the sampling would not be the declared "
-                "sampling over the whole dataset", hint="give every rank the same seed; do not shuffle per worker")
+                "sampling over the whole dataset",
+                hint="give every rank the same seed; do not shuffle per worker",
+            )
 
     def check_step(self, idx, ledger=None, step: int | None = None) -> None:
         """:meth:`check_consensus` of the global batch together with the privacy ledger's state: every
@@ -208,8 +219,11 @@ class Comm:
         import torch
         import torch.distributed as dist
 
-        ts = list(module_or_tensors.parameters()) if hasattr(module_or_tensors, "parameters") \
+        ts = (
+            list(module_or_tensors.parameters())
+            if hasattr(module_or_tensors, "parameters")
             else list(module_or_tensors)
+        )
         with torch.no_grad():
             for p in ts:
                 dist.broadcast(p.data, src=0)
@@ -275,15 +289,16 @@ def _check_backend(backend: str) -> None:
     import torch
 
     if backend not in ("gloo", "nccl"):
-        raise DistributedSoundnessError(f"unknown backend {backend!r}", rule="DPS805",
-                                        hint="use gloo (CPU) or nccl (GPUs)")
+        raise DistributedSoundnessError(
+            f"unknown backend {backend!r}", rule="DPS805", hint="use gloo (CPU) or nccl (GPUs)"
+        )
     if backend == "nccl" and not torch.cuda.is_available():
-        raise DistributedSoundnessError("backend nccl needs CUDA GPUs and none is available", rule="DPS805",
-                                        hint="use backend gloo on CPU machines")
+        raise DistributedSoundnessError(
+            "backend nccl needs CUDA GPUs and none is available", rule="DPS805", hint="use backend gloo on CPU machines"
+        )
 
 
-def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, threads: int | None,
-            comm_kw: dict):
+def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, threads: int | None, comm_kw: dict):
     import torch
     import torch.distributed as dist
 
@@ -291,8 +306,9 @@ def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, thr
         torch.set_num_threads(threads)
     # rendezvous through a file in the run's own temporary folder: no port is picked and released
     # first, so parallel runs on one machine cannot race for it
-    dist.init_process_group(backend=backend, init_method="file://" + os.path.join(outdir, "rendezvous"), rank=rank,
-                            world_size=world_size)
+    dist.init_process_group(
+        backend=backend, init_method="file://" + os.path.join(outdir, "rendezvous"), rank=rank, world_size=world_size
+    )
     comm = Comm(rank, world_size, backend, _owns_group=True, **comm_kw)
     try:
         res = fn(comm, *args)
@@ -301,16 +317,17 @@ def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, thr
         comm.close()
 
 
-def spawn(fn: Callable, world_size: int = 2, args: tuple = (), *, backend: str = "gloo",
-          threads: int | None = 1, **comm_kw) -> list:
+def spawn(
+    fn: Callable, world_size: int = 2, args: tuple = (), *, backend: str = "gloo", threads: int | None = 1, **comm_kw
+) -> list:
     """Run ``fn(comm, *args)`` in ``world_size`` fresh processes (``torch.multiprocessing.spawn``,
-    rendezvous through a file in a temporary folder); returns the list of per-rank return values. ``fn`` must be importable
+    rendezvous through a file in a temporary folder); returns the list of per-rank return values. ``fn`` must be
+    importable
     (a module-level function). ``threads`` sets ``torch.set_num_threads`` in each worker."""
     import torch
     import torch.multiprocessing as mp
 
     _check_backend(backend)
     with tempfile.TemporaryDirectory(prefix="dpspec-dist-") as d:
-        mp.spawn(_worker, args=(world_size, backend, fn, args, d, threads, comm_kw), nprocs=world_size,
-                 join=True)
+        mp.spawn(_worker, args=(world_size, backend, fn, args, d, threads, comm_kw), nprocs=world_size, join=True)
         return [torch.load(os.path.join(d, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]

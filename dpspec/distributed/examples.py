@@ -14,7 +14,7 @@ time). Launch under torchrun::
 
 from __future__ import annotations
 
-__all__ = ["mlp", "synthetic_classification", "DEFAULTS", "RUNNERS"]
+__all__ = ["mlp", "synthetic_classification", "DEFAULTS", "RUNNERS"]  # noqa: F822 - built by module __getattr__
 
 
 def synthetic_classification(n: int, d: int, classes: int, seed: int):
@@ -67,8 +67,8 @@ def __getattr__(name: str):
         return {w: m.run for w, m in _workloads().items()}
     if name == "DEFAULTS":  # {workload: its default configuration}
         return {w: m.DEFAULTS for w, m in _workloads().items()}
-    if name.startswith("run_") and name[len("run_"):] in _workloads():
-        return _workloads()[name[len("run_"):]].run
+    if name.startswith("run_") and name[len("run_") :] in _workloads():
+        return _workloads()[name[len("run_") :]].run
     raise AttributeError(name)
 
 
@@ -88,8 +88,10 @@ def main(argv=None) -> int:  # pragma: no cover - exercised by hand under torchr
         out = _workloads()[a.workload].run(comm, cfg)
         if comm.is_main:
             digest = float(sum(float(v.double().abs().sum()) for v in out["params"].values()))
-            print(f"rank 0 of {comm.world_size} ({comm.backend}): {len(out['batch_sizes'])} steps in "
-                  f"{out['seconds']:.2f}s, Σ|θ| = {digest:.6f}")
+            print(
+                f"rank 0 of {comm.world_size} ({comm.backend}): {len(out['batch_sizes'])} steps in "
+                f"{out['seconds']:.2f}s, Σ|θ| = {digest:.6f}"
+            )
     finally:
         comm.close()
     return 0

@@ -13,8 +13,8 @@ The generator consumption is the single-process trainers': :class:`GlobalSampler
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 

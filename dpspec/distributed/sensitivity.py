@@ -28,7 +28,8 @@ array, so the block bookkeeping would be home-made, which the design rules out.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,21 +101,26 @@ def dask_sliced_sensitivity_report(
     def check_support(p, lo, hi, key):
         tol = 1e-9 * (1.0 + np.abs(lo) + np.abs(hi))
         if np.any(p[:, 0] < lo - tol) or np.any(p[:, -1] > hi + tol):
-            raise SoundnessError(f"samples of (world {key[0]!r}, secret {key[1]!r}) fall outside the declared support",
-                                 rule="DPS404", hint="clip the query output to its declared bounds or widen them")
+            raise SoundnessError(
+                f"samples of (world {key[0]!r}, secret {key[1]!r}) fall outside the declared support",
+                rule="DPS404",
+                hint="clip the query output to its declared bounds or widen them",
+            )
 
     unordered: dict = {}
     for idx, (w, si, sj) in enumerate(instances):
         key = (w, si, sj) if _order(si, sj) else (w, sj, si)
         unordered.setdefault(key, []).append(idx)
     rows = {}
-    for (w, a, b) in unordered:
+    for w, a, b in unordered:
         A, B = proj[(w, a)], proj[(w, b)]
         if estimator == "plugin":
+
             def f(pa, pb):
                 if not (np.all(np.isfinite(pa)) and np.all(np.isfinite(pb))):
                     raise ValueError("samples contain non-finite values (nan or inf)")
                 return w_inf_sorted_rows(pa, pb)
+
             rows[(w, a, b)] = da.blockwise(f, "i", A, "ij", B, "ik", dtype=float, concatenate=True)
         else:
             lo_d = da.from_array(lo_all, chunks=(k,))
@@ -124,8 +130,10 @@ def dask_sliced_sensitivity_report(
                 check_support(pa, lo, hi, ka)
                 check_support(pb, lo, hi, kb)
                 return w_inf_dkw_upper_sorted_rows(pa, pb, radii[ka], radii[kb], lo, hi)
-            rows[(w, a, b)] = da.blockwise(g, "i", A, "ij", B, "ik", lo_d, "i", hi_d, "i", dtype=float,
-                                           concatenate=True)
+
+            rows[(w, a, b)] = da.blockwise(
+                g, "i", A, "ij", B, "ik", lo_d, "i", hi_d, "i", dtype=float, concatenate=True
+            )
     maxnorm_d = {}
     if fp_margin:
         for key, z in Zd.items():
@@ -151,9 +159,16 @@ def dask_sliced_sensitivity_report(
     dkw = None
     if estimator == "dkw":
         dkw = {"rho_per_band": float(rho), "radii": {f"{q[0]}|{q[1]}": v for q, v in radii.items()}}
-    return SensitivityReport(deltas=Z.max(axis=0), instance_deltas=Z, instances=tuple(instances),
-                             estimator=estimator, sample_sizes={f"{q[0]}|{q[1]}": v for q, v in sizes.items()},
-                             dkw=dkw, chunk_size=k, buffer_bytes=8 * k * max(sizes.values()))
+    return SensitivityReport(
+        deltas=Z.max(axis=0),
+        instance_deltas=Z,
+        instances=tuple(instances),
+        estimator=estimator,
+        sample_sizes={f"{q[0]}|{q[1]}": v for q, v in sizes.items()},
+        dkw=dkw,
+        chunk_size=k,
+        buffer_bytes=8 * k * max(sizes.values()),
+    )
 
 
 def dask_slice_sensitivities(samples, pairs, directions, **kwargs) -> np.ndarray:

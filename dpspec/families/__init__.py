@@ -129,7 +129,7 @@ _LISTED_HOOKS = ("accountants", "rules")
 def _folder_of(package: str) -> Path | None:
     """The folder of ``package`` if it exists (its parent packages are imported, the package is not)."""
     if package.startswith(f"{__name__}."):
-        folder = Path(__file__).resolve().parent / package[len(__name__) + 1:].replace(".", "/")
+        folder = Path(__file__).resolve().parent / package[len(__name__) + 1 :].replace(".", "/")
         return folder if (folder / "__init__.py").is_file() else None
     try:
         found = importlib.util.find_spec(package)
@@ -199,37 +199,53 @@ FAMILIES: dict[str, Family] = {
         curve="dpspec.plot.gaussian:curve",
         demo="dpspec.demo.gaussian:run",
     ),
-    **{name: Family(
-        name=name,
-        block="release",
-        units=("record",),
-        relations=("add_remove",),
-        notions=("dp",),
-        summary=summary,
-        source=source,
-        settings=("protect", "mechanism", "query", "guarantee", "description"),
-        default=name == "auto",
-        query_options=("by", "keys", "where", "q"),
-        compile="dpspec.families.statistics.compile:compile_release",
-        compose="dpspec.families.statistics.compile:compose",
-        split="dpspec.families.statistics.split:shares",
-        docs="dpspec.families.statistics:docs",
-        demo="dpspec.families.statistics.demo:run",
-        accountants=("dpspec.families.statistics.accountant",),
-        runtime="dpspec.families.statistics.runtime:StatisticRelease",
-        auditor="dpspec.families.statistics.audit",
-        rules=("dpspec.check.rules", "dpspec.families.statistics.rules"),
-        package="dpspec.families.statistics",  # one folder serves the four entries
-    ) for name, summary, source in (
-        ("laplace", "Laplace noise on a count, sum, mean or quantile of the data (pure ε-DP)",
-         "Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014 Thm 3.6"),
-        ("discrete_laplace", "discrete Laplace (geometric) noise on an integer count, sum or mean (pure ε-DP, "
-         "exact sampler)", "Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020 Alg. 2"),
-        ("discrete_gaussian", "discrete Gaussian noise on an integer count, sum or mean (exact sampler)",
-         "Canonne, Kamath & Steinke 2020, Thm 7, Alg. 3"),
-        ("auto", "the statistics release with the lowest expected error at its budget (Laplace, discrete Laplace "
-         "or Gaussian noise)", "Dwork & Roth 2014 Thm 3.6; Balle & Wang 2018 Thm 8"),
-    )},
+    **{
+        name: Family(
+            name=name,
+            block="release",
+            units=("record",),
+            relations=("add_remove",),
+            notions=("dp",),
+            summary=summary,
+            source=source,
+            settings=("protect", "mechanism", "query", "guarantee", "description"),
+            default=name == "auto",
+            query_options=("by", "keys", "where", "q"),
+            compile="dpspec.families.statistics.compile:compile_release",
+            compose="dpspec.families.statistics.compile:compose",
+            split="dpspec.families.statistics.split:shares",
+            docs="dpspec.families.statistics:docs",
+            demo="dpspec.families.statistics.demo:run",
+            accountants=("dpspec.families.statistics.accountant",),
+            runtime="dpspec.families.statistics.runtime:StatisticRelease",
+            auditor="dpspec.families.statistics.audit",
+            rules=("dpspec.check.rules", "dpspec.families.statistics.rules"),
+            package="dpspec.families.statistics",  # one folder serves the four entries
+        )
+        for name, summary, source in (
+            (
+                "laplace",
+                "Laplace noise on a count, sum, mean or quantile of the data (pure ε-DP)",
+                "Dwork, McSherry, Nissim & Smith 2006; Dwork & Roth 2014 Thm 3.6",
+            ),
+            (
+                "discrete_laplace",
+                "discrete Laplace (geometric) noise on an integer count, sum or mean (pure ε-DP, exact sampler)",
+                "Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020 Alg. 2",
+            ),
+            (
+                "discrete_gaussian",
+                "discrete Gaussian noise on an integer count, sum or mean (exact sampler)",
+                "Canonne, Kamath & Steinke 2020, Thm 7, Alg. 3",
+            ),
+            (
+                "auto",
+                "the statistics release with the lowest expected error at its budget (Laplace, discrete Laplace "
+                "or Gaussian noise)",
+                "Dwork & Roth 2014 Thm 3.6; Balle & Wang 2018 Thm 8",
+            ),
+        )
+    },
     "dpsgd": Family(
         name="dpsgd",
         block="train",
@@ -240,8 +256,13 @@ FAMILIES: dict[str, Family] = {
         source="Abadi et al. 2016; Mironov–Talwar–Zhang 2019; Schuchardt et al. 2024",
         settings_model="dpspec.ir.settings:DpsgdSettings",
         compile="dpspec.compiler.dpsgd_train:compile_dpsgd",
-        accountants=("dpspec.accounting.dpsgd", "dpspec.accounting.poisson", "dpspec.accounting.wor",
-                     "dpspec.accounting.group", "dpspec.accounting.pld"),
+        accountants=(
+            "dpspec.accounting.dpsgd",
+            "dpspec.accounting.poisson",
+            "dpspec.accounting.wor",
+            "dpspec.accounting.group",
+            "dpspec.accounting.pld",
+        ),
         runtime="dpspec.mechanisms.dpsgd:DpSgd",
         auditor="dpspec.audit.dpsgd",
         rules=("dpspec.check.rules", "dpspec.check.rules_runtime", "dpspec.check.rules_dpsgd"),
@@ -278,7 +299,7 @@ FAMILIES: dict[str, Family] = {
         relations=(),
         notions=("pufferfish",),
         summary="Wasserstein mechanism: Laplace noise scaled by the ∞-Wasserstein distance of the secret-conditioned "
-                "answer laws (ε-Pufferfish; aggregate or per-record releases)",
+        "answer laws (ε-Pufferfish; aggregate or per-record releases)",
         source="Song, Wang & Chaudhuri 2017, §3; Kifer & Machanavajjhala 2014, §3",
         composable=False,
         settings=("protect", "mechanism", "query", "output", "guarantee", "description"),

@@ -33,8 +33,10 @@ def load_graph(binding, bound: dict | None = None):
         if isinstance(g, dict):
             return graph_from_arrays(name, g)
         if not isinstance(g, graphs.GraphDataset):  # a list, a string, ...: caught here, not deep inside
-            raise ValueError(f"the graph `{name}` bound at compile time is a {type(g).__name__}, not a "
-                             "dpspec.data.graphs.GraphDataset or a dict of arrays")
+            raise ValueError(
+                f"the graph `{name}` bound at compile time is a {type(g).__name__}, not a "
+                "dpspec.data.graphs.GraphDataset or a dict of arrays"
+            )
         return g
     loaders = {"cora": graphs.load_cora, "citeseer": graphs.load_citeseer}
     if name not in loaders:
@@ -56,8 +58,14 @@ def graph_from_arrays(name: str, d: dict):
 
     for key in ("edges", "labels"):
         if d.get(key) is None:
-            raise ValueError(f"graph `{name}` needs `{key}`" + (" (an (E, 2) array of node indices)" if key == "edges"
-                                                                else " (one class label per node, -1 if unlabelled)"))
+            raise ValueError(
+                f"graph `{name}` needs `{key}`"
+                + (
+                    " (an (E, 2) array of node indices)"
+                    if key == "edges"
+                    else " (one class label per node, -1 if unlabelled)"
+                )
+            )
     features, texts = d.get("features"), d.get("texts")
     if features is None and texts is None:
         raise ValueError(f"graph `{name}` needs `features` (an (n, f) array) or `texts` (n strings)")
@@ -74,8 +82,9 @@ def graph_from_arrays(name: str, d: dict):
         raise ValueError(f"`num_nodes` of graph `{name}` must be a positive whole number, got {n!r:.40}")
     n = int(n)
     limits.require("nodes", n, f"nodes of graph `{name}`")
-    if texts is not None and (isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__")
-                              or not all(isinstance(x, str) for x in texts)):
+    if texts is not None and (
+        isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__") or not all(isinstance(x, str) for x in texts)
+    ):
         raise ValueError(f"`texts` of graph `{name}` must be a list of strings, one per node")
     try:
         edges = np.asarray(d["edges"])
@@ -84,8 +93,9 @@ def graph_from_arrays(name: str, d: dict):
     if edges.size == 0:
         edges = edges.reshape(0, 2)
     if edges.ndim != 2 or edges.shape[1] != 2 or edges.dtype.kind not in "iu":
-        raise ValueError(f"`edges` of graph `{name}` must be an (E, 2) integer array, got shape {edges.shape} "
-                         f"of {edges.dtype}")
+        raise ValueError(
+            f"`edges` of graph `{name}` must be an (E, 2) integer array, got shape {edges.shape} of {edges.dtype}"
+        )
     if features is not None:
         try:
             features = sp.csr_matrix(features, dtype=np.float64)
@@ -93,22 +103,38 @@ def graph_from_arrays(name: str, d: dict):
             raise ValueError(f"`features` of graph `{name}` is not an (n, f) numeric array: {e}") from None
         if features.nnz and not np.all(np.isfinite(features.data)):
             raise ValueError(f"`features` of graph `{name}` has NaN or infinite values")
-    for what, rows in (("labels", len(labels)), ("features", None if features is None else features.shape[0]),
-                       ("texts", None if texts is None else len(texts))):
+    for what, rows in (
+        ("labels", len(labels)),
+        ("features", None if features is None else features.shape[0]),
+        ("texts", None if texts is None else len(texts)),
+    ):
         if rows is not None and rows != n:
             raise ValueError(f"graph `{name}` has {n} nodes but {rows} rows of {what}")
     report = LoadReport(node_lines=n, nodes=n)
     canon = canonical_edges([(str(a), str(b)) for a, b in edges.tolist()], {str(i): i for i in range(n)}, report)
-    bad = {"self-loops": report.self_loops, "repeated pairs": report.duplicate_lines,
-           "reversed repeats of an edge": report.reciprocal_merged, "edges to a node outside 0..n-1": report.dangling_lines}
+    bad = {
+        "self-loops": report.self_loops,
+        "repeated pairs": report.duplicate_lines,
+        "reversed repeats of an edge": report.reciprocal_merged,
+        "edges to a node outside 0..n-1": report.dangling_lines,
+    }
     found = ", ".join(f"{k} {what}" for what, k in bad.items() if k)
     if found:
-        raise ValueError(f"graph `{name}` has {found}; give each undirected edge once, between two different "
-                         f"nodes in 0..{n - 1} (they change the edge count the guarantee is about)")
+        raise ValueError(
+            f"graph `{name}` has {found}; give each undirected edge once, between two different "
+            f"nodes in 0..{n - 1} (they change the edge count the guarantee is about)"
+        )
     classes = int(labels.max()) + 1 if labels.size else 0
-    return GraphDataset(name=name, node_ids=[str(i) for i in range(n)], labels=labels.astype(np.int64),
-                        label_names=[str(k) for k in range(classes)], edges=canon, features=features,
-                        texts=None if texts is None else list(texts), report=report)
+    return GraphDataset(
+        name=name,
+        node_ids=[str(i) for i in range(n)],
+        labels=labels.astype(np.int64),
+        label_names=[str(k) for k in range(classes)],
+        edges=canon,
+        features=features,
+        texts=None if texts is None else list(texts),
+        report=report,
+    )
 
 
 def plan(t: ir.Training, ds) -> dict:
@@ -122,9 +148,19 @@ def plan(t: ir.Training, ds) -> dict:
     enc = st.encoder or ir.EncoderSpec(kind="mlp")
     d1 = c if enc.kind == "mlp" else int(ds.features.shape[1]) if ds.features is not None else None
     if d1 is None:
-        raise GraphPlanError("DPS726", f"graph `{ds.name}` has raw text, not features: it needs an encoder",
-                             hint="use `encoder mlp(...)` (a TF-IDF of the text feeds the encoder)")
+        raise GraphPlanError(
+            "DPS726",
+            f"graph `{ds.name}` has raw text, not features: it needs an encoder",
+            hint="use `encoder mlp(...)` (a TF-IDF of the text feeds the encoder)",
+        )
     steps = list(st.propagation.steps)
     n1 = int(ds.num_nodes) if st.pseudo_labels else int(len(train_idx))
-    return {"classes": c, "d1": d1, "dim": len(steps) * d1, "num_train": n1, "train_idx": train_idx,
-            "test_idx": test_idx, "steps": steps}
+    return {
+        "classes": c,
+        "d1": d1,
+        "dim": len(steps) * d1,
+        "num_train": n1,
+        "train_idx": train_idx,
+        "test_idx": test_idx,
+        "steps": steps,
+    }

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,15 +51,18 @@ def normalise_rows(X: Any, *, zero_rows: str = "error") -> np.ndarray:
     zero = norms == 0.0
     if np.any(zero):
         if zero_rows != "uniform":
-            raise GconError("DPS715", f"{int(zero.sum())} feature row(s) are all zero and cannot "
-                            "be normalised", "pass zero_rows='uniform' or fix the encoder")
+            raise GconError(
+                "DPS715",
+                f"{int(zero.sum())} feature row(s) are all zero and cannot be normalised",
+                "pass zero_rows='uniform' or fix the encoder",
+            )
         X[zero] = 1.0 / np.sqrt(X.shape[1])
         norms[zero] = 1.0
     X /= norms[:, None]
     n2 = np.linalg.norm(X, axis=1)
     over = n2 > 1.0
     if np.any(over):
-        X[over] /= (n2[over] * (1.0 + 2.0 ** -50))[:, None]
+        X[over] /= (n2[over] * (1.0 + 2.0**-50))[:, None]
     return X
 
 
@@ -73,26 +77,31 @@ def check_row_normalised(X: np.ndarray, tol: float = 1e-9) -> None:
     worst = float(np.max(np.abs(norms - 1.0))) if norms.size else 0.0
     if worst > tol:
         i = int(np.argmax(np.abs(norms - 1.0)))
-        raise GconError("DPS715", f"features are not row-normalised: row {i} has L2 norm "
-                        f"{norms[i]:.6g} (Lemma 2 assumes ||x_i||_2 = 1)",
-                        "apply dpspec.gcon.encoder.normalise_rows after the encoder")
+        raise GconError(
+            "DPS715",
+            f"features are not row-normalised: row {i} has L2 norm {norms[i]:.6g} (Lemma 2 assumes ||x_i||_2 = 1)",
+            "apply dpspec.gcon.encoder.normalise_rows after the encoder",
+        )
 
 
 # ------------------------------------------------------------------------------ text
 
 _TOKEN = re.compile(r"[a-z][a-z0-9]+")
-_STOP = frozenset("""a about above after again against all also am an and any are as at be because been
+_STOP = frozenset(
+    """a about above after again against all also am an and any are as at be because been
 before being below between both but by can could did do does doing down during each few for from
 further had has have having he her here hers herself him himself his how i if in into is it its
 itself just me more most my myself no nor not now of off on once only or other our ours ourselves
 out over own same she should so some such than that the their theirs them themselves then there
 these they this those through to too under until up very was we were what when where which while
 who whom why will with would you your yours yourself yourselves paper we this our which these using
-based used use one two new show also may however thus et al""".split())
+based used use one two new show also may however thus et al""".split()
+)
 
 
-def tfidf_features(texts: Sequence[str], *, max_features: int = 3000, min_df: int = 3,
-                   max_df: float = 0.5, sublinear_tf: bool = True) -> tuple[sp.csr_matrix, list[str]]:
+def tfidf_features(
+    texts: Sequence[str], *, max_features: int = 3000, min_df: int = 3, max_df: float = 0.5, sublinear_tf: bool = True
+) -> tuple[sp.csr_matrix, list[str]]:
     """TF-IDF bag of words (label-free, edge-free): lowercase, ``[a-z][a-z0-9]+`` tokens, English
     stop words removed, vocabulary = the ``max_features`` most frequent terms by document frequency
     among those with ``min_df <= df <= max_df * n``; ``idf = log((1 + n)/(1 + df)) + 1``; rows are
@@ -124,6 +133,7 @@ def tfidf_features(texts: Sequence[str], *, max_features: int = 3000, min_df: in
 
 # ------------------------------------------------------------------------------ MLP
 
+
 @dataclass
 class MLPEncoder:
     """2-layer MLP ``x -> ReLU(x W1 + b1) -> (.) W2 + b2`` trained on the labelled nodes only
@@ -139,8 +149,7 @@ class MLPEncoder:
     seed: int = 0
     num_threads: int | None = None
 
-    def fit(self, X: Any, labels: np.ndarray, train_idx: np.ndarray, num_classes: int | None = None
-            ) -> "MLPEncoder":
+    def fit(self, X: Any, labels: np.ndarray, train_idx: np.ndarray, num_classes: int | None = None) -> MLPEncoder:
         import torch
 
         if self.num_threads:
@@ -150,8 +159,9 @@ class MLPEncoder:
         y = labels[train_idx]
         c = int(num_classes if num_classes is not None else labels[labels >= 0].max() + 1)
         if np.any(y < 0) or np.any(y >= c):
-            raise GconError("DPS718", "a training node has no label in {0..c-1}",
-                            "drop unlabelled nodes from train_idx")
+            raise GconError(
+                "DPS718", "a training node has no label in {0..c-1}", "drop unlabelled nodes from train_idx"
+            )
         self.num_classes_ = c
         gen = torch.Generator().manual_seed(self.seed)
         Xt = self._tensor(X)

@@ -28,11 +28,11 @@ class GraphSummary:
     """Counts describing a canonical GCON graph (all edges undirected, no self-loops)."""
 
     num_nodes: int
-    num_edges: int                 # distinct undirected edges {i, j}, i != j
-    num_input_pairs: int           # rows of the edge list given (or nnz of the sparse input)
-    merged_duplicates: int         # input pairs that repeated an edge already seen (incl. (j,i))
+    num_edges: int  # distinct undirected edges {i, j}, i != j
+    num_input_pairs: int  # rows of the edge list given (or nnz of the sparse input)
+    merged_duplicates: int  # input pairs that repeated an edge already seen (incl. (j,i))
     num_components: int
-    num_isolated: int              # nodes of degree 0
+    num_isolated: int  # nodes of degree 0
     max_degree: int
     warnings: tuple[dict[str, str], ...] = field(default_factory=tuple)
 
@@ -71,33 +71,42 @@ class Graph:
 
     # ---------------------------------------------------------------- constructors
     @classmethod
-    def from_edges(cls, num_nodes: int, edges: Any) -> "Graph":
+    def from_edges(cls, num_nodes: int, edges: Any) -> Graph:
         n = int(num_nodes)
         if n <= 0:
-            raise GconError("DPS716", f"the graph has no nodes (n = {num_nodes})",
-                            "GCON needs at least one node; check the loader")
+            raise GconError(
+                "DPS716", f"the graph has no nodes (n = {num_nodes})", "GCON needs at least one node; check the loader"
+            )
         e = np.asarray(edges)
         if e.size == 0:
             e = np.zeros((0, 2), dtype=np.int64)
         if e.ndim != 2 or e.shape[1] != 2:
-            raise GconError("DPS716", f"edges must be an (E, 2) array, got shape {e.shape}",
-                            "pass pairs of node indices")
+            raise GconError(
+                "DPS716", f"edges must be an (E, 2) array, got shape {e.shape}", "pass pairs of node indices"
+            )
         if not np.issubdtype(e.dtype, np.integer):
             if np.issubdtype(e.dtype, np.floating) and np.all(np.isfinite(e)) and np.all(e == np.round(e)):
                 e = e.astype(np.int64)
             else:
-                raise GconError("DPS716", "edge endpoints must be integer node indices",
-                                "map node ids to 0..n-1 first (see dpspec.data.graphs)")
+                raise GconError(
+                    "DPS716",
+                    "edge endpoints must be integer node indices",
+                    "map node ids to 0..n-1 first (see dpspec.data.graphs)",
+                )
         e = e.astype(np.int64, copy=False)
         if e.size and (e.min() < 0 or e.max() >= n):
-            raise GconError("DPS716", f"edge endpoints outside 0..{n - 1}",
-                            "drop citations to nodes that are not in the node set (the loaders "
-                            "report them as dangling)")
+            raise GconError(
+                "DPS716",
+                f"edge endpoints outside 0..{n - 1}",
+                "drop citations to nodes that are not in the node set (the loaders report them as dangling)",
+            )
         loops = int(np.count_nonzero(e[:, 0] == e[:, 1])) if e.size else 0
         if loops:
-            raise GconError("DPS716", f"{loops} self-loop(s) in the edge list",
-                            "remove them: A must have a zero diagonal; A~ = D^-1(A + I) adds the "
-                            "self-loops itself (Sec. IV-C2)")
+            raise GconError(
+                "DPS716",
+                f"{loops} self-loop(s) in the edge list",
+                "remove them: A must have a zero diagonal; A~ = D^-1(A + I) adds the self-loops itself (Sec. IV-C2)",
+            )
         lo = np.minimum(e[:, 0], e[:, 1])
         hi = np.maximum(e[:, 0], e[:, 1])
         key = np.unique(lo * n + hi)
@@ -106,27 +115,35 @@ class Graph:
         cols = np.concatenate([v, u])
         adj = sp.csr_matrix((np.ones(rows.size, dtype=np.float64), (rows, cols)), shape=(n, n))
         adj.sort_indices()
-        return cls(adj, cls._summarise(adj, num_input_pairs=int(e.shape[0]),
-                                       merged=int(e.shape[0] - key.size)))
+        return cls(adj, cls._summarise(adj, num_input_pairs=int(e.shape[0]), merged=int(e.shape[0] - key.size)))
 
     @classmethod
-    def from_adjacency(cls, adjacency: Any) -> "Graph":
+    def from_adjacency(cls, adjacency: Any) -> Graph:
         a = sp.csr_matrix(adjacency, dtype=np.float64)
         n = a.shape[0]
         if a.shape[0] != a.shape[1] or n == 0:
-            raise GconError("DPS716", f"adjacency must be square and non-empty, got {a.shape}",
-                            "pass an n x n 0/1 symmetric matrix")
+            raise GconError(
+                "DPS716", f"adjacency must be square and non-empty, got {a.shape}", "pass an n x n 0/1 symmetric matrix"
+            )
         a.eliminate_zeros()
         if a.nnz and not np.all(a.data == 1.0):
-            raise GconError("DPS716", "adjacency has weights other than 0/1",
-                            "GCON covers unweighted graphs only (Lemma 1 uses 0/1 entries)")
+            raise GconError(
+                "DPS716",
+                "adjacency has weights other than 0/1",
+                "GCON covers unweighted graphs only (Lemma 1 uses 0/1 entries)",
+            )
         if a.diagonal().any():
-            raise GconError("DPS716", "adjacency has a non-zero diagonal (self-loops)",
-                            "remove them; A~ = D^-1(A + I) adds the self-loops itself")
+            raise GconError(
+                "DPS716",
+                "adjacency has a non-zero diagonal (self-loops)",
+                "remove them; A~ = D^-1(A + I) adds the self-loops itself",
+            )
         if (a != a.T).nnz:
-            raise GconError("DPS716", "adjacency is not symmetric (directed graph)",
-                            "GCON's neighbouring relation is one undirected edge; symmetrise "
-                            "(A + A^T > 0) before training")
+            raise GconError(
+                "DPS716",
+                "adjacency is not symmetric (directed graph)",
+                "GCON's neighbouring relation is one undirected edge; symmetrise (A + A^T > 0) before training",
+            )
         a.sort_indices()
         return cls(a, cls._summarise(a, num_input_pairs=int(a.nnz), merged=0))
 
@@ -138,15 +155,31 @@ class Graph:
         m = int(adj.nnz // 2)
         warns: list[dict[str, str]] = []
         if m == 0:
-            warns.append({"rule": "DPS717", "severity": "warning",
-                          "message": "the graph has no edges: propagation is the identity",
-                          "hint": "GCON then equals its edge-free encoder"})
+            warns.append(
+                {
+                    "rule": "DPS717",
+                    "severity": "warning",
+                    "message": "the graph has no edges: propagation is the identity",
+                    "hint": "GCON then equals its edge-free encoder",
+                }
+            )
         elif ncomp > 1:
-            warns.append({"rule": "DPS717", "severity": "warning",
-                          "message": f"the graph has {ncomp} connected components "
-                                     f"({int(np.count_nonzero(deg == 0))} isolated nodes)",
-                          "hint": "allowed by Lemmas 1-2; isolated nodes keep their own features"})
-        return GraphSummary(num_nodes=n, num_edges=m, num_input_pairs=num_input_pairs,
-                            merged_duplicates=merged, num_components=ncomp,
-                            num_isolated=int(np.count_nonzero(deg == 0)),
-                            max_degree=int(deg.max()) if n else 0, warnings=tuple(warns))
+            warns.append(
+                {
+                    "rule": "DPS717",
+                    "severity": "warning",
+                    "message": f"the graph has {ncomp} connected components "
+                    f"({int(np.count_nonzero(deg == 0))} isolated nodes)",
+                    "hint": "allowed by Lemmas 1-2; isolated nodes keep their own features",
+                }
+            )
+        return GraphSummary(
+            num_nodes=n,
+            num_edges=m,
+            num_input_pairs=num_input_pairs,
+            merged_duplicates=merged,
+            num_components=ncomp,
+            num_isolated=int(np.count_nonzero(deg == 0)),
+            max_degree=int(deg.max()) if n else 0,
+            warnings=tuple(warns),
+        )

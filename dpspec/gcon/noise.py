@@ -38,8 +38,7 @@ import math
 
 import numpy as np
 
-__all__ = ["sample_objective_noise", "sample_radius", "sample_direction", "gaussian_output_noise",
-           "as_generator"]
+__all__ = ["sample_objective_noise", "sample_radius", "sample_direction", "gaussian_output_noise", "as_generator"]
 
 
 def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
@@ -69,8 +68,7 @@ def sample_direction(d: int, size: int, rng: np.random.Generator) -> np.ndarray:
     return u / norms
 
 
-def sample_objective_noise(d: int, c: int, beta: float,
-                           rng: np.random.Generator | int | None = None) -> np.ndarray:
+def sample_objective_noise(d: int, c: int, beta: float, rng: np.random.Generator | int | None = None) -> np.ndarray:
     """``B = [b_1 ... b_c]`` with i.i.d. columns of density prop. to ``exp(-beta ||b||)`` --
     Alg. 2 applied to each column (eq. (13)-(14)). ``beta = inf`` (Psi = 0) returns zeros."""
     g = as_generator(rng)
@@ -81,8 +79,9 @@ def sample_objective_noise(d: int, c: int, beta: float,
     return sample_direction(d, c, g) * sample_radius(d, beta, c, g)[None, :]
 
 
-def gaussian_output_noise(shape: tuple[int, ...], sigma: float,
-                          rng: np.random.Generator | int | None = None) -> np.ndarray:
+def gaussian_output_noise(
+    shape: tuple[int, ...], sigma: float, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
     """i.i.d. ``N(0, sigma^2)`` of the AMP step (Iyengar et al. 2019, Alg. 1 last line)."""
     g = as_generator(rng)
     if sigma == 0.0:

@@ -49,10 +49,9 @@ from scipy import linalg, special
 
 from dpspec.accounting.gcon import GconError, loss_constants
 
-__all__ = ["Loss", "PerturbedObjective", "SolverReport", "solve_certified",
-           "certified_gradient_norm"]
+__all__ = ["Loss", "PerturbedObjective", "SolverReport", "solve_certified", "certified_gradient_norm"]
 
-_U = 2.0 ** -53
+_U = 2.0**-53
 
 
 def _gamma(k: float) -> float:
@@ -123,17 +122,28 @@ class PerturbedObjective:
         self.c = self.Y.shape[1]
         if self.B.shape != (self.d, self.c):
             raise ValueError(f"B has shape {self.B.shape}, expected {(self.d, self.c)}")
-        if not (np.all(np.isfinite(self.Z)) and np.all(np.isfinite(self.B)) and np.all(np.isfinite(self.Y))
-                and math.isfinite(self.mu) and self.mu > 0):
-            raise GconError("DPS715", "the objective has non-finite features, labels or noise, or "
-                            "mu <= 0", "check the encoder output and the calibration")
+        if not (
+            np.all(np.isfinite(self.Z))
+            and np.all(np.isfinite(self.B))
+            and np.all(np.isfinite(self.Y))
+            and math.isfinite(self.mu)
+            and self.mu > 0
+        ):
+            raise GconError(
+                "DPS715",
+                "the objective has non-finite features, labels or noise, or mu <= 0",
+                "check the encoder output and the calibration",
+            )
         self.absZ = np.abs(self.Z)
 
     # per-class pieces -------------------------------------------------------------------
     def value_j(self, j: int, theta: np.ndarray) -> float:
         s = self.Z @ theta
-        return float(self.loss.value(s, self.Y[:, j]).sum() / self.n1
-                     + 0.5 * self.mu * theta @ theta + self.B[:, j] @ theta / self.n1)
+        return float(
+            self.loss.value(s, self.Y[:, j]).sum() / self.n1
+            + 0.5 * self.mu * theta @ theta
+            + self.B[:, j] @ theta / self.n1
+        )
 
     def grad_j(self, j: int, theta: np.ndarray) -> np.ndarray:
         s = self.Z @ theta
@@ -149,8 +159,11 @@ class PerturbedObjective:
     # whole objective --------------------------------------------------------------------
     def value(self, Theta: np.ndarray) -> float:
         S = self.Z @ Theta
-        return float(self.loss.value(S, self.Y).sum() / self.n1 + 0.5 * self.mu * np.sum(Theta * Theta)
-                     + np.sum(self.B * Theta) / self.n1)
+        return float(
+            self.loss.value(S, self.Y).sum() / self.n1
+            + 0.5 * self.mu * np.sum(Theta * Theta)
+            + np.sum(self.B * Theta) / self.n1
+        )
 
     def grad(self, Theta: np.ndarray) -> np.ndarray:
         S = self.Z @ Theta
@@ -169,11 +182,10 @@ def certified_gradient_norm(obj: PerturbedObjective, Theta: np.ndarray) -> dict[
     R = obj.loss.d1(S, obj.Y)
     V = obj.Z.T @ R
     G = V / n1 + obj.mu * Theta + obj.B / n1
-    es = _gamma(d) * (obj.absZ @ np.abs(Theta))                       # n1 x c
-    er = 16.0 * _U * c1 + c2 * es                                      # n1 x c
-    ev = _gamma(n1) * (obj.absZ.T @ np.abs(R)) + obj.absZ.T @ er       # d x c
-    err = ev / n1 * (1.0 + _gamma(2)) + _gamma(6) * (np.abs(V) / n1 + np.abs(obj.mu * Theta)
-                                                     + np.abs(obj.B) / n1)
+    es = _gamma(d) * (obj.absZ @ np.abs(Theta))  # n1 x c
+    er = 16.0 * _U * c1 + c2 * es  # n1 x c
+    ev = _gamma(n1) * (obj.absZ.T @ np.abs(R)) + obj.absZ.T @ er  # d x c
+    err = ev / n1 * (1.0 + _gamma(2)) + _gamma(6) * (np.abs(V) / n1 + np.abs(obj.mu * Theta) + np.abs(obj.B) / n1)
     computed = float(np.linalg.norm(G))
     bound = float(np.linalg.norm(err)) * (1.0 + 1e-6)
     certified = computed * (1.0 + _gamma(d * obj.c + 2)) + bound
@@ -191,7 +203,7 @@ class SolverReport:
     grad_norm_rounding_bound: float
     grad_norm_certified: float
     strong_convexity: float
-    distance_bound: float                   # certified ||Theta_hat - Theta*||_F <= this
+    distance_bound: float  # certified ||Theta_hat - Theta*||_F <= this
     objective_value: float
     converged: bool
     per_class_iterations: list[int] = field(default_factory=list)
@@ -200,8 +212,9 @@ class SolverReport:
         return dict(self.__dict__)
 
 
-def _newton_class(obj: PerturbedObjective, j: int, theta: np.ndarray, tol_j: float,
-                  max_iter: int) -> tuple[np.ndarray, int]:
+def _newton_class(
+    obj: PerturbedObjective, j: int, theta: np.ndarray, tol_j: float, max_iter: int
+) -> tuple[np.ndarray, int]:
     """Damped Newton on class j until the computed gradient norm is <= tol_j (or stalls)."""
     f = obj.value_j(j, theta)
     it = 0
@@ -212,8 +225,7 @@ def _newton_class(obj: PerturbedObjective, j: int, theta: np.ndarray, tol_j: flo
             return theta, it - 1
         H = obj.hess_j(j, theta)
         try:
-            step = -linalg.cho_solve(linalg.cho_factor(H, lower=True, check_finite=False), g,
-                                     check_finite=False)
+            step = -linalg.cho_solve(linalg.cho_factor(H, lower=True, check_finite=False), g, check_finite=False)
         except linalg.LinAlgError:
             step = -g / obj.mu
         dec = float(g @ step)  # negative Newton decrement^2
@@ -238,8 +250,9 @@ def _newton_class(obj: PerturbedObjective, j: int, theta: np.ndarray, tol_j: flo
     return theta, it
 
 
-def solve_certified(obj: PerturbedObjective, grad_tol: float, *, max_iter: int = 200,
-                    Theta0: np.ndarray | None = None) -> tuple[np.ndarray, SolverReport]:
+def solve_certified(
+    obj: PerturbedObjective, grad_tol: float, *, max_iter: int = 200, Theta0: np.ndarray | None = None
+) -> tuple[np.ndarray, SolverReport]:
     """Minimise ``L_priv`` to a certified gradient norm ``<= grad_tol`` (Frobenius).
 
     Raises ``GconError`` (DPS719) if the certificate fails: then nothing may be released. A failure
@@ -259,16 +272,25 @@ def solve_certified(obj: PerturbedObjective, grad_tol: float, *, max_iter: int =
     cert = certified_gradient_norm(obj, Theta)
     report = SolverReport(
         method="damped Newton per class (exact Hessian, Cholesky, Armijo backtracking), float64; "
-               "a-posteriori rounding bound (Higham 2002 eq. (3.5))",
-        iterations=int(sum(iters)), grad_tol=float(grad_tol),
-        grad_norm_computed=cert["computed"], grad_norm_rounding_bound=cert["rounding_bound"],
-        grad_norm_certified=cert["certified"], strong_convexity=float(obj.mu),
-        distance_bound=float(grad_tol) / float(obj.mu), objective_value=obj.value(Theta),
-        converged=cert["certified"] <= grad_tol, per_class_iterations=iters)
+        "a-posteriori rounding bound (Higham 2002 eq. (3.5))",
+        iterations=int(sum(iters)),
+        grad_tol=float(grad_tol),
+        grad_norm_computed=cert["computed"],
+        grad_norm_rounding_bound=cert["rounding_bound"],
+        grad_norm_certified=cert["certified"],
+        strong_convexity=float(obj.mu),
+        distance_bound=float(grad_tol) / float(obj.mu),
+        objective_value=obj.value(Theta),
+        converged=cert["certified"] <= grad_tol,
+        per_class_iterations=iters,
+    )
     if not report.converged:
-        raise GconError("DPS719", f"certified gradient norm {cert['certified']:.3e} > grad_tol "
-                        f"{grad_tol:.3e} (computed {cert['computed']:.3e}, rounding bound "
-                        f"{cert['rounding_bound']:.3e}); the model is not released",
-                        "raise grad_tol (it is fixed before seeing the data) or check the inputs "
-                        "for NaN/inf; do not retry on the same private graph without accounting")
+        raise GconError(
+            "DPS719",
+            f"certified gradient norm {cert['certified']:.3e} > grad_tol "
+            f"{grad_tol:.3e} (computed {cert['computed']:.3e}, rounding bound "
+            f"{cert['rounding_bound']:.3e}); the model is not released",
+            "raise grad_tol (it is fixed before seeing the data) or check the inputs "
+            "for NaN/inf; do not retry on the same private graph without accounting",
+        )
     return Theta, report

@@ -76,13 +76,13 @@ def ppr_truncation_steps(alpha: float, tol: float = 1e-12) -> int:
 def _check_alpha(alpha: float) -> float:
     a = float(alpha)
     if not (0.0 < a <= 1.0):
-        raise GconError("DPS705", f"restart probability alpha = {alpha!r} is outside (0, 1]",
-                        "choose alpha in (0, 1]")
+        raise GconError("DPS705", f"restart probability alpha = {alpha!r} is outside (0, 1]", "choose alpha in (0, 1]")
     return a
 
 
-def propagate(P: sp.csr_matrix, X: np.ndarray, alpha: float, m: float, *,
-              ppr_method: str = "iterate", ppr_tol: float = 1e-12) -> np.ndarray:
+def propagate(
+    P: sp.csr_matrix, X: np.ndarray, alpha: float, m: float, *, ppr_method: str = "iterate", ppr_tol: float = 1e-12
+) -> np.ndarray:
     """``Z_m = R_m X`` -- F2/F3, eqs. (4), (9), (10). ``P`` is ``A~`` from ``transition_matrix``.
 
     ``m`` is a non-negative integer or ``math.inf`` (PPR). APPR uses the recursion of eq. (4);
@@ -121,16 +121,26 @@ def enforce_unit_ball(Z: np.ndarray) -> np.ndarray:
     bad = norms > 1.0
     if np.any(bad):
         if norms.max() > 1.0 + 1e-9:
-            raise GconError("DPS715", f"a propagated row has norm {norms.max():.12g} > 1",
-                            "input feature rows must have unit L2 norm (normalise after the encoder)")
+            raise GconError(
+                "DPS715",
+                f"a propagated row has norm {norms.max():.12g} > 1",
+                "input feature rows must have unit L2 norm (normalise after the encoder)",
+            )
         Z = Z.copy()
-        Z[bad] /= (norms[bad] * (1.0 + 2.0 ** -50))[:, None]
+        Z[bad] /= (norms[bad] * (1.0 + 2.0**-50))[:, None]
     return Z
 
 
-def propagate_features(graph: Graph | sp.spmatrix, X: np.ndarray, alpha: float, steps: Any, *,
-                       ppr_method: str = "iterate", ppr_tol: float = 1e-12,
-                       P: sp.csr_matrix | None = None) -> np.ndarray:
+def propagate_features(
+    graph: Graph | sp.spmatrix,
+    X: np.ndarray,
+    alpha: float,
+    steps: Any,
+    *,
+    ppr_method: str = "iterate",
+    ppr_tol: float = 1e-12,
+    P: sp.csr_matrix | None = None,
+) -> np.ndarray:
     """Training features ``Z = (1/s) [R_m1 X || ... || R_ms X]`` -- F3, eq. (11).
 
     The 1/s weight is part of Lemma 2's Psi(Z) = (1/s) sum_i Psi(Z_mi); it also keeps
@@ -144,8 +154,9 @@ def propagate_features(graph: Graph | sp.spmatrix, X: np.ndarray, alpha: float, 
     return enforce_unit_ball(Z)
 
 
-def private_inference_features(graph: Graph | sp.spmatrix, X: np.ndarray, inference_restart: float,
-                               steps: Any, *, P: sp.csr_matrix | None = None) -> np.ndarray:
+def private_inference_features(
+    graph: Graph | sp.spmatrix, X: np.ndarray, inference_restart: float, steps: Any, *, P: sp.csr_matrix | None = None
+) -> np.ndarray:
     """Private-graph inference features -- F14, eq. (16), Alg. 4.
 
     Block i is ``X`` if ``m_i = 0`` and ``((1 - alpha_I) A~ + alpha_I I) X`` otherwise, so row v
@@ -157,8 +168,11 @@ def private_inference_features(graph: Graph | sp.spmatrix, X: np.ndarray, infere
     ms = normalise_steps(steps)
     aI = float(inference_restart)
     if not (0.0 <= aI <= 1.0):
-        raise GconError("DPS705", f"inference restart alpha_I = {inference_restart!r} outside [0, 1]",
-                        "the paper tunes alpha_I in {alpha} U {0.1, 0.9}")
+        raise GconError(
+            "DPS705",
+            f"inference restart alpha_I = {inference_restart!r} outside [0, 1]",
+            "the paper tunes alpha_I in {alpha} U {0.1, 0.9}",
+        )
     if P is None:
         P = transition_matrix(graph)
     X = np.asarray(X, dtype=np.float64)
@@ -167,14 +181,16 @@ def private_inference_features(graph: Graph | sp.spmatrix, X: np.ndarray, infere
     return enforce_unit_ball(np.hstack(blocks) / len(ms))
 
 
-def public_inference_features(graph: Graph | sp.spmatrix, X: np.ndarray, alpha: float, steps: Any,
-                              **kw: Any) -> np.ndarray:
+def public_inference_features(
+    graph: Graph | sp.spmatrix, X: np.ndarray, alpha: float, steps: Any, **kw: Any
+) -> np.ndarray:
     """Public-graph inference (Alg. 4, else-branch): Z of eq. (11) recomputed on the target graph,
     whose edges are declared public (they are not protected by the certificate)."""
     return propagate_features(graph, X, alpha, steps, **kw)
 
 
 # ------------------------------------------------------------------ dense references (tests)
+
 
 def dense_transition_matrix(adjacency: np.ndarray) -> np.ndarray:
     """Dense ``D^-1 (A + I)`` for small graphs (reference for tests and benchmarks)."""
@@ -195,6 +211,6 @@ def dense_propagation_matrix(P: np.ndarray, alpha: float, m: float) -> np.ndarra
     R = np.zeros((n, n))
     Pk = np.eye(n)
     for i in range(m):
-        R += alpha * q ** i * Pk
+        R += alpha * q**i * Pk
         Pk = Pk @ P
-    return R + q ** m * Pk
+    return R + q**m * Pk

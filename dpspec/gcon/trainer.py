@@ -138,8 +138,9 @@ class GconResult:
     warnings: list[dict[str, str]] = field(default_factory=list)
 
     # ----------------------------------------------------------------- inference (Alg. 4)
-    def decision_function(self, graph: Graph, features: np.ndarray, mode: str = "private",
-                          inference_restart: float | None = None) -> np.ndarray:
+    def decision_function(
+        self, graph: Graph, features: np.ndarray, mode: str = "private", inference_restart: float | None = None
+    ) -> np.ndarray:
         """Logits ``Z_inf Theta``. ``mode="private"``: each node's own 1-hop only (eq. (16));
         ``mode="public"``: full propagation on a graph whose edges are public (Alg. 4)."""
         check_row_normalised(features)
@@ -149,14 +150,16 @@ class GconResult:
             aI = cfg.restart if aI is None else aI
             Z = private_inference_features(graph, features, aI, cfg.steps)
         elif mode == "public":
-            Z = public_inference_features(graph, features, cfg.restart, cfg.steps,
-                                          ppr_method=cfg.ppr_method, ppr_tol=cfg.ppr_tol)
+            Z = public_inference_features(
+                graph, features, cfg.restart, cfg.steps, ppr_method=cfg.ppr_method, ppr_tol=cfg.ppr_tol
+            )
         else:
             raise ValueError("mode must be 'private' or 'public'")
         return Z @ self.theta
 
-    def predict(self, graph: Graph, features: np.ndarray, mode: str = "private",
-                inference_restart: float | None = None) -> np.ndarray:
+    def predict(
+        self, graph: Graph, features: np.ndarray, mode: str = "private", inference_restart: float | None = None
+    ) -> np.ndarray:
         """Predicted classes (argmax of the logits). In private mode, deliver row v to node v
         only (DPS723)."""
         return np.argmax(self.decision_function(graph, features, mode, inference_restart), axis=1)
@@ -172,9 +175,13 @@ class GconResult:
             "solver": self.solver.as_dict(),
             "numerics": self.numerics,
             "graph": self.graph,
-            "dimensions": {"num_classes": self.num_classes, "feature_dim": self.feature_dim,
-                           "dim": self.dim, "num_train": self.num_train,
-                           "pseudo_labelled": self.pseudo_labelled},
+            "dimensions": {
+                "num_classes": self.num_classes,
+                "feature_dim": self.feature_dim,
+                "dim": self.dim,
+                "num_train": self.num_train,
+                "pseudo_labelled": self.pseudo_labelled,
+            },
             "theorem_ids": list(self.theorem_ids),
             "assumptions": list(self.assumptions),
             "caveats": list(self.caveats),
@@ -190,20 +197,32 @@ def _validate_labels(labels: np.ndarray, idx: np.ndarray, c: int, what: str) -> 
         if np.all(np.isfinite(y)) and np.all(y == np.round(y)):
             y = y.astype(np.int64)
         else:
-            raise GconError("DPS718", f"{what} labels must be integers (NaN = no label)",
-                            "remove unlabelled nodes from the training set")
+            raise GconError(
+                "DPS718",
+                f"{what} labels must be integers (NaN = no label)",
+                "remove unlabelled nodes from the training set",
+            )
     bad = (y < 0) | (y >= c)
     if np.any(bad):
-        raise GconError("DPS718", f"{int(bad.sum())} {what} node(s) have no label in 0..{c - 1} "
-                        f"(e.g. node {int(idx[np.argmax(bad)])})",
-                        "drop unlabelled nodes from train_idx, or pass pseudo-labels for them")
+        raise GconError(
+            "DPS718",
+            f"{int(bad.sum())} {what} node(s) have no label in 0..{c - 1} (e.g. node {int(idx[np.argmax(bad)])})",
+            "drop unlabelled nodes from train_idx, or pass pseudo-labels for them",
+        )
     return y.astype(np.int64)
 
 
-def train_gcon(graph: Graph, features: np.ndarray, labels: np.ndarray, train_idx: np.ndarray,
-               config: GconConfig, *, num_classes: int | None = None,
-               pseudo_labels: np.ndarray | None = None,
-               rng: np.random.Generator | int | None = None) -> GconResult:
+def train_gcon(
+    graph: Graph,
+    features: np.ndarray,
+    labels: np.ndarray,
+    train_idx: np.ndarray,
+    config: GconConfig,
+    *,
+    num_classes: int | None = None,
+    pseudo_labels: np.ndarray | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> GconResult:
     """Train and release a GCON model (Alg. 1) with a certificate-ready ``GconResult``.
 
     ``features``: encoder output, row-normalised (n x d1; DPS715). ``labels``: length-n ints, -1 for
@@ -213,8 +232,11 @@ def train_gcon(graph: Graph, features: np.ndarray, labels: np.ndarray, train_idx
     entropy; production) or a seed / Generator (reproducible; tests only).
     """
     if not isinstance(graph, Graph):
-        raise GconError("DPS716", "graph must be a dpspec.gcon.Graph",
-                        "build it with Graph.from_edges(n, edges) or Graph.from_adjacency(A)")
+        raise GconError(
+            "DPS716",
+            "graph must be a dpspec.gcon.Graph",
+            "build it with Graph.from_edges(n, edges) or Graph.from_adjacency(A)",
+        )
     X = np.asarray(features, dtype=np.float64)
     n = graph.num_nodes
     if X.ndim != 2 or X.shape[0] != n:
@@ -256,15 +278,24 @@ def train_gcon(graph: Graph, features: np.ndarray, labels: np.ndarray, train_idx
         cal = gcon_calibration(cfg.epsilon, cfg.delta, c, d, n1, cfg.restart, ms, cfg.regularization, **kw)
         amp = None
     else:
-        full = gcon_release_calibration(cfg.epsilon, cfg.delta, c, d, n1, cfg.restart, ms,
-                                        cfg.regularization, amp_fraction=cfg.amp_fraction,
-                                        grad_tol=cfg.grad_tol, **kw)
+        full = gcon_release_calibration(
+            cfg.epsilon,
+            cfg.delta,
+            c,
+            d,
+            n1,
+            cfg.restart,
+            ms,
+            cfg.regularization,
+            amp_fraction=cfg.amp_fraction,
+            grad_tol=cfg.grad_tol,
+            **kw,
+        )
         cal, amp = full["objective_perturbation"], full["amp"]
 
     g = as_generator(rng)
     P = transition_matrix(graph)
-    Z = propagate_features(graph, X, cfg.restart, ms, ppr_method=cfg.ppr_method,
-                           ppr_tol=cfg.ppr_tol, P=P)
+    Z = propagate_features(graph, X, cfg.restart, ms, ppr_method=cfg.ppr_method, ppr_tol=cfg.ppr_tol, P=P)
     B = sample_objective_noise(d, c, cal["beta"], g)
     Y = np.zeros((n1, c))
     Y[np.arange(n1), targets] = 1.0
@@ -280,30 +311,53 @@ def train_gcon(graph: Graph, features: np.ndarray, labels: np.ndarray, train_idx
 
     warnings = list(cal["warnings"]) + list(graph.summary.warnings)
     caveats = [
-        _caveat("DPS721", "hyper-parameters (alpha, steps, Lambda, loss, encoder, n1) must be fixed "
-                "without using the private edges; tuning them on the private graph (e.g. by "
-                "validation accuracy with propagated features) is not covered by this certificate"),
-        _caveat("DPS723", "private inference (eq. (16)) is private only when each node receives "
-                "its own prediction; publishing all predictions reveals each node's adjacency"),
-        _caveat("DPS724", "the guarantee is for real-valued noise; float64 samplers only "
-                "approximate it (see dpspec.gcon.noise)"),
-        _caveat("A1/A4", "node features and labels are treated as public (Wei et al. eq. (8)); the "
-                "encoder must not read edges -- the caller asserts this, the trainer cannot check it"),
+        _caveat(
+            "DPS721",
+            "hyper-parameters (alpha, steps, Lambda, loss, encoder, n1) must be fixed "
+            "without using the private edges; tuning them on the private graph (e.g. by "
+            "validation accuracy with propagated features) is not covered by this certificate",
+        ),
+        _caveat(
+            "DPS723",
+            "private inference (eq. (16)) is private only when each node receives "
+            "its own prediction; publishing all predictions reveals each node's adjacency",
+        ),
+        _caveat(
+            "DPS724",
+            "the guarantee is for real-valued noise; float64 samplers only approximate it (see dpspec.gcon.noise)",
+        ),
+        _caveat(
+            "A1/A4",
+            "node features and labels are treated as public (Wei et al. eq. (8)); the "
+            "encoder must not read edges -- the caller asserts this, the trainer cannot check it",
+        ),
     ]
     if pseudo_labels is not None:
-        caveats.append(_caveat("DPS722", "pseudo-labels (App. Q): n1 = n loss nodes with labels from "
-                               "an edge-free model; sound only if that model read no edges, and it "
-                               "uses the features of all nodes (public under eq. (8))"))
+        caveats.append(
+            _caveat(
+                "DPS722",
+                "pseudo-labels (App. Q): n1 = n loss nodes with labels from "
+                "an edge-free model; sound only if that model read no edges, and it "
+                "uses the features of all nodes (public under eq. (8))",
+            )
+        )
     if amp is None:
-        caveats.append(_caveat("DPS720", "exact-minimiser assumption: Theorem 1 covers the exact "
-                               "argmin only; this run released the solver output without AMP noise, "
-                               "so the (eps, delta) claim is NOT certified"))
+        caveats.append(
+            _caveat(
+                "DPS720",
+                "exact-minimiser assumption: Theorem 1 covers the exact "
+                "argmin only; this run released the solver output without AMP noise, "
+                "so the (eps, delta) claim is NOT certified",
+            )
+        )
     ppr_k = ppr_truncation_steps(cfg.restart, cfg.ppr_tol) if math.inf in ms else None
     numerics = {
         "propagation": "sparse CSR products, recursion of eq. (4)"
-                       + ("; PPR truncated at k = %d steps (row error <= %.1e; certified Psi(inf) "
-                          ">= Psi(k))" % (ppr_k, cfg.ppr_tol) if ppr_k is not None and
-                          cfg.ppr_method == "iterate" else ""),
+        + (
+            f"; PPR truncated at k = {ppr_k:d} steps (row error <= {cfg.ppr_tol:.1e}; certified Psi(inf) >= Psi(k))"
+            if ppr_k is not None and cfg.ppr_method == "iterate"
+            else ""
+        ),
         "calibration_rounding": cal["rounding"],
         "calibration_checks": cal["checks"],
         "solver_distance_bound": report.distance_bound,
@@ -319,12 +373,28 @@ def train_gcon(graph: Graph, features: np.ndarray, labels: np.ndarray, train_idx
         "epsilon_amp": None if amp is None else amp["epsilon"],
         "delta_amp": None if amp is None else amp["delta"],
         "certified": certified,
-        "statement": ("Theta is (eps, delta)-DP: Wei et al. 2024 Thm 1 for the exact minimiser at "
-                      "(eps_op, delta_op), plus AMP output noise at (eps_amp, delta_amp), composed "
-                      "by Dwork & Roth 2014 Thm B.1" if certified else
-                      "conditional on the exact-minimiser assumption (not certified)"),
+        "statement": (
+            "Theta is (eps, delta)-DP: Wei et al. 2024 Thm 1 for the exact minimiser at "
+            "(eps_op, delta_op), plus AMP output noise at (eps_amp, delta_amp), composed "
+            "by Dwork & Roth 2014 Thm B.1"
+            if certified
+            else "conditional on the exact-minimiser assumption (not certified)"
+        ),
     }
-    return GconResult(theta=theta, config=cfg, guarantee=guarantee, calibration=cal, amp=amp,
-                      solver=report, numerics=numerics, graph=graph.summary.as_dict(),
-                      num_classes=c, feature_dim=d1, dim=d, num_train=n1,
-                      pseudo_labelled=pseudo_labels is not None, caveats=caveats, warnings=warnings)
+    return GconResult(
+        theta=theta,
+        config=cfg,
+        guarantee=guarantee,
+        calibration=cal,
+        amp=amp,
+        solver=report,
+        numerics=numerics,
+        graph=graph.summary.as_dict(),
+        num_classes=c,
+        feature_dim=d1,
+        dim=d,
+        num_train=n1,
+        pseudo_labelled=pseudo_labels is not None,
+        caveats=caveats,
+        warnings=warnings,
+    )

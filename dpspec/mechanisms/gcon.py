@@ -1,6 +1,7 @@
 """The runtime GCON mechanism as compiled from a spec (Wei et al., GCON, Alg. 1 and Alg. 4).
 
-``train()`` loads the graph named by the spec (or the one bound at compile time, or takes one), fits the edge-free encoder on the
+``train()`` loads the graph named by the spec (or the one bound at compile time, or takes one), fits the edge-free
+encoder on the
 public features and the training labels, row-normalises, and calls ``dpspec.gcon.train_gcon`` with
 exactly the calibrated configuration of the certificate: β and the AMP noise are recomputed from
 the public quantities of the graph it is given and must equal the certificate's *before* anything
@@ -51,67 +52,124 @@ class GconMechanism(LedgerOwner):
     ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        fp = fingerprint(mechanism="gcon", epsilon=self.epsilon, delta=self.delta, beta=self.certified_beta,
-                         amp_sigma=self.certified_amp_sigma, restart=self.restart, steps=list(map(str, self.steps)))
-        object.__setattr__(self, "ledger", PrivacyLedger(self.spec_name, 1, self._spent, unit="release",
-                                                         fingerprint=fp))
+        fp = fingerprint(
+            mechanism="gcon",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            beta=self.certified_beta,
+            amp_sigma=self.certified_amp_sigma,
+            restart=self.restart,
+            steps=list(map(str, self.steps)),
+        )
+        object.__setattr__(
+            self, "ledger", PrivacyLedger(self.spec_name, 1, self._spent, unit="release", fingerprint=fp)
+        )
 
     def _spent(self, releases: int, delta: float | None) -> Spent:
         eps = self.certified_epsilon if self.certified_epsilon is not None else self.epsilon
         dl = self.certified_delta if self.certified_delta is not None else self.delta
         if delta is not None and delta < dl:
-            raise ValueError(f"`{self.spec_name}`: GCON certifies (ε, δ) at δ = {dl:g} only (objective perturbation "
-                             "gives no curve); ask at δ ≥ that")
-        note = ("one-shot mechanism: nothing released yet" if releases == 0 else
-                "one-shot mechanism: the certificate's (ε, δ) for its single release; there are no intermediate steps")
-        return Spent(target=self.spec_name, notion="approximate_dp", steps=releases, budget_steps=1,
-                     epsilon=0.0 if releases == 0 else float(eps), delta=float(dl), exact_for_run=False, note=note,
-                     accountant="Wei et al. 2024 Thm 1 + Iyengar et al. 2019 Alg. 1 (one release)")
+            raise ValueError(
+                f"`{self.spec_name}`: GCON certifies (ε, δ) at δ = {dl:g} only (objective perturbation "
+                "gives no curve); ask at δ ≥ that"
+            )
+        note = (
+            "one-shot mechanism: nothing released yet"
+            if releases == 0
+            else "one-shot mechanism: the certificate's (ε, δ) for its single release; there are no intermediate steps"
+        )
+        return Spent(
+            target=self.spec_name,
+            notion="approximate_dp",
+            steps=releases,
+            budget_steps=1,
+            epsilon=0.0 if releases == 0 else float(eps),
+            delta=float(dl),
+            exact_for_run=False,
+            note=note,
+            accountant="Wei et al. 2024 Thm 1 + Iyengar et al. 2019 Alg. 1 (one release)",
+        )
 
     def config(self):
         from dpspec.gcon import GconConfig
 
-        return GconConfig(epsilon=self.epsilon, delta=self.delta, restart=self.restart, steps=self.steps,
-                          regularization=self.regularization, loss=self.loss, huber_delta=self.huber_delta,
-                          amp_fraction=self.amp_fraction, grad_tol=self.grad_tol)
+        return GconConfig(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            restart=self.restart,
+            steps=self.steps,
+            regularization=self.regularization,
+            loss=self.loss,
+            huber_delta=self.huber_delta,
+            amp_fraction=self.amp_fraction,
+            grad_tol=self.grad_tol,
+        )
 
     def _check_calibration(self, p: dict) -> None:
         """β and the AMP σ of the graph at hand must be the certificate's (public quantities only)."""
         from dpspec.accounting.gcon import gcon_release_calibration
 
         cfg = self.config()
-        cal = gcon_release_calibration(cfg.epsilon, cfg.delta, p["classes"], p["dim"], p["num_train"], cfg.restart,
-                                       list(p["steps"]), cfg.regularization, loss=cfg.loss, huber_delta=cfg.huber_delta,
-                                       amp_fraction=cfg.amp_fraction, grad_tol=cfg.grad_tol)
+        cal = gcon_release_calibration(
+            cfg.epsilon,
+            cfg.delta,
+            p["classes"],
+            p["dim"],
+            p["num_train"],
+            cfg.restart,
+            list(p["steps"]),
+            cfg.regularization,
+            loss=cfg.loss,
+            huber_delta=cfg.huber_delta,
+            amp_fraction=cfg.amp_fraction,
+            grad_tol=cfg.grad_tol,
+        )
         beta, amp = cal["objective_perturbation"]["beta"], cal["amp"]["sigma"]
-        if abs(beta - self.certified_beta) > 1e-9 * self.certified_beta or \
-                abs(amp - self.certified_amp_sigma) > 1e-9 * self.certified_amp_sigma:
+        if (
+            abs(beta - self.certified_beta) > 1e-9 * self.certified_beta
+            or abs(amp - self.certified_amp_sigma) > 1e-9 * self.certified_amp_sigma
+        ):
             raise DataMismatchError(
                 f"`{self.spec_name}`: this graph gives β = {beta} and AMP σ = {amp} ({p['classes']} classes, "
                 f"{p['num_train']} loss nodes, dimension {p['dim']}), the certificate β = {self.certified_beta} and "
-                f"σ = {self.certified_amp_sigma}: it is not the graph the certificate was compiled for")
+                f"σ = {self.certified_amp_sigma}: it is not the graph the certificate was compiled for"
+            )
 
     def train(self, dataset=None, *, rng=None):
         """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object."""
-        from dpspec.gcon.data import load_graph, plan
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
+        from dpspec.gcon.data import load_graph, plan
         from dpspec.ir import models as ir
         from dpspec.ir.settings import GconSettings
 
         self.ledger.require(1)
-        ds = dataset if dataset is not None else self.bound_graph if self.bound_graph is not None \
+        ds = (
+            dataset
+            if dataset is not None
+            else self.bound_graph
+            if self.bound_graph is not None
             else load_graph(self.graph)
-        t = ir.Training(name=self.spec_name, protects="", mechanism="gcon", guarantee=ir.DpGuarantee(
-            epsilon=self.epsilon, delta=self.delta), settings=GconSettings(propagation=ir.Propagation(
-                restart=self.restart, steps=self.steps), encoder=self.encoder, pseudo_labels=self.pseudo_labels,
-                split=self.split))
+        )
+        t = ir.Training(
+            name=self.spec_name,
+            protects="",
+            mechanism="gcon",
+            guarantee=ir.DpGuarantee(epsilon=self.epsilon, delta=self.delta),
+            settings=GconSettings(
+                propagation=ir.Propagation(restart=self.restart, steps=self.steps),
+                encoder=self.encoder,
+                pseudo_labels=self.pseudo_labels,
+                split=self.split,
+            ),
+        )
         p = plan(t, ds)
         self._check_calibration(p)
         raw = ds.features if ds.features is not None else tfidf_features(ds.texts, max_features=3000)[0]
         X0 = normalise_rows(raw, zero_rows="uniform")
         if self.encoder.kind == "mlp":
-            enc = MLPEncoder(hidden=self.encoder.hidden, output="logits", epochs=self.encoder.epochs,
-                             seed=self.encoder.seed).fit(X0, ds.labels, p["train_idx"])
+            enc = MLPEncoder(
+                hidden=self.encoder.hidden, output="logits", epochs=self.encoder.epochs, seed=self.encoder.seed
+            ).fit(X0, ds.labels, p["train_idx"])
             X = normalise_rows(enc.transform(X0), zero_rows="uniform")
             pl = enc.predict(X0) if self.pseudo_labels else None
         else:
@@ -122,8 +180,9 @@ class GconMechanism(LedgerOwner):
         res = train_gcon(graph, X, ds.labels, p["train_idx"], self.config(), pseudo_labels=pl, rng=rng)
         beta = res.calibration["beta"]
         if abs(beta - self.certified_beta) > 1e-9 * self.certified_beta:  # the same check, after the fact
-            raise DataMismatchError(f"runtime calibration β = {beta} differs from the certificate's "
-                                    f"{self.certified_beta}")
+            raise DataMismatchError(
+                f"runtime calibration β = {beta} differs from the certificate's {self.certified_beta}"
+            )
         return GconRun(res, graph, X, ds.labels, p["test_idx"], self.inference)
 
 

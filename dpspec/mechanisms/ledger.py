@@ -43,12 +43,12 @@ import json
 import os
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
-
 
 from dpspec.mechanisms.errors import (  # noqa: E402,F401 - re-exported: raised and caught under these names
     BudgetExceededError,
@@ -71,8 +71,8 @@ class Spent:
     steps: int
     budget_steps: int
     epsilon: float
-    delta: Optional[float] = None
-    alpha: Optional[float] = None
+    delta: float | None = None
+    alpha: float | None = None
     exact_for_run: bool = True
     note: str = ""
     accountant: str = ""
@@ -82,7 +82,7 @@ class Spent:
 
 
 # (steps taken, δ or None) -> Spent. Built by the runtime object from its certificate.
-Accountant = Callable[[int, Optional[float]], Spent]
+Accountant = Callable[[int, float | None], Spent]
 
 
 def fingerprint(**numbers) -> str:
@@ -99,8 +99,11 @@ def _plain(v):
     if isinstance(v, (np.integer, int, bool)) or v is None or isinstance(v, str):
         return v if not isinstance(v, np.integer) else int(v)
     if isinstance(v, (list, tuple, np.ndarray)):
-        return [_plain(x) for x in np.asarray(v, dtype=object).ravel().tolist()] if isinstance(v, np.ndarray) \
+        return (
+            [_plain(x) for x in np.asarray(v, dtype=object).ravel().tolist()]
+            if isinstance(v, np.ndarray)
             else [_plain(x) for x in v]
+        )
     return str(v)
 
 
@@ -162,15 +165,17 @@ class LedgerJournal:
             if doc.get("dpspec_ledger_journal") != self.VERSION or not isinstance(runs, dict):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
-            raise DataMismatchError(f"{self.path} is not a dpspec ledger journal (or it was damaged): the steps "
-                                    "already charged cannot be read, so no run is continued from it") from None
+            raise DataMismatchError(
+                f"{self.path} is not a dpspec ledger journal (or it was damaged): the steps "
+                "already charged cannot be read, so no run is continued from it"
+            ) from None
         return runs
 
     def high_water(self, run_id: str) -> int:
         entry = self._read().get(run_id)
         return int(entry.get("steps", 0)) if isinstance(entry, dict) else 0
 
-    def record(self, ledger: "PrivacyLedger", steps: int, held: int | None = None) -> None:
+    def record(self, ledger: PrivacyLedger, steps: int, held: int | None = None) -> None:
         """Write ``steps`` for the ledger's run; refused when the journal already holds more than ``held``
         (the count the ledger holds before this write: default ``steps``) — another copy of the run, in
         another process, went further."""
@@ -179,9 +184,13 @@ class LedgerJournal:
         held = steps if held is None else held
         if isinstance(old, dict) and int(old.get("steps", 0)) > held:
             raise LedgerRewindError(ledger._rewind_text(held, int(old["steps"]), f"the journal {self.path}"))
-        runs[ledger.run_id] = {"target": ledger.target, "fingerprint": ledger.fingerprint,
-                               "certificate": ledger.certificate_hash, "budget_steps": ledger.budget_steps,
-                               "steps": int(steps)}
+        runs[ledger.run_id] = {
+            "target": ledger.target,
+            "fingerprint": ledger.fingerprint,
+            "certificate": ledger.certificate_hash,
+            "budget_steps": ledger.budget_steps,
+            "steps": int(steps),
+        }
         text = json.dumps({"dpspec_ledger_journal": self.VERSION, "runs": runs}, indent=1, sort_keys=True)
         tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -194,8 +203,9 @@ class LedgerJournal:
 class PrivacyLedger:
     """Steps taken against a certified budget, and ε spent so far (see the module docstring)."""
 
-    def __init__(self, target: str, budget_steps: int, accountant: Accountant, *, unit: str = "step",
-                 fingerprint: str = ""):
+    def __init__(
+        self, target: str, budget_steps: int, accountant: Accountant, *, unit: str = "step", fingerprint: str = ""
+    ):
         if budget_steps < 0:
             raise ValueError("a step budget cannot be negative")
         self.target = target
@@ -237,10 +247,12 @@ class PrivacyLedger:
             journal.record(self, self.steps_taken)
 
     def _rewind_text(self, taken: int, high: int, where: str) -> str:
-        return (f"`{self.target}`: this state of the run holds {taken} {self.unit}(s), but {high} were already "
-                f"charged against it ({where}). Loading it would take noisy {self.unit}s the certificate does not "
-                "cover: resume from the run's latest checkpoint (a run's count never goes down; a fresh run "
-                "needs a fresh compile and its own privacy budget).")
+        return (
+            f"`{self.target}`: this state of the run holds {taken} {self.unit}(s), but {high} were already "
+            f"charged against it ({where}). Loading it would take noisy {self.unit}s the certificate does not "
+            "cover: resume from the run's latest checkpoint (a run's count never goes down; a fresh run "
+            "needs a fresh compile and its own privacy budget)."
+        )
 
     def require(self, n: int) -> None:
         """Raise :class:`BudgetExceededError` unless ``n`` more steps fit (records nothing)."""
@@ -250,7 +262,8 @@ class PrivacyLedger:
             raise BudgetExceededError(
                 f"`{self.target}`: the certificate covers {self.budget_steps} {self.unit}(s); "
                 f"{self.steps_taken} taken, {n} more requested. Compile a spec with a larger budget "
-                "(and a correspondingly larger ε or more noise) to go further.")
+                "(and a correspondingly larger ε or more noise) to go further."
+            )
 
     def charge(self, n: int = 1) -> None:
         """Record ``n`` more steps, or raise :class:`BudgetExceededError` (recording nothing)."""
@@ -266,8 +279,9 @@ class PrivacyLedger:
     def spent_at(self, steps: int, delta: float | None = None) -> Spent:
         """ε the certificate's accountant gives for ``steps`` steps (0 ≤ steps ≤ budget)."""
         if not 0 <= int(steps) <= self.budget_steps:
-            raise BudgetExceededError(f"`{self.target}`: {steps} {self.unit}(s) is outside the certified budget "
-                                      f"of {self.budget_steps}")
+            raise BudgetExceededError(
+                f"`{self.target}`: {steps} {self.unit}(s) is outside the certified budget of {self.budget_steps}"
+            )
         return self._accountant(int(steps), delta)
 
     def bind_certificate(self, content_hash: str, source_name: str, record: Any = None) -> None:
@@ -282,8 +296,13 @@ class PrivacyLedger:
 
     def state_dict(self) -> dict:
         _RUNS.setdefault(self.run_id, self._run)  # the state leaves the object: the run's count must outlive it
-        out = {"target": self.target, "budget_steps": self.budget_steps, "steps_taken": self.steps_taken,
-               "fingerprint": self.fingerprint, "run": self.run_id}
+        out = {
+            "target": self.target,
+            "budget_steps": self.budget_steps,
+            "steps_taken": self.steps_taken,
+            "fingerprint": self.fingerprint,
+            "run": self.run_id,
+        }
         if self.certificate_hash is not None:
             out["certificate"] = self.certificate_hash
         return out
@@ -296,21 +315,26 @@ class PrivacyLedger:
         if state.get("target") != self.target or _int_or(state.get("budget_steps")) != self.budget_steps:
             raise DataMismatchError(
                 f"this ledger state belongs to `{state.get('target')}` with a budget of "
-                f"{state.get('budget_steps')} {self.unit}(s), not to `{self.target}` with {self.budget_steps}")
+                f"{state.get('budget_steps')} {self.unit}(s), not to `{self.target}` with {self.budget_steps}"
+            )
         if state.get("fingerprint", "") != self.fingerprint:
             raise DataMismatchError(
                 f"this ledger state of `{self.target}` was written by a run with other certified numbers (σ, rate, "
                 "clip, …): it cannot be continued by this object. Resume with the mechanism compiled from the same "
-                "certificate.")
+                "certificate."
+            )
         theirs = state.get("certificate")
         if theirs is not None and self.certificate_hash is not None and theirs != self.certificate_hash:
             raise DataMismatchError(
                 f"this ledger state belongs to the certificate {theirs}, not to {self.certificate_hash}: "
-                "resume with the mechanism compiled from the same certificate")
+                "resume with the mechanism compiled from the same certificate"
+            )
         taken = _int_or(state.get("steps_taken"))
         if taken is None or not 0 <= taken <= self.budget_steps:
-            raise DataMismatchError(f"a ledger state with {state.get('steps_taken')} {self.unit}(s) taken is outside "
-                                    f"the budget of {self.budget_steps}")
+            raise DataMismatchError(
+                f"a ledger state with {state.get('steps_taken')} {self.unit}(s) taken is outside "
+                f"the budget of {self.budget_steps}"
+            )
         rid = state.get("run")
         if not isinstance(rid, str) or not rid:
             rid = None  # a state written before runs were named: a run of its own
@@ -318,7 +342,8 @@ class PrivacyLedger:
             raise LedgerRewindError(
                 f"`{self.target}`: this ledger has charged {self.steps_taken} {self.unit}(s) of its own run; a state "
                 "of another run would hand out a second copy of the budget. Load a checkpoint into a freshly "
-                "made object (before any step), or continue this run.")
+                "made object (before any step), or continue this run."
+            )
         rid = rid or uuid.uuid4().hex
         if rid == self.run_id:
             _RUNS.setdefault(rid, self._run)
@@ -355,8 +380,15 @@ class BatchGuard:
     and in any case satisfy the caps. Refusals are :class:`CapExceededError` (or
     :class:`DataMismatchError` when the rows and the indices disagree)."""
 
-    def __init__(self, target: str, *, batch_size: int | None = None, population: int | None = None,
-                 repeats_allowed: bool = False, what: str = "record"):
+    def __init__(
+        self,
+        target: str,
+        *,
+        batch_size: int | None = None,
+        population: int | None = None,
+        repeats_allowed: bool = False,
+        what: str = "record",
+    ):
         self.target = target
         self.batch_size = None if batch_size is None else int(batch_size)
         self.population = None if population is None else int(population)
@@ -379,7 +411,8 @@ class BatchGuard:
                 raise CapExceededError(
                     f"`{self.target}`: this step's batch was not drawn by the object's own sampler, so the runtime "
                     f"cannot see which {self.what}s it holds. Draw batches with `.batches()` or pass "
-                    f"`idx=` (the training-set indices of the batch's rows) so the per-batch caps can be checked.")
+                    f"`idx=` (the training-set indices of the batch's rows) so the per-batch caps can be checked."
+                )
             idx = drawn
         else:
             idx = np.asarray(idx)
@@ -387,22 +420,38 @@ class BatchGuard:
                 raise CapExceededError(
                     f"`{self.target}`: the batch passed to this step is not the one `.batches()` drew for it; the "
                     "certificate's amplification holds only for batches drawn as accounted. Pass the drawn "
-                    "indices (or draw no batch when you sample yourself).")
+                    "indices (or draw no batch when you sample yourself)."
+                )
         if drawn is None:  # a batch from the user's own sampler: every cap is checked
-            check_batch_indices(idx, rows, target=self.target, batch_size=self.batch_size,
-                                population=population if population is not None else self.population,
-                                repeats_allowed=self.repeats_allowed, what=self.what)
+            check_batch_indices(
+                idx,
+                rows,
+                target=self.target,
+                batch_size=self.batch_size,
+                population=population if population is not None else self.population,
+                repeats_allowed=self.repeats_allowed,
+                what=self.what,
+            )
         elif drawn.size != int(rows):  # the object's own draw meets the caps by construction
-            raise DataMismatchError(f"`{self.target}`: the batch has {rows} rows but `.batches()` drew "
-                                    f"{drawn.size} {self.what}s for this step")
+            raise DataMismatchError(
+                f"`{self.target}`: the batch has {rows} rows but `.batches()` drew "
+                f"{drawn.size} {self.what}s for this step"
+            )
         if drawn is not None:
             self._issued.popleft()
         return idx
 
 
-def check_batch_indices(idx, rows: int, *, target: str, batch_size: int | None = None,
-                        population: int | None = None, repeats_allowed: bool = False,
-                        what: str = "record") -> None:
+def check_batch_indices(
+    idx,
+    rows: int,
+    *,
+    target: str,
+    batch_size: int | None = None,
+    population: int | None = None,
+    repeats_allowed: bool = False,
+    what: str = "record",
+) -> None:
     """The caps a step's per-record sensitivity needs (see :class:`BatchGuard`)."""
     a = np.asarray(idx)
     if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
@@ -414,7 +463,8 @@ def check_batch_indices(idx, rows: int, *, target: str, batch_size: int | None =
     if batch_size is not None and a.size != batch_size:
         raise CapExceededError(
             f"`{target}`: a batch of {a.size} {what}s, but the certificate samples exactly {batch_size} per step; "
-            "draw batches with `.batches()`")
+            "draw batches with `.batches()`"
+        )
     if not repeats_allowed and a.size:
         uniq, counts = np.unique(a, return_counts=True)
         if counts.max() > 1:
@@ -422,7 +472,8 @@ def check_batch_indices(idx, rows: int, *, target: str, batch_size: int | None =
             raise CapExceededError(
                 f"`{target}`: {what} {worst} appears {int(counts.max())} times in one batch; the certificate bounds "
                 f"what one {what} changes in a step by one clipped contribution (sensitivity C), which repeats "
-                "multiply. Use each index at most once per batch (draw batches with `.batches()`).")
+                "multiply. Use each index at most once per batch (draw batches with `.batches()`)."
+            )
 
 
 # --- the privacy API every runtime object exposes ------------------------------------------------------

@@ -31,8 +31,8 @@ Two implementations of the clipped sum, checked against each other in the tests:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = [
     "trainable_parameters",
@@ -44,8 +44,23 @@ __all__ = [
     "GHOST_ACTIVATIONS",
 ]
 
-GHOST_ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Identity",
-                     "Flatten", "Hardtanh", "ReLU6", "Mish", "SELU", "CELU")
+GHOST_ACTIVATIONS = (
+    "ReLU",
+    "LeakyReLU",
+    "ELU",
+    "GELU",
+    "SiLU",
+    "Tanh",
+    "Sigmoid",
+    "Softplus",
+    "Identity",
+    "Flatten",
+    "Hardtanh",
+    "ReLU6",
+    "Mish",
+    "SELU",
+    "CELU",
+)
 
 
 def _full_precision(x):
@@ -149,8 +164,18 @@ def combine_clipped(parts: list) -> ClippedSum:
     frac = sum(p.clipped_fraction * p.batch for p in parts) / B
     methods = "+".join(dict.fromkeys(p.method for p in parts))
     outs = None if any(p.outputs is None for p in parts) else torch.cat([p.outputs for p in parts])
-    return ClippedSum(sums, B, len(idx), idx, torch.cat([p.norms for p in parts]),
-                      torch.cat([p.losses for p in parts]), methods, frac, outs, parts[0].fallback)
+    return ClippedSum(
+        sums,
+        B,
+        len(idx),
+        idx,
+        torch.cat([p.norms for p in parts]),
+        torch.cat([p.losses for p in parts]),
+        methods,
+        frac,
+        outs,
+        parts[0].fallback,
+    )
 
 
 def _ghost_layers(model):
@@ -229,8 +254,9 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         params = trainable_parameters(model)
         buffers = {k: v.detach() for k, v in model.named_buffers()}
         f = _single_loss_out(model, loss_fn, buffers)
-        g, (loss, outputs) = vmap(grad_and_value(f, has_aux=True), in_dims=(None, 0, 0),
-                                  randomness="different")(params, xb, yb)
+        g, (loss, outputs) = vmap(grad_and_value(f, has_aux=True), in_dims=(None, 0, 0), randomness="different")(
+            params, xb, yb
+        )
     with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
         names = list(g.keys())
         B = xb.shape[0]
@@ -315,7 +341,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
         a_sq = [x.pow(2).sum(dim=1) for x in acts]
         d_sq = [d.pow(2).sum(dim=1) for d in deltas]
         cols = []
-        for (name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
+        for (_name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
             if mod.weight.requires_grad:
                 cols.append(asq * dsq)
             if mod.bias is not None and mod.bias.requires_grad:
@@ -347,10 +373,10 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             col = 0
             for (name, mod), x, d in zip(lin_names, acts, deltas):
                 if mod.weight.requires_grad:
-                    sums[f"{name}.weight"] = (d * scale[:, col:col + 1]).t() @ x
+                    sums[f"{name}.weight"] = (d * scale[:, col : col + 1]).t() @ x
                     col += 1
                 if mod.bias is not None and mod.bias.requires_grad:
-                    sums[f"{name}.bias"] = (d * scale[:, col:col + 1]).sum(dim=0)
+                    sums[f"{name}.bias"] = (d * scale[:, col : col + 1]).sum(dim=0)
                     col += 1
             norms, over = norm, (norm > c[None, :]).any(dim=1)
         names = [k for k, _ in _blocks(model)]
@@ -361,8 +387,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
         return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
 
 
-def clipped_grad_sum(model, loss_fn: Callable, xb, yb, *, clip: float | None = None,
-                     per_layer_clips=None, method: str = "auto") -> ClippedSum:
+def clipped_grad_sum(
+    model, loss_fn: Callable, xb, yb, *, clip: float | None = None, per_layer_clips=None, method: str = "auto"
+) -> ClippedSum:
     """Σ_i clip(∇ℓ(x_i, y_i)) for each trainable parameter (see the module docstring).
 
     ``clip``: flat ℓ2 clip norm C > 0, or ``per_layer_clips``: one C_e > 0 per trainable tensor in

@@ -24,33 +24,45 @@ from dpspec.mechanisms.ledger import DataMismatchError, LedgerOwner, PrivacyLedg
 @dataclass(frozen=True, eq=False)
 class RelationalMechanism(LedgerOwner):
     name: str
-    graph: Any         # dpspec.relational.RelationalGraph (the whole graph: node attributes)
-    split: Any         # node-disjoint SplitResult
-    train_graph: Any   # the capped private training graph (its n, m are in the certificate)
+    graph: Any  # dpspec.relational.RelationalGraph (the whole graph: node attributes)
+    split: Any  # node-disjoint SplitResult
+    train_graph: Any  # the capped private training graph (its n, m are in the certificate)
     sigma: float
     clip: float
-    clipping: str      # static | standard | freq
+    clipping: str  # static | standard | freq
     degree_cap: int
     negatives_per_positive: int
     rate: float
     steps: int
     learning_rate: float
     loss: str
-    encoder: Any       # dpspec.ir.models.EncoderSpec
+    encoder: Any  # dpspec.ir.models.EncoderSpec
     negatives: str = "wor"
-    delta: float | None = None       # the certificate's δ (privacy_spent's default)
-    num_edges: int | None = None     # the certificate's counts of the capped training graph
+    delta: float | None = None  # the certificate's δ (privacy_spent's default)
+    num_edges: int | None = None  # the certificate's counts of the capped training graph
     num_nodes: int | None = None
     ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         m, n = self.train_graph.num_edges, self.train_graph.num_nodes
         if (self.num_edges is not None and self.num_edges != m) or (self.num_nodes is not None and self.num_nodes != n):
-            raise DataMismatchError(f"`{self.name}`: the training graph has {n} nodes and {m} edges, the certificate "
-                                    f"{self.num_nodes} and {self.num_edges}")
-        fp = fingerprint(mechanism="relational_dpsgd", sigma=self.sigma, clip=self.clip, clipping=self.clipping,
-                         K=self.degree_cap, k=self.negatives_per_positive, negatives=self.negatives, rate=self.rate,
-                         steps=self.steps, m=m, n=n)
+            raise DataMismatchError(
+                f"`{self.name}`: the training graph has {n} nodes and {m} edges, the certificate "
+                f"{self.num_nodes} and {self.num_edges}"
+            )
+        fp = fingerprint(
+            mechanism="relational_dpsgd",
+            sigma=self.sigma,
+            clip=self.clip,
+            clipping=self.clipping,
+            K=self.degree_cap,
+            k=self.negatives_per_positive,
+            negatives=self.negatives,
+            rate=self.rate,
+            steps=self.steps,
+            m=m,
+            n=n,
+        )
         object.__setattr__(self, "ledger", PrivacyLedger(self.name, self.steps, self._spent, fingerprint=fp))
 
     @property
@@ -66,8 +78,16 @@ class RelationalMechanism(LedgerOwner):
     def config(self):
         from dpspec.accounting.relational import RelationalConfig
 
-        return RelationalConfig(self.train_graph.num_edges, self.train_graph.num_nodes, self.rate, self.degree_cap,
-                                self.negatives_per_positive, self.clipping, self.negatives, "poisson")
+        return RelationalConfig(
+            self.train_graph.num_edges,
+            self.train_graph.num_nodes,
+            self.rate,
+            self.degree_cap,
+            self.negatives_per_positive,
+            self.clipping,
+            self.negatives,
+            "poisson",
+        )
 
     def _spent(self, steps: int, delta: float | None) -> Spent:
         from dpspec.accounting.relational import SEARCH_ALPHAS, overflow_probability, relational_accountants
@@ -84,13 +104,17 @@ class RelationalMechanism(LedgerOwner):
             raise ValueError(f"δ = {d:g} does not cover the NEG-SAMPLE-WOR overflow probability {p_over:.3g}")
         res = relational_accountants(cfg, self.sigma, steps, d - p_over, SEARCH_ALPHAS)
         note = f"accounted at δ − {p_over:.3g} (NEG-SAMPLE-WOR overflow over {steps} steps)" if p_over > 0 else ""
-        return Spent(epsilon=float(res.dp.epsilon + 0.0), note=note, accountant=f"{res.best} (pointwise minimum of "
-                     f"the valid accountants: {', '.join(sorted(res.accountants))})", **base)
+        return Spent(
+            epsilon=float(res.dp.epsilon + 0.0),
+            note=note,
+            accountant=f"{res.best} (pointwise minimum of the valid accountants: {', '.join(sorted(res.accountants))})",
+            **base,
+        )
 
     # --- training -----------------------------------------------------------------------------------
 
     def build_encoder(self):
-        from dpspec.relational.encoders import MLPEncoder, MiniLMEncoder
+        from dpspec.relational.encoders import MiniLMEncoder, MLPEncoder
 
         e = self.encoder
         if e.kind == "minilm":
@@ -107,13 +131,29 @@ class RelationalMechanism(LedgerOwner):
         from dpspec.relational.trainer import RelationalTrainer, TrainConfig
 
         enc = encoder if encoder is not None else self.build_encoder()
-        cfg = TrainConfig(batch_size=self.normalizer, k_neg=self.negatives_per_positive, rate=self.rate,
-                          degree_cap=self.degree_cap, clip=self.clip, sigma=self.sigma, clipping=self.clipping,
-                          steps=self.steps, lr=self.learning_rate, loss=self.loss, private=private, seed=seed)
+        cfg = TrainConfig(
+            batch_size=self.normalizer,
+            k_neg=self.negatives_per_positive,
+            rate=self.rate,
+            degree_cap=self.degree_cap,
+            clip=self.clip,
+            sigma=self.sigma,
+            clipping=self.clipping,
+            steps=self.steps,
+            lr=self.learning_rate,
+            loss=self.loss,
+            private=private,
+            seed=seed,
+        )
         if graph is not None:
             return RelationalTrainer(graph, enc, cfg, comm=comm, ledger=self.ledger if private else None)
-        return RelationalTrainer(self.train_graph, SubsetEncoder(enc, self.split.train_nodes), cfg, comm=comm,
-                                 ledger=self.ledger if private else None)
+        return RelationalTrainer(
+            self.train_graph,
+            SubsetEncoder(enc, self.split.train_nodes),
+            cfg,
+            comm=comm,
+            ledger=self.ledger if private else None,
+        )
 
     def train(self, *, steps: int | None = None, seed: int = 0, private: bool = True):
         """Train for the remaining certified steps (or ``steps`` of them) and evaluate zero-shot link

@@ -53,22 +53,30 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
 __all__ = [
-    "bernoulli", "bernoulli_exp", "discrete_laplace", "discrete_gaussian", "discrete_gaussian_pmf",
-    "discrete_gaussian_tail", "discrete_gaussian_delta", "SecureGaussian", "secure_gaussian",
-    "MIN_GRID_SIGMA", "MARGIN",
+    "bernoulli",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "discrete_gaussian_pmf",
+    "discrete_gaussian_tail",
+    "discrete_gaussian_delta",
+    "SecureGaussian",
+    "secure_gaussian",
+    "MIN_GRID_SIGMA",
+    "MARGIN",
 ]
 
 RandBelow = Callable[[int], int]  # uniform integer in [0, n); secrets.randbelow unless testing
 
-MIN_GRID_SIGMA = 2 ** 20  # noise scale in grid units: the grid is ≥ a million times finer than σ
+MIN_GRID_SIGMA = 2**20  # noise scale in grid units: the grid is ≥ a million times finer than σ
 MARGIN = Fraction(1, 1000)  # μ_Z ≤ (1 − η) μ
 DELTA_FLOOR = 1e-30  # the (ε, δ) dominance is verified for every δ ≥ this
 
@@ -164,7 +172,7 @@ def discrete_gaussian_tail(m: int, s, dps: int = 40) -> tuple:
             lo, hi = discrete_gaussian_tail(1 - m, s, dps)  # P[Y ≥ m] = 1 − P[Y ≥ 1 − m]
             return 1 - hi, 1 - lo
         z_lo = mp.sqrt(2 * mp.pi) * s
-        z_hi = z_lo * (1 + 3 * mp.exp(-2 * mp.pi ** 2 * s * s))
+        z_hi = z_lo * (1 + 3 * mp.exp(-2 * mp.pi**2 * s * s))
 
         def integral(a):
             return s * mp.sqrt(2 * mp.pi) * mp.erfc(a / (s * mp.sqrt(2))) / 2
@@ -195,13 +203,13 @@ def _tail_float(m: int, s: float) -> tuple[float, float]:
     z_norm = math.sqrt(2 * math.pi) * s
     f = math.exp(-m * m / (2 * s * s))
     if m - 0.5 >= s:
-        lo = (0.5 * erfc(m / (s * r2)) + f / (2 * z_norm)) / (1 + 3 * math.exp(-2 * math.pi ** 2 * s * s))
+        lo = (0.5 * erfc(m / (s * r2)) + f / (2 * z_norm)) / (1 + 3 * math.exp(-2 * math.pi**2 * s * s))
         hi = 0.5 * erfc((m - 0.5) / (s * r2))
     else:
         fp = -m / (s * s) * f
         core = 0.5 * erfc(m / (s * r2)) + f / (2 * z_norm) - fp / (12 * z_norm)
         err = math.exp(-0.5) / (6 * s * z_norm)
-        lo = (core - err) / (1 + 3 * math.exp(-2 * math.pi ** 2 * s * s))
+        lo = (core - err) / (1 + 3 * math.exp(-2 * math.pi**2 * s * s))
         hi = core + err
     return max(0.0, lo * (1 - _REL)), min(1.0, hi * (1 + _REL))
 
@@ -291,7 +299,7 @@ class SecureGaussian:
 
     def rdp(self, alpha: float) -> float:
         """ε(α) = α μ_Z² / 2 (CKS20 Thm 4; d > 1 up to the exp(−π²s²) slack, zero in floats)."""
-        return alpha * self.mu ** 2 / 2
+        return alpha * self.mu**2 / 2
 
     def delta(self, epsilon: float) -> float:
         """δ(ε): d = 1 by CKS20 Thm 7 (rigorous enclosure); d > 1 by the RDP conversion."""
@@ -300,7 +308,7 @@ class SecureGaussian:
         from dpspec.accounting import DEFAULT_ALPHAS
 
         a = np.asarray(DEFAULT_ALPHAS, float)
-        r = a * self.mu ** 2 / 2
+        r = a * self.mu**2 / 2
         # Canonne–Kamath–Steinke 2020 Prop. 12 / Balle et al. 2020: δ = min over α of the conversion
         with np.errstate(over="ignore"):
             vals = np.exp((a - 1) * (r - epsilon)) / a * (1 - 1 / a) ** (a - 1)
@@ -312,7 +320,7 @@ class SecureGaussian:
             from dpspec import accounting as acc
 
             a = np.asarray(acc.DEFAULT_ALPHAS, float)
-            return float(acc.rdp_to_dp(a, a * self.mu ** 2 / 2, delta)[0])
+            return float(acc.rdp_to_dp(a, a * self.mu**2 / 2, delta)[0])
         lo, hi = 0.0, 1.0
         while self.delta(hi) > delta:
             lo, hi = hi, hi * 2
@@ -336,7 +344,7 @@ class SecureGaussian:
         flat = a.reshape(-1)
         out = np.empty(flat.shape, dtype=float)
         scale = 1 << self.k if self.k >= 0 else None
-        limit = 2 ** 53
+        limit = 2**53
         for i, x in enumerate(flat):
             q = Fraction(float(x)) * scale if scale is not None else Fraction(float(x)) / (1 << -self.k)
             n = round(q) + discrete_gaussian(self.sigma2_grid, randbelow)
@@ -369,7 +377,7 @@ def secure_gaussian(sigma: float, sensitivity: float, dimension: int = 1, *, ver
     # s ≥ Δ_Z / ((1 − η) μ) = Δ_Z σ / ((1 − η) Δ); as a dyadic rational with 16 fractional bits, rounded up
     s_min = Fraction(dz) * Fraction(sigma) / ((1 - MARGIN) * Fraction(sensitivity))
     s2 = s_min * s_min
-    s2 = Fraction(math.ceil(s2 * 2 ** 16), 2 ** 16)
+    s2 = Fraction(math.ceil(s2 * 2**16), 2**16)
     plan = SecureGaussian(sigma, sensitivity, d, k, s2, dz)
     assert plan.mu <= sensitivity / sigma
     if d == 1 and verify:

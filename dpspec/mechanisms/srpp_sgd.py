@@ -24,16 +24,24 @@ from dpspec.mechanisms.ledger import DataMismatchError, LedgerOwner, PrivacyLedg
 @dataclass(frozen=True, eq=False)
 class SrppSgdMechanism(LedgerOwner):
     name: str
-    plan: Any          # dpspec.srpp.SrppSgdPlan
-    calibration: Any   # dpspec.accounting.huc.SRPPSGDCalibration
+    plan: Any  # dpspec.srpp.SrppSgdPlan
+    calibration: Any  # dpspec.accounting.huc.SRPPSGDCalibration
     discrepancy: Any = None  # dpspec.srpp.DiscrepancyModel the caps were computed from
     ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         cal = self.calibration
-        fp = fingerprint(mechanism="srpp_sgd", sigma2=cal.sigma2, alpha=cal.alpha, flavour=cal.flavour,
-                         accountant=cal.accountant, steps=self.plan.steps, caps=cal.caps_sha256,
-                         sampling=repr(self.plan.sampling.describe()), units=cal.noise_units)
+        fp = fingerprint(
+            mechanism="srpp_sgd",
+            sigma2=cal.sigma2,
+            alpha=cal.alpha,
+            flavour=cal.flavour,
+            accountant=cal.accountant,
+            steps=self.plan.steps,
+            caps=cal.caps_sha256,
+            sampling=repr(self.plan.sampling.describe()),
+            units=cal.noise_units,
+        )
         object.__setattr__(self, "ledger", PrivacyLedger(self.name, self.plan.steps, self._spent, fingerprint=fp))
 
     @property
@@ -67,14 +75,26 @@ class SrppSgdMechanism(LedgerOwner):
     def _spent(self, steps: int, delta: float | None) -> Spent:
         cal = self.calibration
         if delta is not None:
-            raise ValueError(f"`{self.name}`: SRPP-SGD certifies ε(α) of {cal.notion}, not an (ε, δ) pair; "
-                             "call privacy_spent() without δ")
+            raise ValueError(
+                f"`{self.name}`: SRPP-SGD certifies ε(α) of {cal.notion}, not an (ε, δ) pair; "
+                "call privacy_spent() without δ"
+            )
         eps = 0.0 if steps == 0 else self._prefix_epsilon(steps)
-        note = "" if cal.failure_probability == 0 else \
-            f"holds except with probability {cal.failure_probability:.3g} (the caps' failure probability)"
-        return Spent(target=self.name, notion=cal.notion_id, steps=steps, budget_steps=self.plan.steps, epsilon=eps,
-                     alpha=float(cal.alpha), note=note,
-                     accountant=f"{cal.accountant} ({cal.flavour}), ε(α) of the first {steps} step(s) of the caps")
+        note = (
+            ""
+            if cal.failure_probability == 0
+            else f"holds except with probability {cal.failure_probability:.3g} (the caps' failure probability)"
+        )
+        return Spent(
+            target=self.name,
+            notion=cal.notion_id,
+            steps=steps,
+            budget_steps=self.plan.steps,
+            epsilon=eps,
+            alpha=float(cal.alpha),
+            note=note,
+            accountant=f"{cal.accountant} ({cal.flavour}), ε(α) of the first {steps} step(s) of the caps",
+        )
 
     # --- training -----------------------------------------------------------------------------------
 
@@ -83,17 +103,41 @@ class SrppSgdMechanism(LedgerOwner):
         ``opt.step(xb, yb, idx)``); it charges this mechanism's ledger."""
         from dpspec.srpp import SrppSgdOptimizer
 
-        return SrppSgdOptimizer(model, self.plan, self.calibration, loss_fn, seed=seed, comm=comm,
-                                ledger=self.ledger, name=self.name)
+        return SrppSgdOptimizer(
+            model, self.plan, self.calibration, loss_fn, seed=seed, comm=comm, ledger=self.ledger, name=self.name
+        )
 
-    def train(self, model, X, y, *, loss_fn=None, seed: int | None = None, steps: int | None = None,
-              comm=None, progress: bool = False):
+    def train(
+        self,
+        model,
+        X,
+        y,
+        *,
+        loss_fn=None,
+        seed: int | None = None,
+        steps: int | None = None,
+        comm=None,
+        progress: bool = False,
+    ):
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them); len(X) must be the certified dataset size."""
         from dpspec.srpp import train_srpp_sgd
 
         if len(X) != self.plan.sampling.dataset_size:
-            raise DataMismatchError(f"`{self.name}`: the data has {len(X)} examples but the certificate assumes "
-                                    f"dataset_size = {self.plan.sampling.dataset_size}; recompile with the right size")
-        return train_srpp_sgd(model, X, y, self.plan, self.calibration, loss_fn, seed=seed, steps=steps,
-                              progress=progress, comm=comm, ledger=self.ledger)
+            raise DataMismatchError(
+                f"`{self.name}`: the data has {len(X)} examples but the certificate assumes "
+                f"dataset_size = {self.plan.sampling.dataset_size}; recompile with the right size"
+            )
+        return train_srpp_sgd(
+            model,
+            X,
+            y,
+            self.plan,
+            self.calibration,
+            loss_fn,
+            seed=seed,
+            steps=steps,
+            progress=progress,
+            comm=comm,
+            ledger=self.ledger,
+        )

@@ -46,15 +46,19 @@ class SwmRelease:
         if not hasattr(data, "matrix") and not isinstance(data, dict):
             X = np.asarray(data, dtype=float)
             if X.ndim != 2 or X.shape[1] != len(self.columns):
-                raise DataMismatchError(f"`{self.name}` reads {len(self.columns)} columns ({', '.join(self.columns)}); "
-                                        f"a matrix of shape {X.shape} does not have them [DPS148]")
+                raise DataMismatchError(
+                    f"`{self.name}` reads {len(self.columns)} columns ({', '.join(self.columns)}); "
+                    f"a matrix of shape {X.shape} does not have them [DPS148]"
+                )
             return X
         names = tuple(data.columns) if hasattr(data, "matrix") else tuple(data)
         for c in self.columns:
             if c not in names:
-                raise DataMismatchError(f"`{self.name}` reads column `{c}`, which the data does not have ("
-                                        f"{did_you_mean(c, names, 'column') or 'its columns are ' + ', '.join(names)}) "
-                                        "[DPS148]")
+                raise DataMismatchError(
+                    f"`{self.name}` reads column `{c}`, which the data does not have ("
+                    f"{did_you_mean(c, names, 'column') or 'its columns are ' + ', '.join(names)}) "
+                    "[DPS148]"
+                )
         if hasattr(data, "matrix"):
             try:
                 return data.matrix(self.columns)
@@ -71,8 +75,9 @@ class SwmRelease:
         if lo is not None and getattr(q, "columns", None) is not None:
             V = X[:, list(q.columns)]
             clamped = int(((V < lo) | (V > hi)).sum())
-        report = ReleaseReport(self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X),
-                               "given to release()")
+        report = ReleaseReport(
+            self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X), "given to release()"
+        )
         return Released(value, report)
 
     def release(self, data, rng=None) -> Released:
@@ -80,16 +85,20 @@ class SwmRelease:
         counts and fingerprint are private (see :class:`~dpspec.mechanisms.gaussian.ReleaseReport`)."""
         X = self._matrix(data)
         if self.records is not None and X.shape[0] != self.records:
-            raise DataMismatchError(f"`{self.name}` is certified for the aggregate of {self.records} records (its noise "
-                                    f"scales like 1/n); the data has {X.shape[0]} [DPS148]")
+            raise DataMismatchError(
+                f"`{self.name}` is certified for the aggregate of {self.records} records (its noise "
+                f"scales like 1/n); the data has {X.shape[0]} [DPS148]"
+            )
         self._ledger.charge(1)
         return self._released(X, self.mechanism.release(X, rng))
 
     def release_records(self, data, rng=None) -> Released:
         """Per-record reading: each record's query vector plus fresh noise, in one call (one output)."""
         if self.output == "aggregate":
-            raise DataMismatchError(f"`{self.name}` is certified for the dataset's aggregate (`output aggregate`): "
-                                    "its noise does not cover one answer per record [DPS148]")
+            raise DataMismatchError(
+                f"`{self.name}` is certified for the dataset's aggregate (`output aggregate`): "
+                "its noise does not cover one answer per record [DPS148]"
+            )
         X = self._matrix(data)
         self._ledger.charge(1)
         return self._released(X, self.mechanism.release_records(X, rng))
@@ -115,7 +124,14 @@ class SwmRelease:
         notion = "ave_srpp" if cal.flavour == "ave" else "joint_srpp"  # the certificate's notion names
         if delta is not None:
             eps = cal.spp_epsilon(delta)[0] if outputs else 0.0
-            return Spent(self.name, "sliced_pufferfish", outputs, 1, float(eps), delta=delta,
-                         note="sliced (ε′, δ)-Pufferfish privacy of the declared scenario, not (ε, δ)-DP")
+            return Spent(
+                self.name,
+                "sliced_pufferfish",
+                outputs,
+                1,
+                float(eps),
+                delta=delta,
+                note="sliced (ε′, δ)-Pufferfish privacy of the declared scenario, not (ε, δ)-DP",
+            )
         eps = cal.epsilon_at(cal.alpha) if outputs else 0.0
         return Spent(self.name, notion, outputs, 1, float(eps), alpha=cal.alpha)

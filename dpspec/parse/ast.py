@@ -7,7 +7,6 @@ spans, so that ``parse(fmt(s)) == parse(s)`` compares structure, not layout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from dpspec.diagnostics import Span
 
@@ -49,7 +48,7 @@ class Kwarg:
     """``name = value``, or with ``op = "in"`` a range ``p in [0.2, 0.5]``."""
 
     name: str
-    value: "Value"
+    value: Value
     span: Span | None = _span()
     name_span: Span | None = _span()
     op: str = "="
@@ -58,7 +57,7 @@ class Kwarg:
 @dataclass(frozen=True)
 class Call:
     name: str
-    args: tuple["Value", ...]
+    args: tuple[Value, ...]
     kwargs: tuple[Kwarg, ...]
     span: Span | None = _span()
     name_span: Span | None = _span()
@@ -66,19 +65,19 @@ class Call:
 
 @dataclass(frozen=True)
 class SetLit:
-    items: tuple["Value", ...]
+    items: tuple[Value, ...]
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class ListLit:
-    items: tuple["Value", ...]
+    items: tuple[Value, ...]
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class TupleLit:
-    items: tuple["Value", ...]
+    items: tuple[Value, ...]
     span: Span | None = _span()
 
 
@@ -86,8 +85,8 @@ class TupleLit:
 class Membership:
     """``race in {White, Black}``."""
 
-    element: "Value"
-    collection: "Value"
+    element: Value
+    collection: Value
     span: Span | None = _span()
 
 
@@ -96,9 +95,9 @@ class Comparison:
     """``num > 0``: a predicate on a record, or a keyword argument's value (``where = sex == "Female"``);
     ``op`` one of <, <=, >, >=, ==, !=."""
 
-    left: "Value"
+    left: Value
     op: str
-    right: "Value"
+    right: Value
     span: Span | None = _span()
 
 
@@ -107,7 +106,7 @@ class Definition:
     """``disease = num > 0``: a named derived value (a comparison or an ``in`` test)."""
 
     name: str
-    value: "Value"
+    value: Value
     span: Span | None = _span()
     name_span: Span | None = _span()
 
@@ -117,12 +116,12 @@ class NamedBlock:
     """``coupled { positive poisson(...) negative ... }``."""
 
     name: str
-    entries: tuple["Entry", ...]
+    entries: tuple[Entry, ...]
     span: Span | None = _span()
     name_span: Span | None = _span()
 
 
-Value = Union[Ident, Number, String, Call, SetLit, ListLit, TupleLit, Membership, NamedBlock, Comparison, Definition]
+Value = Ident | Number | String | Call | SetLit | ListLit | TupleLit | Membership | NamedBlock | Comparison | Definition
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ class Use:
 
 @dataclass(frozen=True)
 class SpecFile:
-    items: tuple[Union[Use, Block], ...]
+    items: tuple[Use | Block, ...]
     file: str = field(default="<string>", compare=False)
 
     @property

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dpspec.errors import DpspecError
 from dpspec.parse import ast
@@ -64,16 +64,22 @@ def format_source(text: str, file: str = "<string>") -> str:
     out = _render(_Layout(src).file(tree), src)
     max_bytes = limits.limit("source_bytes")
     if len(out) > max_bytes:
-        raise FormatError(f"the formatted text would have {len(out)} characters, over the limit of "
-                          f"{max_bytes} for a spec ({limits.LIMITS['source_bytes'].env}); the file is left "
-                          "as it is")
+        raise FormatError(
+            f"the formatted text would have {len(out)} characters, over the limit of "
+            f"{max_bytes} for a spec ({limits.LIMITS['source_bytes'].env}); the file is left "
+            "as it is"
+        )
     again, diags = parse_text(out, file)
     if again is None or again != tree:
-        raise FormatError("formatting would change the spec (a bug in dpspec fmt; please report it with "
-                          "the file); the file is left as it is")
+        raise FormatError(
+            "formatting would change the spec (a bug in dpspec fmt; please report it with "
+            "the file); the file is left as it is"
+        )
     if comments(out) != comments(text):
-        raise FormatError("formatting would lose or reorder a comment (a bug in dpspec fmt; please report it "
-                          "with the file); the file is left as it is")
+        raise FormatError(
+            "formatting would lose or reorder a comment (a bug in dpspec fmt; please report it "
+            "with the file); the file is left as it is"
+        )
     return out
 
 
@@ -96,8 +102,12 @@ def value(v: ast.Value, *, as_written: bool = False) -> str:
     if isinstance(v, ast.String):
         return _string(v.value)
     if isinstance(v, ast.Call):
-        args = [f"{a.name} {a.op} {value(a.value, as_written=as_written)}" if isinstance(a, ast.Kwarg)
-                else value(a, as_written=as_written) for a in _call_args(v, as_written)]
+        args = [
+            f"{a.name} {a.op} {value(a.value, as_written=as_written)}"
+            if isinstance(a, ast.Kwarg)
+            else value(a, as_written=as_written)
+            for a in _call_args(v, as_written)
+        ]
         return f"{v.name}({', '.join(args)})"
     if isinstance(v, ast.SetLit):
         return "{" + ", ".join(value(x, as_written=as_written) for x in v.items) + "}"
@@ -174,8 +184,11 @@ _STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')
 
 
 def _scan_comments(text: str) -> list[_Comment]:
-    return [_Comment(m.start(), m.end(), m.group().rstrip())
-            for m in _STRING_OR_COMMENT.finditer(text) if m.group().startswith("#")]
+    return [
+        _Comment(m.start(), m.end(), m.group().rstrip())
+        for m in _STRING_OR_COMMENT.finditer(text)
+        if m.group().startswith("#")
+    ]
 
 
 class _Source:
@@ -275,8 +288,9 @@ class _Layout:
         if isinstance(v, (ast.SetLit, ast.ListLit, ast.TupleLit)):
             return self.src.has_comment(*self._range(v.span))
         if isinstance(v, (ast.Call, ast.NamedBlock)):
-            return self._inside_has_comment(self._open_after(v.name_span, "(" if isinstance(v, ast.Call) else "{"),
-                                            self._close_of(v.span))
+            return self._inside_has_comment(
+                self._open_after(v.name_span, "(" if isinstance(v, ast.Call) else "{"), self._close_of(v.span)
+            )
         return False
 
     def _inside_has_comment(self, open_: int | None, close: int | None) -> bool:
@@ -388,8 +402,11 @@ class _Out:
 
 
 def _render(lines: list[_Line], src: _Source | None) -> str:
-    out = _with_comments(lines, src) if src is not None else [
-        _Out(ln.depth, ln.text, None, None, ln, ln.blank_before) for ln in lines]
+    out = (
+        _with_comments(lines, src)
+        if src is not None
+        else [_Out(ln.depth, ln.text, None, None, ln, ln.blank_before) for ln in lines]
+    )
     _align_trailing(out)
     text: list[str] = []
     for o in out:
@@ -411,8 +428,12 @@ def _with_comments(lines: list[_Line], src: _Source) -> list[_Out]:
         group: list[_Out] = []
         while pending and pending[-1].start < ln.start:
             c = pending.pop()
-            if (prev is not None and prev.trailing is None and not group
-                    and src.line_of(c.start) == src.line_of(prev.end - 1)):
+            if (
+                prev is not None
+                and prev.trailing is None
+                and not group
+                and src.line_of(c.start) == src.line_of(prev.end - 1)
+            ):
                 prev.trailing = c.text  # it sat on the same line as the tokens printed just before
             else:
                 depth = ln.depth + 1 if ln.closes else ln.depth
@@ -426,7 +447,12 @@ def _with_comments(lines: list[_Line], src: _Source) -> list[_Out]:
         prev = ln
     tail: list[_Out] = []
     for c in reversed(pending):
-        if prev is not None and prev.trailing is None and not tail and src.line_of(c.start) == src.line_of(prev.end - 1):
+        if (
+            prev is not None
+            and prev.trailing is None
+            and not tail
+            and src.line_of(c.start) == src.line_of(prev.end - 1)
+        ):
             prev.trailing = c.text
         else:
             tail.append(_Out(0, c.text, c.start, c.end))
@@ -440,8 +466,11 @@ def _place_blank_lines(out: list[_Out], group: list[_Out], src: _Source, ln: _Li
     that must be separated from the item before it gets one before its leading comments."""
     prev = out[-1] if out else None
     for o in group:
-        if prev is not None and not (prev.line is not None and prev.line.opens) and not (
-                o.line is not None and o.line.closes):
+        if (
+            prev is not None
+            and not (prev.line is not None and prev.line.opens)
+            and not (o.line is not None and o.line.closes)
+        ):
             o.blank_before = src.blank_line_between(prev.end, o.start)
         prev = o
     if ln is not None and ln.blank_before and out and not any(o.blank_before for o in group):
@@ -461,8 +490,13 @@ def _align_trailing(out: list[_Out]) -> None:
 
     for o in out:
         ln = o.line
-        if ln is None or o.blank_before or ln.opens or ln.closes or (run and (
-                run[-1].depth != ln.depth or run[-1].opens or run[-1].closes)):
+        if (
+            ln is None
+            or o.blank_before
+            or ln.opens
+            or ln.closes
+            or (run and (run[-1].depth != ln.depth or run[-1].opens or run[-1].closes))
+        ):
             flush()
         if ln is not None:
             run.append(ln)

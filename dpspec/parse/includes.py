@@ -103,8 +103,9 @@ def read_spec_file(path: str | os.PathLike, *, regular_only: bool) -> tuple[str 
         return None, f"is not UTF-8 text (byte {e.start})", "a .dps file is UTF-8 text"
 
 
-def load_program(path: str | Path | None = None, text: str | None = None, name: str | None = None, *,
-                 allow_includes: bool = True) -> Program:
+def load_program(
+    path: str | Path | None = None, text: str | None = None, name: str | None = None, *, allow_includes: bool = True
+) -> Program:
     """Load a spec from a file path or from text (``name`` labels text in messages).
 
     With text and a path, the path only places the spec (its folder resolves ``use`` lines)."""
@@ -121,8 +122,9 @@ def load_program(path: str | Path | None = None, text: str | None = None, name: 
     # the root spec is the one the user named: a pipe (`/dev/stdin`) is read, but never past the limit
     src, err, hint = read_spec_file(path, regular_only=False)
     if src is None:
-        prog.diagnostics.append(Diagnostic("DPS004", f"cannot read `{path}`: {err}", None,
-                                           hint=hint or "check the path"))
+        prog.diagnostics.append(
+            Diagnostic("DPS004", f"cannot read `{path}`: {err}", None, hint=hint or "check the path")
+        )
         return prog
     try:
         real = Path(path).resolve(strict=True)
@@ -199,32 +201,43 @@ class _Loader:
             return None
 
         if not self.allow_includes:
-            return refuse(f"`use \"{use.path}\"` is not allowed here",
-                          "a spec recompiled from a certificate is self-contained; its includes were flattened")
+            return refuse(
+                f'`use "{use.path}"` is not allowed here',
+                "a spec recompiled from a certificate is self-contained; its includes were flattened",
+            )
         problem = include_path_problem(use.path)
         if problem:
             return refuse(f"cannot include `{use.path}`: {problem}", _USE_HINT)
         try:
             target = (base / use.path).resolve(strict=True)
         except FileNotFoundError:
-            return refuse(f"cannot include `{use.path}`: not found",
-                          f"looked for {_display(Path(os.path.abspath(base / use.path)))}")
+            return refuse(
+                f"cannot include `{use.path}`: not found",
+                f"looked for {_display(Path(os.path.abspath(base / use.path)))}",
+            )
         except (OSError, RuntimeError):  # a symbolic-link loop, a path through a file, ...
-            return refuse(f"cannot include `{use.path}`: the path cannot be resolved (a symbolic link loop?)",
-                          "check the symbolic links on the path")
+            return refuse(
+                f"cannot include `{use.path}`: the path cannot be resolved (a symbolic link loop?)",
+                "check the symbolic links on the path",
+            )
         if target != self.include_root and self.include_root not in target.parents:
-            return refuse(f"cannot include `{use.path}`: it lies outside the spec's folder",
-                          f"includes stay inside {_display(self.include_root)} (the folder of the spec given to "
-                          "dpspec); move the shared file there")
+            return refuse(
+                f"cannot include `{use.path}`: it lies outside the spec's folder",
+                f"includes stay inside {_display(self.include_root)} (the folder of the spec given to "
+                "dpspec); move the shared file there",
+            )
         key = str(target)
         if key in chain:
-            cycle = " → ".join([Path(s).name for s in chain[chain.index(key):]] + [target.name])
+            cycle = " → ".join([Path(s).name for s in chain[chain.index(key) :]] + [target.name])
             return refuse(f"include cycle: {cycle}", "remove one of the `use` lines in the cycle", "DPS005")
         if key in self.keys:
             return self.keys[key], key, None  # already loaded (diamond)
         if self.n_files >= L.limit("includes"):
-            return refuse("too many included files",
-                          f"at most {L.limit('includes')} files per spec ({L.hint('includes')})", "DPS007")
+            return refuse(
+                "too many included files",
+                f"at most {L.limit('includes')} files per spec ({L.hint('includes')})",
+                "DPS007",
+            )
         src, err, hint = read_spec_file(target, regular_only=True)
         if src is None:
             return refuse(f"cannot include `{use.path}`: {err}", hint or f"looked for {_display(target)}")

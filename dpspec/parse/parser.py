@@ -48,7 +48,8 @@ _TOKEN_NAMES = {
 
 # One alternative per terminal of the grammar, in the grammar's own regular expressions; `bad` is
 # any other character (a lexical error, reported when the parser reaches it).
-_TOKEN_RE = re.compile(r"""
+_TOKEN_RE = re.compile(
+    r"""
     (?P<ws>[ \t\f\r\n]+)
   | (?P<comment>\#[^\n]*)
   | (?P<IDENT>[A-Za-z_](?:[A-Za-z0-9_\-]*[A-Za-z0-9_])?)
@@ -57,7 +58,9 @@ _TOKEN_RE = re.compile(r"""
   | (?P<LBRACE>\{) | (?P<RBRACE>\}) | (?P<LSQB>\[) | (?P<RSQB>\]) | (?P<LPAR>\() | (?P<RPAR>\))
   | (?P<COMMA>,) | (?P<COMPARE>[<>]=?|[=!]=) | (?P<EQUAL>=)
   | (?P<bad>.)
-""", re.X | re.S)
+""",
+    re.X | re.S,
+)
 
 _PRIMARY_START = ("IDENT", "NUMBER", "STRING", "LBRACE", "LSQB", "LPAR")
 _CLOSER = {"LBRACE": "RBRACE", "LSQB": "RSQB", "LPAR": "RPAR"}
@@ -103,20 +106,38 @@ def _precheck(text: str, file: str) -> list[Diagnostic]:
     """Reject input the parser should not see: oversize, control bytes, runaway digits."""
     max_bytes = L.limit("source_bytes")
     if len(text) > max_bytes:
-        return [Diagnostic("DPS007", f"the spec is too large ({len(text):,} characters, the limit is {max_bytes:,})",
-                           Span.point(file, 1, 1), hint=L.hint("source_bytes"))]
+        return [
+            Diagnostic(
+                "DPS007",
+                f"the spec is too large ({len(text):,} characters, the limit is {max_bytes:,})",
+                Span.point(file, 1, 1),
+                hint=L.hint("source_bytes"),
+            )
+        ]
     m = re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", text)
     if m:
         line, col = _line_col(text, m.start())
-        return [Diagnostic("DPS006", f"unexpected control character {m.group()!r}",
-                           Span.point(file, line, col), hint="a .dps file is UTF-8 text; is this a binary file?")]
+        return [
+            Diagnostic(
+                "DPS006",
+                f"unexpected control character {m.group()!r}",
+                Span.point(file, line, col),
+                hint="a .dps file is UTF-8 text; is this a binary file?",
+            )
+        ]
     max_chars = L.limit("number_chars")
-    for m in re.finditer(r"[0-9.eE+\-]{%d,}" % (max_chars + 1), text):
+    for m in re.finditer(rf"[0-9.eE+\-]{{{max_chars + 1},}}", text):
         if not re.search(r"\d", m.group()):
             continue  # a long run of `e`, `-`, `.`: not a number (the parser reports it)
         line, col = _line_col(text, m.start())
-        return [Diagnostic("DPS106", "number literal is too long", Span(file, line, col, line, col + len(m.group())),
-                           hint=f"write numbers with at most {max_chars} characters, e.g. 1e-12")]
+        return [
+            Diagnostic(
+                "DPS106",
+                "number literal is too long",
+                Span(file, line, col, line, col + len(m.group())),
+                hint=f"write numbers with at most {max_chars} characters, e.g. 1e-12",
+            )
+        ]
     return []
 
 
@@ -164,9 +185,14 @@ class _Source:
                 if k == "comment":
                     continue
                 if len(kinds) >= max_tokens:
-                    raise _Stop(Diagnostic(
-                        "DPS007", f"the spec has more than {max_tokens:,} tokens", self.span(m.start(), m.end()),
-                        hint=L.hint("tokens")))
+                    raise _Stop(
+                        Diagnostic(
+                            "DPS007",
+                            f"the spec has more than {max_tokens:,} tokens",
+                            self.span(m.start(), m.end()),
+                            hint=L.hint("tokens"),
+                        )
+                    )
                 a, b = m.span()
                 kinds.append(k)
                 starts.append(a)
@@ -211,7 +237,7 @@ class _Parser:
         return self.kinds[self.i] if self.i < self.hi else "$END"
 
     def value(self, i: int) -> str:
-        return self.text[self.starts[i]:self.ends[i]]
+        return self.text[self.starts[i] : self.ends[i]]
 
     def tok_span(self, i: int) -> Span:
         col = self.cols[i]
@@ -219,8 +245,13 @@ class _Parser:
 
     def span_between(self, first: int, last: int) -> Span:
         """From the start of token ``first`` to the end of token ``last``."""
-        return Span(self.file, self.lines[first], self.cols[first], self.lines[last],
-                    self.cols[last] + self.ends[last] - self.starts[last])
+        return Span(
+            self.file,
+            self.lines[first],
+            self.cols[first],
+            self.lines[last],
+            self.cols[last] + self.ends[last] - self.starts[last],
+        )
 
     def expect(self, kind: str, expected: tuple[str, ...] | None = None) -> int:
         if self.kind() != kind:
@@ -236,8 +267,14 @@ class _Parser:
     def enter(self, i: int) -> None:
         self.depth += 1
         if self.depth > self.max_depth:
-            raise _Stop(Diagnostic("DPS007", "the spec is nested too deeply", self.tok_span(i),
-                                   hint=f"keep nesting below {self.max_depth} levels ({L.hint('nesting')})"))
+            raise _Stop(
+                Diagnostic(
+                    "DPS007",
+                    "the spec is nested too deeply",
+                    self.tok_span(i),
+                    hint=f"keep nesting below {self.max_depth} levels ({L.hint('nesting')})",
+                )
+            )
 
     # rules
     def spec_file(self) -> ast.SpecFile:
@@ -252,8 +289,14 @@ class _Parser:
             elif self.kind() == "IDENT":
                 n_blocks += 1
                 if n_blocks > self.max_blocks:
-                    raise _Stop(Diagnostic("DPS007", f"the spec has more than {self.max_blocks:,} blocks",
-                                           self.tok_span(self.i), hint=L.hint("blocks")))
+                    raise _Stop(
+                        Diagnostic(
+                            "DPS007",
+                            f"the spec has more than {self.max_blocks:,} blocks",
+                            self.tok_span(self.i),
+                            hint=L.hint("blocks"),
+                        )
+                    )
                 items.append(self.block())
             else:
                 self.fail(("IDENT", "USE", "$END"))
@@ -268,8 +311,15 @@ class _Parser:
         entries = self.entries()
         close = self.expect("RBRACE", ("IDENT", "RBRACE"))
         self.depth -= 1
-        return ast.Block(self.value(k), self.value(n), entries, self.span_between(k, close),
-                         self.tok_span(k), self.tok_span(n), file=self.file)
+        return ast.Block(
+            self.value(k),
+            self.value(n),
+            entries,
+            self.span_between(k, close),
+            self.tok_span(k),
+            self.tok_span(n),
+            file=self.file,
+        )
 
     def entries(self) -> tuple[ast.Entry, ...]:
         out = []
@@ -278,13 +328,18 @@ class _Parser:
             k = self.i
             self.i += 1
             val = self.entry_block(k) if self.at_entry_block() else self.setting_value()
-            out.append(ast.Entry(self.value(k), val, self.span_between(k, self.i - 1),
-                                 self.tok_span(k)))
+            out.append(ast.Entry(self.value(k), val, self.span_between(k, self.i - 1), self.tok_span(k)))
             if isinstance(val, ast.Membership) and self.is_keyword("in"):
                 # the grammar's LALR lexer reads `in` after any complete value as the keyword,
                 # so `a x in s in t` is an error, not a setting named `in`
-                raise _Stop(Diagnostic("DPS001", "unexpected keyword `in`", self.tok_span(self.i),
-                                       hint="a setting's value has at most one `in`, as in `secret race in {A, B}`"))
+                raise _Stop(
+                    Diagnostic(
+                        "DPS001",
+                        "unexpected keyword `in`",
+                        self.tok_span(self.i),
+                        hint="a setting's value has at most one `in`, as in `secret race in {A, B}`",
+                    )
+                )
         if self.kind() != "RBRACE":
             self.fail(("IDENT", "RBRACE"))
         return tuple(out)
@@ -293,8 +348,12 @@ class _Parser:
         """``IDENT "{" head_entry entry* "}"``: a `{` whose first setting's value does not start with
         `{` or `(` (otherwise the `{` opens a set)."""
         i, kinds = self.i, self.kinds
-        return (i + 2 < self.hi and kinds[i] == "LBRACE" and kinds[i + 1] == "IDENT"
-                and kinds[i + 2] in ("IDENT", "NUMBER", "STRING", "LSQB"))
+        return (
+            i + 2 < self.hi
+            and kinds[i] == "LBRACE"
+            and kinds[i + 1] == "IDENT"
+            and kinds[i + 2] in ("IDENT", "NUMBER", "STRING", "LSQB")
+        )
 
     def entry_block(self, key: int) -> ast.NamedBlock:
         """A setting's value that is a block of settings: a ``NamedBlock`` with no name, whose name
@@ -313,8 +372,7 @@ class _Parser:
         if self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "EQUAL":
             self.i += 2
             cond = self.condition()
-            return ast.Definition(self.value(first), cond, self.span_between(first, self.i - 1),
-                                  self.tok_span(first))
+            return ast.Definition(self.value(first), cond, self.span_between(first, self.i - 1), self.tok_span(first))
         p = self.primary()
         if self.is_keyword("in"):
             self.i += 1
@@ -377,8 +435,14 @@ class _Parser:
                     break
                 out.append(self.primary())
                 if len(out) > self.max_items:
-                    raise _Stop(Diagnostic("DPS007", f"a list with more than {self.max_items:,} items",
-                                           self.span_between(o, self.i - 1), hint=L.hint("list_items")))
+                    raise _Stop(
+                        Diagnostic(
+                            "DPS007",
+                            f"a list with more than {self.max_items:,} items",
+                            self.span_between(o, self.i - 1),
+                            hint=L.hint("list_items"),
+                        )
+                    )
         c = self.expect(closer, ("COMMA", closer))
         self.depth -= 1
         return tuple(out), self.span_between(o, c)
@@ -398,8 +462,14 @@ class _Parser:
                     break
                 out.append(self.primary())
                 if len(out) > self.max_items:
-                    raise _Stop(Diagnostic("DPS007", f"a tuple with more than {self.max_items:,} items",
-                                           self.span_between(o, self.i - 1), hint=L.hint("list_items")))
+                    raise _Stop(
+                        Diagnostic(
+                            "DPS007",
+                            f"a tuple with more than {self.max_items:,} items",
+                            self.span_between(o, self.i - 1),
+                            hint=L.hint("list_items"),
+                        )
+                    )
         c = self.expect("RPAR", ("COMMA", "RPAR"))
         self.depth -= 1
         return ast.TupleLit(tuple(out), self.span_between(o, c))
@@ -420,20 +490,30 @@ class _Parser:
                         op = self.i
                         self.i += 1
                         v = ast.Comparison(v, self.value(op), self.primary(), self.span_between(k + 2, self.i - 1))
-                    kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
-                                            self.tok_span(k)))
-                elif (self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "IDENT"
-                      and self.value(self.i + 1) == "in"):
+                    kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1), self.tok_span(k)))
+                elif (
+                    self.kind() == "IDENT"
+                    and self.i + 1 < self.hi
+                    and self.kinds[self.i + 1] == "IDENT"
+                    and self.value(self.i + 1) == "in"
+                ):
                     k = self.i
                     self.i += 2
                     v = self.primary()
-                    kwargs.append(ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1),
-                                            self.tok_span(k), op="in"))
+                    kwargs.append(
+                        ast.Kwarg(self.value(k), v, self.span_between(k, self.i - 1), self.tok_span(k), op="in")
+                    )
                 else:
                     args.append(self.primary())
                 if len(args) + len(kwargs) > self.max_items:
-                    raise _Stop(Diagnostic("DPS007", f"a call with more than {self.max_items:,} arguments",
-                                           self.span_between(name, self.i - 1), hint=L.hint("list_items")))
+                    raise _Stop(
+                        Diagnostic(
+                            "DPS007",
+                            f"a call with more than {self.max_items:,} arguments",
+                            self.span_between(name, self.i - 1),
+                            hint=L.hint("list_items"),
+                        )
+                    )
                 if self.kind() != "COMMA":
                     break
                 self.i += 1
@@ -441,8 +521,7 @@ class _Parser:
                     break
         c = self.expect("RPAR", ("COMMA", "RPAR"))
         self.depth -= 1
-        return ast.Call(self.value(name), tuple(args), tuple(kwargs), self.span_between(name, c),
-                        self.tok_span(name))
+        return ast.Call(self.value(name), tuple(args), tuple(kwargs), self.span_between(name, c), self.tok_span(name))
 
     def named_block(self, name: int) -> ast.NamedBlock:
         """``IDENT "{" entry* "}"``."""
@@ -461,14 +540,22 @@ class _Parser:
         body = text[:-1] if pct else text
         v = float(body)
         if v != v or v in (float("inf"), float("-inf")):
-            raise _Stop(Diagnostic("DPS106", f"number `{text}` is not finite", sp,
-                                   hint="use a finite number, e.g. 1e300 at most"))
+            raise _Stop(
+                Diagnostic(
+                    "DPS106", f"number `{text}` is not finite", sp, hint="use a finite number, e.g. 1e300 at most"
+                )
+            )
         is_int = not pct and re.fullmatch(r"[+-]?\d+", body) is not None
         if is_int and abs(int(body)) > _MAX_INT_EXACT:
             # a float cannot hold it exactly: refuse rather than round it silently
-            raise _Stop(Diagnostic("DPS106", f"the whole number `{text}` is above 2^53 and cannot be held exactly",
-                                   sp, hint=f"write it in floating-point form (e.g. {v:.6e}) if an approximate "
-                                            "value is meant"))
+            raise _Stop(
+                Diagnostic(
+                    "DPS106",
+                    f"the whole number `{text}` is above 2^53 and cannot be held exactly",
+                    sp,
+                    hint=f"write it in floating-point form (e.g. {v:.6e}) if an approximate value is meant",
+                )
+            )
         if pct:
             v = v / 100.0
         return ast.Number(v, text, is_int, sp)
@@ -478,7 +565,6 @@ class _Parser:
         raise _Stop(self.error(expected))
 
     def error(self, expected: tuple[str, ...]) -> Diagnostic:
-        file = self.file
         if self.i >= self.hi:
             return self.end_of_input(expected)
         i = self.i
@@ -487,7 +573,9 @@ class _Parser:
         if k == "bad":
             ch = self.value(i)
             if ch == '"':
-                return Diagnostic("DPS002", "unterminated string", sp, hint='close the string with `"` on the same line')
+                return Diagnostic(
+                    "DPS002", "unterminated string", sp, hint='close the string with `"` on the same line'
+                )
             return Diagnostic("DPS001", f"unexpected character {ch!r}", sp, hint=_expected(expected) or None)
         exp = set(expected)
         shown = self.value(i)
@@ -504,22 +592,30 @@ class _Parser:
         return Diagnostic("DPS001", f"unexpected {_describe_token(k)} `{shown}`", sp, hint=hint)
 
     def end_of_input(self, expected) -> Diagnostic:
-        seg = self.text[self.lo_pos:self.hi_pos]
+        seg = self.text[self.lo_pos : self.hi_pos]
         eline, ecol = self.src.line_col(self.lo_pos + len(seg.rstrip()))
         opened = _unclosed_open(seg)
         if opened is not None:
             oline, ocol = self.src.line_col(self.lo_pos + opened[0])
             closer = {"{": "}", "[": "]", "(": ")"}[opened[1]]
-            return Diagnostic("DPS003", f"expected `{closer}` before the end of the file",
-                              Span.point(self.file, eline, max(ecol, 1)),
-                              hint=f"`{opened[1]}` opened at line {oline}, column {ocol} is never closed")
-        return Diagnostic("DPS001", "unexpected end of file", Span.point(self.file, eline, max(ecol, 1)),
-                          hint=_expected(expected) or None)
+            return Diagnostic(
+                "DPS003",
+                f"expected `{closer}` before the end of the file",
+                Span.point(self.file, eline, max(ecol, 1)),
+                hint=f"`{opened[1]}` opened at line {oline}, column {ocol} is never closed",
+            )
+        return Diagnostic(
+            "DPS001",
+            "unexpected end of file",
+            Span.point(self.file, eline, max(ecol, 1)),
+            hint=_expected(expected) or None,
+        )
 
 
 def _describe_token(kind: str) -> str:
     return {"IDENT": "name", "NUMBER": "number", "STRING": "string", "USE": "keyword", "IN": "keyword"}.get(
-        kind, "symbol")
+        kind, "symbol"
+    )
 
 
 def _expected(names) -> str:

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -80,8 +80,9 @@ def read_certificate(path: str | Path):
     p = Path(path)
     try:
         if not p.is_file():
-            raise CertificateReadError(f"cannot read {path}: " + ("no such file" if not p.exists() else
-                                                                    "not a regular file"))
+            raise CertificateReadError(
+                f"cannot read {path}: " + ("no such file" if not p.exists() else "not a regular file")
+            )
         with open(p, "rb") as fh:
             data = fh.read(MAX_CERTIFICATE_BYTES + 1)
     except OSError as e:
@@ -97,8 +98,9 @@ def read_certificate(path: str | Path):
     except ValueError as e:
         raise CertificateReadError(f"{path}: {e}") from None
     except RecursionError:  # e.g. 100,000 nested brackets: refused like `dpspec verify` refuses them
-        raise CertificateReadError(f"{path} is nested more than {MAX_JSON_DEPTH} levels deep: not a certificate") \
-            from None
+        raise CertificateReadError(
+            f"{path} is nested more than {MAX_JSON_DEPTH} levels deep: not a certificate"
+        ) from None
     if _depth(obj) > MAX_JSON_DEPTH:
         raise CertificateReadError(f"{path} is nested more than {MAX_JSON_DEPTH} levels deep: not a certificate")
     try:
@@ -124,8 +126,12 @@ def _no_constant(name):
 # --- the data of each panel ----------------------------------------------------------------------
 
 
-def panels(cert, kinds: Sequence[str] = KINDS, targets: Sequence[str] | None = None,
-           progress: Callable[[str], None] | None = None) -> list[Panel]:
+def panels(
+    cert,
+    kinds: Sequence[str] = KINDS,
+    targets: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Panel]:
     """One panel per (result, kind), results in certificate order. Raises KeyError for an unknown target."""
     results = list(cert.results)
     if targets:
@@ -151,23 +157,39 @@ def _pairs_are_dp(r) -> bool:
 def _curve_panel(r) -> Panel:
     g = r.guarantee
     dp = _pairs_are_dp(r)
-    common = dict(target=r.name, kind="curve", title=f"{r.name}: ε(δ)", xlabel="δ",
-                  ylabel="ε" if dp else "ε′ (sliced Pufferfish)", xlog=True)
+    common = dict(
+        target=r.name,
+        kind="curve",
+        title=f"{r.name}: ε(δ)",
+        xlabel="δ",
+        ylabel="ε" if dp else "ε′ (sliced Pufferfish)",
+        xlog=True,
+    )
     if not g.dp:
-        why = g.pairs_notion[len("none: "):] if g.pairs_notion.startswith("none: ") else g.pairs_notion
+        why = g.pairs_notion[len("none: ") :] if g.pairs_notion.startswith("none: ") else g.pairs_notion
         return Panel(**common, note=f"no (ε, δ) pairs: {_text(why, 300)}")
     deltas = tuple(p.delta for p in g.dp)
-    points = Series("certified (ε, δ)" if dp else "certified (ε′, δ), not DP", deltas,
-                    tuple(p.epsilon for p in g.dp), certified=True)
-    line, note = (_recomputed_epsilon_of_delta(r, deltas) if dp else (None, None))
+    points = Series(
+        "certified (ε, δ)" if dp else "certified (ε′, δ), not DP",
+        deltas,
+        tuple(p.epsilon for p in g.dp),
+        certified=True,
+    )
+    line, note = _recomputed_epsilon_of_delta(r, deltas) if dp else (None, None)
     if not dp:
         note = _text(g.pairs_notion, 300)
     extra = ()
     a = getattr(r, "accounting", None)
     if dp and a is not None and a.curve and a.accountant != "analytic_gaussian":
         fam = "min(RDP, PLD) per δ" if a.pld is not None else "RDP"
-        extra = (Series(f"certified curve, {fam}",
-                        tuple(p.delta for p in a.curve), tuple(p.epsilon for p in a.curve), certified=True),)
+        extra = (
+            Series(
+                f"certified curve, {fam}",
+                tuple(p.delta for p in a.curve),
+                tuple(p.epsilon for p in a.curve),
+                certified=True,
+            ),
+        )
     return Panel(**common, series=(points,) + extra + ((line,) if line else ()), note=note)
 
 
@@ -242,8 +264,15 @@ def _agreement(recomputed: float, certified: float) -> str | None:
 def _rdp_panel(r) -> Panel:
     g = r.guarantee
     pufferfish = r.notion.name.endswith("srpp")
-    common = dict(target=r.name, kind="rdp", title=f"{r.name}: ε(α)", xlabel="order α",
-                  ylabel="ε(α) (sliced Rényi Pufferfish)" if pufferfish else "ε(α) (Rényi DP)", xlog=True, ylog=True)
+    common = dict(
+        target=r.name,
+        kind="rdp",
+        title=f"{r.name}: ε(α)",
+        xlabel="order α",
+        ylabel="ε(α) (sliced Rényi Pufferfish)" if pufferfish else "ε(α) (Rényi DP)",
+        xlog=True,
+        ylog=True,
+    )
     if not g.rdp_alphas:
         return Panel(**common, note=f"no ε(α) curve recorded: {_text(r.numerics.alpha_grid)}")
     series = [Series("certified ε(α)", tuple(g.rdp_alphas), tuple(g.rdp_epsilons), certified=True)]
@@ -264,8 +293,12 @@ def _text(s: str, limit: int = 120) -> str:
 # --- drawing -----------------------------------------------------------------------------------------
 
 
-def figure(cert, kinds: Sequence[str] = KINDS, targets: Sequence[str] | None = None,
-           progress: Callable[[str], None] | None = None):
+def figure(
+    cert,
+    kinds: Sequence[str] = KINDS,
+    targets: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+):
     """A matplotlib Figure: one row per result, one column per kind (requires matplotlib)."""
     from matplotlib.figure import Figure
 
@@ -288,8 +321,14 @@ def _draw(ax, panel: Panel) -> None:
     recomputed = any(not s.certified for s in panel.series)
     for s in panel.series:
         if s.certified:  # the certificate's own numbers: markers (joined when nothing else is drawn)
-            ax.plot(s.x, s.y, "o" if recomputed or len(s.x) < 2 else "o-", ms=5 if len(s.x) < 20 else 3,
-                    label=_text(s.label, 60), zorder=3)
+            ax.plot(
+                s.x,
+                s.y,
+                "o" if recomputed or len(s.x) < 2 else "o-",
+                ms=5 if len(s.x) < 20 else 3,
+                label=_text(s.label, 60),
+                zorder=3,
+            )
         else:
             ax.plot(s.x, s.y, "-", lw=1.5, label=_text(s.label, 60), zorder=2)
     if panel.series:
@@ -310,8 +349,17 @@ def _draw(ax, panel: Panel) -> None:
         ax.set_xticks([])
         ax.set_yticks([])
     if panel.note:
-        ax.text(0.5, 0.5 if not panel.series else 0.02, _wrap(panel.note), transform=ax.transAxes, ha="center",
-                va="center" if not panel.series else "bottom", fontsize=7, color="0.3", wrap=True)
+        ax.text(
+            0.5,
+            0.5 if not panel.series else 0.02,
+            _wrap(panel.note),
+            transform=ax.transAxes,
+            ha="center",
+            va="center" if not panel.series else "bottom",
+            fontsize=7,
+            color="0.3",
+            wrap=True,
+        )
 
 
 def _wrap(s: str, width: int = 55) -> str:
@@ -320,8 +368,13 @@ def _wrap(s: str, width: int = 55) -> str:
     return "\n".join(textwrap.wrap(s, width))
 
 
-def save(cert, output: str | Path, kinds: Sequence[str] = KINDS, targets: Sequence[str] | None = None,
-         progress: Callable[[str], None] | None = None) -> Path:
+def save(
+    cert,
+    output: str | Path,
+    kinds: Sequence[str] = KINDS,
+    targets: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """Draw and write ``output`` (.png, .svg or .pdf)."""
     out = Path(output)
     if out.suffix.lower() not in FORMATS:
@@ -331,5 +384,15 @@ def save(cert, output: str | Path, kinds: Sequence[str] = KINDS, targets: Sequen
     return out
 
 
-__all__ = ["Panel", "Series", "CertificateReadError", "read_certificate", "panels", "figure", "save",
-           "KINDS", "FORMATS", "MAX_CERTIFICATE_BYTES"]
+__all__ = [
+    "Panel",
+    "Series",
+    "CertificateReadError",
+    "read_certificate",
+    "panels",
+    "figure",
+    "save",
+    "KINDS",
+    "FORMATS",
+    "MAX_CERTIFICATE_BYTES",
+]

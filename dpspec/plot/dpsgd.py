@@ -17,8 +17,7 @@ def curve(r, grid, deltas) -> Series | None:
     if a is None or a.pld is None or not g.rdp_alphas:
         return None
     # PLD on a coarser δ grid (each δ is one PLD evaluation)
-    grid = np.unique(np.concatenate([np.geomspace(grid[0], grid[-1], 12), [p.delta for p in a.curve],
-                                     list(deltas)]))
+    grid = np.unique(np.concatenate([np.geomspace(grid[0], grid[-1], 12), [p.delta for p in a.curve], list(deltas)]))
     pe = _pld_epsilons(r, None, grid)
     eps = [min(rdp_to_dp(g.rdp_alphas, g.rdp_epsilons, float(d))[0], e) for d, e in zip(grid, pe)]
     return Series("min of RDP and PLD, recomputed (as certified)", tuple(grid), tuple(eps), False)
@@ -53,8 +52,11 @@ def _pld_epsilons(r, ts: np.ndarray | None, deltas=None) -> list[float]:
     from dpspec.accounting.pld_select import dpsgd_pld_epsilon
 
     p, g = r.mechanism.parameters, r.guarantee
-    name = {"poisson": "poisson", "full_batch": "poisson", "without_replacement": (
-        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
+    name = {
+        "poisson": "poisson",
+        "full_batch": "poisson",
+        "without_replacement": ("wor_substitution" if r.protected.relation == "substitution" else "wor"),
+    }.get(p.get("sampling"))
     if name is None:
         raise ValueError(f"no PLD for sampling `{p.get('sampling')}`")
     rate = 1.0 if p.get("sampling") == "full_batch" else float(p["sample_rate"])
@@ -71,14 +73,22 @@ def _epsilons(r, ts: np.ndarray, rdp_target: bool) -> list[float]:
     from dpspec.accounting.conversion import rdp_to_dp
 
     p, g = r.mechanism.parameters, r.guarantee
-    sampling = {"poisson": "poisson", "without_replacement": (
-        "wor_substitution" if r.protected.relation == "substitution" else "wor")}.get(p.get("sampling"))
+    sampling = {
+        "poisson": "poisson",
+        "without_replacement": ("wor_substitution" if r.protected.relation == "substitution" else "wor"),
+    }.get(p.get("sampling"))
     if sampling is None:
         raise ValueError(f"no accountant for sampling `{p.get('sampling')}`")
     alphas = np.asarray(g.rdp_alphas, dtype=float) if g.rdp_alphas else None
-    one = acc.dpsgd_rdp_curve(p["noise_multiplier"], p["sample_rate"], 1, sampling=sampling,
-                              group_size=int(p.get("group_size", 1)),
-                              dataset_size=p.get("dataset_size") if sampling != "poisson" else None, alphas=alphas)
+    one = acc.dpsgd_rdp_curve(
+        p["noise_multiplier"],
+        p["sample_rate"],
+        1,
+        sampling=sampling,
+        group_size=int(p.get("group_size", 1)),
+        dataset_size=p.get("dataset_size") if sampling != "poisson" else None,
+        alphas=alphas,
+    )
     if rdp_target:
         at = int(np.argmin(np.abs(one.alphas - g.alpha)))
         return [float(t * one.rdp[at]) for t in ts]

@@ -34,8 +34,15 @@ def _epsilons(r, ts: np.ndarray) -> list[float]:
     from dpspec.accounting.relational import RelationalConfig, overflow_probability, relational_accountants
 
     p, g = r.mechanism.parameters, r.guarantee
-    config = RelationalConfig(int(p["num_edges"]), int(p["num_nodes"]), float(p["sample_rate"]),
-                              int(p["degree_cap"]), int(p["negatives_per_positive"]), str(p["clipping"]),
-                              str(p["negatives"]), "poisson")
+    config = RelationalConfig(
+        int(p["num_edges"]),
+        int(p["num_nodes"]),
+        float(p["sample_rate"]),
+        int(p["degree_cap"]),
+        int(p["negatives_per_positive"]),
+        str(p["clipping"]),
+        str(p["negatives"]),
+        "poisson",
+    )
     one = relational_accountants(config, float(p["noise_multiplier"]), 1, g.delta, np.asarray(g.rdp_alphas)).curve
     return [rdp_to_dp(one.alphas, t * one.rdp, g.delta - overflow_probability(config, int(t)))[0] for t in ts]

@@ -14,8 +14,15 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["map_attack", "bayes_attack", "bayes_log_posterior", "prior_baseline", "attack_accuracy",
-           "laplace_log_likelihood", "distinguishing_epsilon"]
+__all__ = [
+    "map_attack",
+    "bayes_attack",
+    "bayes_log_posterior",
+    "prior_baseline",
+    "attack_accuracy",
+    "laplace_log_likelihood",
+    "distinguishing_epsilon",
+]
 
 
 def _prior_vector(prior, secrets):
@@ -56,9 +63,9 @@ def bayes_log_posterior(Y, conditionals: dict, prior: dict, sigma2: float, *, bl
         Z = np.atleast_2d(np.asarray(conditionals[s], dtype=float))
         zz = (Z**2).sum(1)
         for r0 in range(0, Y.shape[0], block):
-            y = Y[r0:r0 + block]
+            y = Y[r0 : r0 + block]
             d2 = (y**2).sum(1)[:, None] - 2 * y @ Z.T + zz[None, :]
-            out[r0:r0 + block, j] = lp[j] + logsumexp(-d2 / (2.0 * sigma2), axis=1) - np.log(Z.shape[0])
+            out[r0 : r0 + block, j] = lp[j] + logsumexp(-d2 / (2.0 * sigma2), axis=1) - np.log(Z.shape[0])
     return out
 
 
@@ -88,9 +95,9 @@ def laplace_log_likelihood(Y, conditional, scales, *, block: int = 256) -> np.nd
     const = -np.sum(np.log(2.0 * b)) - np.log(Z.shape[0])
     out = np.empty(Y.shape[0])
     for r0 in range(0, Y.shape[0], block):
-        y = Y[r0:r0 + block]
+        y = Y[r0 : r0 + block]
         d = np.abs(y[:, None, :] - Z[None, :, :]) / b
-        out[r0:r0 + block] = logsumexp(-d.sum(-1), axis=1) + const
+        out[r0 : r0 + block] = logsumexp(-d.sum(-1), axis=1) + const
     return out
 
 
@@ -121,8 +128,10 @@ def distinguishing_epsilon(score_a, score_b, *, confidence: float = 0.95, thresh
     pooled = np.concatenate([a, b])
     best = 0.0
     for t in np.quantile(pooled, np.linspace(0.02, 0.98, int(thresholds))):
-        events = ((int(np.sum(a > t)), a.size, int(np.sum(b > t)), b.size),    # P_a ≤ e^ε P_b
-                  (int(np.sum(b <= t)), b.size, int(np.sum(a <= t)), a.size))  # 1 − P_b ≤ e^ε (1 − P_a)
+        events = (
+            (int(np.sum(a > t)), a.size, int(np.sum(b > t)), b.size),  # P_a ≤ e^ε P_b
+            (int(np.sum(b <= t)), b.size, int(np.sum(a <= t)), a.size),
+        )  # 1 − P_b ≤ e^ε (1 − P_a)
         for xa, na, xb, nb in events:
             lo, hi = lower(xa, na), upper(xb, nb)
             if lo > 0 and hi > 0:

@@ -14,14 +14,15 @@ configurations with :class:`~dpspec.accounting.swm.SoundnessError`:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
-from dpspec.accounting.swm import Assumption, PAPER, SWMCalibration, SoundnessError, calibrate_swm
+from dpspec.accounting.swm import PAPER, Assumption, SoundnessError, SWMCalibration, calibrate_swm
+
 from .profiles import SliceProfile
-from .sensitivity import SensitivityReport, check_pairs, sliced_sensitivity_report
+from .sensitivity import check_pairs, sliced_sensitivity_report
 from .worlds import World, all_distinct_pairs
 
 __all__ = ["Scenario", "collect_outputs", "calibrate", "release", "SWMMechanism", "data_delta0"]
@@ -59,8 +60,11 @@ class Scenario:
         return check_pairs(self.pairs, self.secrets)
 
     def describe(self) -> dict:
-        return {"name": self.name, "worlds": [w.describe() for w in self.worlds],
-                "pairs": [[str(a), str(b)] for a, b in self.resolved_pairs()]}
+        return {
+            "name": self.name,
+            "worlds": [w.describe() for w in self.worlds],
+            "pairs": [[str(a), str(b)] for a, b in self.resolved_pairs()],
+        }
 
 
 def collect_outputs(scenario: Scenario, query, *, n_samples: int | None = None, seed=None):
@@ -75,7 +79,9 @@ def collect_outputs(scenario: Scenario, query, *, n_samples: int | None = None, 
                 continue  # Pufferfish only protects pairs with positive prior mass (Def 2.1)
             out = np.asarray(w.query_outputs(query, s, n=n_samples, rng=rng), dtype=float)
             if out.ndim != 2 or out.shape[1] != query.dim:
-                raise ValueError(f"world {w.name!r}, secret {s!r}: query outputs have shape {out.shape}, expected (k, {query.dim})")
+                raise ValueError(
+                    f"world {w.name!r}, secret {s!r}: query outputs have shape {out.shape}, expected (k, {query.dim})"
+                )
             if not np.all(np.isfinite(out)):
                 raise ValueError(f"world {w.name!r}, secret {s!r}: non-finite query outputs")
             samples[(w.name, s)] = out
@@ -144,21 +150,32 @@ def calibrate(
     if sampled and estimator == "plugin":
         raise SoundnessError(
             f"world(s) {sampled} are sampled, and the plug-in W∞ of a sample can under-estimate Δ^u",
-            rule="DPS401", hint="use estimator='dkw' with declared support bounds and gamma, or an exhaustive world")
+            rule="DPS401",
+            hint="use estimator='dkw' with declared support bounds and gamma, or an exhaustive world",
+        )
     use_dkw = estimator == "dkw" or (estimator == "auto" and bool(sampled))
     if use_dkw and support is None:
-        raise SoundnessError("the DKW estimator needs declared support bounds of the query output", rule="DPS402",
-                             hint="give the query bounds (Mean/Rate/… clip to them) or a CallableQuery support")
+        raise SoundnessError(
+            "the DKW estimator needs declared support bounds of the query output",
+            rule="DPS402",
+            hint="give the query bounds (Mean/Rate/… clip to them) or a CallableQuery support",
+        )
     if (use_dkw or mc) and gamma is None:
-        raise SoundnessError("a PAC reading (sampled worlds or Monte-Carlo directions) needs gamma", rule="DPS403",
-                             hint="set gamma, e.g. 0.05")
+        raise SoundnessError(
+            "a PAC reading (sampled worlds or Monte-Carlo directions) needs gamma",
+            rule="DPS403",
+            hint="set gamma, e.g. 0.05",
+        )
     if gamma is not None and not (0.0 < float(gamma) < 1.0):
         raise ValueError(f"gamma must lie in (0, 1), got {gamma!r}")
     if support is not None:
         for key, z in samples.items():
             if not support.contains(z):
-                raise SoundnessError(f"query outputs of {key!r} fall outside the declared support", rule="DPS404",
-                                     hint="clip the query to its declared bounds")
+                raise SoundnessError(
+                    f"query outputs of {key!r} fall outside the declared support",
+                    rule="DPS404",
+                    hint="clip the query to its declared bounds",
+                )
 
     gamma_est = 0.0
     rho = None
@@ -167,10 +184,18 @@ def calibrate(
         gamma_est = float(gamma) / 2.0 if mc else float(gamma)
         dkw_cells = [k for k in samples if k[0] in sampled] if sampled else list(samples)
         rho = gamma_est / (len(dkw_cells) * profile.m)
-    report = sliced_sensitivity_report(samples, pairs, profile.directions, estimator="dkw" if use_dkw else "plugin",
-                                       support=support, rho=rho,
-                                       dkw_cells=dkw_cells if use_dkw else None, chunk_size=chunk_size, memory_limit=memory_limit,
-                                       progress=progress)
+    report = sliced_sensitivity_report(
+        samples,
+        pairs,
+        profile.directions,
+        estimator="dkw" if use_dkw else "plugin",
+        support=support,
+        rho=rho,
+        dkw_cells=dkw_cells if use_dkw else None,
+        chunk_size=chunk_size,
+        memory_limit=memory_limit,
+        progress=progress,
+    )
     deltas, inst = report.deltas, report.instance_deltas
     c = 1.0 if aggregate_scale is None else float(aggregate_scale)
     if not (0.0 < c <= 1.0):
@@ -202,28 +227,48 @@ def calibrate(
         notes.append(f"Δ0 = {delta0:.6g} ({src})")
 
     if use_dkw:
-        assumptions.append(Assumption(
-            f"Sampled worlds {sampled or 'all'}: rows are i.i.d. draws from P_θ^{{f,s}}; outputs lie in the declared "
-            f"support; DKW bands of failure ρ = {rho:.3g} each, union over (θ, s, u_ℓ) (total {gamma_est:g})",
-            f"{PAPER}, §4.3.2 (DKW estimator, made sound with support bounds: digest §4.1 ⚠)"))
+        assumptions.append(
+            Assumption(
+                f"Sampled worlds {sampled or 'all'}: rows are i.i.d. draws from P_θ^{{f,s}}; outputs "
+                "lie in the declared "
+                f"support; DKW bands of failure ρ = {rho:.3g} each, union over (θ, s, u_ℓ) (total {gamma_est:g})",
+                f"{PAPER}, §4.3.2 (DKW estimator, made sound with support bounds: digest §4.1 ⚠)",
+            )
+        )
     else:
-        assumptions.append(Assumption(
-            "Each world's conditional law P_θ^{f,s} is exactly the uniform distribution of the listed outputs "
-            "(empirical world θ_D, a point mass, or an exhaustive enumeration), so the plug-in W∞ is Δ^u",
-            f"{PAPER}, Lemma P.1; App. W.1"))
+        assumptions.append(
+            Assumption(
+                "Each world's conditional law P_θ^{f,s} is exactly the uniform distribution of the listed outputs "
+                "(empirical world θ_D, a point mass, or an exhaustive enumeration), so the plug-in W∞ is Δ^u",
+                f"{PAPER}, Lemma P.1; App. W.1",
+            )
+        )
     if aggregate_scale is not None:
-        assumptions.append(Assumption(
-            f"Aggregate release f(X) = c·Σ_j g(x_j) with c = {c:.6g}: under every prior the records are independent "
-            "(a product prior) and the secret is a function of the protected record, so each Δ^u of the aggregate is "
-            "at most c times the per-record Δ^u (a shared draw of the other records couples the two laws)",
-            "dpspec, Lemma A (dpspec/pufferfish/aggregate.py; Kifer & Machanavajjhala 2014, §7 product priors)"))
+        assumptions.append(
+            Assumption(
+                f"Aggregate release f(X) = c·Σ_j g(x_j) with c = {c:.6g}: under every prior the "
+                "records are independent "
+                "(a product prior) and the secret is a function of the protected record, so each Δ^u "
+                "of the aggregate is "
+                "at most c times the per-record Δ^u (a shared draw of the other records couples the two laws)",
+                "dpspec, Lemma A (dpspec/pufferfish/aggregate.py; Kifer & Machanavajjhala 2014, §7 product priors)",
+            )
+        )
     for w in scenario.worlds:
-        assumptions.append(Assumption(f"World {w.name!r}: {w.describe()['type']} with prior "
-                                      f"{ {str(k): round(v, 6) for k, v in w.prior().items()} }",
-                                      f"{PAPER}, §2 (scenario (𝒮, 𝒬, Θ))"))
+        assumptions.append(
+            Assumption(
+                f"World {w.name!r}: {w.describe()['type']} with prior "
+                f"{ {str(k): round(v, 6) for k, v in w.prior().items()} }",
+                f"{PAPER}, §2 (scenario (𝒮, 𝒬, Θ))",
+            )
+        )
 
     calib = calibrate_swm(
-        deltas, profile.weights, alpha, epsilon, flavour,
+        deltas,
+        profile.weights,
+        alpha,
+        epsilon,
+        flavour,
         monte_carlo=monte_carlo,
         instance_deltas=inst,
         instances=report.instances,
@@ -231,8 +276,13 @@ def calibrate(
         profile=profile.describe(),
         estimation_failure=gamma_est,
         assumptions=assumptions,
-        estimator={"name": report.estimator, "sample_sizes": report.sample_sizes, "dkw": report.dkw,
-                   "query": query.describe(), "scenario": scenario.describe()},
+        estimator={
+            "name": report.estimator,
+            "sample_sizes": report.sample_sizes,
+            "dkw": report.dkw,
+            "query": query.describe(),
+            "scenario": scenario.describe(),
+        },
         notes=notes,
     )
     return (calib, report) if return_report else calib

@@ -36,8 +36,10 @@ def check_directions(directions, *, name: str = "directions", tol: float = 1e-9)
     bad = np.abs(norms - 1.0) > tol
     if np.any(bad):
         i = int(np.argmax(bad))
-        raise ValueError(f"{name} must be unit vectors (ℓ2 norm 1); row {i} has norm {norms[i]!r} "
-                         "(use explicit_profile(..., normalize=True))")
+        raise ValueError(
+            f"{name} must be unit vectors (ℓ2 norm 1); row {i} has norm {norms[i]!r} "
+            "(use explicit_profile(..., normalize=True))"
+        )
     return U
 
 
@@ -74,7 +76,9 @@ class SliceProfile:
             if self.kind != "sphere":
                 raise SoundnessError(
                     "the Monte-Carlo (PAC) reading needs directions drawn i.i.d. from the continuous profile",
-                    rule="DPS407", hint="use sphere_profile(m, d, seed, reading='monte_carlo')")
+                    rule="DPS407",
+                    hint="use sphere_profile(m, d, seed, reading='monte_carlo')",
+                )
             if not np.allclose(self.weights, 1.0 / self.m, rtol=0, atol=1e-15):
                 raise SoundnessError("the Monte-Carlo reading needs uniform weights 1/m", rule="DPS407")
 

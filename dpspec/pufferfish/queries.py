@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -173,11 +173,15 @@ class Query(ABC):
     def per_record(self, records) -> np.ndarray:
         """f applied to each record as a one-record dataset: (N, p) → (N, d)."""
         R = _as_dataset(records)
-        return np.vstack([self(R[i:i + 1]) for i in range(R.shape[0])]) if R.shape[0] else np.zeros((0, self.dim))
+        return np.vstack([self(R[i : i + 1]) for i in range(R.shape[0])]) if R.shape[0] else np.zeros((0, self.dim))
 
     def describe(self) -> dict:
-        return {"type": type(self).__name__, "name": self.name, "dim": self.dim,
-                "support": None if self.support is None else self.support.describe()}
+        return {
+            "type": type(self).__name__,
+            "name": self.name,
+            "dim": self.dim,
+            "support": None if self.support is None else self.support.describe(),
+        }
 
 
 class _ColumnwiseQuery(Query):
@@ -280,8 +284,11 @@ class SecondMoment(_ColumnwiseQuery):
 
     def __init__(self, columns, lo, hi, *, center=None, normalize: bool = False, name: str | None = None):
         super().__init__(columns, lo, hi, normalize=False, name=name)
-        self.center = (self.lo + self.hi) / 2.0 if center is None else np.broadcast_to(
-            np.asarray(center, dtype=float), (self.dim,)).copy()
+        self.center = (
+            (self.lo + self.hi) / 2.0
+            if center is None
+            else np.broadcast_to(np.asarray(center, dtype=float), (self.dim,)).copy()
+        )
         self.scale_out = bool(normalize)
         self._max = np.maximum((self.lo - self.center) ** 2, (self.hi - self.center) ** 2)
 
@@ -444,14 +451,18 @@ def _fit(obj_grad, dim: int, f0: float, maxiter: int) -> np.ndarray:
     from scipy.optimize import minimize
 
     w0 = np.zeros(dim)
-    res = minimize(obj_grad, w0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": 1e-10, "ftol": 1e-15})
+    res = minimize(
+        obj_grad, w0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": 1e-10, "ftol": 1e-15}
+    )
     w = res.x
     if not (np.all(np.isfinite(w)) and obj_grad(w)[0] <= f0 + 1e-15):
         w = w0  # never return a point worse than the start (keeps the norm bound valid)
     return w
 
 
-def fit_logistic_regression(X, y, *, l2: float = 1e-2, feature_lo=None, feature_hi=None, maxiter: int = 500) -> np.ndarray:
+def fit_logistic_regression(
+    X, y, *, l2: float = 1e-2, feature_lo=None, feature_hi=None, maxiter: int = 500
+) -> np.ndarray:
     """argmin_w (1/n) Σ log(1 + exp(−s_i ⟨w, (x_i, 1)⟩)) + (l2/2)‖w‖², s_i = ±1; returns (w, b).
 
     Features are clipped/rescaled to [0, 1] by the declared bounds when given. ‖(w, b)‖ ≤ √(2 log 2/l2).
@@ -492,8 +503,16 @@ class _ModelQuery(Query):
     _fitter = None
     _f0 = 1.0
 
-    def __init__(self, feature_columns, label_column: int, *, l2: float = 1e-2, feature_lo=None, feature_hi=None,
-                 name: str | None = None):
+    def __init__(
+        self,
+        feature_columns,
+        label_column: int,
+        *,
+        l2: float = 1e-2,
+        feature_lo=None,
+        feature_hi=None,
+        name: str | None = None,
+    ):
         self.feature_columns = _check_columns(feature_columns, type(self).__name__)
         (self.label_column,) = _check_columns([label_column], type(self).__name__)
         if not l2 > 0:
@@ -506,8 +525,13 @@ class _ModelQuery(Query):
     def __call__(self, dataset) -> np.ndarray:
         X = _as_dataset(dataset)
         fit = type(self)._fitter
-        return fit(X[:, self.feature_columns], X[:, self.label_column], l2=self.l2,
-                   feature_lo=self.feature_lo, feature_hi=self.feature_hi)
+        return fit(
+            X[:, self.feature_columns],
+            X[:, self.label_column],
+            l2=self.l2,
+            feature_lo=self.feature_lo,
+            feature_hi=self.feature_hi,
+        )
 
     @property
     def support(self):

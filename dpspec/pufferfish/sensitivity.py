@@ -22,12 +22,14 @@ Two estimators:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from dpspec.accounting.swm import SoundnessError, dkw_radius
+
 from .profiles import check_directions
 from .wasserstein import w_inf_dkw_upper_sorted_rows, w_inf_sorted_rows
 
@@ -110,8 +112,8 @@ def _project_sorted(Z, U: np.ndarray, out: np.ndarray) -> np.ndarray:
     """out[:, :n] = sort(U @ Zᵀ) row-wise; Z read in row blocks (memmap friendly); checks finiteness."""
     n = Z.shape[0]
     for r0 in range(0, n, _ROW_BLOCK):
-        blk = np.asarray(Z[r0:r0 + _ROW_BLOCK], dtype=float)
-        np.matmul(U, blk.T, out=out[:, r0:r0 + blk.shape[0]])
+        blk = np.asarray(Z[r0 : r0 + _ROW_BLOCK], dtype=float)
+        np.matmul(U, blk.T, out=out[:, r0 : r0 + blk.shape[0]])
     if not np.all(np.isfinite(out)):
         raise ValueError("samples contain non-finite values (nan or inf)")
     out.sort(axis=1)
@@ -122,20 +124,22 @@ def pair_instances(samples, pairs) -> tuple[dict, list[tuple]]:
     """({world: [secrets with samples]}, [(world, s_i, s_j)]) — every discriminative pair in every world
     where both secrets have samples; a pair with no such world is an error."""
     worlds: dict = {}
-    for (w, s) in samples:
+    for w, s in samples:
         worlds.setdefault(w, []).append(s)
     instances: list[tuple] = []
     seen = set()
     for w, secs in worlds.items():
         present = set(secs)
-        for (si, sj) in pairs:
+        for si, sj in pairs:
             if si in present and sj in present:
                 instances.append((w, si, sj))
                 seen.add((si, sj))
     missing = [p for p in pairs if p not in seen]
     if missing:
-        raise ValueError(f"pair(s) {missing!r} have no world in which both secrets have samples "
-                         "(empty secret class or zero prior mass everywhere)")
+        raise ValueError(
+            f"pair(s) {missing!r} have no world in which both secrets have samples "
+            "(empty secret class or zero prior mass everywhere)"
+        )
     return worlds, instances
 
 
@@ -148,8 +152,11 @@ def validated_inputs(directions, samples, pairs, estimator: str, support, rho):
         raise ValueError(f"estimator must be 'plugin' or 'dkw', got {estimator!r}")
     if estimator == "dkw":
         if support is None:
-            raise SoundnessError("the DKW estimator needs declared support bounds of the query output",
-                                 rule="DPS402", hint="declare bounds on the query (e.g. mean(col, lo, hi))")
+            raise SoundnessError(
+                "the DKW estimator needs declared support bounds of the query output",
+                rule="DPS402",
+                hint="declare bounds on the query (e.g. mean(col, lo, hi))",
+            )
         if rho is None or not (0.0 < float(rho) < 1.0):
             raise ValueError(f"rho (per-band failure probability) must lie in (0, 1), got {rho!r}")
     return U, samples, pairs
@@ -224,7 +231,7 @@ def sliced_sensitivity_report(
 
     directions_bar = bar(total=m, desc="sliced sensitivity", unit="direction")
     for c0 in range(0, m, chunk_size):
-        Uc = np.ascontiguousarray(U[c0:c0 + chunk_size])
+        Uc = np.ascontiguousarray(U[c0 : c0 + chunk_size])
         k = Uc.shape[0]
         for w, secs in worlds.items():
             proj = {}
@@ -232,12 +239,14 @@ def sliced_sensitivity_report(
                 buf = np.empty((k, sizes[(w, s)]))
                 proj[s] = _project_sorted(samples[(w, s)], Uc, buf)
                 if estimator == "dkw":
-                    lo, hi = lo_all[c0:c0 + k], hi_all[c0:c0 + k]
+                    lo, hi = lo_all[c0 : c0 + k], hi_all[c0 : c0 + k]
                     tol = 1e-9 * (1.0 + np.abs(lo) + np.abs(hi))
                     if np.any(buf[:, 0] < lo - tol) or np.any(buf[:, -1] > hi + tol):
                         raise SoundnessError(
                             f"samples of (world {w!r}, secret {s!r}) fall outside the declared support",
-                            rule="DPS404", hint="clip the query output to its declared bounds or widen them")
+                            rule="DPS404",
+                            hint="clip the query output to its declared bounds or widen them",
+                        )
             buffer_bytes = max(buffer_bytes, sum(p.nbytes for p in proj.values()))
             for (ww, a, b), rows in unordered.items():
                 if ww != w:
@@ -245,13 +254,14 @@ def sliced_sensitivity_report(
                 if estimator == "plugin":
                     vals = w_inf_sorted_rows(proj[a], proj[b], cache)
                 else:
-                    vals = w_inf_dkw_upper_sorted_rows(proj[a], proj[b], radii[(w, a)], radii[(w, b)],
-                                                       lo_all[c0:c0 + k], hi_all[c0:c0 + k])
+                    vals = w_inf_dkw_upper_sorted_rows(
+                        proj[a], proj[b], radii[(w, a)], radii[(w, b)], lo_all[c0 : c0 + k], hi_all[c0 : c0 + k]
+                    )
                 for r in rows:  # both orientations share the (symmetric) bound
                     if fp_margin:
-                        Z[r, c0:c0 + k] = (vals + margins[r]) * (1.0 + 4.0 * 2.0**-53)
+                        Z[r, c0 : c0 + k] = (vals + margins[r]) * (1.0 + 4.0 * 2.0**-53)
                     else:
-                        Z[r, c0:c0 + k] = vals
+                        Z[r, c0 : c0 + k] = vals
             del proj
         done += k
         directions_bar.update(k)
@@ -276,7 +286,7 @@ def sliced_sensitivity_report(
 def _max_row_norm(Z) -> float:
     best = 0.0
     for r0 in range(0, Z.shape[0], _ROW_BLOCK):
-        blk = np.asarray(Z[r0:r0 + _ROW_BLOCK], dtype=float)
+        blk = np.asarray(Z[r0 : r0 + _ROW_BLOCK], dtype=float)
         best = max(best, float(np.sqrt(np.max(np.einsum("ij,ij->i", blk, blk)))))
     return best * (1.0 + 1e-15)
 

@@ -17,7 +17,7 @@ from it (``exact = False``, which needs the DKW estimator and support bounds; ru
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,8 +59,12 @@ class World(ABC):
         """Rows (k, d) representing P_θ(f(X) | S = secret) (exactly, or as i.i.d. draws)."""
 
     def describe(self) -> dict:
-        return {"type": type(self).__name__, "name": self.name, "exact": self.exact,
-                "prior": {str(k): float(v) for k, v in self.prior().items()}}
+        return {
+            "type": type(self).__name__,
+            "name": self.name,
+            "exact": self.exact,
+            "prior": {str(k): float(v) for k, v in self.prior().items()},
+        }
 
 
 def _check_records_secrets(records, secrets, name):
@@ -71,7 +75,9 @@ def _check_records_secrets(records, secrets, name):
         raise ValueError(f"{name}: records must be a 2-D array (N, p)")
     S = np.asarray(secrets)
     if S.ndim != 1 or S.shape[0] != R.shape[0]:
-        raise ValueError(f"{name}: secrets must be a vector with one value per record ({R.shape[0]}), got shape {S.shape}")
+        raise ValueError(
+            f"{name}: secrets must be a vector with one value per record ({R.shape[0]}), got shape {S.shape}"
+        )
     if R.shape[0] == 0:
         raise ValueError(f"{name}: no records")
     if not np.all(np.isfinite(R)):
@@ -125,8 +131,16 @@ class BalancedSubsampleWorld(EmpiricalWorld):
     """θ_D on a stratified subsample: ``n_per_secret`` (default min_s n_s) records per secret,
     drawn uniformly without replacement with ``seed`` (ZV25 App. W.1.2/W.1.3). Uniform prior."""
 
-    def __init__(self, records, secrets, *, n_per_secret: int | None = None, seed: int = 0,
-                 secret_values: Sequence | None = None, name: str = "balanced"):
+    def __init__(
+        self,
+        records,
+        secrets,
+        *,
+        n_per_secret: int | None = None,
+        seed: int = 0,
+        secret_values: Sequence | None = None,
+        name: str = "balanced",
+    ):
         R, S = _check_records_secrets(records, secrets, name)
         values = list(dict.fromkeys(S.tolist())) if secret_values is None else list(dict.fromkeys(secret_values))
         counts = {v: int(np.sum(S == v)) for v in values}
@@ -156,7 +170,9 @@ class DeterministicWorld(World):
 
     exact = True
 
-    def __init__(self, datasets: Mapping[Hashable, np.ndarray], *, prior: Mapping | None = None, name: str = "deterministic"):
+    def __init__(
+        self, datasets: Mapping[Hashable, np.ndarray], *, prior: Mapping | None = None, name: str = "deterministic"
+    ):
         if not datasets or len(datasets) < 2:
             raise ValueError(f"world {name!r}: needs datasets for at least two secret values")
         self.datasets = {k: np.asarray(v, dtype=float) for k, v in datasets.items()}
@@ -175,7 +191,11 @@ class DeterministicWorld(World):
         """D_s = all records with S = s; prior empirical (group sizes) or ``"uniform"``."""
         w = EmpiricalWorld(records, secrets, secret_values=secret_values, name=name)
         datasets = {s: w.records_of(s) for s in w.secrets}
-        pr = w.prior() if prior == "empirical" else ({s: 1.0 / len(datasets) for s in datasets} if prior == "uniform" else prior)
+        pr = (
+            w.prior()
+            if prior == "empirical"
+            else ({s: 1.0 / len(datasets) for s in datasets} if prior == "uniform" else prior)
+        )
         return cls(datasets, prior=pr, name=name)
 
     @property
@@ -208,8 +228,16 @@ class SamplerWorld(World):
     (each row one equally likely outcome); otherwise the rows are i.i.d. draws (``exact = False``).
     """
 
-    def __init__(self, sampler: Callable, secrets: Sequence, *, prior: Mapping | None = None, returns: str = "datasets",
-                 exhaustive: bool = False, name: str = "sampler"):
+    def __init__(
+        self,
+        sampler: Callable,
+        secrets: Sequence,
+        *,
+        prior: Mapping | None = None,
+        returns: str = "datasets",
+        exhaustive: bool = False,
+        name: str = "sampler",
+    ):
         if not callable(sampler):
             raise ValueError(f"world {name!r}: sampler must be callable")
         secrets = tuple(dict.fromkeys(secrets))
@@ -259,8 +287,9 @@ class ProductFamilyWorld(EmpiricalWorld):
     normalised upper ends; a value whose range reaches 0 is unprotected only in the members that
     give it no mass, as Pufferfish requires)."""
 
-    def __init__(self, records, secrets, *, ranges: Mapping, secret_values: Sequence | None = None,
-                 name: str = "product"):
+    def __init__(
+        self, records, secrets, *, ranges: Mapping, secret_values: Sequence | None = None, name: str = "product"
+    ):
         super().__init__(records, secrets, secret_values=secret_values, name=name)
         r = {k: (float(lo), float(hi)) for k, (lo, hi) in ranges.items()}
         if set(r) != set(self.secrets):

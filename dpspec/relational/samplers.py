@@ -20,15 +20,21 @@ import numpy as np
 
 from dpspec.accounting.relational import RelationalSoundnessError, check_sampler
 
-__all__ = ["TupleBatch", "PoissonEdgeSampler", "neg_sample_wor", "make_negative_sampler",
-           "make_positive_sampler", "sample_batch"]
+__all__ = [
+    "TupleBatch",
+    "PoissonEdgeSampler",
+    "neg_sample_wor",
+    "make_negative_sampler",
+    "make_positive_sampler",
+    "sample_batch",
+]
 
 
 @dataclass
 class TupleBatch:
-    pos: np.ndarray          # (b, 2) int64
-    neg: np.ndarray          # (b, k) int64
-    side: np.ndarray         # (b, k) int64 in {0, 1}
+    pos: np.ndarray  # (b, 2) int64
+    neg: np.ndarray  # (b, k) int64
+    side: np.ndarray  # (b, k) int64 in {0, 1}
 
     @property
     def size(self) -> int:
@@ -62,16 +68,16 @@ class PoissonEdgeSampler:
         return self.edges[mask]
 
 
-def neg_sample_wor(pos: np.ndarray, k: int, num_nodes: int, rng: np.random.Generator
-                   ) -> TupleBatch:
+def neg_sample_wor(pos: np.ndarray, k: int, num_nodes: int, rng: np.random.Generator) -> TupleBatch:
     """Alg. 2 (NEG-SAMPLE-WOR): b k distinct nodes uniformly from all nodes, each paired with a
     uniformly random endpoint of its tuple's positive.  Depends on ``pos`` only through b."""
     b = int(pos.shape[0])
     if b * k > num_nodes:
         raise RelationalSoundnessError(
-            f"|B+| k_neg = {b} x {k} > n = {num_nodes}: NEG-SAMPLE-WOR is infeasible for this "
-            "batch", rule="DPS606",
-            hint="lower the sampling rate or k_neg (expected batch x k_neg << n)")
+            f"|B+| k_neg = {b} x {k} > n = {num_nodes}: NEG-SAMPLE-WOR is infeasible for this batch",
+            rule="DPS606",
+            hint="lower the sampling rate or k_neg (expected batch x k_neg << n)",
+        )
     if k == 0 or b == 0:
         return TupleBatch(pos.reshape(-1, 2), np.zeros((b, k), np.int64), np.zeros((b, k), np.int64))
     nodes = rng.choice(num_nodes, size=b * k, replace=False).reshape(b, k)
@@ -95,7 +101,6 @@ def make_positive_sampler(kind: str, edges, rate, rng):
     return PoissonEdgeSampler(edges, rate, rng)
 
 
-def sample_batch(pos_sampler: PoissonEdgeSampler, k: int, num_nodes: int,
-                 rng: np.random.Generator) -> TupleBatch:
+def sample_batch(pos_sampler: PoissonEdgeSampler, k: int, num_nodes: int, rng: np.random.Generator) -> TupleBatch:
     pos = pos_sampler()
     return neg_sample_wor(pos, k, num_nodes, rng)

@@ -34,10 +34,13 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from dpspec.accounting.relational import (RelationalConfig, RelationalSoundnessError,
-                                          node_sensitivity, overflow_probability,
-                                          relational_accountants)
-
+from dpspec.accounting.relational import (
+    RelationalConfig,
+    RelationalSoundnessError,
+    node_sensitivity,
+    overflow_probability,
+    relational_accountants,
+)
 from dpspec.mechanisms.ledger import CapExceededError, PrivacyLedger, Spent, fingerprint
 from dpspec.mechanisms.noise_device import accumulation_dtype
 
@@ -52,27 +55,28 @@ __all__ = ["TrainConfig", "RelationalTrainer", "per_tuple_grads"]
 
 @dataclass
 class TrainConfig:
-    batch_size: float = 64.0          # expected |B+| = rate * m
+    batch_size: float = 64.0  # expected |B+| = rate * m
     k_neg: int = 4
     degree_cap: int = 5
-    clip: float = 1.0                 # C
-    sigma: float = 1.0                # noise multiplier (std sigma C)
-    clipping: str = "static"          # static | standard | freq  (freq_paper -> DPS601)
+    clip: float = 1.0  # C
+    sigma: float = 1.0  # noise multiplier (std sigma C)
+    clipping: str = "static"  # static | standard | freq  (freq_paper -> DPS601)
     steps: int = 200
     lr: float = 1e-3
     optimizer: str = "adam"
     loss: str = "infonce"
     margin: float = 1.0
-    scale: float = 5.0                # score = scale * <h_u, h_v> (outputs are L2-normalised)
+    scale: float = 5.0  # score = scale * <h_u, h_v> (outputs are L2-normalised)
     private: bool = True
-    chunk: int = 64                   # tuples per vmap call
+    chunk: int = 64  # tuples per vmap call
     seed: int = 0
     log_every: int = 0
-    rate: float | None = None         # the certified Poisson rate (default: batch_size / |E_bar|)
+    rate: float | None = None  # the certified Poisson rate (default: batch_size / |E_bar|)
 
 
-def per_tuple_grads(encoder, params: dict, batch: TupleBatch, loss: str, scale: float,
-                    margin: float, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+def per_tuple_grads(
+    encoder, params: dict, batch: TupleBatch, loss: str, scale: float, margin: float, chunk: int = 64
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(b, P) flattened per-tuple gradients and (b,) losses.
 
     Each tuple's loss uses the encodings of its own 2 + k node slots only, so its gradient is a
@@ -94,10 +98,10 @@ def per_tuple_grads(encoder, params: dict, batch: TupleBatch, loss: str, scale: 
     side = torch.as_tensor(batch.side)
     out_g, out_l = [], []
     for s in range(0, batch.size, chunk):
-        ids = slots[s:s + chunk]
+        ids = slots[s : s + chunk]
         inp = encoder.inputs(ids.reshape(-1))
         inp = tuple(x.reshape(ids.shape[0], ids.shape[1], *x.shape[1:]) for x in inp)
-        g, lo = vmap(both, in_dims=(None,) + (0,) * (len(inp) + 1))(params, *inp, side[s:s + chunk])
+        g, lo = vmap(both, in_dims=(None,) + (0,) * (len(inp) + 1))(params, *inp, side[s : s + chunk])
         out_g.append(torch.cat([g[n].reshape(ids.shape[0], -1) for n in names], dim=1))
         out_l.append(lo)
     if not out_g:
@@ -106,8 +110,7 @@ def per_tuple_grads(encoder, params: dict, batch: TupleBatch, loss: str, scale: 
     return torch.cat(out_g), torch.cat(out_l)
 
 
-def batched_losses(encoder, params, batch: TupleBatch, loss: str, scale: float,
-                   margin: float) -> torch.Tensor:
+def batched_losses(encoder, params, batch: TupleBatch, loss: str, scale: float, margin: float) -> torch.Tensor:
     """(b,) per-tuple losses in one batched forward pass (rows grouped per tuple)."""
     dev = next(iter(params.values())).device if params else None
     slots = torch.as_tensor(batch.node_slots(), device=dev)
@@ -139,43 +142,60 @@ class TrainResult:
 
 
 def _engine_only(steps: int, delta) -> Spent:
-    raise ValueError("this trainer was built without a certificate: use `compiled.mechanism.trainer()` or "
-                     ":meth:`RelationalTrainer.accounting` to ask what it spent")
+    raise ValueError(
+        "this trainer was built without a certificate: use `compiled.mechanism.trainer()` or "
+        ":meth:`RelationalTrainer.accounting` to ask what it spent"
+    )
 
 
 class RelationalTrainer:
     """Alg. 3 on a degree-capped private graph."""
 
-    def __init__(self, graph: RelationalGraph, encoder, cfg: TrainConfig, use_ghost: bool = True, comm=None,
-                 ledger: PrivacyLedger | None = None):
+    def __init__(
+        self,
+        graph: RelationalGraph,
+        encoder,
+        cfg: TrainConfig,
+        use_ghost: bool = True,
+        comm=None,
+        ledger: PrivacyLedger | None = None,
+    ):
         if cfg.degree_cap < 1:
             raise RelationalSoundnessError("degree_cap must be >= 1", rule="DPS607")
         if max_degree(graph.edges, graph.num_nodes) > cfg.degree_cap:
             raise RelationalSoundnessError(
-                f"the training graph has max degree {max_degree(graph.edges, graph.num_nodes)} > "
-                f"K = {cfg.degree_cap}", rule="DPS607",
-                hint="cap it first: dpspec.relational.capping.cap_degrees(edges, n, K)")
+                f"the training graph has max degree {max_degree(graph.edges, graph.num_nodes)} > K = {cfg.degree_cap}",
+                rule="DPS607",
+                hint="cap it first: dpspec.relational.capping.cap_degrees(edges, n, K)",
+            )
         if graph.num_edges == 0:
             raise RelationalSoundnessError("the training graph has no edges", rule="DPS608")
         if cfg.private:
-            node_sensitivity(cfg.clipping, cfg.degree_cap, cfg.k_neg)     # DPS601 for freq_paper
+            node_sensitivity(cfg.clipping, cfg.degree_cap, cfg.k_neg)  # DPS601 for freq_paper
         self.graph, self.encoder, self.cfg = graph, encoder, cfg
         self.rate = float(cfg.rate) if cfg.rate is not None else min(1.0, cfg.batch_size / graph.num_edges)
         # the public normaliser b = rate·|E_bar| of the configuration (never the realised |B+|)
         self.normalizer = self.rate * graph.num_edges if cfg.rate is None else float(cfg.batch_size)
-        self.config = RelationalConfig(graph.num_edges, graph.num_nodes, self.rate,
-                                       cfg.degree_cap, cfg.k_neg, cfg.clipping,
-                                       "wor" if cfg.k_neg > 0 else "none", "poisson")
+        self.config = RelationalConfig(
+            graph.num_edges,
+            graph.num_nodes,
+            self.rate,
+            cfg.degree_cap,
+            cfg.k_neg,
+            cfg.clipping,
+            "wor" if cfg.k_neg > 0 else "none",
+            "poisson",
+        )
         if cfg.private:
             self.config.validate()
         self.rng = np.random.default_rng(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.params = encoder.params()
         P = list(self.params.values())
-        self.opt = (torch.optim.Adam(P, lr=cfg.lr) if cfg.optimizer == "adam"
-                    else torch.optim.SGD(P, lr=cfg.lr))
+        self.opt = torch.optim.Adam(P, lr=cfg.lr) if cfg.optimizer == "adam" else torch.optim.SGD(P, lr=cfg.lr)
         self.sampler = PoissonEdgeSampler(graph.edges, self.rate, self.rng)
         from .ghost import GhostClipper
+
         gc = GhostClipper(encoder.module)
         self.ghost = gc if (use_ghost and gc.supports) else None
         self.result = TrainResult()
@@ -184,9 +204,23 @@ class RelationalTrainer:
         self.comm = comm
         self.shards: list = []  # with comm: (step, global positive rows of this rank's tuples)
         if ledger is None:
-            ledger = PrivacyLedger("relational_dpsgd", cfg.steps, _engine_only, fingerprint=fingerprint(
-                mechanism="relational_trainer", sigma=cfg.sigma, clip=cfg.clip, rate=self.rate, K=cfg.degree_cap,
-                k=cfg.k_neg, clipping=cfg.clipping, steps=cfg.steps, m=graph.num_edges, n=graph.num_nodes))
+            ledger = PrivacyLedger(
+                "relational_dpsgd",
+                cfg.steps,
+                _engine_only,
+                fingerprint=fingerprint(
+                    mechanism="relational_trainer",
+                    sigma=cfg.sigma,
+                    clip=cfg.clip,
+                    rate=self.rate,
+                    K=cfg.degree_cap,
+                    k=cfg.k_neg,
+                    clipping=cfg.clipping,
+                    steps=cfg.steps,
+                    m=graph.num_edges,
+                    n=graph.num_nodes,
+                ),
+            )
         elif ledger.budget_steps != cfg.steps:
             raise ValueError(f"the ledger covers {ledger.budget_steps} steps, the configuration {cfg.steps}")
         self.ledger = ledger
@@ -200,8 +234,12 @@ class RelationalTrainer:
     def state_dict(self) -> dict:
         """Checkpoint state (with the encoder's parameters): the ledger, the optimizer, the samplers'
         generator. Loading it into a trainer of another certificate is refused."""
-        return {"ledger": self.ledger.state_dict(), "optimizer": self.opt.state_dict(),
-                "rng": self.rng.bit_generator.state, "steps": self.result.steps}
+        return {
+            "ledger": self.ledger.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "steps": self.result.steps,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.ledger.load_state_dict(state["ledger"])  # DataMismatchError for another certificate
@@ -214,8 +252,10 @@ class RelationalTrainer:
         cfg, n = self.cfg, self.graph.num_nodes
         pos, neg = np.asarray(batch.pos), np.asarray(batch.neg)
         if pos.ndim != 2 or pos.shape[1] != 2 or neg.shape != (pos.shape[0], cfg.k_neg):
-            raise CapExceededError(f"a batch of tuples needs (b, 2) positives and (b, {cfg.k_neg}) negatives, got "
-                                   f"{pos.shape} and {neg.shape}")
+            raise CapExceededError(
+                f"a batch of tuples needs (b, 2) positives and (b, {cfg.k_neg}) negatives, got "
+                f"{pos.shape} and {neg.shape}"
+            )
         if pos.size == 0:
             return
         if min(pos.min(), neg.min() if neg.size else 0) < 0 or max(pos.max(), neg.max() if neg.size else 0) >= n:
@@ -228,21 +268,26 @@ class RelationalTrainer:
             raise CapExceededError(
                 f"positive ({u}, {v}) is not an edge of the degree-capped training graph: the degree cap K = "
                 f"{cfg.degree_cap} bounds a node's positive tuples only for edges of that graph. Sample with "
-                "`trainer.sample()`.")
+                "`trainer.sample()`."
+            )
         if np.unique(keys).size != keys.size:
-            raise CapExceededError("an edge appears twice among the batch's positives; Poisson sampling takes each "
-                                   "capped edge at most once, and the degree cap K bounds a node's tuples only then")
+            raise CapExceededError(
+                "an edge appears twice among the batch's positives; Poisson sampling takes each "
+                "capped edge at most once, and the degree cap K bounds a node's tuples only then"
+            )
         deg = np.bincount(pos.ravel(), minlength=n)
         if deg.max() > cfg.degree_cap:
             raise CapExceededError(
                 f"node {int(deg.argmax())} is in {int(deg.max())} positive tuples of this batch, above the degree cap "
-                f"K = {cfg.degree_cap} of the certificate (its sensitivity assumes at most K)")
+                f"K = {cfg.degree_cap} of the certificate (its sensitivity assumes at most K)"
+            )
         if neg.size:
             cnt = np.bincount(neg.ravel(), minlength=n)
             if cnt.max() > 1:
                 raise CapExceededError(
                     f"node {int(cnt.argmax())} is a negative of {int(cnt.max())} tuples; NEG-SAMPLE-WOR (Alg. 2) draws "
-                    "distinct negatives, and the sensitivity assumes a node is a negative of at most one tuple")
+                    "distinct negatives, and the sensitivity assumes a node is a negative of at most one tuple"
+                )
 
     def sample(self) -> TupleBatch:
         pos = self.sampler()
@@ -278,40 +323,58 @@ class RelationalTrainer:
                 total = torch.zeros(P, device=p0.device, dtype=acc)
                 loss_val = float("nan")
             else:
-                t = (tuple_thresholds(batch, cfg.clipping, cfg.clip, cfg.degree_cap, cfg.k_neg)
-                     if t_global is None else t_global)
+                t = (
+                    tuple_thresholds(batch, cfg.clipping, cfg.clip, cfg.degree_cap, cfg.k_neg)
+                    if t_global is None
+                    else t_global
+                )
 
                 def factors(norms):  # min(1, t/‖g‖) (clip_factors) on the norms' device, in float64
                     tt = torch.as_tensor(t, dtype=torch.float64, device=norms.device)
                     n64 = norms.detach().to(torch.float64)
-                    f = torch.where(n64 > tt, tt / torch.where(n64 > 0, n64, torch.ones_like(n64)),
-                                    torch.ones_like(n64))
+                    f = torch.where(
+                        n64 > tt, tt / torch.where(n64 > 0, n64, torch.ones_like(n64)), torch.ones_like(n64)
+                    )
                     return f.to(norms.dtype)
 
                 total = None
                 if self.ghost is not None:
                     gsum, norms, losses = self.ghost.run(
-                        lambda: batched_losses(self.encoder, self.params, batch, cfg.loss,
-                                               cfg.scale, cfg.margin), batch.size, factors)
+                        lambda: batched_losses(self.encoder, self.params, batch, cfg.loss, cfg.scale, cfg.margin),
+                        batch.size,
+                        factors,
+                    )
                     if bool(torch.isfinite(norms).all()):
                         named = {id(p): k for k, p in self.params.items()}
                         parts = {named[id(p)]: v for p, v in gsum.items()}
-                        total = torch.cat([parts[k].reshape(-1).to(acc) if k in parts
-                                           else torch.zeros(num, device=p0.device, dtype=acc)
-                                           for k, _, num in shapes])
+                        total = torch.cat(
+                            [
+                                parts[k].reshape(-1).to(acc)
+                                if k in parts
+                                else torch.zeros(num, device=p0.device, dtype=acc)
+                                for k, _, num in shapes
+                            ]
+                        )
                 if total is None:  # the vmap path (also when a tuple's gradient is non-finite)
-                    g, losses = per_tuple_grads(self.encoder, params, batch, cfg.loss, cfg.scale,
-                                                cfg.margin, cfg.chunk)
+                    g, losses = per_tuple_grads(self.encoder, params, batch, cfg.loss, cfg.scale, cfg.margin, cfg.chunk)
                     total = self._clipped_total(g, factors)
-                loss_val = float(losses[torch.isfinite(losses)].mean()) if bool(torch.isfinite(losses).any()) \
-                    else float("nan")
+                loss_val = (
+                    float(losses[torch.isfinite(losses)].mean()) if bool(torch.isfinite(losses).any()) else float("nan")
+                )
             self.ledger.charge(1)  # before the step's noise is drawn
             if comm is not None:
                 sc = cfg.sigma * cfg.clip
-                lsum = torch.tensor([0.0 if batch.size == 0 or not math.isfinite(loss_val) else loss_val * batch.size,
-                                     float(batch.size)], dtype=total.dtype, device=total.device)
-                (total,) = comm.noisy_sum([total], lambda i, v: torch.randn(v.shape, dtype=v.dtype, device=v.device)
-                                          * sc)
+                lsum = torch.tensor(
+                    [
+                        0.0 if batch.size == 0 or not math.isfinite(loss_val) else loss_val * batch.size,
+                        float(batch.size),
+                    ],
+                    dtype=total.dtype,
+                    device=total.device,
+                )
+                (total,) = comm.noisy_sum(
+                    [total], lambda i, v: torch.randn(v.shape, dtype=v.dtype, device=v.device) * sc
+                )
                 comm.all_reduce_sum(lsum)  # reporting only
                 loss_val = float(lsum[0] / lsum[1]) if gsize else float("nan")
                 upd = total / b_exp
@@ -327,8 +390,8 @@ class RelationalTrainer:
             upd = torch.cat([gg.reshape(-1) for gg in grads])
             loss_val = float(ls.detach().mean())
         off = 0
-        for (k, shp, num) in shapes:
-            self.params[k].grad = upd[off:off + num].reshape(shp).to(self.params[k].dtype).clone()
+        for k, shp, num in shapes:
+            self.params[k].grad = upd[off : off + num].reshape(shp).to(self.params[k].dtype).clone()
             off += num
         self.opt.step()
         self.result.losses.append(loss_val)
@@ -370,7 +433,7 @@ class RelationalTrainer:
         ids = torch.arange(self.graph.num_nodes) if ids is None else torch.as_tensor(ids)
         out = []
         for s in range(0, ids.numel(), 512):
-            out.append(enc.forward(self.params, *enc.inputs(ids[s:s + 512])))
+            out.append(enc.forward(self.params, *enc.inputs(ids[s : s + 512])))
         return torch.cat(out).numpy()
 
     def accounting(self, delta: float | None = None, steps: int | None = None, **kw):
@@ -395,7 +458,7 @@ def embed_nodes(encoder, params, ids) -> np.ndarray:
     out = []
     with torch.no_grad():
         for s in range(0, ids.numel(), 512):
-            out.append(encoder.forward(params, *encoder.inputs(ids[s:s + 512])))
+            out.append(encoder.forward(params, *encoder.inputs(ids[s : s + 512])))
     return torch.cat(out).numpy() if out else np.zeros((0, 1))
 
 

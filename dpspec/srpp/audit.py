@@ -33,7 +33,7 @@ def per_example_losses(model, X, y, loss_fn=None, batch: int = 4096) -> np.ndarr
     out = []
     with torch.no_grad():
         for i in range(0, len(X), batch):
-            out.append(loss_fn(model(X[i:i + batch]), y[i:i + batch], reduction="none").numpy())
+            out.append(loss_fn(model(X[i : i + batch]), y[i : i + batch], reduction="none").numpy())
     model.train()
     return np.concatenate(out)
 

@@ -45,8 +45,16 @@ class GroupDpBaseline:
         return dict(self.__dict__)
 
 
-def calibrate_group_dpsgd(alpha: float, epsilon: float, *, rate: float, steps: int, group_size: int,
-                          delta: float | None = 1e-5, rtol: float = 1e-4) -> GroupDpBaseline:
+def calibrate_group_dpsgd(
+    alpha: float,
+    epsilon: float,
+    *,
+    rate: float,
+    steps: int,
+    group_size: int,
+    delta: float | None = 1e-5,
+    rtol: float = 1e-4,
+) -> GroupDpBaseline:
     """Smallest noise multiplier (within ``rtol``) with steps·RDP_K(α) ≤ ε (bisection on log σ)."""
     from dpspec.accounting import dpsgd_epsilon, poisson_gaussian_rdp
 
@@ -86,5 +94,14 @@ def calibrate_group_dpsgd(alpha: float, epsilon: float, *, rate: float, steps: i
             dp = float(dpsgd_epsilon(hi, rate, T, delta, sampling="poisson", group_size=K))
         except ValueError:
             dp = None
-    return GroupDpBaseline(noise_multiplier=hi, group_size=K, alpha=alpha, rdp_epsilon=eps(hi),
-                           target_epsilon=epsilon, rate=float(rate), steps=T, delta=delta, dp_epsilon=dp)
+    return GroupDpBaseline(
+        noise_multiplier=hi,
+        group_size=K,
+        alpha=alpha,
+        rdp_epsilon=eps(hi),
+        target_epsilon=epsilon,
+        rate=float(rate),
+        steps=T,
+        delta=delta,
+        dp_epsilon=dp,
+    )

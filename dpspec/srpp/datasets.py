@@ -14,8 +14,16 @@ import numpy as np
 __all__ = ["digits", "adult"]
 
 ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
-ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
-                     "native-country")
+ADULT_CATEGORICAL = (
+    "workclass",
+    "education",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "native-country",
+)
 
 
 def digits(n_train: int = 1400, seed: int = 0):

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -85,8 +85,10 @@ class Cap:
 def _wr_huc_error():
     return SrppSoundnessError(
         "HUC with sampling with replacement: every draw can hit the same differing record, so the worst-case "
-        "discrepancy cap equals the batch size B (App. I, Prop I.1)", rule="DPS501",
-        hint="sample without replacement (scheme='wor') or use the sa-HUC accountant")
+        "discrepancy cap equals the batch size B (App. I, Prop I.1)",
+        rule="DPS501",
+        hint="sample without replacement (scheme='wor') or use the sa-HUC accountant",
+    )
 
 
 class DiscrepancyModel(ABC):
@@ -103,8 +105,10 @@ class DiscrepancyModel(ABC):
     def kappa_law(self, sampling: Sampling) -> tuple[np.ndarray, np.ndarray, Cap]:
         """(κ values, log pmf, provenance): the law over subsampling of the normalised discrepancy of
         the worst coupled pair — input of the App. J mixture ("amplified") accountant."""
-        raise ValueError(f"the {self.name} model does not provide the law of the discrepancy; "
-                         "use an analytic model (localized / fixed pair / i.i.d. records)")
+        raise ValueError(
+            f"the {self.name} model does not provide the law of the discrepancy; "
+            "use an analytic model (localized / fixed pair / i.i.d. records)"
+        )
 
     def group_size(self) -> int | None:
         """Records a secret can touch (the group of the group-DP baseline), if bounded."""
@@ -133,8 +137,10 @@ def _law(s: Sampling, d: int) -> tuple[np.ndarray, np.ndarray, str]:
         k = np.arange(0, d + 1)
         lp = binom.logpmf(k, d, s.rate)
         return k / s.normalizer, lp, "K ~ Bin(d, q), κ = K/(qN) (Poisson, App. E)"
-    raise ValueError("the amplified accountant does not support Poisson sampling normalised by the realised "
-                     "batch size; use normalization='expected'")
+    raise ValueError(
+        "the amplified accountant does not support Poisson sampling normalised by the realised "
+        "batch size; use normalization='expected'"
+    )
 
 
 def _clean_law(k, lp):
@@ -176,8 +182,11 @@ class LocalizedInfluence(DiscrepancyModel):
         return self.d_max
 
     def _assumption(self) -> Assumption:
-        return Assumption(f"Under the declared coupling the two secret-conditional datasets differ in at most "
-                          f"{self.d_max} records almost surely", f"{PAPER}, App. D.4, eq. (42)")
+        return Assumption(
+            f"Under the declared coupling the two secret-conditional datasets differ in at most "
+            f"{self.d_max} records almost surely",
+            f"{PAPER}, App. D.4, eq. (42)",
+        )
 
     def huc_kappa(self, s: Sampling) -> Cap:
         D = self._d(s)
@@ -185,27 +194,47 @@ class LocalizedInfluence(DiscrepancyModel):
             raise _wr_huc_error()
         if s.scheme == "wor":
             K = min(s.batch_size, D)
-            return Cap(K / s.batch_size, "huc", f"{PAPER} eq. (42): K_t = min(B, D_max) (WOR, Prop I.1)",
-                       assumptions=(self._assumption(),), details={"K": K, "B": s.batch_size})
+            return Cap(
+                K / s.batch_size,
+                "huc",
+                f"{PAPER} eq. (42): K_t = min(B, D_max) (WOR, Prop I.1)",
+                assumptions=(self._assumption(),),
+                details={"K": K, "B": s.batch_size},
+            )
         if s.scheme == "poisson" and s.normalization == "expected":
-            return Cap(D / s.normalizer, "huc",
-                       f"{PAPER} App. E with B̄ = qN: κ_t = K_t/(qN) ≤ D_max/(qN) (all differing records sampled)",
-                       assumptions=(self._assumption(),), details={"K": D, "normalizer": s.normalizer})
+            return Cap(
+                D / s.normalizer,
+                "huc",
+                f"{PAPER} App. E with B̄ = qN: κ_t = K_t/(qN) ≤ D_max/(qN) (all differing records sampled)",
+                assumptions=(self._assumption(),),
+                details={"K": D, "normalizer": s.normalizer},
+            )
         if s.scheme == "poisson":
-            return Cap(1.0 if D > 0 else 0.0, "huc",
-                       f"{PAPER} App. E: κ_t = K_t/B_t ≤ 1 (a batch may hold only differing records)",
-                       warnings=("Poisson sampling normalised by the realised batch size: the worst-case κ is 1, "
-                                 "so HUC gives no benefit from subsampling; prefer normalization='expected'",)
-                       if D > 0 else (), assumptions=(self._assumption(),))
+            return Cap(
+                1.0 if D > 0 else 0.0,
+                "huc",
+                f"{PAPER} App. E: κ_t = K_t/B_t ≤ 1 (a batch may hold only differing records)",
+                warnings=(
+                    "Poisson sampling normalised by the realised batch size: the worst-case κ is 1, "
+                    "so HUC gives no benefit from subsampling; prefer normalization='expected'",
+                )
+                if D > 0
+                else (),
+                assumptions=(self._assumption(),),
+            )
         return Cap(0.0, "huc", "D_max = 0")
 
     def sa_kappa2(self, s: Sampling) -> Cap:
         D = self._d(s)
         N = s.dataset_size
-        a = (self._assumption(),
-             Assumption("Batches are drawn by an exchangeable scheme (uniform WOR, uniform WR or Poisson), so "
-                        "E_R[K²|X, X′] depends only on the number of differing records and increases with it",
-                        "dpspec [D], digest §5.4; " f"{PAPER} App. D.3/D.4"))
+        a = (
+            self._assumption(),
+            Assumption(
+                "Batches are drawn by an exchangeable scheme (uniform WOR, uniform WR or Poisson), so "
+                "E_R[K²|X, X′] depends only on the number of differing records and increases with it",
+                f"dpspec [D], digest §5.4; {PAPER} App. D.3/D.4",
+            ),
+        )
         if s.scheme == "wor":
             B = s.batch_size
             if self.sa_bound == "eq42":
@@ -226,26 +255,42 @@ class LocalizedInfluence(DiscrepancyModel):
             return Cap(k2 / B**2, "sa", src, assumptions=a, details={"k2": k2, "B": B})
         if s.normalization == "expected":
             k2 = binomial_k2(D, s.rate)
-            return Cap(k2 / s.normalizer**2, "sa",
-                       f"{PAPER} App. E with B̄ = qN: K ~ Bin(D_max, q), E[K²] by eq. (39) [D]",
-                       assumptions=a, details={"k2": k2, "normalizer": s.normalizer})
+            return Cap(
+                k2 / s.normalizer**2,
+                "sa",
+                f"{PAPER} App. E with B̄ = qN: K ~ Bin(D_max, q), E[K²] by eq. (39) [D]",
+                assumptions=a,
+                details={"k2": k2, "normalizer": s.normalizer},
+            )
         v = poisson_realized_kappa2(N, D, s.rate, s.empty_batch)
-        return Cap(v, "sa", f"{PAPER} App. E: E[(K/B_t)² 1{{B_t ≥ 1}}] evaluated exactly [D]", assumptions=a,
-                   details={"empty_batch": s.empty_batch})
+        return Cap(
+            v,
+            "sa",
+            f"{PAPER} App. E: E[(K/B_t)² 1{{B_t ≥ 1}}] evaluated exactly [D]",
+            assumptions=a,
+            details={"empty_batch": s.empty_batch},
+        )
 
     def kappa_law(self, s: Sampling):
         D = self._d(s)
         k, lp, what = _law(s, D)
         k, lp = _clean_law(k, lp)
-        return k, lp, Cap(float(k.max()), "law", f"{what} at d = D_max (the law is stochastically increasing in d) [D]",
-                          assumptions=(self._assumption(),))
+        return (
+            k,
+            lp,
+            Cap(
+                float(k.max()),
+                "law",
+                f"{what} at d = D_max (the law is stochastically increasing in d) [D]",
+                assumptions=(self._assumption(),),
+            ),
+        )
 
     def group_size(self) -> int | None:
         return self.d_max
 
     def describe(self) -> dict:
-        return {"model": self.name, "d_max": self.d_max, "sa_bound": self.sa_bound,
-                "source": f"{PAPER}, App. D.4"}
+        return {"model": self.name, "d_max": self.d_max, "sa_bound": self.sa_bound, "source": f"{PAPER}, App. D.4"}
 
 
 class FixedPairWorlds(LocalizedInfluence):
@@ -269,7 +314,7 @@ class FixedPairWorlds(LocalizedInfluence):
         self.dataset_size = int(dataset_size)
 
     @classmethod
-    def from_labels(cls, y0, y1, **kw) -> "FixedPairWorlds":
+    def from_labels(cls, y0, y1, **kw) -> FixedPairWorlds:
         a, b = np.asarray(y0), np.asarray(y1)
         if a.shape != b.shape:
             raise ValueError(f"the two worlds must have the same shape, got {a.shape} and {b.shape}")
@@ -280,17 +325,27 @@ class FixedPairWorlds(LocalizedInfluence):
 
     def _d(self, s: Sampling) -> int:
         if s.dataset_size != self.dataset_size:
-            raise ValueError(f"the worlds have N = {self.dataset_size} records but the sampling assumes "
-                             f"dataset_size = {s.dataset_size}")
+            raise ValueError(
+                f"the worlds have N = {self.dataset_size} records but the sampling assumes "
+                f"dataset_size = {s.dataset_size}"
+            )
         return self.d_max
 
     def _assumption(self) -> Assumption:
-        return Assumption(f"The two secret-conditional datasets are fixed and differ in exactly Δ = {self.d_max} "
-                          f"of N = {self.dataset_size} records (identity coupling)", f"{PAPER}, App. W.3")
+        return Assumption(
+            f"The two secret-conditional datasets are fixed and differ in exactly Δ = {self.d_max} "
+            f"of N = {self.dataset_size} records (identity coupling)",
+            f"{PAPER}, App. W.3",
+        )
 
     def describe(self) -> dict:
-        return {"model": self.name, "dataset_size": self.dataset_size, "differing": self.d_max,
-                "sa_bound": self.sa_bound, "source": f"{PAPER}, App. W.3 (F20)"}
+        return {
+            "model": self.name,
+            "dataset_size": self.dataset_size,
+            "differing": self.d_max,
+            "sa_bound": self.sa_bound,
+            "source": f"{PAPER}, App. W.3 (F20)",
+        }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,8 +383,15 @@ class IIDRecords(DiscrepancyModel):
 
     name = "iid_records"
 
-    def __init__(self, tv: float, *, tail_delta: float | None = None, tail_method: str = "exact",
-                 sa_reading: str = "high_probability", world_delta: float = 1e-6):
+    def __init__(
+        self,
+        tv: float,
+        *,
+        tail_delta: float | None = None,
+        tail_method: str = "exact",
+        sa_reading: str = "high_probability",
+        world_delta: float = 1e-6,
+    ):
         tv = float(tv)
         if not (0.0 <= tv <= 1.0):
             raise ValueError(f"tv (total variation τ) must lie in [0, 1], got {tv!r}")
@@ -348,8 +410,11 @@ class IIDRecords(DiscrepancyModel):
         self.world_delta = float(world_delta)
 
     def _assumption(self) -> Assumption:
-        return Assumption(f"Records are i.i.d. given (secret, world) with per-record total variation ≤ τ = {self.tv:g}; "
-                          "record-wise maximal coupling (mismatches i.i.d. Bernoulli(τ))", f"{PAPER}, App. D.3, eqs. (35)–(36)")
+        return Assumption(
+            f"Records are i.i.d. given (secret, world) with per-record total variation ≤ τ = {self.tv:g}; "
+            "record-wise maximal coupling (mismatches i.i.d. Bernoulli(τ))",
+            f"{PAPER}, App. D.3, eqs. (35)–(36)",
+        )
 
     def huc_kappa(self, s: Sampling) -> Cap:
         if s.scheme == "wr" and self.tv > 0:
@@ -357,13 +422,24 @@ class IIDRecords(DiscrepancyModel):
         if self.tv == 0.0:
             return Cap(0.0, "huc", "τ = 0: the worlds coincide")
         if s.scheme == "poisson" and s.normalization == "realized":
-            return Cap(1.0, "huc", f"{PAPER} App. E: κ ≤ 1", assumptions=(self._assumption(),),
-                       warnings=("Poisson sampling normalised by the realised batch size: worst-case κ = 1",))
+            return Cap(
+                1.0,
+                "huc",
+                f"{PAPER} App. E: κ ≤ 1",
+                assumptions=(self._assumption(),),
+                warnings=("Poisson sampling normalised by the realised batch size: worst-case κ = 1",),
+            )
         if self.tail_delta is None:
-            return Cap(1.0, "huc", f"{PAPER} eq. (29): with i.i.d. records every sampled record may differ, K_t = B_t",
-                       assumptions=(self._assumption(),),
-                       warnings=("the almost-sure HUC cap of the i.i.d.-records model is the whole batch (κ = 1); "
-                                 "pass tail_delta for a tail cap (eq. 41) or use the sa-HUC accountant",))
+            return Cap(
+                1.0,
+                "huc",
+                f"{PAPER} eq. (29): with i.i.d. records every sampled record may differ, K_t = B_t",
+                assumptions=(self._assumption(),),
+                warnings=(
+                    "the almost-sure HUC cap of the i.i.d.-records model is the whole batch (κ = 1); "
+                    "pass tail_delta for a tail cap (eq. 41) or use the sa-HUC accountant",
+                ),
+            )
         d = self.tail_delta
         if s.scheme == "wor":
             B = s.batch_size
@@ -372,45 +448,85 @@ class IIDRecords(DiscrepancyModel):
                 src = f"{PAPER} eq. (41) (Hoeffding; conservative for WOR)"
             else:
                 K = _binom_upper(B, self.tv, d)
-                src = f"[D] exact (1−δ_t)-quantile of K ~ Bin(B, τ) (WOR sample of i.i.d. mismatches); ≤ {PAPER} eq. (41)"
-            return Cap(K / B, "huc", src, per_step_failure=d, assumptions=(self._assumption(),),
-                       details={"K": K, "B": B, "delta_t": d})
+                src = (
+                    f"[D] exact (1−δ_t)-quantile of K ~ Bin(B, τ) (WOR sample of i.i.d. mismatches); ≤ {PAPER} eq. (41)"
+                )
+            return Cap(
+                K / B,
+                "huc",
+                src,
+                per_step_failure=d,
+                assumptions=(self._assumption(),),
+                details={"K": K, "B": B, "delta_t": d},
+            )
         # Poisson, expected normalisation: K ~ Bin(N, qτ)
         N = s.dataset_size
         if self.tail_method == "hoeffding":
             K = min(N, N * s.rate * self.tv + math.sqrt(0.5 * N * math.log(1.0 / d)))
         else:
             K = _binom_upper(N, s.rate * self.tv, d)
-        return Cap(K / s.normalizer, "huc", "[D] tail cap of K ~ Bin(N, qτ) (Poisson inclusion × i.i.d. mismatch), App. E",
-                   per_step_failure=d, assumptions=(self._assumption(),), details={"K": K, "delta_t": d})
+        return Cap(
+            K / s.normalizer,
+            "huc",
+            "[D] tail cap of K ~ Bin(N, qτ) (Poisson inclusion × i.i.d. mismatch), App. E",
+            per_step_failure=d,
+            assumptions=(self._assumption(),),
+            details={"K": K, "delta_t": d},
+        )
 
     def sa_kappa2(self, s: Sampling) -> Cap:
         N = s.dataset_size
         if self.tv == 0.0:
             return Cap(0.0, "sa", "τ = 0: the worlds coincide")
         if self.sa_reading == "coupling_average":
-            w = ("DPS507: the sa cap G(B, τ) of eq. (40) averages E[K²] over the coupling draw as well as the "
-                 "subsampling; eq. (30) requires an ess sup over (X, X′) of E_R[K²] (digest §13.6); use "
-                 "sa_reading='high_probability' for a bound that holds except with a reported probability",)
+            w = (
+                "DPS507: the sa cap G(B, τ) of eq. (40) averages E[K²] over the coupling draw as well as the "
+                "subsampling; eq. (30) requires an ess sup over (X, X′) of E_R[K²] (digest §13.6); use "
+                "sa_reading='high_probability' for a bound that holds except with a reported probability",
+            )
             if s.scheme in ("wor", "wr"):
                 B = s.batch_size
                 k2 = binomial_k2(B, self.tv)
-                return Cap(k2 / B**2, "sa", f"{PAPER} eq. (40): G(B, τ) = Bτ(1−τ) + (Bτ)²", warnings=w,
-                           assumptions=(self._assumption(),), details={"k2": k2, "B": B})
+                return Cap(
+                    k2 / B**2,
+                    "sa",
+                    f"{PAPER} eq. (40): G(B, τ) = Bτ(1−τ) + (Bτ)²",
+                    warnings=w,
+                    assumptions=(self._assumption(),),
+                    details={"k2": k2, "B": B},
+                )
             if s.normalization == "expected":
                 k2 = binomial_k2(N, s.rate * self.tv)
-                return Cap(k2 / s.normalizer**2, "sa", "[D] K ~ Bin(N, qτ) averaged over the coupling (Poisson)",
-                           warnings=w, assumptions=(self._assumption(),), details={"k2": k2})
-            raise ValueError("sa_reading='coupling_average' with Poisson realised normalisation is not supported; "
-                             "use normalization='expected'")
+                return Cap(
+                    k2 / s.normalizer**2,
+                    "sa",
+                    "[D] K ~ Bin(N, qτ) averaged over the coupling (Poisson)",
+                    warnings=w,
+                    assumptions=(self._assumption(),),
+                    details={"k2": k2},
+                )
+            raise ValueError(
+                "sa_reading='coupling_average' with Poisson realised normalisation is not supported; "
+                "use normalization='expected'"
+            )
         s_hi = _binom_upper(N, self.tv, self.world_delta)
         inner = LocalizedInfluence(s_hi).sa_kappa2(s)
-        a = (self._assumption(),
-             Assumption(f"The world's total mismatch count S_N ~ Bin(N, τ) is ≤ {s_hi} (its (1 − δ_w)-quantile, "
-                        f"δ_w = {self.world_delta:g}); the failure δ_w is reported once for the run", "dpspec [D], digest §13.6"),
-             ) + inner.assumptions[1:]
-        return Cap(inner.value, "sa", f"[D] localized moment at d = S_N upper quantile ({inner.source})",
-                   once_failure=self.world_delta, assumptions=a, details={"s_hi": s_hi, **inner.details})
+        a = (
+            self._assumption(),
+            Assumption(
+                f"The world's total mismatch count S_N ~ Bin(N, τ) is ≤ {s_hi} (its (1 − δ_w)-quantile, "
+                f"δ_w = {self.world_delta:g}); the failure δ_w is reported once for the run",
+                "dpspec [D], digest §13.6",
+            ),
+        ) + inner.assumptions[1:]
+        return Cap(
+            inner.value,
+            "sa",
+            f"[D] localized moment at d = S_N upper quantile ({inner.source})",
+            once_failure=self.world_delta,
+            assumptions=a,
+            details={"s_hi": s_hi, **inner.details},
+        )
 
     def kappa_law(self, s: Sampling):
         if self.tv == 0.0:
@@ -419,15 +535,32 @@ class IIDRecords(DiscrepancyModel):
             raise ValueError("the amplified accountant needs the worst coupled pair; use sa_reading='high_probability'")
         s_hi = _binom_upper(s.dataset_size, self.tv, self.world_delta)
         k, lp, cap = LocalizedInfluence(s_hi).kappa_law(s)
-        return k, lp, Cap(cap.value, "law", f"[D] localized law at d = S_N upper quantile ({cap.source})",
-                          once_failure=self.world_delta, assumptions=(self._assumption(),), details={"s_hi": s_hi})
+        return (
+            k,
+            lp,
+            Cap(
+                cap.value,
+                "law",
+                f"[D] localized law at d = S_N upper quantile ({cap.source})",
+                once_failure=self.world_delta,
+                assumptions=(self._assumption(),),
+                details={"s_hi": s_hi},
+            ),
+        )
 
     def group_size(self) -> int | None:
         return None
 
     def describe(self) -> dict:
-        return {"model": self.name, "tv": self.tv, "tail_delta": self.tail_delta, "tail_method": self.tail_method,
-                "sa_reading": self.sa_reading, "world_delta": self.world_delta, "source": f"{PAPER}, App. D.3"}
+        return {
+            "model": self.name,
+            "tv": self.tv,
+            "tail_delta": self.tail_delta,
+            "tail_method": self.tail_method,
+            "sa_reading": self.sa_reading,
+            "world_delta": self.world_delta,
+            "source": f"{PAPER}, App. D.3",
+        }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -502,8 +635,16 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
 
     name = "monte_carlo"
 
-    def __init__(self, couplers: Sequence[Callable] | Callable, *, M: int = 10_000, gamma: float = 0.05,
-                 tail_delta: float | None = None, range_max: int | None = None, seed: int = 0):
+    def __init__(
+        self,
+        couplers: Sequence[Callable] | Callable,
+        *,
+        M: int = 10_000,
+        gamma: float = 0.05,
+        tail_delta: float | None = None,
+        range_max: int | None = None,
+        seed: int = 0,
+    ):
         if callable(couplers):
             couplers = [couplers]
         self.couplers = list(couplers)
@@ -588,8 +729,10 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
     def _coupling_warnings(self, est: MonteCarloEstimate) -> tuple[str, ...]:
         if est.deterministic_worlds:
             return ()
-        return ("DPS507: the coupling sampler is random, so the Monte Carlo moment averages over the coupling draw; "
-                "eq. (30) needs an ess sup over (X, X′) of E_R[K²] (digest §5.4, §13.6)",)
+        return (
+            "DPS507: the coupling sampler is random, so the Monte Carlo moment averages over the coupling draw; "
+            "eq. (30) needs an ess sup over (X, X′) of E_R[K²] (digest §5.4, §13.6)",
+        )
 
     def sa_kappa2(self, s: Sampling) -> Cap:
         est = self.simulate(s)
@@ -601,24 +744,44 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
         slack = bounds[0][2]
         warns = list(self._coupling_warnings(est))
         if slack > mean:
-            warns.append(f"DPS506: the Monte Carlo Hoeffding slack ({slack:.4g} in κ² units, range {R**2:.4g}) exceeds "
-                         f"the empirical second moment ({mean:.4g}); the cap is dominated by the finite-sample term "
-                         "(App. D.2, digest §13.14) — use an analytic model or declare range_max")
-        return Cap(bound, "sa",
-                   f"{PAPER} Lemma D.1 / Cor D.1 (Hoeffding, M = {self.M}, γ = {self.gamma:g}, N_t = {n_inst})",
-                   once_failure=self.gamma, warnings=tuple(warns),
-                   assumptions=(Assumption("The coupling samplers draw from the declared couplings Γ_{θ,ij} of every "
-                                           "instantiated world and pair", f"{PAPER}, App. D.2, Algorithm 4"),),
-                   details={"empirical_mean": mean, "slack": slack, "range": R**2, "M": self.M,
-                            "deterministic_worlds": est.deterministic_worlds})
+            warns.append(
+                f"DPS506: the Monte Carlo Hoeffding slack ({slack:.4g} in κ² units, range {R**2:.4g}) exceeds "
+                f"the empirical second moment ({mean:.4g}); the cap is dominated by the finite-sample term "
+                "(App. D.2, digest §13.14) — use an analytic model or declare range_max"
+            )
+        return Cap(
+            bound,
+            "sa",
+            f"{PAPER} Lemma D.1 / Cor D.1 (Hoeffding, M = {self.M}, γ = {self.gamma:g}, N_t = {n_inst})",
+            once_failure=self.gamma,
+            warnings=tuple(warns),
+            assumptions=(
+                Assumption(
+                    "The coupling samplers draw from the declared couplings Γ_{θ,ij} of every "
+                    "instantiated world and pair",
+                    f"{PAPER}, App. D.2, Algorithm 4",
+                ),
+            ),
+            details={
+                "empirical_mean": mean,
+                "slack": slack,
+                "range": R**2,
+                "M": self.M,
+                "deterministic_worlds": est.deterministic_worlds,
+            },
+        )
 
     def huc_kappa(self, s: Sampling) -> Cap:
         if s.scheme == "wr":
             raise _wr_huc_error()
         R = self._kappa_range(s)
         if self.tail_delta is None:
-            return Cap(R, "huc", "almost-sure range of the discrepancy (no tail level given)",
-                       warnings=("MonteCarloDiscrepancy without tail_delta: the HUC cap is the a.s. range",))
+            return Cap(
+                R,
+                "huc",
+                "almost-sure range of the discrepancy (no tail level given)",
+                warnings=("MonteCarloDiscrepancy without tail_delta: the HUC cap is the a.s. range",),
+            )
         est = self.simulate(s)
         n_inst = len(self.couplers)
         caps = [mc_tail_cap(est.kappas[a], self.tail_delta, self.gamma, n_inst, upper=R) for a in range(n_inst)]
@@ -626,16 +789,31 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
         warns = list(self._coupling_warnings(est))
         eps = mc_radius(self.M, self.gamma, n_inst)
         if self.tail_delta <= eps:
-            warns.append(f"DPS506: tail level δ_t = {self.tail_delta:g} ≤ DKW radius {eps:.4g}: the tail cap falls back "
-                         "to the almost-sure range (Lemma D.2); increase M")
-        return Cap(cap, "huc", f"{PAPER} Lemma D.2 / Cor D.2 (DKW quantile, M = {self.M}, γ = {self.gamma:g})",
-                   per_step_failure=self.tail_delta, once_failure=self.gamma, warnings=tuple(warns),
-                   details={"dkw_radius": eps, "M": self.M})
+            warns.append(
+                f"DPS506: tail level δ_t = {self.tail_delta:g} ≤ DKW radius {eps:.4g}: the tail cap falls back "
+                "to the almost-sure range (Lemma D.2); increase M"
+            )
+        return Cap(
+            cap,
+            "huc",
+            f"{PAPER} Lemma D.2 / Cor D.2 (DKW quantile, M = {self.M}, γ = {self.gamma:g})",
+            per_step_failure=self.tail_delta,
+            once_failure=self.gamma,
+            warnings=tuple(warns),
+            details={"dkw_radius": eps, "M": self.M},
+        )
 
     def group_size(self) -> int | None:
         return None
 
     def describe(self) -> dict:
-        return {"model": self.name, "instances": len(self.couplers), "M": self.M, "gamma": self.gamma,
-                "tail_delta": self.tail_delta, "range_max": self.range_max, "seed": self.seed,
-                "source": f"{PAPER}, App. D.2 (Algorithms 3/4, Lemmas D.1/D.2)"}
+        return {
+            "model": self.name,
+            "instances": len(self.couplers),
+            "M": self.M,
+            "gamma": self.gamma,
+            "tail_delta": self.tail_delta,
+            "range_max": self.range_max,
+            "seed": self.seed,
+            "source": f"{PAPER}, App. D.2 (Algorithms 3/4, Lemmas D.1/D.2)",
+        }

@@ -81,8 +81,13 @@ class LrSchedule:
         return float(self.array()[int(t)])
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "base_lr": float(self.base_lr), "steps": self.steps,
-                "warmup_frac": float(self.warmup_frac), "final_lr": float(self.final_lr)}
+        return {
+            "kind": self.kind,
+            "base_lr": float(self.base_lr),
+            "steps": self.steps,
+            "warmup_frac": float(self.warmup_frac),
+            "final_lr": float(self.final_lr),
+        }
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,10 @@ class OptimizerSpec:
         if self.kind != "sgd":
             raise SrppSoundnessError(
                 f"optimizer {self.kind!r} has no certified Lipschitz constant for the parameter-space HUC",
-                rule="DPS509", hint="use SGD (with momentum), or noise_units='gradient' (the optimizer is then "
-                                    "post-processing of the noisy gradients)")
+                rule="DPS509",
+                hint="use SGD (with momentum), or noise_units='gradient' (the optimizer is then "
+                "post-processing of the noisy gradients)",
+            )
         if not (0.0 <= float(self.momentum) < 1.0):
             raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
         if self.nesterov and self.momentum == 0.0:
@@ -129,8 +136,10 @@ class OptimizerSpec:
         if self.momentum > 0 and np.any(eta <= 0):
             raise SrppSoundnessError(
                 "a zero step size with momentum: the history no longer determines the momentum buffer, so the "
-                "per-step query is not a function of the released trajectory", rule="DPS509",
-                hint="use a schedule with η_t > 0 for every step, or noise_units='gradient'")
+                "per-step query is not a function of the released trajectory",
+                rule="DPS509",
+                hint="use a schedule with η_t > 0 for every step, or noise_units='gradient'",
+            )
         if self.block_lr_scales is None:
             return eta
         return eta[:, None] * np.asarray(self.block_lr_scales)[None, :]
@@ -146,10 +155,17 @@ class OptimizerSpec:
 
     def describe(self) -> dict:
         L = self.lipschitz()
-        return {"optimizer": "sgd", "momentum": float(self.momentum), "nesterov": bool(self.nesterov),
-                "weight_decay": float(self.weight_decay), "block_lr_scales": self.block_lr_scales,
-                "schedule": self.schedule.describe(), "L_max": float(np.max(L)), "L_min": float(np.min(L)),
-                "theorem": self.theorem()}
+        return {
+            "optimizer": "sgd",
+            "momentum": float(self.momentum),
+            "nesterov": bool(self.nesterov),
+            "weight_decay": float(self.weight_decay),
+            "block_lr_scales": self.block_lr_scales,
+            "schedule": self.schedule.describe(),
+            "L_max": float(np.max(L)),
+            "L_min": float(np.min(L)),
+            "theorem": self.theorem(),
+        }
 
 
 def optimizer_spec_from_torch(optimizer, schedule: LrSchedule) -> OptimizerSpec:
@@ -159,8 +175,11 @@ def optimizer_spec_from_torch(optimizer, schedule: LrSchedule) -> OptimizerSpec:
     """
     name = type(optimizer).__name__
     if name != "SGD":
-        raise SrppSoundnessError(f"optimizer {name} has no certified Lipschitz constant", rule="DPS509",
-                                 hint="use torch.optim.SGD, or noise_units='gradient'")
+        raise SrppSoundnessError(
+            f"optimizer {name} has no certified Lipschitz constant",
+            rule="DPS509",
+            hint="use torch.optim.SGD, or noise_units='gradient'",
+        )
     groups = optimizer.param_groups
     keys = ("momentum", "nesterov", "weight_decay", "dampening")
     first = {k: groups[0].get(k, 0) for k in keys}
@@ -171,5 +190,9 @@ def optimizer_spec_from_torch(optimizer, schedule: LrSchedule) -> OptimizerSpec:
         raise SrppSoundnessError("SGD dampening ≠ 0 is not supported", rule="DPS509", hint="set dampening=0")
     if groups[0].get("maximize", False):
         raise ValueError("maximize=True is not supported")
-    return OptimizerSpec(schedule=schedule, momentum=float(first["momentum"]), nesterov=bool(first["nesterov"]),
-                         weight_decay=float(first["weight_decay"]))
+    return OptimizerSpec(
+        schedule=schedule,
+        momentum=float(first["momentum"]),
+        nesterov=bool(first["nesterov"]),
+        weight_decay=float(first["weight_decay"]),
+    )

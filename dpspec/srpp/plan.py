@@ -69,7 +69,7 @@ class BlockProfile:
     kind: str = "sphere"
 
     @classmethod
-    def sphere(cls, block_sizes, m: int, seed: int = 0) -> "BlockProfile":
+    def sphere(cls, block_sizes, m: int, seed: int = 0) -> BlockProfile:
         sizes = tuple(int(x) for x in block_sizes)
         if not sizes or any(s < 1 for s in sizes):
             raise ValueError("block_sizes must be positive integers")
@@ -83,11 +83,11 @@ class BlockProfile:
         for r0 in range(0, int(m), chunk):
             g = rng.standard_normal((min(chunk, int(m) - r0), d))
             sq = np.add.reduceat(g * g, edges[:-1], axis=1)
-            out[r0:r0 + g.shape[0]] = np.sqrt(sq / sq.sum(axis=1, keepdims=True))
+            out[r0 : r0 + g.shape[0]] = np.sqrt(sq / sq.sum(axis=1, keepdims=True))
         return cls(out, np.full(int(m), 1.0 / int(m)), sizes, int(seed), "sphere")
 
     @classmethod
-    def explicit(cls, directions, block_sizes, weights=None) -> "BlockProfile":
+    def explicit(cls, directions, block_sizes, weights=None) -> BlockProfile:
         from dpspec.pufferfish.profiles import check_directions
 
         U = check_directions(directions)
@@ -100,11 +100,16 @@ class BlockProfile:
         return cls(norms, w, sizes, None, "explicit")
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "m": int(self.block_norms.shape[0]), "blocks": len(self.block_sizes),
-                "block_sizes_sha256": caps_sha256(np.asarray(self.block_sizes, dtype=float)),
-                "block_norms_sha256": caps_sha256(self.block_norms), "weights_sha256": caps_sha256(self.weights),
-                "seed": self.seed,
-                "generator": "numpy.random.default_rng(seed).standard_normal, rows normalised, block norms"}
+        return {
+            "kind": self.kind,
+            "m": int(self.block_norms.shape[0]),
+            "blocks": len(self.block_sizes),
+            "block_sizes_sha256": caps_sha256(np.asarray(self.block_sizes, dtype=float)),
+            "block_norms_sha256": caps_sha256(self.block_norms),
+            "weights_sha256": caps_sha256(self.weights),
+            "seed": self.seed,
+            "generator": "numpy.random.default_rng(seed).standard_normal, rows normalised, block norms",
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,8 +151,11 @@ class SrppSgdPlan:
             raise ValueError(f"slice_policy must be 'global' or 'caveat', got {self.slice_policy!r}")
         if self.slice_policy == "caveat" and self.per_layer_clips is not None and self.profile is None:
             raise ValueError("slice_policy='caveat' with per-layer clipping needs a BlockProfile")
-        if self.profile is not None and self.per_layer_clips is not None and \
-                self.profile.block_norms.shape[1] != len(self.per_layer_clips):
+        if (
+            self.profile is not None
+            and self.per_layer_clips is not None
+            and self.profile.block_norms.shape[1] != len(self.per_layer_clips)
+        ):
             raise ValueError("the profile's blocks do not match per_layer_clips")
         if self.optimizer.block_lr_scales is not None and self.per_layer_clips is None:
             raise ValueError("block_lr_scales need per_layer_clips (one block structure)")
@@ -178,7 +186,9 @@ class SrppSgdPlan:
         if cal.noise_units != self.noise_units:
             raise SrppSoundnessError(
                 f"the calibration is in {cal.noise_units} units but the plan places noise in {self.noise_units} units",
-                rule="DPS508", hint="calibrate the plan you train with")
+                rule="DPS508",
+                hint="calibrate the plan you train with",
+            )
         if cal.steps != self.steps:
             raise SrppSoundnessError(f"the calibration covers {cal.steps} steps, the plan {self.steps}", rule="DPS508")
         L = self.lipschitz()
@@ -195,8 +205,12 @@ class SrppSgdPlan:
         return self.gradient_noise_std(cal) * norm / self.total_clip
 
     def describe(self) -> dict:
-        d = {"sampling": self.sampling.describe(), "optimizer": self.optimizer.describe(),
-             "noise_units": self.noise_units, "slice_policy": self.slice_policy}
+        d = {
+            "sampling": self.sampling.describe(),
+            "optimizer": self.optimizer.describe(),
+            "noise_units": self.noise_units,
+            "slice_policy": self.slice_policy,
+        }
         if self.clip is not None:
             d["clipping"] = {"kind": "flat_l2", "clip": self.clip}
         else:
@@ -206,7 +220,9 @@ class SrppSgdPlan:
         return d
 
 
-def plan_caps(plan: SrppSgdPlan, model: DiscrepancyModel, accountant: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Cap]:
+def plan_caps(
+    plan: SrppSgdPlan, model: DiscrepancyModel, accountant: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Cap]:
     """(caps (T, m), weights (m,), global caps (T,) or None, the discrepancy Cap) for a plan.
 
     Flat clipping: h_t = (2 L_t C κ)² (Prop 5.1) or (2 L_t C)² κ̄² (Prop 5.2), slice-independent.
@@ -247,34 +263,73 @@ def unit_caps(plan: SrppSgdPlan) -> np.ndarray:
 def _common_assumptions(plan: SrppSgdPlan) -> list:
     assum = []
     if plan.per_layer_clips is not None and plan.slice_policy == "global":
-        assum.append(Assumption("Per-layer clipping bounds the per-example ℓ2 shift by √Σ_e (C_e L_{t,e})² "
-                                "(Cauchy–Schwarz over blocks); used as a global cap", f"{PAPER}, App. F.3 [D]"))
+        assum.append(
+            Assumption(
+                "Per-layer clipping bounds the per-example ℓ2 shift by √Σ_e (C_e L_{t,e})² "
+                "(Cauchy–Schwarz over blocks); used as a global cap",
+                f"{PAPER}, App. F.3 [D]",
+            )
+        )
     if plan.noise_units == "gradient":
-        assum.append(Assumption("Gradient-space placement: the per-step query is the mean clipped gradient (L = 1) and "
-                                "the optimizer is post-processing of the noisy gradients", f"{PAPER}, App. C (i) with A = I; digest §10 step 6"))
+        assum.append(
+            Assumption(
+                "Gradient-space placement: the per-step query is the mean clipped gradient (L = 1) and "
+                "the optimizer is post-processing of the noisy gradients",
+                f"{PAPER}, App. C (i) with A = I; digest §10 step 6",
+            )
+        )
     else:
-        assum.append(Assumption("Parameter-space placement: gradient noise σ/L_t enters before the momentum buffer, so "
-                                "the fresh parameter-space noise of every step is 𝒩(0, σ² I)", f"{PAPER}, Lemma 5.1, App. W.2; digest §13.1"))
+        assum.append(
+            Assumption(
+                "Parameter-space placement: gradient noise σ/L_t enters before the momentum buffer, so "
+                "the fresh parameter-space noise of every step is 𝒩(0, σ² I)",
+                f"{PAPER}, Lemma 5.1, App. W.2; digest §13.1",
+            )
+        )
     if plan.sampling.scheme == "poisson":
-        assum.append(Assumption(f"Poisson sampling normalised by {plan.sampling.normalization} batch size"
-                                + ("" if plan.sampling.normalization == "expected" else f", empty batches: {plan.sampling.empty_batch}"),
-                                f"{PAPER}, App. E"))
+        assum.append(
+            Assumption(
+                f"Poisson sampling normalised by {plan.sampling.normalization} batch size"
+                + (
+                    "" if plan.sampling.normalization == "expected" else f", empty batches: {plan.sampling.empty_batch}"
+                ),
+                f"{PAPER}, App. E",
+            )
+        )
     return assum
 
 
 def _with_injected(plan: SrppSgdPlan, cal: SRPPSGDCalibration) -> SRPPSGDCalibration:
     std = plan.gradient_noise_std(cal)
-    inj = {"space": "mean clipped gradient", "std_first": float(np.ravel(std)[0]), "std_last": float(np.ravel(std)[-1]),
-           "std_min": float(np.min(std)), "std_max": float(np.max(std)), "std_sha256": caps_sha256(std)}
+    inj = {
+        "space": "mean clipped gradient",
+        "std_first": float(np.ravel(std)[0]),
+        "std_last": float(np.ravel(std)[-1]),
+        "std_min": float(np.min(std)),
+        "std_max": float(np.max(std)),
+        "std_sha256": caps_sha256(std),
+    }
     if plan.sampling.normalizer > 0:
         nm = plan.gradient_noise_multiplier(cal)
-        inj.update({"noise_multiplier_first": float(np.ravel(nm)[0]), "noise_multiplier_max": float(np.max(nm)),
-                    "normalizer": plan.sampling.normalizer})
+        inj.update(
+            {
+                "noise_multiplier_first": float(np.ravel(nm)[0]),
+                "noise_multiplier_max": float(np.max(nm)),
+                "normalizer": plan.sampling.normalizer,
+            }
+        )
     return dataclasses.replace(cal, injected=inj)
 
 
-def calibrate(plan: SrppSgdPlan, model: DiscrepancyModel, *, alpha: float, epsilon: float,
-              flavour: str = "ave", accountant: str = "sa_huc") -> SRPPSGDCalibration:
+def calibrate(
+    plan: SrppSgdPlan,
+    model: DiscrepancyModel,
+    *,
+    alpha: float,
+    epsilon: float,
+    flavour: str = "ave",
+    accountant: str = "sa_huc",
+) -> SRPPSGDCalibration:
     """Calibrate σ² for a plan and a discrepancy model.
 
     ``accountant``: "huc" (Thm 5.6, worst case), "sa_huc" (Thm 5.7, the on-average sa notion) or
@@ -300,42 +355,77 @@ def calibrate(plan: SrppSgdPlan, model: DiscrepancyModel, *, alpha: float, epsil
         policy = "caveat"
     assum += _common_assumptions(plan)
     cal = calibrate_srpp_sgd(
-        h, alpha, epsilon, flavour, subsampling_aware=(accountant == "sa_huc"), weights=w,
-        slice_policy=policy, global_caps=glob if policy == "global" else None,
+        h,
+        alpha,
+        epsilon,
+        flavour,
+        subsampling_aware=(accountant == "sa_huc"),
+        weights=w,
+        slice_policy=policy,
+        global_caps=glob if policy == "global" else None,
         profile=plan.profile.describe() if (plan.profile is not None and policy == "caveat") else None,
         noise_units=plan.noise_units,
-        discrepancy={**model.describe(), "cap": {"kind": cap.kind, "value": cap.value, "source": cap.source,
-                                                 "details": cap.details}},
-        sampling=plan.sampling.describe(), lipschitz=plan.optimizer.describe() if plan.noise_units == "parameter"
+        discrepancy={
+            **model.describe(),
+            "cap": {"kind": cap.kind, "value": cap.value, "source": cap.source, "details": cap.details},
+        },
+        sampling=plan.sampling.describe(),
+        lipschitz=plan.optimizer.describe()
+        if plan.noise_units == "parameter"
         else {"units": "gradient", "L": 1.0, "optimizer": plan.optimizer.describe()},
-        clipping=plan.describe()["clipping"], failure_probability=fail, failure_breakdown=breakdown,
-        assumptions=assum, warnings=warns,
+        clipping=plan.describe()["clipping"],
+        failure_probability=fail,
+        failure_breakdown=breakdown,
+        assumptions=assum,
+        warnings=warns,
     )
     return _with_injected(plan, cal)
 
 
 def _calibrate_amplified(plan, model, alpha, epsilon, flavour) -> SRPPSGDCalibration:
     if plan.per_layer_clips is not None and plan.slice_policy == "caveat":
-        raise SrppSoundnessError("the amplified accountant needs a global ℓ2 cap", rule="DPS503",
-                                 hint="use slice_policy='global' with per-layer clipping")
+        raise SrppSoundnessError(
+            "the amplified accountant needs a global ℓ2 cap",
+            rule="DPS503",
+            hint="use slice_policy='global' with per-layer clipping",
+        )
     k, lp, cap = model.kappa_law(plan.sampling)
     a = unit_caps(plan)
     fail = cap.once_failure
     cal = calibrate_srpp_sgd_amplified(
-        a, k, lp, alpha, epsilon, flavour, noise_units=plan.noise_units,
-        discrepancy={**model.describe(), "law": {"source": cap.source, "kappa_max": float(k.max()),
-                                                 "support": int(k.size), "details": cap.details}},
+        a,
+        k,
+        lp,
+        alpha,
+        epsilon,
+        flavour,
+        noise_units=plan.noise_units,
+        discrepancy={
+            **model.describe(),
+            "law": {"source": cap.source, "kappa_max": float(k.max()), "support": int(k.size), "details": cap.details},
+        },
         sampling=plan.sampling.describe(),
-        lipschitz=plan.optimizer.describe() if plan.noise_units == "parameter"
+        lipschitz=plan.optimizer.describe()
+        if plan.noise_units == "parameter"
         else {"units": "gradient", "L": 1.0, "optimizer": plan.optimizer.describe()},
-        clipping=plan.describe()["clipping"], failure_probability=fail,
-        failure_breakdown={"once": fail} if fail else {}, assumptions=list(cap.assumptions) + _common_assumptions(plan),
-        warnings=list(cap.warnings))
+        clipping=plan.describe()["clipping"],
+        failure_probability=fail,
+        failure_breakdown={"once": fail} if fail else {},
+        assumptions=list(cap.assumptions) + _common_assumptions(plan),
+        warnings=list(cap.warnings),
+    )
     return _with_injected(plan, cal)
 
 
-def realized_epsilon(plan: SrppSgdPlan, model: DiscrepancyModel, gradient_noise_std, *, alpha: float,
-                     flavour: str = "ave", accountant: str = "sa_huc") -> float:
+def realized_epsilon(
+    plan: SrppSgdPlan,
+    model: DiscrepancyModel,
+    gradient_noise_std,
+    *,
+    alpha: float,
+    flavour: str = "ave",
+    accountant: str = "sa_huc",
+) -> float:
     """ε certified for noise that was *actually* injected: parameter-space caps (L_t from the
     optimizer) against parameter-space variances v_t = (L_t σ_{g,t})² (Lemma 5.1, Thm 5.6/5.7 proofs).
 

@@ -18,8 +18,8 @@ by the discrepancy models (which bound κ_t) and the runtime (which draws batche
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -42,8 +42,11 @@ class Sampling:
     def __post_init__(self):
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
-        if isinstance(self.dataset_size, bool) or not isinstance(self.dataset_size, (int, np.integer)) \
-                or self.dataset_size < 1:
+        if (
+            isinstance(self.dataset_size, bool)
+            or not isinstance(self.dataset_size, (int, np.integer))
+            or self.dataset_size < 1
+        ):
             raise ValueError(f"dataset_size must be an integer ≥ 1, got {self.dataset_size!r}")
         object.__setattr__(self, "dataset_size", int(self.dataset_size))
         if self.scheme in ("wor", "wr"):
@@ -51,11 +54,15 @@ class Sampling:
             if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
                 raise ValueError(f"batch_size must be an integer ≥ 1 for scheme={self.scheme!r}, got {b!r}")
             if self.scheme == "wor" and b > self.dataset_size:
-                raise ValueError(f"batch_size (B = {b}) is larger than dataset_size (N = {self.dataset_size}) "
-                                 "for sampling without replacement")
+                raise ValueError(
+                    f"batch_size (B = {b}) is larger than dataset_size (N = {self.dataset_size}) "
+                    "for sampling without replacement"
+                )
             object.__setattr__(self, "batch_size", int(b))
             if self.normalization not in ("batch",):
-                raise ValueError(f"normalization must be 'batch' for scheme={self.scheme!r}, got {self.normalization!r}")
+                raise ValueError(
+                    f"normalization must be 'batch' for scheme={self.scheme!r}, got {self.normalization!r}"
+                )
             object.__setattr__(self, "rate", self.batch_size / self.dataset_size)
         else:
             q = self.rate
@@ -78,17 +85,21 @@ class Sampling:
                     "Poisson sampling has a random batch size: declare how the clipped sum is normalised",
                     rule="DPS502",
                     hint="normalization='expected' (divide by qN; empty batches give a deterministic update) or "
-                         "normalization='realized' with empty_batch='skip' or 'resample'")
+                    "normalization='realized' with empty_batch='skip' or 'resample'",
+                )
             if norm not in ("expected", "realized"):
                 raise ValueError(f"normalization must be 'expected' or 'realized' for Poisson, got {norm!r}")
             if norm == "realized" and self.empty_batch not in ("skip", "resample"):
                 raise SrppSoundnessError(
                     "Poisson sampling normalised by the realised batch size needs B_t ≥ 1 handling: the update "
-                    "divides by B_t, which can be 0", rule="DPS502",
-                    hint="empty_batch='skip' (no update when B_t = 0, App. E (ii)) or 'resample' (App. E (i))")
+                    "divides by B_t, which can be 0",
+                    rule="DPS502",
+                    hint="empty_batch='skip' (no update when B_t = 0, App. E (ii)) or 'resample' (App. E (i))",
+                )
             if norm == "expected" and self.empty_batch not in (None, "noise_only"):
-                raise ValueError("with normalization='expected' an empty batch gives ḡ = 0 (noise only); "
-                                 "empty_batch must be None")
+                raise ValueError(
+                    "with normalization='expected' an empty batch gives ḡ = 0 (noise only); empty_batch must be None"
+                )
 
     # --- derived -------------------------------------------------------------------------------
 
@@ -109,8 +120,12 @@ class Sampling:
         return max(1, math.ceil(self.dataset_size / self.expected_batch))
 
     def describe(self) -> dict:
-        d = {"scheme": self.scheme, "dataset_size": self.dataset_size, "rate": self.rate,
-             "normalization": self.normalization}
+        d = {
+            "scheme": self.scheme,
+            "dataset_size": self.dataset_size,
+            "rate": self.rate,
+            "normalization": self.normalization,
+        }
         if self.batch_size is not None:
             d["batch_size"] = self.batch_size
         if self.empty_batch is not None:
@@ -135,7 +150,9 @@ class Sampling:
         if n != self.dataset_size:
             from dpspec.mechanisms.ledger import DataMismatchError
 
-            raise DataMismatchError(f"the data has {n} examples but the certificate assumes dataset_size = "
-                                    f"{self.dataset_size}; recalibrate with the right size")
+            raise DataMismatchError(
+                f"the data has {n} examples but the certificate assumes dataset_size = "
+                f"{self.dataset_size}; recalibrate with the right size"
+            )
         for _ in range(int(steps)):
             yield self.draw(rng)

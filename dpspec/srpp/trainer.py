@@ -31,8 +31,8 @@ private data, not covered by the certificate. The step is never dropped.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -64,13 +64,18 @@ class TrainingReport:
     seconds: float = 0.0
 
     def summary(self) -> dict:
-        return {"steps_planned": self.steps_planned, "steps_taken": self.steps_taken,
-                "nonfinite_examples": int(sum(n for _, n in self.nonfinite_events)),
-                "skipped_steps": len(self.skipped_steps), "noise_std_first": self.noise_std_first,
-                "noise_std_last": self.noise_std_last, "mean_clipped_fraction":
-                    float(np.mean(self.clipped_fraction)) if self.clipped_fraction else float("nan"),
-                "final_loss": float(np.nanmean(self.losses[-10:])) if self.losses else float("nan"),
-                "method": self.method, "seconds": self.seconds}
+        return {
+            "steps_planned": self.steps_planned,
+            "steps_taken": self.steps_taken,
+            "nonfinite_examples": int(sum(n for _, n in self.nonfinite_events)),
+            "skipped_steps": len(self.skipped_steps),
+            "noise_std_first": self.noise_std_first,
+            "noise_std_last": self.noise_std_last,
+            "mean_clipped_fraction": float(np.mean(self.clipped_fraction)) if self.clipped_fraction else float("nan"),
+            "final_loss": float(np.nanmean(self.losses[-10:])) if self.losses else float("nan"),
+            "method": self.method,
+            "seconds": self.seconds,
+        }
 
 
 class PrivateSgdEngine:
@@ -82,9 +87,19 @@ class PrivateSgdEngine:
     engine continues the noise and learning-rate schedules at the ledger's step.
     """
 
-    def __init__(self, model, plan: SrppSgdPlan, noise_std, loss_fn: Callable | None = None, *,
-                 seed: int | None = None, method: str = "auto", comm=None, ledger: PrivacyLedger | None = None,
-                 name: str = "srpp_sgd"):
+    def __init__(
+        self,
+        model,
+        plan: SrppSgdPlan,
+        noise_std,
+        loss_fn: Callable | None = None,
+        *,
+        seed: int | None = None,
+        method: str = "auto",
+        comm=None,
+        ledger: PrivacyLedger | None = None,
+        name: str = "srpp_sgd",
+    ):
         import torch
 
         from dpspec.mechanisms.per_example import trainable_parameters
@@ -98,8 +113,10 @@ class PrivateSgdEngine:
         self.names = list(self.params.keys())
         self.tensors = [p for k, p in model.named_parameters() if p.requires_grad]
         if plan.per_layer_clips is not None and len(plan.per_layer_clips) != len(self.names):
-            raise ValueError(f"per_layer_clips has {len(plan.per_layer_clips)} entries but the model has "
-                             f"{len(self.names)} trainable parameter tensors")
+            raise ValueError(
+                f"per_layer_clips has {len(plan.per_layer_clips)} entries but the model has "
+                f"{len(self.names)} trainable parameter tensors"
+            )
         std = np.asarray(noise_std, dtype=float)
         if std.shape[0] != plan.steps:
             raise ValueError(f"noise_std covers {std.shape[0]} steps, the plan {plan.steps}")
@@ -112,28 +129,44 @@ class PrivateSgdEngine:
         self.method = method
         self.lrs = plan.optimizer.schedule.array()
         o = plan.optimizer
-        self.opt = torch.optim.SGD(self.tensors, lr=float(self.lrs[0]), momentum=o.momentum, nesterov=o.nesterov,
-                                   weight_decay=o.weight_decay)
+        self.opt = torch.optim.SGD(
+            self.tensors, lr=float(self.lrs[0]), momentum=o.momentum, nesterov=o.nesterov, weight_decay=o.weight_decay
+        )
         if o.block_lr_scales is not None:
             # one param group per block so each gets its own step size
-            self.opt = torch.optim.SGD([{"params": [p], "lr": float(self.lrs[0] * s)}
-                                        for p, s in zip(self.tensors, o.block_lr_scales)],
-                                       lr=float(self.lrs[0]), momentum=o.momentum, nesterov=o.nesterov,
-                                       weight_decay=o.weight_decay)
+            self.opt = torch.optim.SGD(
+                [{"params": [p], "lr": float(self.lrs[0] * s)} for p, s in zip(self.tensors, o.block_lr_scales)],
+                lr=float(self.lrs[0]),
+                momentum=o.momentum,
+                nesterov=o.nesterov,
+                weight_decay=o.weight_decay,
+            )
         self._hyper = {"momentum": o.momentum, "nesterov": o.nesterov, "weight_decay": o.weight_decay, "dampening": 0}
         self.rng = np.random.default_rng(seed)
         self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         s = plan.sampling
         if ledger is None:
-            ledger = PrivacyLedger(name, plan.steps, _engine_only, fingerprint=fingerprint(
-                mechanism="private_sgd_engine", plan=repr(plan.describe()), std=std.tolist()))
+            ledger = PrivacyLedger(
+                name,
+                plan.steps,
+                _engine_only,
+                fingerprint=fingerprint(mechanism="private_sgd_engine", plan=repr(plan.describe()), std=std.tolist()),
+            )
         elif ledger.budget_steps != plan.steps:
             raise ValueError(f"the ledger covers {ledger.budget_steps} steps, the plan {plan.steps}")
         self.ledger = ledger
-        self._guard = BatchGuard(ledger.target, batch_size=s.batch_size if s.scheme in ("wor", "wr") else None,
-                                 population=s.dataset_size, repeats_allowed=s.scheme == "wr")
-        self.report = TrainingReport(steps_planned=plan.steps, steps_taken=ledger.steps_taken,
-                                     noise_std_first=float(np.ravel(std)[0]), noise_std_last=float(np.ravel(std)[-1]))
+        self._guard = BatchGuard(
+            ledger.target,
+            batch_size=s.batch_size if s.scheme in ("wor", "wr") else None,
+            population=s.dataset_size,
+            repeats_allowed=s.scheme == "wr",
+        )
+        self.report = TrainingReport(
+            steps_planned=plan.steps,
+            steps_taken=ledger.steps_taken,
+            noise_std_first=float(np.ravel(std)[0]),
+            noise_std_last=float(np.ravel(std)[-1]),
+        )
 
     @property
     def t(self) -> int:
@@ -146,8 +179,12 @@ class PrivateSgdEngine:
     def state_dict(self) -> dict:
         """Checkpoint state (store it with ``model.state_dict()``): the ledger, the optimizer and the
         samplers' generators. Loading it into an optimizer of another certificate is refused."""
-        return {"ledger": self.ledger.state_dict(), "optimizer": self.opt.state_dict(),
-                "rng": self.rng.bit_generator.state, "generator": self.gen.get_state()}
+        return {
+            "ledger": self.ledger.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "generator": self.gen.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.ledger.load_state_dict(state["ledger"])  # DataMismatchError for another certificate
@@ -183,8 +220,10 @@ class PrivateSgdEngine:
             for k, v in self._hyper.items():
                 if g.get(k, 0) != v:
                     raise SrppSoundnessError(
-                        f"the optimizer's {k} was changed to {g.get(k)!r} (certified: {v!r})", rule="DPS508",
-                        hint="the Lipschitz constants of the certificate depend on the optimizer; recalibrate")
+                        f"the optimizer's {k} was changed to {g.get(k)!r} (certified: {v!r})",
+                        rule="DPS508",
+                        hint="the Lipschitz constants of the certificate depend on the optimizer; recalibrate",
+                    )
 
     def _check_batch(self, idx, rows: int) -> None:
         self._guard.resolve(idx, rows)
@@ -217,8 +256,15 @@ class PrivateSgdEngine:
         if comm is not None:  # (xb, yb) is the global batch; clip this rank's contiguous shard
             lo, hi = comm.bounds(B)
             xb, yb = xb[lo:hi], yb[lo:hi]
-        cs = clipped_grad_sum(self.model, self.loss_fn, xb, yb, clip=self.plan.clip,
-                              per_layer_clips=self.plan.per_layer_clips, method=self.method)
+        cs = clipped_grad_sum(
+            self.model,
+            self.loss_fn,
+            xb,
+            yb,
+            clip=self.plan.clip,
+            per_layer_clips=self.plan.per_layer_clips,
+            method=self.method,
+        )
         self.report.method = cs.method
         if cs.nonfinite:
             self.report.nonfinite_events.append((t, cs.nonfinite))
@@ -229,9 +275,11 @@ class PrivateSgdEngine:
         self.ledger.charge(1)  # before the step's noise is drawn
         grads = []
         if comm is not None:
+
             def noise(j, v):
                 sd = float(std[j]) if np.ndim(std) else float(std)
                 return sd * standard_normal_like(v, self.gen)
+
             grads = comm.noisy_sum([sums[k] / denom for k in self.names], noise)
         for j, (k, p) in enumerate(zip(self.names, self.tensors) if comm is None else ()):
             sd = float(std[j]) if np.ndim(std) else float(std)
@@ -257,25 +305,61 @@ class PrivateSgdEngine:
 class SrppSgdOptimizer(PrivateSgdEngine):
     """SRPP-SGD step by step in your own loop; the noise comes from the calibration (DPS508 checks)."""
 
-    def __init__(self, model, plan: SrppSgdPlan, calibration: SRPPSGDCalibration, loss_fn: Callable | None = None,
-                 *, seed: int | None = None, method: str = "auto", comm=None, ledger: PrivacyLedger | None = None,
-                 name: str = "srpp_sgd"):
+    def __init__(
+        self,
+        model,
+        plan: SrppSgdPlan,
+        calibration: SRPPSGDCalibration,
+        loss_fn: Callable | None = None,
+        *,
+        seed: int | None = None,
+        method: str = "auto",
+        comm=None,
+        ledger: PrivacyLedger | None = None,
+        name: str = "srpp_sgd",
+    ):
         if calibration.sampling and calibration.sampling != plan.sampling.describe():
-            raise SrppSoundnessError("the calibration was computed for a different sampling scheme", rule="DPS508",
-                                     hint="calibrate the plan you train with")
+            raise SrppSoundnessError(
+                "the calibration was computed for a different sampling scheme",
+                rule="DPS508",
+                hint="calibrate the plan you train with",
+            )
         self.calibration = calibration
-        super().__init__(model, plan, plan.gradient_noise_std(calibration), loss_fn, seed=seed, method=method,
-                         comm=comm, ledger=ledger, name=name)
+        super().__init__(
+            model,
+            plan,
+            plan.gradient_noise_std(calibration),
+            loss_fn,
+            seed=seed,
+            method=method,
+            comm=comm,
+            ledger=ledger,
+            name=name,
+        )
 
 
 def _engine_only(steps: int, delta) -> Spent:
-    raise ValueError("this optimizer was built without a certificate: use the mechanism's optimizer "
-                     "(`compiled.mechanism.optimizer(model)`) or `dpspec.accounting` to ask what it spent")
+    raise ValueError(
+        "this optimizer was built without a certificate: use the mechanism's optimizer "
+        "(`compiled.mechanism.optimizer(model)`) or `dpspec.accounting` to ask what it spent"
+    )
 
 
-def train_srpp_sgd(model, X, y, plan: SrppSgdPlan, calibration: SRPPSGDCalibration, loss_fn: Callable | None = None,
-                   *, seed: int | None = None, method: str = "auto", steps: int | None = None,
-                   progress: bool = False, comm=None, ledger: PrivacyLedger | None = None) -> TrainingReport:
+def train_srpp_sgd(
+    model,
+    X,
+    y,
+    plan: SrppSgdPlan,
+    calibration: SRPPSGDCalibration,
+    loss_fn: Callable | None = None,
+    *,
+    seed: int | None = None,
+    method: str = "auto",
+    steps: int | None = None,
+    progress: bool = False,
+    comm=None,
+    ledger: PrivacyLedger | None = None,
+) -> TrainingReport:
     """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
     them; more raises :class:`BudgetExceededError` before any step).
     ``comm``: data-parallel over a :class:`dpspec.distributed.Comm` (docs/distributed.md)."""
@@ -310,6 +394,6 @@ def evaluate_accuracy(model, X, y, batch: int = 4096) -> float:
     correct = 0
     with torch.no_grad():
         for i in range(0, len(X), batch):
-            correct += int((model(X[i:i + batch]).argmax(dim=1) == y[i:i + batch]).sum())
+            correct += int((model(X[i : i + batch]).argmax(dim=1) == y[i : i + batch]).sum())
     model.train()
     return correct / max(1, len(X))

@@ -40,8 +40,9 @@ def relabel_to_count(labels, secret_class, target: int, rng: np.random.Generator
     return y
 
 
-def prevalence_worlds(labels, secret_class, p_low: float, p_high: float, *, seed: int = 0,
-                      n_classes: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+def prevalence_worlds(
+    labels, secret_class, p_low: float, p_high: float, *, seed: int = 0, n_classes: int | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
     """(y₀, y₁, Δ): the two label worlds of ZV25 App. W.3 with prevalences p_low and p_high."""
     y = np.asarray(labels)
     N = y.shape[0]

@@ -7,13 +7,36 @@
 See docs/training.md.
 """
 
-from dpspec.torch.private import (CriterionMismatchError, LedgerRewindError, PrivateCopyError, PrivateDataLoader,
-                                  PrivateModel, PrivateOptimizer, SamplingOverrideWarning, UnnoisedParameterError,
-                                  UnsupportedTrainingError, make_private)
+from dpspec.torch.private import (
+    CriterionMismatchError,
+    LedgerRewindError,
+    PrivateCopyError,
+    PrivateDataLoader,
+    PrivateModel,
+    PrivateOptimizer,
+    SamplingOverrideWarning,
+    UnnoisedParameterError,
+    UnsupportedTrainingError,
+    make_private,
+)
 from dpspec.torch.validator import ModuleIssue, ModuleValidationError, fix, validate
 from dpspec.torch.virtual import VirtualDataLoader, virtual_batches
 
-__all__ = ["make_private", "validate", "fix", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader",
-           "ModuleIssue", "ModuleValidationError", "CriterionMismatchError", "SamplingOverrideWarning",
-           "UnsupportedTrainingError", "UnnoisedParameterError", "LedgerRewindError", "PrivateCopyError",
-           "VirtualDataLoader", "virtual_batches"]
+__all__ = [
+    "make_private",
+    "validate",
+    "fix",
+    "PrivateModel",
+    "PrivateOptimizer",
+    "PrivateDataLoader",
+    "ModuleIssue",
+    "ModuleValidationError",
+    "CriterionMismatchError",
+    "SamplingOverrideWarning",
+    "UnsupportedTrainingError",
+    "UnnoisedParameterError",
+    "LedgerRewindError",
+    "PrivateCopyError",
+    "VirtualDataLoader",
+    "virtual_batches",
+]

@@ -25,9 +25,11 @@ class DpSgdBackend:
         self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
-        self.describe = {"poisson": f"Poisson sampling, rate q = {mech.sample_rate:.6g}",
-                         "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
-                         "full_batch": "the full batch"}.get(mech.sampling, mech.sampling)
+        self.describe = {
+            "poisson": f"Poisson sampling, rate q = {mech.sample_rate:.6g}",
+            "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
+            "full_batch": "the full batch",
+        }.get(mech.sampling, mech.sampling)
 
     def draw(self) -> np.ndarray:
         return next(self.mech.batches(self.n, self.rng, 1))
@@ -41,8 +43,9 @@ class DpSgdBackend:
         from dpspec.mechanisms.dpsgd import TrainingReport
 
         report = TrainingReport(steps=1, noise_std=self.mech.noise_std)
-        grads = self.mech.private_gradients(self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx,
-                                            clipped=clipped, report=report)
+        grads = self.mech.private_gradients(
+            self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx, clipped=clipped, report=report
+        )
         self.nonfinite_examples += sum(k for _, k in report.nonfinite_events)
         for k, p in self.model.named_parameters():
             if p.requires_grad:
@@ -50,8 +53,12 @@ class DpSgdBackend:
         self.inner.step()
 
     def state_dict(self) -> dict:
-        return {"ledger": self.ledger.state_dict(), "optimizer": self.inner.state_dict(),
-                "rng": self.rng.bit_generator.state, "generator": self.gen.get_state()}
+        return {
+            "ledger": self.ledger.state_dict(),
+            "optimizer": self.inner.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "generator": self.gen.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.ledger.load_state_dict(state["ledger"])

@@ -43,23 +43,42 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
 
 from dpspec.errors import DpspecError
-from dpspec.mechanisms.ledger import (BudgetExceededError, CapExceededError, CertificateGuardError, DataMismatchError,
-                                      LedgerRewindError)
-from dpspec.torch.guards import (PrivateCopyError, UnnoisedParameterError, check_stepped_parameters,
-                                 close_on_finite_rows, same_values)
+from dpspec.mechanisms.ledger import (
+    CapExceededError,
+    CertificateGuardError,
+    DataMismatchError,
+    LedgerRewindError,
+)
+from dpspec.torch.guards import (
+    PrivateCopyError,
+    UnnoisedParameterError,
+    check_stepped_parameters,
+    close_on_finite_rows,
+    same_values,
+)
 from dpspec.torch.validator import validate
 
-__all__ = ["make_private", "PrivateModel", "PrivateOptimizer", "PrivateDataLoader", "CriterionMismatchError",
-           "SamplingOverrideWarning", "UnsupportedTrainingError", "UnnoisedParameterError", "LedgerRewindError",
-           "PrivateCopyError"]
+__all__ = [
+    "make_private",
+    "PrivateModel",
+    "PrivateOptimizer",
+    "PrivateDataLoader",
+    "CriterionMismatchError",
+    "SamplingOverrideWarning",
+    "UnsupportedTrainingError",
+    "UnnoisedParameterError",
+    "LedgerRewindError",
+    "PrivateCopyError",
+]
 
 
 class CriterionMismatchError(CertificateGuardError, ValueError):
@@ -101,13 +120,15 @@ def _resolve(compiled, target: str | None):
         else:
             found = {k: m for k, m in mechs.items() if isinstance(m, trainers)}
             if len(found) != 1:
-                raise ValueError(f"the spec has {len(found)} trainings ({', '.join(sorted(found)) or 'none'}): "
-                                 "give target=NAME")
+                raise ValueError(
+                    f"the spec has {len(found)} trainings ({', '.join(sorted(found)) or 'none'}): give target=NAME"
+                )
             mech = next(iter(found.values()))
     f = _family_of(mech)
     if f is None or not f.torch_backend:
-        raise UnsupportedTrainingError(f"make_private needs a compiled DP-SGD or SRPP-SGD training, got "
-                                       f"{type(mech).__name__}")
+        raise UnsupportedTrainingError(
+            f"make_private needs a compiled DP-SGD or SRPP-SGD training, got {type(mech).__name__}"
+        )
     return mech, load(f.torch_backend)(mech)  # the hook raises UnsupportedTrainingError for a family it refuses
 
 
@@ -119,10 +140,10 @@ class _Batch:
     idx: np.ndarray
     x: Any
     y: Any
-    x_model: Any = None   # the input the forward saw (x, possibly moved to a device)
-    out: Any = None       # the forward's output (a leaf: the loop's backward stops there)
+    x_model: Any = None  # the input the forward saw (x, possibly moved to a device)
+    out: Any = None  # the forward's output (a leaf: the loop's backward stops there)
     out_grad: Any = None  # what the loop's backward put on it
-    clipped: Any = None   # the clipped sum computed with that output (DP-SGD), used by the step
+    clipped: Any = None  # the clipped sum computed with that output (DP-SGD), used by the step
 
 
 class _Session:
@@ -157,7 +178,8 @@ class _Session:
                 "must be used by `optimizer.step()` before the next one: skipping batches (for instance those "
                 "whose loss is NaN — non-finite gradients are zeroed by the step) would choose batches by their "
                 "content, which the sampling analysis does not cover. Gradient accumulation across Poisson "
-                "batches is not covered either (docs/training.md).")
+                "batches is not covered either (docs/training.md)."
+            )
         idx = self.backend.draw()
         x, y = self.fetch(idx)
         self.pending = _Batch(idx, x, y)
@@ -181,9 +203,11 @@ class _Session:
                 if not (close_on_finite_rows(R, per / B) or close_on_finite_rows(R, per)):
                     raise CriterionMismatchError(
                         f"`{self.ledger.target}`: `criterion(output, target)` on a batch is not the mean of its "
-                        "per-example values (or their sum), so the private step (which computes each example's gradient from "
+                        "per-example values (or their sum), so the private step (which computes each "
+                        "example's gradient from "
                         "`criterion` on that example alone) would not train the loss of your loop. Give a "
-                        "per-example criterion averaged over the batch (e.g. F.cross_entropy).")
+                        "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
+                    )
                 self._criterion_checked = True
         if close_on_finite_rows(G, R) or close_on_finite_rows(G, R * B):  # a non-finite example is zeroed, not compared
             return
@@ -191,7 +215,8 @@ class _Session:
             f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "
             "sum over the batch). The private step computes each example's gradient from `criterion` on that "
             "example alone (a loss that couples examples, or another loss, is not what is clipped and noised): "
-            "pass the loss you train with as make_private(..., criterion=...)")
+            "pass the loss you train with as make_private(..., criterion=...)"
+        )
 
     def _per_example_output_grads(self, o, y):
         from torch.func import vmap
@@ -218,7 +243,8 @@ class _Session:
                     f"`{self.ledger.target}`: a gradient reached parameter `{k}` directly (not through the model's "
                     "output), e.g. a regulariser added to the loss; the private step replaces `.grad` with the "
                     "clipped, noised per-example gradient and would drop it silently. Use the optimizer's "
-                    "`weight_decay` (a post-processing of the noisy gradient) instead.")
+                    "`weight_decay` (a post-processing of the noisy gradient) instead."
+                )
 
     def check_stepped_params(self, param_groups, assigned: dict | None = None) -> None:
         """Every parameter the wrapped optimizer steps is noised by the private step (DPS166). The backend's
@@ -227,8 +253,9 @@ class _Session:
         check(self.module, param_groups, self._grads_set if assigned is None else assigned, self.ledger.target)
 
     def record_param_grads(self) -> None:
-        self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters()
-                           if p.grad is not None}
+        self._grads_set = {
+            k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters() if p.grad is not None
+        }
 
 
 def _empty_like(batch):
@@ -279,14 +306,17 @@ class PrivateModel(nn.Module):
         if not self.training or not torch.is_grad_enabled() or b is None:
             return self._module(*args, **kwargs)
         if len(args) != 1 or kwargs:
-            raise TypeError("in train mode the private model takes the batch's input only: `model(x)` with the x "
-                            "the loader returned")
+            raise TypeError(
+                "in train mode the private model takes the batch's input only: `model(x)` with the x "
+                "the loader returned"
+            )
         x = args[0]
         if not _same_input(x, b.x):
             raise CapExceededError(
                 f"`{s.ledger.target}`: a train-mode forward on an input that is not the batch the private loader "
                 "drew for this step; the certificate covers only batches drawn as accounted. Train on the "
-                "loader make_private returned (call `model.eval()` to evaluate on other data).")
+                "loader make_private returned (call `model.eval()` to evaluate on other data)."
+            )
         b.clipped = None
         if s.backend.clipped_sum is not None and x.shape[0] > 0:
             # the private step's own per-example forward (each example alone): its outputs are the output
@@ -309,8 +339,10 @@ class PrivateModel(nn.Module):
     @staticmethod
     def _leaf(b: _Batch, x, out):
         if not torch.is_tensor(out) or not out.is_floating_point():
-            raise TypeError("the private model must return a floating-point tensor (wrap a model that returns a "
-                            "structure, e.g. a Hugging Face model: `forward(x): return hf(x).logits`)")
+            raise TypeError(
+                "the private model must return a floating-point tensor (wrap a model that returns a "
+                "structure, e.g. a Hugging Face model: `forward(x): return hf(x).logits`)"
+            )
         out = out.detach().requires_grad_(True)
         b.x_model, b.out, b.out_grad = x, out, None
         out.register_hook(lambda g: setattr(b, "out_grad", g.detach()))
@@ -374,9 +406,11 @@ class PrivateOptimizer(torch.optim.Optimizer):
         self.original_optimizer.add_param_group({**param_group, "params": params})
 
     def __reduce_ex__(self, protocol):
-        raise PrivateCopyError("a private optimizer cannot be copied or pickled: a copy would hold copies of the "
-                               "model's parameters and of the run's session, outside its ledger. Save "
-                               "`optimizer.state_dict()` with the model's and call make_private again to resume.")
+        raise PrivateCopyError(
+            "a private optimizer cannot be copied or pickled: a copy would hold copies of the "
+            "model's parameters and of the run's session, outside its ledger. Save "
+            "`optimizer.state_dict()` with the model's and call make_private again to resume."
+        )
 
     def __copy__(self):
         self.__reduce_ex__(2)
@@ -393,7 +427,8 @@ class PrivateOptimizer(torch.optim.Optimizer):
             s.ledger.require(1)
             raise CapExceededError(
                 f"`{s.ledger.target}`: no batch drawn by the private loader is waiting for this step; iterate the "
-                "loader make_private returned (each step uses the batch it drew)")
+                "loader make_private returned (each step uses the batch it drew)"
+            )
         # DPS166, before anything is charged or moves: the groups the wrapped optimizer will step
         s.check_stepped_params(self.original_optimizer.param_groups)
         s.check_param_grads()
@@ -443,9 +478,18 @@ class PrivateOptimizer(torch.optim.Optimizer):
         self._session.pending = None
 
 
-def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterion: Callable | None = None,
-                 target: str | None = None, seed: int | None = None, journal=None,
-                 max_physical_batch_size: int | None = None):
+def make_private(
+    compiled,
+    model: nn.Module,
+    optimizer,
+    data_loader,
+    *,
+    criterion: Callable | None = None,
+    target: str | None = None,
+    seed: int | None = None,
+    journal=None,
+    max_physical_batch_size: int | None = None,
+):
     """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
 
     ``compiled``: ``dpspec.compile(spec)`` (``target=`` picks a training when it has several) or the
@@ -476,15 +520,19 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
         if any(id(p) not in ours for g in optimizer.param_groups for p in g["params"]):
             raise UnnoisedParameterError(
                 f"`{mech.name}`: the optimizer holds parameters that are not the model's, which the private step "
-                "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)")
+                "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)"
+            )
     backend = backend_class(mech, model, optimizer, criterion, n, seed)
     if journal is not None:
         mech.ledger.attach_journal(journal)
     bs = getattr(data_loader, "batch_size", None)
     if data_loader is not dataset:
-        warnings.warn(f"make_private draws each step's batch as the certificate of `{mech.name}` says "
-                      f"({backend.describe}); the DataLoader's batch_size={bs}, sampler and shuffle are ignored",
-                      SamplingOverrideWarning, stacklevel=2)
+        warnings.warn(
+            f"make_private draws each step's batch as the certificate of `{mech.name}` says "
+            f"({backend.describe}); the DataLoader's batch_size={bs}, sampler and shuffle are ignored",
+            SamplingOverrideWarning,
+            stacklevel=2,
+        )
     session = _Session(backend, model, criterion, dataset, collate)
     loader = PrivateDataLoader(session)
     if max_physical_batch_size is not None:
@@ -492,5 +540,3 @@ def make_private(compiled, model: nn.Module, optimizer, data_loader, *, criterio
 
         loader = VirtualDataLoader(loader, max_physical_batch_size)
     return PrivateModel(model, session), PrivateOptimizer(backend.inner, session, mech), loader
-
-

@@ -11,4 +11,5 @@ def backend(mech) -> type:
         f"`{mech.name}` is a relational DP-SGD training: its steps are tuples sampled from the degree-capped "
         "graph (positive edges and negatives drawn under the caps K and k), not (x, y) batches of a DataLoader, "
         "and its per-tuple gradients involve two nodes' encodings. Use its own trainer: "
-        "`compiled.mechanism.trainer()` / `.train()` (docs/training.md)")
+        "`compiled.mechanism.trainer()` / `.train()` (docs/training.md)"
+    )

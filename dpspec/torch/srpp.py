@@ -20,14 +20,19 @@ class SrppBackend:
     def __init__(self, mech, model, optimizer, criterion, n: int, seed):
         s = mech.plan.sampling
         if n != s.dataset_size:
-            raise DataMismatchError(f"`{mech.name}`: the data has {n} examples but the certificate assumes "
-                                    f"dataset_size = {s.dataset_size}; recompile with the right size")
+            raise DataMismatchError(
+                f"`{mech.name}`: the data has {n} examples but the certificate assumes "
+                f"dataset_size = {s.dataset_size}; recompile with the right size"
+            )
         o = mech.plan.optimizer
         if optimizer is not None:
-            warnings.warn(f"`{mech.name}` is an SRPP-SGD training: its certificate depends on the optimizer "
-                          f"(SGD, momentum {o.momentum:g}, the certified learning-rate schedule), so the step uses "
-                          f"that optimizer, not the {type(optimizer).__name__} you passed", SamplingOverrideWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"`{mech.name}` is an SRPP-SGD training: its certificate depends on the optimizer "
+                f"(SGD, momentum {o.momentum:g}, the certified learning-rate schedule), so the step uses "
+                f"that optimizer, not the {type(optimizer).__name__} you passed",
+                SamplingOverrideWarning,
+                stacklevel=3,
+            )
         self.mech, self.model, self.criterion, self.n = mech, model, criterion, n
         self.ledger = mech.ledger
         self.opt = mech.optimizer(model, criterion, seed=seed)

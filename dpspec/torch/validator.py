@@ -11,7 +11,8 @@ breaks it:
 * ``InstanceNorm*`` with ``track_running_stats=True`` update running statistics the same way.
 
 :func:`validate` lists them (or raises :class:`ModuleValidationError`); :func:`fix` returns a copy of
-the model with each replaced by a per-example layer (``BatchNorm`` → ``GroupNorm`` — one group for ``BatchNorm1d`` —, as Opacus's
+the model with each replaced by a per-example layer (``BatchNorm`` → ``GroupNorm`` — one group for ``BatchNorm1d``
+—, as Opacus's
 ``ModuleValidator.fix`` does; ``InstanceNorm`` → the same layer without running statistics).
 """
 
@@ -55,9 +56,11 @@ class ModuleValidationError(CertificateGuardError, ValueError):
     def __init__(self, issues: list[ModuleIssue]):
         self.issues = list(issues)
         lines = "\n".join(f"  - {i}" for i in self.issues)
-        super().__init__(f"the model has {len(self.issues)} layer(s) that mix the examples of a batch or store "
-                         f"batch statistics, which the certificate does not cover:\n{lines}\n"
-                         "`dpspec.torch.fix(model)` returns a copy with each replaced (`dpspec rules DPS164`)")
+        super().__init__(
+            f"the model has {len(self.issues)} layer(s) that mix the examples of a batch or store "
+            f"batch statistics, which the certificate does not cover:\n{lines}\n"
+            "`dpspec.torch.fix(model)` returns a copy with each replaced (`dpspec rules DPS164`)"
+        )
 
 
 def _groups(m) -> int:
@@ -80,15 +83,24 @@ def validate(model: nn.Module, *, strict: bool = False) -> list[ModuleIssue]:
     issues = []
     for name, m in model.named_modules():
         if isinstance(m, _BATCHNORM):
-            issues.append(ModuleIssue(name, type(m).__name__,
-                                      "normalises by the statistics of the whole batch (each example's gradient "
-                                      "depends on the others) and stores running statistics of the private data",
-                                      f"nn.GroupNorm({_groups(m)}, {m.num_features})"))
+            issues.append(
+                ModuleIssue(
+                    name,
+                    type(m).__name__,
+                    "normalises by the statistics of the whole batch (each example's gradient "
+                    "depends on the others) and stores running statistics of the private data",
+                    f"nn.GroupNorm({_groups(m)}, {m.num_features})",
+                )
+            )
         elif isinstance(m, _INSTANCENORM) and m.track_running_stats:
-            issues.append(ModuleIssue(name, type(m).__name__,
-                                      "stores running statistics of the private data in the model (no noise covers "
-                                      "them)", f"nn.{type(m).__name__}({m.num_features}, "
-                                      f"affine={m.affine}, track_running_stats=False)"))
+            issues.append(
+                ModuleIssue(
+                    name,
+                    type(m).__name__,
+                    "stores running statistics of the private data in the model (no noise covers them)",
+                    f"nn.{type(m).__name__}({m.num_features}, affine={m.affine}, track_running_stats=False)",
+                )
+            )
     if strict and issues:
         raise ModuleValidationError(issues)
     return issues
