@@ -61,7 +61,10 @@ def binomial_w_inf(n: int, p: Fraction | str, q: Fraction | str) -> int:
     n = int(n)
     if n < 0 or n > MAX_RECORDS:
         raise ValueError(f"n must be in [0, {MAX_RECORDS}], got {n}")
-    p, q = proportion(str(p)) if not isinstance(p, Fraction) else p, proportion(str(q)) if not isinstance(q, Fraction) else q
+    p, q = (
+        proportion(str(p)) if not isinstance(p, Fraction) else p,
+        proportion(str(q)) if not isinstance(q, Fraction) else q,
+    )
     if not (0 <= p <= 1 and 0 <= q <= 1):
         raise ValueError("proportions are in [0, 1]")
     if p > q:
