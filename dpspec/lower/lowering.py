@@ -491,7 +491,9 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting(
             "secret",
             "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
-            "values true/false) or `member(record)` (docs/pufferfish.md)",
+            "values true/false), `member(record)`, or a dataset-level proportion "
+            '(`share = fraction(where = sex == "Female") in {0.45, 0.55}`, attribute privacy of the whole dataset, '
+            "Wasserstein mechanism only) (docs/pufferfish.md)",
             "secret race in {White, Black, Other}",
             True,
         ),
