@@ -6,7 +6,7 @@ The secret is the parameter p of a prior under which the n records are i.i.d.: e
 predicate with probability p, and a record's values given the predicate follow fixed laws P_T, P_F
 (here the data's conditional laws). The count K of records satisfying it is Binomial(n, p).
 
-**Lemma C** (PROOF.md). For a decomposable query f(X) = c·Σ_j g(x_j) and proportions p, p′,
+**Lemma D** (PROOF.md). For a decomposable query f(X) = c·Σ_j g(x_j) and proportions p, p′,
 
     W∞(P_p(f), P_p′(f)) ≤ c · m(n, p, p′) · W∞(P_T(g), P_F(g)),
 

@@ -247,7 +247,7 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
 
 
 def _check_share(r: ir.Release, sc: ir.Scenario, q: ir.BoundedQuery) -> None:
-    """DPS437: a proportion secret is covered by Lemma C only for an aggregate of i.i.d. records (`prior
+    """DPS437: a proportion secret is covered by Lemma D only for an aggregate of i.i.d. records (`prior
     empirical`: the data's conditional laws given the predicate, the proportion as the secret)."""
     if r.output != "aggregate":
         _fail(
@@ -269,7 +269,7 @@ def _check_share(r: ir.Release, sc: ir.Scenario, q: ir.BoundedQuery) -> None:
 
 
 def _share_instances(sc, G, labels, w_norm, pairs, n: int, name: str) -> list[tuple[str, str, str, float, str]]:
-    """Lemma C: per pair (p, p′), m(n, p, p′) · W∞(g | predicate true, g | predicate false), rounded up; the
+    """Lemma D: per pair (p, p′), m(n, p, p′) · W∞(g | predicate true, g | predicate false), rounded up; the
     aggregate factor c is applied by the caller."""
     from dpspec.pufferfish import aggregate as A
     from dpspec.pufferfish.share import MAX_RECORDS, binomial_w_inf
@@ -303,7 +303,7 @@ def _share_instances(sc, G, labels, w_norm, pairs, n: int, name: str) -> list[tu
 
 
 def _share_conditional(instances) -> float:
-    """The conditional W∞ w of Lemma C, carried in each share instance's method text as its last number."""
+    """The conditional W∞ w of Lemma D, carried in each share instance's method text as its last number."""
     return max(float(h.rsplit(" ", 1)[1]) for *_x, h in instances)
 
 
@@ -389,7 +389,7 @@ def _certificate(
         + (["dpspec Lemma B (membership, sum)"] if sec.membership else [])
         + (
             [
-                f"dpspec Lemma C (proportion secret; {ZOC}, §3): W∞ ≤ c · W∞(Binomial(n, p), Binomial(n, p′)) · "
+                f"dpspec Lemma D (proportion secret; {ZOC}, §3): W∞ ≤ c · W∞(Binomial(n, p), Binomial(n, p′)) · "
                 "W∞(a record's answer | predicate true, | false)"
             ]
             if sec.share
@@ -409,7 +409,7 @@ def _certificate(
     if c != 1.0:
         params["aggregate_factor"] = c
         params["w_inf_record"] = W_rec
-    if sec.share:  # Lemma C: each instance is m(n, p, p′) times this conditional W∞ (verify recomputes m)
+    if sec.share:  # Lemma D: each instance is m(n, p, p′) times this conditional W∞ (verify recomputes m)
         params["w_inf_conditional"] = _share_conditional(instances)
     for k, bk in enumerate(b):
         params[f"scale_{k}"] = float(bk)
@@ -497,7 +497,7 @@ def _certificate(
             "W∞ of the answer's conditional laws (ℓ1, coordinates over their ranges)"
             + (
                 f" = {c:.6g} × {W_rec:.6g}, the binomial shift m(n, p, p′) times a record's W∞ between its laws "
-                f"given the predicate, {_share_conditional(instances):.6g} (Lemma C)"
+                f"given the predicate, {_share_conditional(instances):.6g} (Lemma D)"
                 if sec.share
                 else f" = {c:.6g} × the per-record W∞ {W_rec:.6g} (Lemma A)"
                 if c != 1.0

@@ -24,7 +24,7 @@ def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None],
     if inst and W < c * max(inst) * (1 - Fraction(1, 10**12)):
         problem(f"{r.name}: recorded W∞ {float(W):.6g} is below the aggregate factor times the per-instance maximum")
     if "w_inf_conditional" in p:
-        # Lemma C: a proportion secret's instance (p, p′) is m(n, p, p′) · w, m recomputed in exact arithmetic
+        # Lemma D: a proportion secret's instance (p, p′) is m(n, p, p′) · w, m recomputed in exact arithmetic
         from dpspec.pufferfish.share import binomial_w_inf
 
         w = Fraction(p["w_inf_conditional"])
