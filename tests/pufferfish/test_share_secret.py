@@ -212,3 +212,19 @@ def test_distinguishing_attack_respects_the_certificate(shrink):
         assert lower <= eps
     else:
         assert lower > eps
+
+
+def test_a_sum_release_is_bound_to_its_n_and_explicit_pairs_work():
+    from dpspec.compiler import swm_release as S
+    from dpspec.data.bind import load_table
+    from dpspec.mechanisms.ledger import DataMismatchError
+
+    text = chain(query="sum(state, bounds = [0, 1])").replace("pairs  all_distinct", "pairs  [(0.3, 0.5)]")
+    c = compile_text(text)
+    rec = c.certificate.results[0]
+    assert rec.sensitivity.pairs == [("0.3", "0.5")]
+    assert rec.sensitivity.deltas[0] >= binomial_w_inf(60, "0.3", "0.5")  # c = 1: W = m · 1
+    table = load_table(c.spec.ir.scenarios[0].data, None)
+    X, _q = S.build_query(table, c.spec.ir.releases[0].query)
+    with pytest.raises(DataMismatchError):  # m(n, p, p′) depends on n: another n is outside the certificate
+        c.mechanisms["r"].release(X[:30])
