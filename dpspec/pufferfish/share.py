@@ -23,7 +23,7 @@ from fractions import Fraction
 __all__ = ["binomial_w_inf", "proportion"]
 
 #: the largest dataset for which m(n, p, p′) is computed (O(n) big-integer steps of O(n log d) bits)
-MAX_RECORDS = 200_000
+MAX_RECORDS = 100_000
 
 
 def proportion(text: str) -> Fraction:
