@@ -15,7 +15,7 @@ baseline (Ghosh & Kleinberg 2016) is absent: its bound is not stated here from t
 (the paper is not among the project's sources, and its conditions on the influence matrix of a chain
 were not checked), and a baseline whose guarantee is unverified would not be a fair comparison.
 
-Part 3 — dataset-level proportion secrets (attribute privacy, Zhang, Ohrimenko & Cummings 2022):
+Part 4 — dataset-level proportion secrets (attribute privacy, Zhang, Ohrimenko & Cummings 2022):
 the exact binomial shift m(n, p, p′) = W∞(Binomial(n, p), Binomial(n, p′)) of Lemma D against its
 lower bound n·|p − p′| (W∞ ≥ W1), and the Wasserstein release of Cleveland means protecting the
 share of women (0.3 vs 0.35) at ε = 1.
@@ -141,7 +141,7 @@ def share_table(full: bool) -> list[str]:
 
     lines = [
         "",
-        "Part 3: proportion secrets — m(n, p, p′) exact vs the lower bound n·|p − p′|",
+        "Part 4: proportion secrets — m(n, p, p′) exact vs the lower bound n·|p − p′|",
         f"{'n':>7} {'p':>5} {'p′':>5} {'m':>7} {'n|p−p′|':>9} {'m / n|p−p′|':>12}",
     ]
     sizes = (100, 1000, 10000, 32561) if full else (100, 1000, 10000)
@@ -232,8 +232,8 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     print("\n".join(aggregate_table()))
     print("\n".join(markov_table(args.full)))
-    print("\n".join(share_table(args.full)))
     print("\n".join(attack_table(40_000 if args.full else 8_000)))
+    print("\n".join(share_table(args.full)))
     return 0
 
 
