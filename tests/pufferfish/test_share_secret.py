@@ -228,3 +228,66 @@ def test_a_sum_release_is_bound_to_its_n_and_explicit_pairs_work():
     X, _q = S.build_query(table, c.spec.ir.releases[0].query)
     with pytest.raises(DataMismatchError):  # m(n, p, p′) depends on n: another n is outside the certificate
         c.mechanisms["r"].release(X[:30])
+
+
+def _law_of_mean(T, F, n, p):
+    """{value: probability} of the mean of n i.i.d. records, each from T (uniform) with probability p, else from
+    F (uniform) — by enumeration, in exact rationals."""
+    import itertools
+
+    atoms = [(Fraction(t), p / len(T)) for t in T] + [(Fraction(f), (1 - p) / len(F)) for f in F]
+    law: dict[Fraction, Fraction] = {}
+    for combo in itertools.product(atoms, repeat=n):
+        v = sum(a for a, _w in combo) / n
+        pr = math.prod(w for _a, w in combo)
+        if pr:
+            law[v] = law.get(v, Fraction(0)) + pr
+    return law
+
+
+def _w_inf_laws(a: dict, b: dict) -> Fraction:
+    """W∞ of two finite laws on ℝ: sup over the merged CDF levels of the quantile difference (exact)."""
+
+    def cdf(law):
+        xs = sorted(law)
+        acc, out = Fraction(0), []
+        for x in xs:
+            acc += law[x]
+            out.append((acc, x))
+        return out
+
+    ca, cb = cdf(a), cdf(b)
+
+    def q(c, t):
+        return next(x for v, x in c if v >= t)
+
+    return max(abs(q(ca, t) - q(cb, t)) for t in {v for v, _ in ca + cb if v > 0})
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    T=st.lists(st.integers(0, 10), min_size=1, max_size=3),
+    F=st.lists(st.integers(0, 10), min_size=1, max_size=3),
+    n=st.integers(1, 4),
+    a=st.integers(0, 10),
+    b=st.integers(0, 10),
+)
+def test_lemma_d_bounds_the_exact_w_inf_of_the_mean(T, F, n, a, b):
+    """Lemma D against an exact enumeration of the aggregate's two laws (independent of the coupling argument):
+    W∞(mean | p, mean | p′) ≤ (1/n) · m(n, p, p′) · W∞(T, F)."""
+    from dpspec.pufferfish.wasserstein import w_inf_1d
+
+    p, q = Fraction(a, 10), Fraction(b, 10)
+    exact = _w_inf_laws(_law_of_mean(T, F, n, p), _law_of_mean(T, F, n, q))
+    w = Fraction(w_inf_1d(T, F))  # integers: exact
+    assert exact <= Fraction(binomial_w_inf(n, p, q), n) * w
+    if set(T) == {1} and set(F) == {0}:  # the predicate's indicator: equality
+        assert exact == Fraction(binomial_w_inf(n, p, q), n)
+
+
+@pytest.mark.parametrize("n", [1, 3, 6])
+def test_lemma_d_is_exact_for_the_indicator(n):
+    for a, b in (("0.1", "0.3"), ("0.45", "0.55"), ("0", "1")):
+        p, q = Fraction(a), Fraction(b)
+        exact = _w_inf_laws(_law_of_mean([1], [0], n, p), _law_of_mean([1], [0], n, q))
+        assert exact == Fraction(binomial_w_inf(n, p, q), n)
