@@ -238,7 +238,12 @@ def language_markdown() -> str:
         "### `secret`",
         "",
         "`secret race in {White, Black, Other}`, `secret quantile_bins(G3, bins = 5)`, or "
-        "`secret race` (values read from the data).",
+        "`secret race` (values read from the data); a predicate on a record, `secret disease = num > 0` "
+        "(values true/false); membership, `secret member(record)`; or a secret about the whole dataset, "
+        '`secret share = fraction(where = sex == "Female") in {0.45, 0.55}` — the proportion of records '
+        "satisfying the predicate is one of the listed values (attribute privacy, Zhang, Ohrimenko & Cummings "
+        "2022; `mechanism wasserstein`, `output aggregate`, `prior empirical` read as i.i.d. records; "
+        "`specs/group_share_attribute.dps`, docs/pufferfish.md).",
         "",
         "### `pairs`",
         "",

@@ -72,6 +72,13 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
             sec,
             hint="use `mechanism wasserstein` with `query sum(...)` and `output aggregate`",
         )
+    if sec.share:
+        _fail(
+            "DPS437",
+            "a proportion secret (about the whole dataset) is released by the Wasserstein mechanism",
+            sec,
+            hint="use `mechanism wasserstein` with `output aggregate` and `prior empirical`",
+        )
     if sec.predicate is not None:
         return _predicate_labels(table, sec)
     if sec.attribute not in table.columns:

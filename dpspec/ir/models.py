@@ -153,7 +153,10 @@ class Secret(Node):
     """The secret: the value of ``attribute`` for the protected individual(s).
 
     ``values`` lists the secret's values; with ``quantile_bins`` the secret is the bin of a numeric
-    column (e.g. the grade quintile), and values are ``q1`` … ``qB``.
+    column (e.g. the grade quintile), and values are ``q1`` … ``qB``. With ``share`` the secret is
+    about the dataset as a whole (``secret share = fraction(where = sex == "Female") in {0.45, 0.55}``,
+    attribute privacy of Zhang, Ohrimenko & Cummings 2022): the proportion of records satisfying
+    ``predicate``, whose candidate values (decimal text) are ``values``.
     """
 
     attribute: str
@@ -161,6 +164,7 @@ class Secret(Node):
     quantile_bins: int | None = None
     predicate: SecretPredicate | None = None
     membership: bool = False
+    share: bool = False
 
 
 class AllDistinctPairs(Node):

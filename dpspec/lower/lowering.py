@@ -491,7 +491,9 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting(
             "secret",
             "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
-            "values true/false) or `member(record)` (docs/pufferfish.md)",
+            "values true/false), `member(record)`, or a dataset-level proportion "
+            '(`share = fraction(where = sex == "Female") in {0.45, 0.55}`, attribute privacy of the whole dataset, '
+            "Wasserstein mechanism only) (docs/pufferfish.md)",
             "secret race in {White, Black, Other}",
             True,
         ),
@@ -1308,34 +1310,88 @@ def secret(r: Reporter, v):
     )
 
 
+def _share_secret(r: Reporter, v: ast.Definition):
+    """``secret share = fraction(where = sex == "Female") in {0.45, 0.55}``: a dataset-level secret, the
+    proportion of records satisfying a predicate (Zhang, Ohrimenko & Cummings 2022); its values are the
+    candidate proportions, each in [0, 1], as decimal text."""
+    c = v.value
+    call = c.element
+    where = [k for k in call.kwargs if k.name == "where" and k.op == "="]
+    if call.args or len(call.kwargs) != 1 or not where or not isinstance(where[0].value, ast.Comparison):
+        return r.error(
+            "DPS104",
+            "a proportion secret is `fraction(where = column op value)`",
+            sp(call),
+            hint='write `secret share = fraction(where = sex == "Female") in {0.45, 0.55}`',
+        )
+    pred = _comparison_predicate(r, where[0].value)
+    vals = (
+        V.numbers(r, c.collection)
+        if V.items_of(c.collection) is not None
+        else r.error(
+            "DPS104",
+            f"expected the candidate proportions as a set, found {ast.describe(c.collection)}",
+            sp(c.collection),
+            hint="write `in {0.45, 0.55}`",
+        )
+    )
+    if FAIL in (pred, vals):
+        return FAIL
+    texts = tuple(dict.fromkeys(repr(float(x)) for x in vals))
+    if len(texts) < 2 or not all(0.0 <= float(x) <= 1.0 for x in vals):
+        return r.error(
+            "DPS104",
+            "a proportion secret needs at least two distinct proportions, each in [0, 1]",
+            sp(c.collection),
+            hint="write `in {0.45, 0.55}`",
+        )
+    return build(
+        ir.Secret,
+        sp(v),
+        {"attribute": v.name_span, "predicate": sp(call), "values": sp(c.collection)},
+        attribute=v.name,
+        values=texts,
+        predicate=pred,
+        share=True,
+    )
+
+
+def _comparison_predicate(r: Reporter, c: ast.Comparison):
+    col = (
+        V.label(r, c.left)
+        if isinstance(c.left, (ast.Ident, ast.String))
+        else r.error(
+            "DPS104",
+            f"the left side of a secret's predicate is a column, found {ast.describe(c.left)}",
+            sp(c.left),
+            hint="write `secret disease = num > 0`",
+        )
+    )
+    if c.op in ("==", "!="):
+        thr = V.label(r, c.right)
+    else:
+        thr = V.number(r, c.right, "a number such as 0")
+    if FAIL in (col, thr):
+        return FAIL
+    return build(
+        ir.SecretPredicate,
+        sp(c),
+        {"column": sp(c.left), "threshold": sp(c.right)},
+        column=col,
+        op=c.op,
+        threshold=thr,
+    )
+
+
 def _predicate_secret(r: Reporter, v: ast.Definition):
     """``secret disease = num > 0`` (or ``= col in {a, b}``): a binary secret, values true/false."""
     c = v.value
+    if isinstance(c, ast.Membership) and isinstance(c.element, ast.Call) and c.element.name == "fraction":
+        return _share_secret(r, v)
     if isinstance(c, ast.Comparison):
-        col = (
-            V.label(r, c.left)
-            if isinstance(c.left, (ast.Ident, ast.String))
-            else r.error(
-                "DPS104",
-                f"the left side of a secret's predicate is a column, found {ast.describe(c.left)}",
-                sp(c.left),
-                hint="write `secret disease = num > 0`",
-            )
-        )
-        if c.op in ("==", "!="):
-            thr = V.label(r, c.right)
-        else:
-            thr = V.number(r, c.right, "a number such as 0")
-        if FAIL in (col, thr):
+        pred = _comparison_predicate(r, c)
+        if pred is FAIL:
             return FAIL
-        pred = build(
-            ir.SecretPredicate,
-            sp(c),
-            {"column": sp(c.left), "threshold": sp(c.right)},
-            column=col,
-            op=c.op,
-            threshold=thr,
-        )
     elif isinstance(c, ast.Membership):
         col = V.label(r, c.element)
         members = (

@@ -39,8 +39,23 @@ release r {
 }
 """
 
+SHARE = """
+scenario s {
+  data   synthetic(generator = markov_chain, size = 60, seed = 2)
+  secret share = fraction(where = state == 1) in {0.3, 0.5}
+  prior  empirical
+}
+release r {
+  protect   s
+  mechanism wasserstein
+  output    aggregate
+  query     mean(state, bounds = [0, 1])
+  guarantee pufferfish(epsilon = 1)
+}
+"""
 
-@pytest.mark.parametrize("text", [GROUPS, CHAIN], ids=["wasserstein", "markov_quilt"])
+
+@pytest.mark.parametrize("text", [GROUPS, CHAIN, SHARE], ids=["wasserstein", "markov_quilt", "proportion_secret"])
 def test_certified_noise_passes_and_a_tenth_of_it_is_caught(text):
     c = dpspec.compile(dpspec.loads(text, name="t.dps"))
     ok = audit(c, trials=3000, seed=1, runtime=False)

@@ -30,7 +30,11 @@ def _rebuild(ctx: AuditContext):
     if sc.secret.membership:
         raise AuditError("membership secrets are not audited yet")
     table = load_table(sc.data, ctx.data)
-    labels, values = S._secret_labels(table, sc)
+    if sc.secret.share:  # a proportion secret: the records' predicate labels; the secret values are proportions
+        labels, _tf = S._predicate_labels(table, sc.secret)
+        values = tuple(sc.secret.values)
+    else:
+        labels, values = S._secret_labels(table, sc)
     X, query = S.build_query(table, rel.query)
     return rel, sc, X, labels, values, query
 
@@ -53,12 +57,17 @@ class PufferfishLaplaceAudit(AuditTarget):
         self.query, self.X, self.labels = query, X, labels
         self.groups = any(isinstance(w, ir.GroupsWorld) for w in sc.worlds)
         self.aggregate = rel.output == "aggregate" and not self.groups
+        self.share = bool(sc.secret.share)
         G = np.asarray(query.per_record(X), float)
         w = 1.0 / (self.scales / max(float(np.max(self.scales)), 1e-300))  # ∝ 1/range: the calibration's norm
         best = (-1.0, None, None)
         pairs = {tuple(map(str, q)) for q in ctx.record.sensitivity.pairs}
         for a, b in pairs:
-            if self.groups:
+            if self.share:  # Lemma D: the pair's W∞ is m(n, p, p′) times a constant
+                from dpspec.pufferfish.share import binomial_w_inf
+
+                d = float(binomial_w_inf(len(X), a, b))
+            elif self.groups:
                 d = float(np.sum(w * np.abs(query(X[labels == a]) - query(X[labels == b]))))
             else:
                 d = A.weighted_l1_w_inf(G[labels == a], G[labels == b], w)[0]
@@ -71,6 +80,11 @@ class PufferfishLaplaceAudit(AuditTarget):
         self.Zj = self._laws(self.sj, max_components, rng)
 
     def _dataset(self, s, rng) -> np.ndarray:
+        if self.share:  # θ_p: n i.i.d. records, each on the predicate's true side with probability p
+            n = len(self.X)
+            T, F = self.X[self.labels == "true"], self.X[self.labels == "false"]
+            k = int(rng.binomial(n, float(s)))
+            return np.vstack([T[rng.integers(0, len(T), k)], F[rng.integers(0, len(F), n - k)]])
         own = self.X[self.labels == s]
         if self.groups:
             return own
@@ -98,7 +112,9 @@ class PufferfishLaplaceAudit(AuditTarget):
 
     def neighbours(self) -> str:
         how = (
-            "the secret's whole group"
+            "n i.i.d. records whose predicate holds with the secret proportion"
+            if self.share
+            else "the secret's whole group"
             if self.groups
             else "the protected record from the secret's class and n − 1 records from the data"
             if self.aggregate

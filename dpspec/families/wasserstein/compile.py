@@ -30,6 +30,7 @@ from dpspec.ir import models as ir
 
 SONG = "Song, Wang & Chaudhuri 2017"
 KM = "Kifer & Machanavajjhala 2014"
+ZOC = "Zhang, Ohrimenko & Cummings 2022"
 QUERIES = ("mean", "sum", "histogram")
 
 NOTION_TEXT = (
@@ -126,7 +127,11 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
     n = int(X.shape[0])
     w_norm, ranges = _weights(q, query)
     sec = sc.secret
-    if sec.membership:
+    if sec.share:
+        _check_share(r, sc, q)
+        labels, _tf = S._predicate_labels(table, sec)
+        values = tuple(sec.values)
+    elif sec.membership:
         labels, values = np.array([], dtype=object), ("in", "out")
     else:
         labels, values = S._secret_labels(table, sc)
@@ -179,6 +184,9 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
                 pf.ProductFamilyWorld(G, labels, ranges=S.prior_ranges(w, values), secret_values=values, name=name)
             except ValueError as e:
                 _fail("DPS434", str(e), w, hint="give ranges in [0, 1] that some distribution satisfies")
+        if sec.share:
+            instances.extend(_share_instances(sc, G, labels, w_norm, pairs, n, name))
+            continue
         if sec.membership:
             if isinstance(w, ir.BalancedWorld):
                 _fail("DPS433", "a membership secret has no balanced subsample", w, hint="use `prior empirical`")
@@ -232,10 +240,71 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
         query,
         tuple(float(x) for x in b),
         output=r.output,
-        records=n if c < 1.0 else None,
+        records=n if (c < 1.0 or sec.share) else None,  # Lemma D depends on n even for a sum
         epsilon=eps,
         name=r.name,
     )
+
+
+def _check_share(r: ir.Release, sc: ir.Scenario, q: ir.BoundedQuery) -> None:
+    """DPS437: a proportion secret is covered by Lemma D only for an aggregate of i.i.d. records (`prior
+    empirical`: the data's conditional laws given the predicate, the proportion as the secret)."""
+    if r.output != "aggregate":
+        _fail(
+            "DPS437",
+            "a proportion secret is about the whole dataset, so only an aggregate release can protect it",
+            r,
+            "output",
+            hint="write `output aggregate`",
+        )
+    for w in sc.worlds:
+        if not isinstance(w, ir.EmpiricalWorld):
+            _fail(
+                "DPS437",
+                f"a proportion secret is protected under i.i.d. records (`prior empirical`), not `{_name(w)}`",
+                w,
+                hint="write `prior empirical`: records i.i.d., the proportion is the secret, a record's values "
+                "given the predicate as in the data",
+            )
+
+
+def _share_instances(sc, G, labels, w_norm, pairs, n: int, name: str) -> list[tuple[str, str, str, float, str]]:
+    """Lemma D: per pair (p, p′), m(n, p, p′) · W∞(g | predicate true, g | predicate false), rounded up; the
+    aggregate factor c is applied by the caller."""
+    from dpspec.pufferfish import aggregate as A
+    from dpspec.pufferfish.share import MAX_RECORDS, binomial_w_inf
+
+    sec = sc.secret
+    t, f = G[labels == "true"], G[labels == "false"]
+    if len(t) == 0 or len(f) == 0:
+        _fail(
+            "DPS437",
+            f"the data has no record where the predicate of `{sec.attribute}` is "
+            f"{'true' if len(t) == 0 else 'false'}, so its conditional law is not defined",
+            sec,
+            "predicate",
+            hint="choose a predicate that some records satisfy and some do not",
+        )
+    if n > MAX_RECORDS:
+        _fail(
+            "DPS437",
+            f"a proportion secret's exact binomial W∞ is computed up to {MAX_RECORDS} records, the data has {n}",
+            sc,
+            "data",
+            hint="release a sample of the data",
+        )
+    w_rec, how = A.weighted_l1_w_inf(t, f, w_norm)
+    out = []
+    for a, b in pairs:
+        m = binomial_w_inf(n, str(a), str(b))
+        v = A._round_up(m * w_rec, 1) if m else 0.0
+        out.append((name, str(a), str(b), v, f"binomial shift × {how} W∞ {w_rec!r}"))
+    return out
+
+
+def _share_conditional(instances) -> float:
+    """The conditional W∞ w of Lemma D, carried in each share instance's method text as its last number."""
+    return max(float(h.rsplit(" ", 1)[1]) for *_x, h in instances)
 
 
 def _name(w) -> str:
@@ -278,7 +347,13 @@ def _certificate(
     from dpspec.compiler import swm_release as S
 
     sec = sc.secret
-    if sec.membership:
+    if sec.share:
+        what = (
+            f"the dataset-level secret `{sec.attribute}`: the proportion of records for which "
+            f"{S.predicate_text(sec.predicate)}, one of {{{', '.join(map(str, values))}}} (attribute privacy of the "
+            "whole dataset, not of one record)"
+        )
+    elif sec.membership:
         what = "whether the protected record is in the dataset (membership)"
     elif sec.predicate is not None:
         what = f"the secret `{sec.attribute}` (whether {S.predicate_text(sec.predicate)}: true or false) of one record"
@@ -308,10 +383,18 @@ def _certificate(
         theorems=[f"{SONG}, §3 (Wasserstein mechanism), in the weighted ℓ1 norm (PROOF.md, Theorem W)"]
         + (
             [f"dpspec Lemma A (aggregate of independent records: W∞ ≤ c·per-record W∞, c = {c:.6g}); {KM}, §7"]
-            if c != 1.0
+            if c != 1.0 and not sec.share
             else []
         )
-        + (["dpspec Lemma B (membership, sum)"] if sec.membership else []),
+        + (["dpspec Lemma B (membership, sum)"] if sec.membership else [])
+        + (
+            [
+                f"dpspec Lemma D (proportion secret; {ZOC}, §3): W∞ ≤ c · W∞(Binomial(n, p), Binomial(n, p′)) · "
+                "W∞(a record's answer | predicate true, | false)"
+            ]
+            if sec.share
+            else []
+        ),
         pairs_notion="pufferfish",
         reading="exact: every prior's conditional laws are finite and enumerated (no sampling, no PAC failure)",
     )
@@ -326,6 +409,8 @@ def _certificate(
     if c != 1.0:
         params["aggregate_factor"] = c
         params["w_inf_record"] = W_rec
+    if sec.share:  # Lemma D: each instance is m(n, p, p′) times this conditional W∞ (verify recomputes m)
+        params["w_inf_conditional"] = _share_conditional(instances)
     for k, bk in enumerate(b):
         params[f"scale_{k}"] = float(bk)
     mech = MechanismRecord(
@@ -349,8 +434,11 @@ def _certificate(
                 "the adversary's prior is one of the declared priors: "
                 + "; ".join(world_names)
                 + (
-                    " — under each, the records are independent and a record's values given its secret follow the "
-                    "data's conditional law"
+                    " — the records are i.i.d.: each satisfies the predicate with the secret probability p, and its "
+                    "values given the predicate follow the data's conditional law (the dataset size n is public)"
+                    if sec.share
+                    else " — under each, the records are independent and a record's values given its secret follow "
+                    "the data's conditional law"
                     if any(isinstance(w, S.RECORD_WORLDS) for w in sc.worlds)
                     else ""
                 )
@@ -389,7 +477,8 @@ def _certificate(
         data_source=sc.data.model_dump_json(exclude={"span", "field_spans"}),
         data_sha256=fingerprint(*([X, labels] if len(labels) else [X])),
         records=n,
-        secrets={str(v): int(np.sum(labels == v)) for v in values} if len(labels) else {},
+        # a proportion secret's class counts would state the secret itself: never recorded
+        secrets={str(v): int(np.sum(labels == v)) for v in values} if len(labels) and not sec.share else {},
         worlds=world_names,
         pairs=[(str(a), str(bb)) for a, bb in pairs],
     )
@@ -406,7 +495,14 @@ def _certificate(
         sensitivity=W,
         derivation=(
             "W∞ of the answer's conditional laws (ℓ1, coordinates over their ranges)"
-            + (f" = {c:.6g} × the per-record W∞ {W_rec:.6g} (Lemma A)" if c != 1.0 else "")
+            + (
+                f" = {c:.6g} × {W_rec:.6g}, the binomial shift m(n, p, p′) times a record's W∞ between its laws "
+                f"given the predicate, {_share_conditional(instances):.6g} (Lemma D)"
+                if sec.share
+                else f" = {c:.6g} × the per-record W∞ {W_rec:.6g} (Lemma A)"
+                if c != 1.0
+                else ""
+            )
         ),
         dataset_size=n,
         data=binding_text(sc.data),

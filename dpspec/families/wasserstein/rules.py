@@ -143,3 +143,19 @@ register_front_end(
     "Mechanism accounts for that correlation. Its states must cover the data's, its matrices must be stochastic "
     "and k × k, and a reversible class needs both min_stationary and max_eigenvalue.",
 )
+
+
+_SHARE = "fraction(where = group == A) in {0.45, 0.55}"
+register_front_end(
+    "DPS437",
+    "a dataset-level proportion secret outside the derivation of Lemma D",
+    "compile",
+    bad=spec(secret=f"share = {_SHARE}", output="per_record"),
+    good=spec(secret=f"share = {_SHARE}"),
+    explanation='A proportion secret (`secret share = fraction(where = sex == "Female") in {0.45, 0.55}`) is '
+    "about the whole dataset. Its bound (Lemma D of the Wasserstein PROOF.md: c · W∞(Binomial(n, p), "
+    "Binomial(n, p′)) · a record's W∞ between its laws given the predicate) holds for an aggregate release "
+    "(`output aggregate`) of mean, sum or histogram by the Wasserstein mechanism, under `prior empirical` read as "
+    "i.i.d. records whose predicate holds with the secret probability; the data must have records on both sides "
+    "of the predicate. Other mechanisms, priors and per-record releases are refused.",
+)

@@ -23,6 +23,20 @@ def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None],
     inst = [Fraction(row[0]) for row in sv.instance_deltas]
     if inst and W < c * max(inst) * (1 - Fraction(1, 10**12)):
         problem(f"{r.name}: recorded W∞ {float(W):.6g} is below the aggregate factor times the per-instance maximum")
+    if "w_inf_conditional" in p:
+        # Lemma D: a proportion secret's instance (p, p′) is m(n, p, p′) · w, m recomputed in exact arithmetic
+        from dpspec.pufferfish.share import binomial_w_inf
+
+        w = Fraction(p["w_inf_conditional"])
+        pairs = list(sv.pairs or [])
+        if not pairs or len(inst) % len(pairs):
+            problem(f"{r.name}: the instances do not match the proportion secret's pairs")
+            return
+        for i, v in enumerate(inst):
+            a, b = pairs[i % len(pairs)]
+            m = binomial_w_inf(int(sv.records), str(a), str(b))
+            if v < m * w * (1 - Fraction(1, 10**12)):
+                problem(f"{r.name}: instance ({a}, {b}) is below m(n, p, p′) = {m} times the conditional W∞")
     if q.function == "histogram":
         ranges = [Fraction(1)] * int(p["dimension"])
     else:
