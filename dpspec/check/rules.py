@@ -1021,7 +1021,7 @@ def check_query_options(ctx: Context):
     good=_SPLIT_GOOD,
     explanation="`split` shares the composition's target among its parts and calibrates them jointly: every "
     "part must be a release whose mechanism takes a share, the target must be "
-    "dp(epsilon = …, delta = …), and `weights(…)` needs one positive weight per part.",
+    "dp(epsilon = …, delta = …), and `weights [w1, …]` needs one positive weight per part.",
 )
 def check_split(ctx: Context):
     from dpspec.families import FAMILIES

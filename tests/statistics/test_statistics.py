@@ -167,7 +167,9 @@ def _normalised_cost(c):
     return out
 
 
-@pytest.mark.parametrize("split", ["evenly", "optimal", "weights(1, 1, 2, 2, 1, 1, 1)"])
+@pytest.mark.parametrize(
+    "split", ["evenly", "optimal", "weights(1, 1, 2, 2, 1, 1, 1)", "weights [1, 1, 2, 2, 1, 1, 1]"]
+)
 def test_the_split_meets_the_target_within_one_percent(split):
     c = _compile(SURVEY.replace("SPLIT", split))
     comp = next(r for r in c.certificate.results if r.kind == "compose")
@@ -265,6 +267,16 @@ BAD = [
     (
         UNIT + "release a { query count() }\ncompose c { parts [a]  guarantee dp(epsilon = 1, delta = 1e-6)  "
         "split weights(1, 2) }",
+        "DPS151",
+    ),
+    (
+        UNIT + "release a { query count() }\ncompose c { parts [a]  guarantee dp(epsilon = 1, delta = 1e-6)  "
+        "split weights [1, 2] }",
+        "DPS151",
+    ),
+    (
+        UNIT + "release a { query count() }\ncompose c { parts [a]  guarantee dp(epsilon = 1, delta = 1e-6)  "
+        "split weights [] }",
         "DPS151",
     ),
     (
