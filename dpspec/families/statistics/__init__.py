@@ -16,10 +16,10 @@ def docs() -> list[str]:
         "data that dpspec evaluates itself: it filters, groups and clamps, so Δ is derived, never declared. Unit: "
         "`record` with add/remove. Each certificate records the noise distribution and its 95 % error bound "
         "(`explain` prints them; `release()` returns them in its report). `release(data)` takes a dict of columns, "
-        "a pandas or polars DataFrame, a polars LazyFrame, which is aggregated out of core by polars' streaming "
-        "engine (counts, and sums of integer values, exactly as in memory; other queries collect the frame), or a "
-        "Dask DataFrame, aggregated partition by partition (every query; counts, exact sums and quantile "
-        "utilities combined across partitions: the in-memory results bit for bit).",
+        "a pandas or polars DataFrame, a polars LazyFrame, which is evaluated out of core by polars' streaming "
+        "engine (counts and integer sums aggregated in the engine; float sums, means and quantiles batch by "
+        "batch), or a Dask DataFrame, evaluated partition by partition; both give the in-memory results bit for "
+        "bit (integer counts, exact sums rounded once, quantile utilities, combined across partitions).",
         "",
         "| query | one record moves | noise |",
         "|---|---|---|",

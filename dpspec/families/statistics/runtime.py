@@ -7,7 +7,7 @@ the partition-selection threshold all come from the certificate's ``mechanism.pa
 
 ``release(data)`` reads the data (a dpspec ``Table``, a dict of columns, a pandas or polars DataFrame, a
 polars LazyFrame — aggregated out of core where that is exact, see ``_evaluate_lazy`` —, a Dask DataFrame —
-aggregated out of core partition by partition, exactly, see ``dask_eval`` — or nothing for the
+aggregated out of core partition by partition, exactly, see ``outofcore`` — or nothing for the
 data bound at compile time), keeps the rows the filter keeps, clamps every value of the column
 to [lo, hi] (a missing value becomes the bound nearest 0; discrete noise: rounded to an integer inside
 the bounds), evaluates the query per declared key (rows of other groups are dropped: a record then
@@ -424,13 +424,17 @@ class StatisticRelease:
         """Evaluate the certified query on ``data`` (omitted: the data bound at compile time), add the
         certified noise; once per object. ``DataMismatchError`` (nothing charged) for data the certificate
         does not describe; ``BudgetExceededError`` on a second call."""
-        from dpspec.families.statistics import dask_eval
+        from dpspec.families.statistics import outofcore
 
         lazy = self.plan.evaluate_lazy(data, self.name) if _is_lazy(data) else None  # out of core (polars)
+        if lazy is None and _is_lazy(data) and hasattr(data, "collect_batches"):
+            # the queries polars' engine cannot aggregate exactly (float sums, means, quantiles, …): its
+            # streaming batches, aggregated exactly one by one
+            lazy = _Aggregated(*outofcore.evaluate_batches(self.plan, data, self.data_name or self.name))
         if lazy is not None:
             table, source = lazy, "a polars LazyFrame, aggregated out of core"
-        elif dask_eval.is_dask(data):  # out of core (Dask), partition by partition
-            lazy = _Aggregated(*dask_eval.evaluate(self.plan, data, self.data_name or self.name))
+        elif outofcore.is_dask(data):  # out of core (Dask), partition by partition
+            lazy = _Aggregated(*outofcore.evaluate(self.plan, data, self.data_name or self.name))
             table, source = lazy, "a Dask DataFrame, aggregated out of core"
         else:
             table, source = self._table(data)

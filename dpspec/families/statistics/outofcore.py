@@ -1,7 +1,8 @@
-"""Out of core on a Dask DataFrame: the certified query evaluated partition by partition, equal to the
-in-memory path.
+"""Out of core: the certified query evaluated partition by partition — the partitions of a Dask DataFrame
+(in parallel, on Dask's scheduler) or the batches of a polars LazyFrame's streaming engine
+(``collect_batches``) — equal to the in-memory path.
 
-Each partition (a pandas DataFrame) is read with the in-memory path's own functions (``as_table``, then
+Each partition (a pandas or polars DataFrame) is read with the in-memory path's own functions (``as_table``, then
 ``StatisticPlan._mask``, ``_groups`` and ``values``: the same filter, declared-key selection, clamping,
 rounding and missing-value rule), and reduced to aggregates that combine *exactly* across partitions:
 
@@ -88,7 +89,26 @@ def evaluate(plan, ddf, name: str):
     for c in plan.columns_read():
         if c not in ddf.columns:
             raise DataMismatchError(f"`{name}` reads column `{c}`, which the data does not have [DPS148]")
-    parts = dask.compute(*[dask.delayed(_partition)(plan, p, name) for p in ddf.to_delayed()])
+    cols = list(plan.columns_read()) or list(ddf.columns[:1])  # a plain count reads the rows only
+    parts = dask.compute(*[dask.delayed(_partition)(plan, p, name) for p in ddf[cols].to_delayed()])
+    return combine(plan, parts)
+
+
+def evaluate_batches(plan, lf, name: str, chunk_size: int = 1 << 20):
+    """(rows, aggregates) of the query on a polars LazyFrame, streamed in batches of ``chunk_size`` rows
+    (polars' ``collect_batches``; only the columns the query reads), as :func:`evaluate`."""
+    schema = lf.collect_schema()
+    for c in plan.columns_read():
+        if c not in schema:
+            raise DataMismatchError(f"`{name}` reads column `{c}`, which the data does not have [DPS148]")
+    cols = list(plan.columns_read())
+    src = lf.select(cols) if cols else lf.with_row_index("_row").select("_row")  # a plain count: the rows only
+    parts = [_partition(plan, b, name) for b in src.collect_batches(chunk_size=chunk_size)]
+    return combine(plan, parts)
+
+
+def combine(plan, parts):
+    """The partitions' aggregates combined exactly (module doc)."""
     rows = sum(p[0] for p in parts)
     clamped = sum(int(p[2]) for p in parts)
     missing = sum(int(p[3]) for p in parts)
