@@ -1102,15 +1102,15 @@ def check_split_part_guarantee(ctx: Context):
     "release r { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }",
     good='privacy people { unit record  data csv("adult/adult.data", schema = adult) }\n'
     "release r { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }",
-    explanation="A named schema fixes the columns of a file and which are numbers; an unknown schema name, a "
-    "query column the schema does not have, or a categorical column read as numbers is an error "
-    "found without reading the data.",
+    explanation="A named schema fixes the columns of a file and which are numbers; an unknown schema name (on a "
+    "privacy unit's or a Pufferfish scenario's data), a query column the schema does not have, or a categorical "
+    "column read as numbers is an error found without reading the data.",
 )
 def check_schema(ctx: Context):
     from dpspec.data.bind import SCHEMAS, schema_columns
 
-    for d in ctx.spec.units:
-        b = d.data
+    for d in (*ctx.spec.units, *ctx.spec.scenarios):  # a privacy unit's data, and a Pufferfish scenario's
+        b = getattr(d, "data", None)
         if isinstance(b, ir.CsvData) and b.schema_name is not None and b.schema_name not in SCHEMAS:
             yield diag(
                 "DPS153",

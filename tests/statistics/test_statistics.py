@@ -449,3 +449,14 @@ def test_a_polars_lazyframe_is_aggregated_out_of_core_with_the_in_memory_results
             outs.append((v, rep.rows, rep.clamped, rep.missing))
         assert outs[0] == outs[1], q
         assert "out of core" in rep.data_source  # every case, the fractional one batch by batch
+
+
+def test_an_unknown_schema_on_a_scenarios_data_is_a_check_error():
+    from dpspec.check.rules_pufferfish import spec
+
+    good = spec().replace("synthetic(generator = secret_groups, size = 600, seed = 1)", 'csv("x.csv", schema = adult)')
+    bad = good.replace("schema = adult", "schema = adultt")
+    assert not [d for d in dpspec.loads(good).diagnostics if "unknown schema" in d.message]
+    s = dpspec.loads(bad)  # no data is read: `check` alone
+    d = [d for d in s.diagnostics if d.rule == "DPS153" and "unknown schema `adultt`" in d.message]
+    assert len(d) == 1 and d[0].span is not None and "adult" in d[0].hint and not s.ok
