@@ -33,6 +33,7 @@ rounded up (a larger k only moves mass up).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -41,19 +42,26 @@ from ._pld_pmf import StepPmf, U, _from_tail_sums
 _UP = 1e-12  # relative round-up of every tail sum
 
 
-def _grid(eps: float, d: float) -> tuple[int, np.ndarray]:
-    """(j_lo, e_{j-1} for j = j_lo..j_hi): the grid points from the rounded-up -eps to the rounded-up eps."""
-    j_lo = math.ceil(-eps / d - 1e-12)
-    j_hi = math.ceil(eps / d - 1e-12)
+def _grid(ratio: float, d: float) -> tuple[int, float, np.ndarray]:
+    """(j_lo, eps_hi, e_{j-1} for j = j_lo..j_hi) for a pair whose losses lie in [-eps, eps], eps the real
+    number ``ratio`` (Delta/b) approximates: eps_lo <= eps <= eps_hi (one float step either side), j_lo the
+    smallest j with j d >= -eps_lo and j_hi the smallest with j d >= eps_hi, both decided in exact rational
+    arithmetic on the float d the composition uses. Then e_{j_lo - 1} < -eps (tail 1, all mass above it),
+    e_{j_hi} >= eps (the atom at eps is never rounded down), and every other e_{j-1} lies in [-eps, eps_hi),
+    where the tail formulas hold or (in [eps, eps_hi)) overstate the tail."""
+    eps_lo, eps_hi = math.nextafter(ratio, 0.0), math.nextafter(ratio, math.inf)
+    fd = Fraction(d)
+    j_lo = math.ceil(Fraction(-eps_lo) / fd)
+    j_hi = math.ceil(Fraction(eps_hi) / fd)
     if (j_hi - j_lo + 2) > (1 << 22):
         raise ValueError("the loss grid is too fine for this epsilon")
     j = np.arange(j_lo, j_hi + 1, dtype=float)
-    return j_lo, (j - 1) * d
+    return j_lo, eps_hi, (j - 1) * d
 
 
 def _pmf(j_lo: int, tails: np.ndarray, d: float) -> StepPmf:
     up = np.minimum(tails * (1 + _UP), 1.0)
-    up[0] = 1.0  # every loss is >= -eps > e_{j_lo - 1}
+    up[0] = 1.0  # every loss is >= -eps > e_{j_lo - 1} (exactly: ``_grid``)
     probs = _from_tail_sums(up, 0.0)
     return StepPmf(
         d=d,
@@ -69,12 +77,13 @@ def _pmf(j_lo: int, tails: np.ndarray, d: float) -> StepPmf:
 
 
 def laplace_pmf(eps: float, d: float) -> StepPmf:
-    """The rounded-up PMF of the Laplace pair with Delta/b = ``eps`` on the grid i*d (module doc)."""
+    """The rounded-up PMF of the Laplace pair with Delta/b = ``eps`` on the grid i*d (module doc); the tail
+    1 - exp(-(eps - l)/2)/2 is evaluated with eps_hi >= eps (it grows with eps)."""
     if not (eps > 0 and math.isfinite(eps)):
         raise ValueError(f"epsilon must be positive and finite, got {eps!r}")
-    j_lo, lprev = _grid(eps, d)
-    tails = np.where(lprev < -eps, 1.0, np.where(lprev >= eps, 0.0, -0.5 * np.expm1(-(eps - lprev) / 2) + 0.5))
-    return _pmf(j_lo, tails, d)
+    j_lo, eps_hi, lprev = _grid(eps, d)
+    tails = -0.5 * np.expm1(-(eps_hi - lprev) / 2) + 0.5
+    return _pmf(j_lo, np.minimum(tails, 1.0), d)
 
 
 def discrete_laplace_pmf(t: float, sensitivity: int, d: float) -> StepPmf:
@@ -84,17 +93,15 @@ def discrete_laplace_pmf(t: float, sensitivity: int, d: float) -> StepPmf:
     dl = int(sensitivity)
     if dl != sensitivity or dl < 1:
         raise ValueError(f"the discrete Laplace shift must be a positive integer, got {sensitivity!r}")
-    eps = math.nextafter(dl / t, math.inf)
-    j_lo, lprev = _grid(eps, d)
+    j_lo, _, lprev = _grid(dl / t, d)
     x = (dl - lprev * t) / 2
     k = np.floor(x + 1e-9 * max(1.0, dl))  # >= the largest integer < x (rounded up: mass only moves up)
     r = math.exp(-1 / t)
     with np.errstate(over="ignore", under="ignore"):
-        below = np.exp(-k / t) / (1 + r)  # k < 0 (only reached through rounding): P(X <= k) = r^{-k}/(1+r)
+        below = np.exp(k / t) / (1 + r)  # k < 0 (only reached through rounding): P(X <= k) = r^{|k|}/(1+r)
         above = 1 - np.exp(-(k + 1) / t) / (1 + r)
     cdf = np.where(k >= 0, above, below)
-    tails = np.where(lprev < -eps, 1.0, np.where(lprev >= eps, 0.0, cdf))
-    return _pmf(j_lo, np.minimum(tails, 1.0), d)
+    return _pmf(j_lo, np.minimum(np.maximum(cdf, 0.0), 1.0), d)
 
 
 def pure_pmf(eps: float, d: float) -> StepPmf:
