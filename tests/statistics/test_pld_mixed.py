@@ -157,3 +157,20 @@ def test_laplace_pmfs_round_every_loss_up(eps, d, sens):
                 lp = mp.mpf(float(losses[j - 1]))  # tail at e_j = P(L > e_{j-1}) of the exact pair
                 ex = 1 if lp < -eps else (0 if lp >= eps else exact(lp))
                 assert tails[j] >= float(ex) * (1 - 1e-14), (j, float(lp))
+
+
+def test_pure_parts_at_a_large_delta_get_more_than_their_even_share():
+    rels = "".join(f"release r{i} {{ mechanism laplace  query count() }}\n" for i in range(8))
+    parts = ", ".join(f"r{i}" for i in range(8))
+    text = UNIT + rels + f"compose c {{ parts [{parts}]  guarantee dp(epsilon = 2, delta = 1e-3)  split evenly }}"
+    c = dpspec.compile(dpspec.loads(text))
+    comp = c.certificate.results[-1]
+    shares = [r.guarantee.epsilon for r in c.certificate.results[:-1]]
+    assert 0.99 * 2 <= comp.guarantee.epsilon <= 2
+    assert min(shares) > 1.05 * 2 / 8  # basic composition would give 0.25 each
+    assert comp.mechanism.parameters["basic_epsilon"] > 2  # which these shares would exceed
+    # the PLD bound agrees with dp_accounting on the same Laplace pairs
+    from dp_accounting.pld import privacy_loss_distribution as P
+
+    opt = P.from_laplace_mechanism(1 / shares[0], pessimistic_estimate=False).self_compose(8)
+    assert comp.guarantee.epsilon >= opt.get_epsilon_for_delta(1e-3) - 1e-12

@@ -622,7 +622,7 @@ def composed_bounds(parts: list[tuple], delta: float) -> tuple[float, float]:
     if rest < 0 or (mus and rest <= 0):
         return math.inf, math.inf
     basic = A.compose(pure, mus, rest)
-    if len(parts) < 2 and not any(p[3] is not None for p in parts) or rest <= 0:
+    if (len(parts) < 2 and not any(p[3] is not None for p in parts)) or rest <= 0:  # nothing to compose
         return basic, math.inf
     sel = [p for p in parts if float(p[7]) > 0]
     pairs = [q for p in parts if float(p[7]) == 0 for q in A.pld_pairs(p[0], p[1], p[2], p[3], p[4], float(p[5]))]
