@@ -155,7 +155,13 @@ def language_markdown() -> str:
             lines.append(f"| `{name}` | {args or '—'} | {doc} | `{ex}` |")
         return lines + [""]
 
-    out += ["## Values of settings", "", "`?` marks an optional argument. A bare name is a call with no arguments.", ""]
+    out += [
+        "## Values of settings",
+        "",
+        "`?` marks an optional argument. A bare name is a call with no arguments. A setting's value written "
+        "`name [a, b, …]` is the call `name([a, b, …])` (`split weights [1, 1, 2]` is `split weights(1, 1, 2)`).",
+        "",
+    ]
     out += table(
         "`guarantee`",
         GUARANTEES,

@@ -38,6 +38,7 @@ Relational DP-SGD: :func:`coupled_sampling_rdp`, :func:`coupled_sampling_rdp_sta
 :func:`relational_accountants`, :func:`calibrate_relational_sigma`, :func:`certify_relational`.
 PLD (privacy-loss distributions, pessimistic with a stated error bound): :class:`Pld`,
 :class:`PldResult`, :class:`PldCurve`, :func:`pld_gaussian`, :func:`pld_dpsgd`,
+:func:`pld_laplace` (Laplace and discrete Laplace), :func:`pld_pure` (any ε-DP step),
 :func:`pld_compose`, :func:`pld_epsilon`, :func:`calibrate_pld_sigma`,
 :func:`pld_group_lemma_epsilon`.
 Private selection (tuning): :class:`RunCount`, :func:`candidate_envelope`, :func:`selection_dp`,
@@ -69,6 +70,8 @@ from .pld import (  # PLD accounting (dominating pairs, Zhu-Dong-Wang 2022; CTD,
     pld_dpsgd,
     pld_epsilon,
     pld_gaussian,
+    pld_laplace,
+    pld_pure,
 )
 from .pld_calibrate import calibrate_pld_sigma
 from .pld_group import pld_group_lemma_epsilon  # group lemma comparison (Vadhan 2017 Lemma 2.2)
@@ -102,6 +105,8 @@ __all__ = [
     "pld_epsilon",
     "pld_gaussian",
     "pld_group_lemma_epsilon",
+    "pld_laplace",
+    "pld_pure",
     "DpResult",
     "RunCount",
     "SelectionResult",

@@ -26,6 +26,9 @@ Pairs implemented (sigma = noise multiplier, per-element clip norm / sensitivity
   b/N with sensitivity 2 (Schuchardt et al. 2024 Thm F.3: the conditional-coupling argument
   uses only joint convexity, which H_alpha has).
 * Poisson group of K elements: see :mod:`dpspec.accounting.pld_group`.
+* Laplace (scale b, shift Delta) and discrete Laplace (scale t, integer shift Delta; Delta = 1:
+  randomized response, which dominates every eps-DP mechanism): see ``_pld_laplace`` (their
+  losses are rounded up to the grid, a dominating discretisation, instead of connect-the-dots).
 
 Discretisation and error (see ``_pld_pmf`` and ``_pld_fft`` for the proofs):
 
@@ -103,6 +106,16 @@ THEOREM_WOR_AR = (
     "rate b/N, sensitivity 2 (Schuchardt et al. 2024 Thm F.3 with the "
     "hockey-stick divergence)"
 )
+THEOREM_LAPLACE = (
+    "Laplace mechanism, pair (Lap(0,b), Lap(Delta,b)) (Dwork & Roth 2014 Thm 3.6; "
+    "PLD: Koskela, Jaelkoe & Honkela 2020 §6), losses rounded up to the grid"
+)
+THEOREM_DLAPLACE = (
+    "discrete Laplace pair (DLap(0,t), DLap(Delta,t)) on the integers (Ghosh, Roughgarden & "
+    "Sundararajan 2009; Delta = 1: randomized response, dominating every (1/t)-DP mechanism, "
+    "Kairouz, Oh & Viswanath 2015 Thm 2.4), losses rounded up to the grid"
+)
+PURE_KINDS = ("laplace", "discrete_laplace")
 METHOD_CTD = (
     "pessimistic connect-the-dots discretisation (Doroshenko et al. 2022 Alg. 1) "
     "on the loss grid i*d with float errors rounded up; composition by an "
@@ -124,7 +137,9 @@ class PldStep:
 
     kind: "gaussian" (Delta = ``shift``), "poisson" (rate ``rate``, group ``group_size``,
     shift 1 per element), "wor_substitution" (rate gamma = b/N, shift 2),
-    "wor" (add/remove, rate b/N, shift 2).
+    "wor" (add/remove, rate b/N, shift 2), "laplace" (scale b = ``sigma``, Delta = ``shift``),
+    "discrete_laplace" (scale t = ``sigma``, integer Delta = ``shift``; Delta = 1 is randomized
+    response, the dominating pair of any (1/t)-DP mechanism): see ``_pld_laplace``.
     """
 
     kind: str
@@ -136,19 +151,25 @@ class PldStep:
 
     @property
     def symmetric(self) -> bool:
-        return self.kind in ("gaussian", "wor_substitution") or (self.kind in ("poisson", "wor") and self.rate == 1.0)
+        return self.kind in ("gaussian", "wor_substitution", *PURE_KINDS) or (
+            self.kind in ("poisson", "wor") and self.rate == 1.0
+        )
 
     @property
     def gaussian_shift(self) -> float | None:
         """Delta/sigma if this step is an unsubsampled Gaussian (exactly GDP), else None."""
         if self.kind == "gaussian":
             return self.shift / self.sigma
+        if self.kind in PURE_KINDS:
+            return None
         if self.rate == 1.0:
             return self.shift * self.group_size / self.sigma
         return None
 
     @property
     def theorem(self) -> str:
+        if self.kind in PURE_KINDS:
+            return THEOREM_LAPLACE if self.kind == "laplace" else THEOREM_DLAPLACE
         if self.kind == "gaussian" or self.gaussian_shift is not None:
             return THEOREM_GAUSSIAN
         if self.kind == "poisson":
@@ -182,6 +203,11 @@ class PldStep:
 
 @functools.lru_cache(maxsize=8)
 def _pmfs_cached(kind, sigma, rate, shift, group_size, d, tail):
+    if kind in PURE_KINDS:
+        from ._pld_laplace import discrete_laplace_pmf, laplace_pmf
+
+        p = laplace_pmf(shift / sigma, d) if kind == "laplace" else discrete_laplace_pmf(sigma, int(shift), d)
+        return p, p
     step = PldStep(kind, sigma, 1, rate, shift, group_size)
     lw = step.log_weights()
     mu = shift / sigma
@@ -660,6 +686,11 @@ def _loss_variance(step: PldStep, direction: str) -> float:
     """Var_P[L] of one step's pair (Gauss-Hermite, 80 nodes per mixture component)."""
     from ._pld_pmf import _g
 
+    if step.kind in PURE_KINDS:
+        from ._pld_laplace import laplace_loss_variance
+
+        return laplace_loss_variance(step.shift / step.sigma)
+
     lw = step.log_weights()
     keep = np.isfinite(lw)
     mu = step.shift / step.sigma
@@ -701,6 +732,26 @@ def pld_gaussian(sigma, sensitivity=1.0, steps=1, relation="add_remove", discret
     if not isinstance(relation, str) or not relation:
         raise ValueError(f"relation must be a non-empty string, got {relation!r}")
     return Pld(steps=(PldStep("gaussian", s, t, 1.0, dl, 1),), relation=relation, discretization=_disc(discretization))
+
+
+def pld_laplace(scale, sensitivity=1.0, steps=1, discrete=False, discretization=None) -> Pld:
+    """The Laplace mechanism (scale b, sensitivity Delta: eps = Delta/b) composed ``steps`` times;
+    ``discrete``: the discrete Laplace mechanism (scale t, integer Delta) on integer answers."""
+    b = V.real("scale", scale, lo=0.0, lo_open=True)
+    dl = V.real("sensitivity", sensitivity, lo=0.0, lo_open=True)
+    t = V.integer("steps", steps, lo=0)
+    if discrete and not float(dl).is_integer():
+        raise ValueError(f"the discrete Laplace sensitivity must be an integer, got {sensitivity!r}")
+    kind = "discrete_laplace" if discrete else "laplace"
+    return Pld(steps=(PldStep(kind, b, t, 1.0, dl, 1),), relation="add_remove", discretization=_disc(discretization))
+
+
+def pld_pure(epsilon, steps=1, discretization=None) -> Pld:
+    """Any epsilon-DP mechanism, by its dominating pair randomized response (Kairouz, Oh &
+    Viswanath 2015 Thm 2.4): the discrete Laplace pair with Delta = 1, t <= 1/epsilon."""
+    e = V.real("epsilon", epsilon, lo=0.0, lo_open=True)
+    t = 1.0 / math.nextafter(e, math.inf) * (1 - 1e-15)
+    return pld_laplace(t, 1, steps, discrete=True, discretization=discretization)
 
 
 def dpsgd_step(sigma, rate, steps, sampling="poisson", group_size=1, dataset_size=None):

@@ -1021,7 +1021,7 @@ def check_query_options(ctx: Context):
     good=_SPLIT_GOOD,
     explanation="`split` shares the composition's target among its parts and calibrates them jointly: every "
     "part must be a release whose mechanism takes a share, the target must be "
-    "dp(epsilon = …, delta = …), and `weights(…)` needs one positive weight per part.",
+    "dp(epsilon = …, delta = …), and `weights [w1, …]` needs one positive weight per part.",
 )
 def check_split(ctx: Context):
     from dpspec.families import FAMILIES
@@ -1102,15 +1102,15 @@ def check_split_part_guarantee(ctx: Context):
     "release r { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }",
     good='privacy people { unit record  data csv("adult/adult.data", schema = adult) }\n'
     "release r { query count()  guarantee dp(epsilon = 1, delta = 1e-6) }",
-    explanation="A named schema fixes the columns of a file and which are numbers; an unknown schema name, a "
-    "query column the schema does not have, or a categorical column read as numbers is an error "
-    "found without reading the data.",
+    explanation="A named schema fixes the columns of a file and which are numbers; an unknown schema name (on a "
+    "privacy unit's or a Pufferfish scenario's data), a query column the schema does not have, or a categorical "
+    "column read as numbers is an error found without reading the data.",
 )
 def check_schema(ctx: Context):
     from dpspec.data.bind import SCHEMAS, schema_columns
 
-    for d in ctx.spec.units:
-        b = d.data
+    for d in (*ctx.spec.units, *ctx.spec.scenarios):  # a privacy unit's data, and a Pufferfish scenario's
+        b = getattr(d, "data", None)
         if isinstance(b, ir.CsvData) and b.schema_name is not None and b.schema_name not in SCHEMAS:
             yield diag(
                 "DPS153",

@@ -609,7 +609,7 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting("guarantee", "the guarantee of the whole", "guarantee dp(delta = 1e-6)", True),
         Setting(
             "split",
-            "share the guarantee among the parts, calibrated jointly: evenly, weights(…) or optimal",
+            "share the guarantee among the parts, calibrated jointly: evenly, weights [w1, …] or optimal",
             "split optimal",
         ),
         Setting("description", "free text", 'description "..."'),
@@ -1088,7 +1088,8 @@ def _kind_node(r: Reporter, v, table, what, cls):
 
 
 def budget_split(r: Reporter, v):
-    """``evenly``, ``optimal`` or ``weights [w1, w2, …]`` (one positive weight per part)."""
+    """``evenly``, ``optimal`` or ``weights [w1, w2, …]`` (one positive weight per part; the parser reads it as the
+    call ``weights([w1, w2, …])``; ``weights(w1, w2, …)`` is the same)."""
     if isinstance(v, ast.Ident) and v.name in ("evenly", "optimal"):
         return build(ir.BudgetSplit, sp(v), {}, kind=v.name)
     if isinstance(v, ast.Call) and v.name == "weights" and v.args and not v.kwargs:
@@ -1101,9 +1102,9 @@ def budget_split(r: Reporter, v):
         )
     return r.error(
         "DPS104",
-        f"expected `evenly`, `optimal` or `weights(…)`, found {ast.describe(v)}",
+        f"expected `evenly`, `optimal` or `weights [w1, …]`, found {ast.describe(v)}",
         sp(v),
-        hint="write `split evenly`, `split optimal` or `split weights(1, 1, 2)` (one weight per part)",
+        hint="write `split evenly`, `split optimal` or `split weights [1, 1, 2]` (one weight per part)",
     )
 
 

@@ -329,7 +329,8 @@ class _Parser:
             self.i += 1
             val = self.entry_block(k) if self.at_entry_block() else self.setting_value()
             out.append(ast.Entry(self.value(k), val, self.span_between(k, self.i - 1), self.tok_span(k)))
-            if isinstance(val, ast.Membership) and self.is_keyword("in"):
+            listed = isinstance(val, ast.Call) and kinds[self.i - 1] == "RSQB"  # `weights [1, 2]`
+            if (isinstance(val, ast.Membership) or listed) and self.is_keyword("in"):
                 # the grammar's LALR lexer reads `in` after any complete value as the keyword,
                 # so `a x in s in t` is an error, not a setting named `in`
                 raise _Stop(
@@ -367,12 +368,17 @@ class _Parser:
         return ast.NamedBlock("", entries, self.span_between(key, c), self.tok_span(key))
 
     def setting_value(self):
-        """``value: primary | primary "in" primary | IDENT "=" condition``."""
+        """``value: primary | primary "in" primary | IDENT "=" condition | IDENT list``."""
         first = self.i
         if self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "EQUAL":
             self.i += 2
             cond = self.condition()
             return ast.Definition(self.value(first), cond, self.span_between(first, self.i - 1), self.tok_span(first))
+        if self.kind() == "IDENT" and self.i + 1 < self.hi and self.kinds[self.i + 1] == "LSQB":
+            # `split weights [1, 1, 2]`: the call weights([1, 1, 2]) (a setting's value only)
+            self.i += 1
+            lst = ast.ListLit(*self.items("LSQB"))
+            return ast.Call(self.value(first), (lst,), (), self.span_between(first, self.i - 1), self.tok_span(first))
         p = self.primary()
         if self.is_keyword("in"):
             self.i += 1

@@ -90,6 +90,10 @@ class _Builder:
                     else:
                         args.append(self.value(a))
             return ast.Call(str(c[0]), tuple(args), tuple(kwargs), sp, self.span(c[0]))
+        if d == "call_list":  # `weights [1, 2]`: a call with the list as its one argument
+            b = c[1]  # the `list` rule
+            lst = ast.ListLit(self.items(b.children[0] if b.children else None), self.span(b))
+            return ast.Call(str(c[0]), (lst,), (), sp, self.span(c[0]))
         if d == "named_block":
             return ast.NamedBlock(str(c[0]), tuple(self.entry(e) for e in c[1:]), sp, self.span(c[0]))
         if d == "set":

@@ -73,8 +73,12 @@ def _primary(depth: int):
     return st.one_of(leaf, bracketed("{", "}"), bracketed("[", "]"), call, tup, named)
 
 
-_entry = st.builds(lambda k, v, m: f"{k} {v}" + (f" in {m}" if m else ""), idents, _primary(2),
-                   st.one_of(st.none(), _primary(1)))
+_entry = st.one_of(
+    st.builds(lambda k, v, m: f"{k} {v}" + (f" in {m}" if m else ""), idents, _primary(2),
+              st.one_of(st.none(), _primary(1))),
+    # a setting whose value is `name [items]` (`split weights [1, 2]`)
+    st.builds(lambda k, n, xs: f"{k} {n} [" + ", ".join(xs) + "]", idents, plain_idents,
+              st.lists(_primary(1), max_size=3)))
 _block = st.builds(lambda k, n, es: f"{k} {n} {{ " + "  ".join(es) + " }", plain_idents, idents,
                    st.lists(_entry, max_size=4))
 _use = st.builds(lambda s: f"use {s}", strings)

@@ -167,7 +167,9 @@ def _normalised_cost(c):
     return out
 
 
-@pytest.mark.parametrize("split", ["evenly", "optimal", "weights(1, 1, 2, 2, 1, 1, 1)"])
+@pytest.mark.parametrize(
+    "split", ["evenly", "optimal", "weights(1, 1, 2, 2, 1, 1, 1)", "weights [1, 1, 2, 2, 1, 1, 1]"]
+)
 def test_the_split_meets_the_target_within_one_percent(split):
     c = _compile(SURVEY.replace("SPLIT", split))
     comp = next(r for r in c.certificate.results if r.kind == "compose")
@@ -265,6 +267,16 @@ BAD = [
     (
         UNIT + "release a { query count() }\ncompose c { parts [a]  guarantee dp(epsilon = 1, delta = 1e-6)  "
         "split weights(1, 2) }",
+        "DPS151",
+    ),
+    (
+        UNIT + "release a { query count() }\ncompose c { parts [a]  guarantee dp(epsilon = 1, delta = 1e-6)  "
+        "split weights [1, 2] }",
+        "DPS151",
+    ),
+    (
+        UNIT + "release a { query count() }\ncompose c { parts [a]  guarantee dp(epsilon = 1, delta = 1e-6)  "
+        "split weights [] }",
         "DPS151",
     ),
     (
@@ -426,7 +438,7 @@ def test_a_polars_lazyframe_is_aggregated_out_of_core_with_the_in_memory_results
         "count(by = race, where = age >= 40)",
         'sum(hours, bounds = [0, 50], by = sex, keys = ["Male", "Female"], where = age < 60)',
         "mean(age, bounds = [17, 90])",
-        "sum(hours, bounds = [0.5, 50.5])",  # a fractional value after clamping: evaluated in memory
+        "sum(hours, bounds = [0.5, 50.5])",  # a fractional value after clamping: streamed batch by batch
     ]
     for q in cases:
         text = UNIT + f"release a {{ mechanism laplace  query {q}  guarantee dp(epsilon = 1, delta = 1e-6) }}"
@@ -436,4 +448,15 @@ def test_a_polars_lazyframe_is_aggregated_out_of_core_with_the_in_memory_results
             v, rep = c.mechanism.release(frame, rng=11)
             outs.append((v, rep.rows, rep.clamped, rep.missing))
         assert outs[0] == outs[1], q
-        assert ("out of core" in rep.data_source) == ("0.5" not in q)  # the fractional case is collected
+        assert "out of core" in rep.data_source  # every case, the fractional one batch by batch
+
+
+def test_an_unknown_schema_on_a_scenarios_data_is_a_check_error():
+    from dpspec.check.rules_pufferfish import spec
+
+    good = spec().replace("synthetic(generator = secret_groups, size = 600, seed = 1)", 'csv("x.csv", schema = adult)')
+    bad = good.replace("schema = adult", "schema = adultt")
+    assert not [d for d in dpspec.loads(good).diagnostics if "unknown schema" in d.message]
+    s = dpspec.loads(bad)  # no data is read: `check` alone
+    d = [d for d in s.diagnostics if d.rule == "DPS153" and "unknown schema `adultt`" in d.message]
+    assert len(d) == 1 and d[0].span is not None and "adult" in d[0].hint and not s.ok

@@ -20,7 +20,9 @@ with shift Δ, and its privacy is that of the pair (M(0), M(Δ)):
 
 Composition (``compose … split``): the pure parts add (Dwork & Roth 2014, Thm 3.16), the μ-GDP parts
 compose to √(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3), and a pure ε_P part composed with an (ε_G,
-δ)-DP part is (ε_P + ε_G, δ)-DP (Dwork & Roth Thm 3.16 again). Every ε returned is rounded up.
+δ)-DP part is (ε_P + ε_G, δ)-DP (Dwork & Roth Thm 3.16 again). Every ε returned is rounded up. A second,
+usually tighter bound composes the parts' dominating pairs by PLD (``pld_pairs``, ``pld_compose``; Zhu, Dong
+& Wang 2022 Thm 10); the composition certifies the smaller (PROOF.md §3.5).
 
 Accuracy: each release's 95 % bound is the smallest a with P(|noise| > a) ≤ 0.05 for one coordinate
 (OpenDP's ``summarize(alpha = 0.05)`` reports the same quantity): Laplace b·ln(20); discrete Laplace
@@ -105,6 +107,43 @@ def discrete_gaussian(sigma_cont: float, sensitivity: int) -> tuple[float, float
             continue
         return sigma, mu
     raise ArithmeticError(f"the discrete Gaussian with σ ≈ {sigma_cont:.3g} could not be certified μ-GDP")
+
+
+def pld_pairs(noise: str, scale: float, sensitivity: float, count_scale=None, count_sensitivity=None, pure_eps=0.0):
+    """The dominating pairs (kind, scale, shift) of one release's pure noise for PLD composition: the Laplace
+    pair (Lap(0, b), Lap(Δ, b)), the discrete Laplace pair with integer Δ, and randomized response with ε
+    (the discrete Laplace pair with Δ = 1, t ≤ 1/ε) for the exponential mechanism (any ε-DP mechanism:
+    Kairouz, Oh & Viswanath 2015, Thm 2.4); a noisy-denominator mean adds its count's pair."""
+    if noise in PURE:
+        out = [(noise, float(scale), float(sensitivity))]
+        if count_scale is not None:
+            out.append((noise, float(count_scale), float(count_sensitivity or 1.0)))
+        if noise == "discrete_laplace" and not all(float(s).is_integer() for _, _, s in out):
+            return [("discrete_laplace", 1.0 / math.nextafter(pure_eps, math.inf) * (1 - 1e-15), 1.0)]
+        return out
+    if pure_eps > 0:
+        return [("discrete_laplace", 1.0 / math.nextafter(pure_eps, math.inf) * (1 - 1e-15), 1.0)]
+    return []
+
+
+def pld_compose(pairs: list[tuple[str, float, float]], mus: list[float], delta: float) -> float:
+    """Certified ε at δ of the pure pairs and the μ-GDP parts (one Gaussian pair with μ = √Σμ_i², Dong, Roth
+    & Su 2022 Cor. 3.3) composed adaptively by PLD accounting: dominating pairs compose (Zhu, Dong & Wang
+    2022 Thm 10); each pair is discretised pessimistically (losses rounded up for the Laplace pairs,
+    connect-the-dots for the Gaussian one) and the FFT, window and float errors are added to δ
+    (``dpspec.accounting.pld``). inf where the accountant cannot certify."""
+    from dpspec.accounting.pld import Pld, PldStep
+
+    steps = [PldStep(kind, b, 1, 1.0, sens, 1) for kind, b, sens in pairs]
+    if mus:
+        mu = math.sqrt(math.fsum(m * m for m in mus)) * (1 + 1e-15)
+        steps.append(PldStep("gaussian", 1.0, 1, 1.0, mu, 1))
+    if not steps or not delta > 0:
+        return math.inf
+    try:
+        return float(Pld(steps=tuple(steps), relation="add_remove").epsilon(delta).epsilon)
+    except (ArithmeticError, ValueError, RuntimeError):
+        return math.inf
 
 
 def compose(pure_eps: list[float], mus: list[float], delta: float) -> float:

@@ -63,6 +63,7 @@ THEOREMS = {
     "thresholded Laplace count: a key present in one neighbour only is released with probability ≤ δ)",
     "basic": "Dwork & Roth 2014, Thm 3.16 (basic composition: ε and δ add)",
     "gdp": "Dong, Roth & Su 2022, Cor. 3.3 (μ_i-GDP parts compose to √(Σ μ_i²)-GDP)",
+    "pld": "Zhu, Dong & Wang 2022, Thm 10 (dominating pairs compose; PLD by FFT, dpspec.accounting.pld)",
 }
 
 
@@ -588,17 +589,53 @@ def compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
 # --- composition ------------------------------------------------------------------------------------
 
 
-def composed_epsilon(parts: list[TargetCertificate], delta: float) -> float:
-    """Certified ε at δ of the parts' adaptive composition (accountant.compose): pure parts add, μ-GDP parts
-    combine, partition-selection δs are spent first; inf when δ does not cover them."""
-    ps = [p.mechanism.parameters for p in parts]
-    pure = [float(p["pure_epsilon"]) for p in ps]
-    mus = [float(p["gdp_mu"]) for p in ps if float(p["gdp_mu"]) > 0]
-    spent = math.fsum(float(p["approx_delta"]) for p in ps)
+def part_numbers(p) -> tuple:
+    """(noise, scale, Δ, count scale, count Δ, pure ε, μ, selection δ) of a part's certificate parameters
+    (a dict) or of its design (attributes)."""
+    keys = (
+        "noise",
+        "scale",
+        "sensitivity",
+        "count_scale",
+        "count_sensitivity",
+        "pure_epsilon",
+        "gdp_mu",
+        "approx_delta",
+    )
+    if isinstance(p, dict):
+        return tuple(p.get(k) for k in keys)
+    return (p.noise, p.scale, p.sensitivity, p.count_scale, p.count_sensitivity, p.pure_eps, p.mu, p.approx_delta)
+
+
+def composed_bounds(parts: list[tuple], delta: float) -> tuple[float, float]:
+    """(basic, PLD): two certified ε at δ of the parts' adaptive composition (``part_numbers`` tuples);
+    inf when δ does not cover the partition selections.
+
+    basic: pure parts add, μ-GDP parts combine, partition-selection δs are spent first (accountant.compose).
+    PLD: the parts without partition selection by PLD composition of their dominating pairs at δ less the
+    selection δs (accountant.pld_compose), then the selection parts (ε_i, δ_i) added by basic composition
+    (Dwork & Roth 2014, Thm 3.16). Both are upper bounds; the certificate takes the smaller."""
+    pure = [float(p[5]) for p in parts]
+    mus = [float(p[6]) for p in parts if float(p[6]) > 0]
+    spent = math.fsum(float(p[7]) for p in parts)
     rest = delta - spent * (1 + 1e-12)
     if rest < 0 or (mus and rest <= 0):
-        return math.inf
-    return A.compose(pure, mus, rest)
+        return math.inf, math.inf
+    basic = A.compose(pure, mus, rest)
+    if (len(parts) < 2 and not any(p[3] is not None for p in parts)) or rest <= 0:  # nothing to compose
+        return basic, math.inf
+    sel = [p for p in parts if float(p[7]) > 0]
+    pairs = [q for p in parts if float(p[7]) == 0 for q in A.pld_pairs(p[0], p[1], p[2], p[3], p[4], float(p[5]))]
+    pld = A.pld_compose(pairs, mus, rest) if pairs or mus else 0.0
+    if sel and math.isfinite(pld):
+        pld = math.nextafter(pld + math.fsum(float(p[5]) for p in sel), math.inf)
+    return basic, pld
+
+
+def composed_epsilon(parts: list[TargetCertificate], delta: float) -> float:
+    """Certified ε at δ of the parts' adaptive composition: the smaller of the basic and the PLD bound
+    (``composed_bounds``); inf when δ does not cover the partition selections."""
+    return min(composed_bounds([part_numbers(p.mechanism.parameters) for p in parts], delta))
 
 
 def compose(c: ir.Composition, parts) -> TargetCertificate:
@@ -632,7 +669,8 @@ def compose(c: ir.Composition, parts) -> TargetCertificate:
             "guarantee",
             hint="give the parts smaller budgets, or let `split` share the target among them",
         )
-    theorems = [THEOREMS["basic"], THEOREMS["gdp"]]
+    theorems = [THEOREMS["basic"], THEOREMS["gdp"], THEOREMS["pld"]]
+    basic, pld = composed_bounds([part_numbers(r.mechanism.parameters) for r in recs], float(g.delta))
     split = f"; budget split {c.split.kind}" if c.split is not None else ""
     shares = ", ".join(f"{r.name}: ε = {r.guarantee.epsilon:.4g}" for r in recs)
     return TargetCertificate(
@@ -643,7 +681,13 @@ def compose(c: ir.Composition, parts) -> TargetCertificate:
         mechanism=MechanismRecord(
             name="composition",
             description="sequential composition of " + ", ".join(c.parts) + split,
-            parameters={"parts": ",".join(c.parts), "shares": shares},
+            parameters={
+                "parts": ",".join(c.parts),
+                "shares": shares,
+                "basic_epsilon": basic,
+                "pld_epsilon": pld if math.isfinite(pld) else "n/a",
+                "accounting": "pld" if pld < basic else "basic",
+            },
             calibrated=c.split is not None,
         ),
         guarantee=GuaranteeRecord(target=_target(g), dp=points, epsilon=eps, delta=g.delta, theorems=theorems),
@@ -656,8 +700,11 @@ def compose(c: ir.Composition, parts) -> TargetCertificate:
             )
         ],
         numerics=Numerics(
-            method="pure parts: ε add (rounded up); μ-GDP parts: μ = √Σμ_i², analytic Gaussian ε(δ) "
-            "at δ less the selection δs",
+            method="the smaller of two certified bounds: (basic) pure parts: ε add (rounded up); μ-GDP parts: "
+            "μ = √Σμ_i², analytic Gaussian ε(δ) at δ less the selection δs; (PLD) the parts' dominating pairs "
+            "(Laplace, discrete Laplace, randomized response for other pure parts, one Gaussian pair for the "
+            "μ-GDP parts) composed by FFT with pessimistic discretisation, all errors added to δ, at δ less the "
+            "selection δs, plus the selection parts' ε",
             abs_error_bound=GR.ABS_ERROR,
             alpha_grid="none",
             conversion=theorems[0],

@@ -6,7 +6,8 @@ the partition-selection threshold all come from the certificate's ``mechanism.pa
 ``query`` record, never from the data or the caller.
 
 ``release(data)`` reads the data (a dpspec ``Table``, a dict of columns, a pandas or polars DataFrame, a
-polars LazyFrame — aggregated out of core where that is exact, see ``_evaluate_lazy`` — or nothing for the
+polars LazyFrame — aggregated out of core where that is exact, see ``_evaluate_lazy`` —, a Dask DataFrame —
+aggregated out of core partition by partition, exactly, see ``outofcore`` — or nothing for the
 data bound at compile time), keeps the rows the filter keeps, clamps every value of the column
 to [lo, hi] (a missing value becomes the bound nearest 0; discrete noise: rounded to an integer inside
 the bounds), evaluates the query per declared key (rows of other groups are dropped: a record then
@@ -423,9 +424,18 @@ class StatisticRelease:
         """Evaluate the certified query on ``data`` (omitted: the data bound at compile time), add the
         certified noise; once per object. ``DataMismatchError`` (nothing charged) for data the certificate
         does not describe; ``BudgetExceededError`` on a second call."""
+        from dpspec.families.statistics import outofcore
+
         lazy = self.plan.evaluate_lazy(data, self.name) if _is_lazy(data) else None  # out of core (polars)
+        if lazy is None and _is_lazy(data) and hasattr(data, "collect_batches"):
+            # the queries polars' engine cannot aggregate exactly (float sums, means, quantiles, …): its
+            # streaming batches, aggregated exactly one by one
+            lazy = _Aggregated(*outofcore.evaluate_batches(self.plan, data, self.data_name or self.name))
         if lazy is not None:
             table, source = lazy, "a polars LazyFrame, aggregated out of core"
+        elif outofcore.is_dask(data):  # out of core (Dask), partition by partition
+            lazy = _Aggregated(*outofcore.evaluate(self.plan, data, self.data_name or self.name))
+            table, source = lazy, "a Dask DataFrame, aggregated out of core"
         else:
             table, source = self._table(data)
             self.plan.check(table, self.name)
@@ -502,10 +512,10 @@ class StatisticRelease:
         in [lo, hi]: utility u(c) = −|#{x < c} − q n|, which one record moves by at most 1, sampled with
         probability ∝ exp(ε u / 2)."""
         p = self.plan
-        cand, u, clamped, missing = p.quantile_utility(table)
+        cand, u, clamped, missing = table.result if isinstance(table, _Aggregated) else p.quantile_utility(table)
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         j = int(np.argmax(u / self.scale + gen.gumbel(size=len(cand))))  # scale = 2/ε (the certificate's)
-        arrays = [np.asarray(table.column(c)) for c in p.columns_read()]
+        arrays = [] if isinstance(table, _Aggregated) else [np.asarray(table.column(c)) for c in p.columns_read()]
         return float(cand[j]), clamped, missing, arrays
 
     def release_answer(self, answer, rng=None):

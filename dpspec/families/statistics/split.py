@@ -10,9 +10,11 @@ exactly for pure parts (and to first order for Gaussian ones, whose σ also scal
 
 The shares are ε_i = c·w_i/Σw·ε. Partition-selection parts spend δ_i = δ/(2k) each (k of them; δ/k
 without Gaussian parts) and Gaussian parts are calibrated at the remaining δ. The scalar c is the
-largest value (bisection) with the composed ε (``compile.composed_epsilon``: pure ε add, μ-GDP parts
-combine) ≤ ε, so the certified composition meets the target to within 0.1 %; with pure parts only,
-c = 1 − 10⁻¹² and the ε_i add up to the target. While planning, a discrete Gaussian part counts with the
+largest value (bisection) with the composed ε (``compile.composed_bounds``: the smaller of the basic bound
+— pure ε add, μ-GDP parts combine — and the PLD bound of the parts' dominating pairs) ≤ ε, so the
+certified composition meets the target to within 0.1 %; with pure parts only and the basic bound the
+tighter, c = 1 − 10⁻¹² and the ε_i add up to the target (with δ > 0 the PLD bound of several pure parts is
+below their sum, and c > 1). While planning, a discrete Gaussian part counts with the
 continuous μ = Δ/σ, an upper bound on the μ it certifies (its verified margin only lowers μ).
 """
 
@@ -21,8 +23,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from dpspec.families.statistics import accountant as A
-from dpspec.families.statistics.compile import design
+from dpspec.families.statistics.compile import composed_bounds, design, part_numbers
 from dpspec.ir import models as ir
 
 if TYPE_CHECKING:
@@ -70,15 +71,15 @@ def plan(ctx: Context, c: ir.Composition, releases: list[ir.Release]) -> dict[st
     def composed(scale: float, planning: bool = True) -> float:
         sh = shares(scale)
         ds = [design(ctx, r, e, dl, _n(ctx, r), planning=planning) for r, (e, dl) in zip(releases, sh)]
-        pure = [d.pure_eps for d in ds]
-        mus = [d.mu for d in ds if d.mu]
-        spent = math.fsum(d.approx_delta for d in ds)
-        return A.compose(pure, mus, delta - spent * (1 + 1e-12)) if mus else math.fsum(pure)
+        return min(composed_bounds([part_numbers(d) for d in ds], delta))
 
-    scale = 1.0 - 1e-12  # pure parts only: the shares add up to the target
-    if any(d.mu for d in probe) or composed(scale) > eps:
+    scale = 1.0 - 1e-12  # pure parts only: the shares add up to the target (basic composition)
+    at_one = composed(scale)
+    if any(d.mu for d in probe) or at_one > eps or at_one < eps * (1 - _TOL):
         # Gaussian parts: the composed ε is increasing in the scale; bracket and bisect to within _TOL
         lo, hi = 1e-6, 1.0
+        if composed(hi) <= eps:  # the PLD bound leaves budget: grow the shares
+            lo, hi = 1.0, 1.25
         while composed(hi) <= eps and hi < 64:
             lo, hi = hi, hi * 2
         while hi - lo > _TOL * lo / 4:
