@@ -711,7 +711,7 @@ class CandidateSetting(Node):
     are the lowered setting values (numbers, or the IR nodes the train block's setting lowers to)."""
 
     key: str
-    values: tuple[int | float | Clipping | Sampling, ...]
+    values: tuple[int | float | Clipping | Sampling | Propagation, ...]
 
 
 class RunCountSpec(Node):

@@ -183,7 +183,7 @@ class GconMechanism(LedgerOwner):
             raise DataMismatchError(
                 f"runtime calibration β = {beta} differs from the certificate's {self.certified_beta}"
             )
-        return GconRun(res, graph, X, ds.labels, p["test_idx"], self.inference)
+        return GconRun(res, graph, X, ds.labels, p["test_idx"], self.inference, p["val_idx"])
 
 
 @dataclass
@@ -194,10 +194,26 @@ class GconRun:
     labels: np.ndarray
     test_idx: np.ndarray
     inference: str
+    #: the split's validation nodes (public, disjoint from the training and test nodes)
+    val_idx: np.ndarray | None = None
 
     def predict(self) -> np.ndarray:
         mode = "private" if self.inference == "private_graph" else "public"
         return self.result.predict(self.graph, self.features, mode=mode)
+
+    def validation_values(self) -> np.ndarray:
+        """Per validation node, 1.0 if its prediction is correct, else 0.0: the private score of a ``tune``
+        block (``score_fn=lambda run: run.validation_values()``). With private-graph inference node v's value
+        reads only Θ, the public features and labels and v's own edges, so one edge changes at most two values
+        (``dpspec.compiler.gcon_train:tune_score``); with public-graph inference it is refused."""
+        if self.inference != "private_graph":
+            raise ValueError(
+                "a private validation score needs private-graph inference (each node reads only its own edges)"
+            )
+        if self.val_idx is None:
+            raise ValueError("this run has no validation nodes")
+        pred = self.predict()
+        return (pred[self.val_idx] == self.labels[self.val_idx]).astype(float)
 
     def test_accuracy(self) -> float:
         pred = self.predict()

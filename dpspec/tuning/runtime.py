@@ -29,7 +29,8 @@ class TuningRefused(CertificateGuardError):
 @dataclass(frozen=True)
 class Candidate:
     """One candidate setting: its text, its values by setting name, the compiled mechanism of the training
-    under it (a template: each run gets a fresh copy), its per-run ε and its score noise (None: public score)."""
+    under it (a template: each run gets a fresh copy), its per-run ε and its score noise (None: public score)
+    and that noise's kind."""
 
     index: int
     settings: str
@@ -37,6 +38,9 @@ class Candidate:
     mechanism: Any
     epsilon: float
     score_noise: float | None
+    #: the private score's noise: ``gaussian`` (``score_noise`` its standard deviation) or ``laplace``
+    #: (``score_noise`` its scale b, standard deviation √2 b)
+    score_kind: str = "gaussian"
 
 
 @dataclass
@@ -234,7 +238,10 @@ class TunedTraining:
             return -math.inf if math.isnan(v) else v
         v = np.clip(np.nan_to_num(np.asarray(raw, dtype=float).ravel(), nan=0.0), 0.0, 1.0)
         # math.fsum: the correctly rounded sum, so float re-ordering cannot add to the sensitivity
-        return float(math.fsum(v.tolist()) + rng.normal(0.0, cand.score_noise))
+        total = math.fsum(v.tolist())
+        if cand.score_kind == "laplace":
+            return float(total + rng.laplace(0.0, cand.score_noise))
+        return float(total + rng.normal(0.0, cand.score_noise))
 
     def run(
         self,
