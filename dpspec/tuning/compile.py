@@ -421,7 +421,7 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             mechanism=out.mechanism,
             epsilon=e,
             score_noise=sc[0] if sc is not None else None,
-            score_kind="laplace",
+            score_two_sided_exponential=True,
         )
         for i, (combo, out, (e, _d), sc) in enumerate(zip(combos, finals, per, scores))
     ]

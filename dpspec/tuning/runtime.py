@@ -38,9 +38,9 @@ class Candidate:
     mechanism: Any
     epsilon: float
     score_noise: float | None
-    #: the private score's noise: ``gaussian`` (``score_noise`` its standard deviation) or ``laplace``
+    #: the private score's noise: Gaussian (``score_noise`` its standard deviation), or with this flag Laplace
     #: (``score_noise`` its scale b, standard deviation √2 b)
-    score_kind: str = "gaussian"
+    score_two_sided_exponential: bool = False
 
 
 @dataclass
@@ -239,7 +239,7 @@ class TunedTraining:
         v = np.clip(np.nan_to_num(np.asarray(raw, dtype=float).ravel(), nan=0.0), 0.0, 1.0)
         # math.fsum: the correctly rounded sum, so float re-ordering cannot add to the sensitivity
         total = math.fsum(v.tolist())
-        if cand.score_kind == "laplace":
+        if cand.score_two_sided_exponential:
             return float(total + rng.laplace(0.0, cand.score_noise))
         return float(total + rng.normal(0.0, cand.score_noise))
 
