@@ -135,8 +135,12 @@ class GconMechanism(LedgerOwner):
                 f"σ = {self.certified_amp_sigma}: it is not the graph the certificate was compiled for"
             )
 
-    def train(self, dataset=None, *, rng=None):
-        """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object."""
+    def train(self, dataset=None, *, rng=None, encoder_cache: dict | None = None):
+        """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object.
+
+        ``encoder_cache``: a dict the caller keeps across runs on the same dataset (a tuning's runs, a benchmark's
+        candidates) so the edge-free encoder is fitted once per (encoder settings, training nodes): it reads no
+        edge and is deterministic given its seed, so reusing it changes nothing the certificate covers."""
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
         from dpspec.gcon.data import load_graph, plan
         from dpspec.ir import models as ir
@@ -167,11 +171,17 @@ class GconMechanism(LedgerOwner):
         raw = ds.features if ds.features is not None else tfidf_features(ds.texts, max_features=3000)[0]
         X0 = normalise_rows(raw, zero_rows="uniform")
         if self.encoder.kind == "mlp":
-            enc = MLPEncoder(
-                hidden=self.encoder.hidden, output="logits", epochs=self.encoder.epochs, seed=self.encoder.seed
-            ).fit(X0, ds.labels, p["train_idx"])
-            X = normalise_rows(enc.transform(X0), zero_rows="uniform")
-            pl = enc.predict(X0) if self.pseudo_labels else None
+            key = (self.encoder.hidden, self.encoder.epochs, self.encoder.seed, tuple(p["train_idx"].tolist()))
+            got = None if encoder_cache is None else encoder_cache.get(key)
+            if got is None:
+                enc = MLPEncoder(
+                    hidden=self.encoder.hidden, output="logits", epochs=self.encoder.epochs, seed=self.encoder.seed
+                ).fit(X0, ds.labels, p["train_idx"])
+                got = (normalise_rows(enc.transform(X0), zero_rows="uniform"), enc.predict(X0))
+                if encoder_cache is not None:
+                    encoder_cache[key] = got
+            X = got[0]
+            pl = got[1] if self.pseudo_labels else None
         else:
             X = X0.toarray() if hasattr(X0, "toarray") else np.asarray(X0)
             pl = None
