@@ -207,7 +207,8 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     warnings = [w if isinstance(w, str) else f"[{w.get('rule', '')}] {w.get('message', w)}" for w in op["warnings"]]
     warnings.append(
         "hyper-parameters (restart, depths, Λ, loss, encoder, pseudo-labels) chosen by looking at the "
-        "private graph are not covered by this certificate (DPS721)"
+        "private graph are not covered by this certificate (DPS721); a `tune` block over restart, depths and Λ "
+        "certifies the search and the selected run together (docs/tuning.md)"
     )
     if st.pseudo_labels:
         warnings.append(
