@@ -479,3 +479,18 @@ def test_gcon_tuning_runs_and_selects_under_its_certificate(gcon_tuned):
 
     with pytest.raises(BudgetExceededError):  # the procedure is spent once
         c.mechanism.run(lambda mech, settings: mech.train(), lambda run: run.validation_values())
+
+
+def test_gcon_encoder_cache_reuses_the_edge_free_encoder_only():
+    """The encoder cache (a tuning's runs on one split) gives the features a fresh fit gives: it reads no edge."""
+    text = GCON_SPEC.read_text().replace("size = 2000", "size = 500")
+    train = text[: text.index("tune search")].replace(
+        "inference      private_graph", "inference private_graph\n  guarantee dp(epsilon = 1, delta = 1e-4)"
+    )
+    cache: dict = {}
+    a = dpspec.compile(dpspec.loads(train)).mechanism.train(encoder_cache=cache)
+    b = dpspec.compile(dpspec.loads(train)).mechanism.train(encoder_cache=cache)
+    fresh = dpspec.compile(dpspec.loads(train)).mechanism.train()
+    assert len(cache) == 1
+    np.testing.assert_array_equal(a.features, fresh.features)
+    np.testing.assert_array_equal(b.features, fresh.features)
