@@ -441,6 +441,7 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         stop_early_max_runs=k,
         points=((float(g.delta), eps_total),),
         stop_early_points=(eps_total,),
+        accountant=f"basic composition of {k} runs (Dwork & Roth 2014 Thm 3.16)",
     )
     return CompiledTarget(tu.name, "train", record, mech)
 

@@ -127,6 +127,7 @@ class TunedTraining:
         stop_early_max_runs: int,
         points: tuple[tuple[float | None, float], ...],
         stop_early_points: tuple[float, ...],
+        accountant: str | None = None,
     ):
         from dpspec.mechanisms.ledger import PrivacyLedger, fingerprint
 
@@ -153,6 +154,8 @@ class TunedTraining:
         #: ε of the composition of ``stop_early_max_runs`` runs at each point (the early-stopping bound)
         self.stop_early_points = tuple(float(e) for e in stop_early_points)
         self.stop_early_epsilon = self.stop_early_points[0] if self.stop_early_points else 0.0
+        #: the theorem the run certificate names (default: the selection bounds)
+        self.accountant = accountant or "selection (Papernot & Steinke 2022)"
         unit, budget = ("run", self.stop_early_max_runs) if stop_early else ("procedure", 1)
         self.ledger = PrivacyLedger(
             name,
@@ -208,9 +211,7 @@ class TunedTraining:
             alpha=None if d is not None else self.alpha,
             exact_for_run=not self.stop_early,
             note=note,
-            accountant="composition of the capped runs (Mironov 2017 Prop 1)"
-            if self.stop_early
-            else "selection (Papernot & Steinke 2022)",
+            accountant="composition of the capped runs (Mironov 2017 Prop 1)" if self.stop_early else self.accountant,
         )
 
     def bind_certificate(self, certificate, name: str) -> None:
