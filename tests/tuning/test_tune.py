@@ -464,8 +464,13 @@ def test_gcon_validation_score_moves_by_at_most_two_between_edge_neighbours():
     assert changed > 0  # the check could fail: some edges do change predictions
 
 
-def test_gcon_tuning_runs_and_selects_under_its_certificate(gcon_tuned):
-    text = GCON_SPEC.read_text().replace("size = 2000", "size = 800").replace("count = 6", "count = 2")
+def test_gcon_tuning_runs_and_selects_under_its_certificate():
+    text = (
+        GCON_SPEC.read_text()
+        .replace("size = 2000", "size = 600")
+        .replace("count = 6", "count = 2")
+        .replace("epochs = 100", "epochs = 10")
+    )
     c = dpspec.compile(dpspec.loads(text))
     res = c.mechanism.run(lambda mech, settings: mech.train(), lambda run: run.validation_values())
     r = c.certificate.results[0]
@@ -483,7 +488,7 @@ def test_gcon_tuning_runs_and_selects_under_its_certificate(gcon_tuned):
 
 def test_gcon_encoder_cache_reuses_the_edge_free_encoder_only():
     """The encoder cache (a tuning's runs on one split) gives the features a fresh fit gives: it reads no edge."""
-    text = GCON_SPEC.read_text().replace("size = 2000", "size = 500")
+    text = GCON_SPEC.read_text().replace("size = 2000", "size = 500").replace("epochs = 100", "epochs = 10")
     train = text[: text.index("tune search")].replace(
         "inference      private_graph", "inference private_graph\n  guarantee dp(epsilon = 1, delta = 1e-4)"
     )
