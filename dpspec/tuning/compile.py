@@ -226,7 +226,8 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
     released with Laplace noise of scale b; given the run's output it is (Δ/b, 0)-DP (Dwork, McSherry, Nissim &
     Smith 2006; Dwork & Roth 2014 Thm 3.6), and a run with its score is (ε_t + Δ/b, δ_t)-DP (adaptive
     composition, Dwork & Roth 2014 Thm 3.16 / B.1). (Laplace, not Gaussian: with a pure score every δ goes to the
-    training, and at these ε its noise is several times smaller than the analytic Gaussian's.)
+    training, and at small ε its noise is smaller than the analytic Gaussian's: standard deviation 28 against 68
+    for Δ = 2 at ε_s = 0.1, δ_s = 2.5e-6.)
 
     Calibration: the per-run share (ε/k, δ/k) (rounded down by a relative 1e-12) goes SCORE_SHARE of ε to the
     score and the rest, with all of δ/k, to the training, compiled by its family; with the training's own target

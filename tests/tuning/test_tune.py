@@ -499,3 +499,18 @@ def test_gcon_encoder_cache_reuses_the_edge_free_encoder_only():
     assert len(cache) == 1
     np.testing.assert_array_equal(a.features, fresh.features)
     np.testing.assert_array_equal(b.features, fresh.features)
+
+
+def test_gcon_score_noise_is_laplace_at_the_certified_scale(gcon_tuned):
+    """The runtime draws the score's noise from the certificate: Laplace of the recorded scale b (mean absolute
+    deviation b, standard deviation √2 b), around the correctly rounded sum of the clipped values."""
+    p = gcon_tuned.certificate.results[0].mechanism.parameters
+    cand = gcon_tuned.mechanism.candidates[0]
+    b = p["candidate_0_score_laplace_scale"]
+    assert cand.score_noise == b
+    rng = np.random.default_rng(0)
+    values = np.array([1.0, 0.0, 2.0, -1.0, 0.25])  # clipped to [0, 1]: sum 2.25
+    draws = np.array([gcon_tuned.mechanism._score(cand, values, rng) for _ in range(20000)]) - 2.25
+    assert np.mean(np.abs(draws)) == pytest.approx(b, rel=0.03)
+    assert np.std(draws) == pytest.approx(math.sqrt(2) * b, rel=0.05)
+    assert abs(np.median(draws)) < 0.05 * b
