@@ -12,6 +12,7 @@
    Quick default: generated data; `--full`: Adult (needs DPSPEC_DATA_DIR with adult/), more ε values.
 
     python benchmarks/bench_tuning.py [--full]
+    python benchmarks/bench_tuning.py --gcon [--full | gcon_tuning.py's options]   # GCON: benchmarks/gcon_tuning.py
 """
 
 from __future__ import annotations
@@ -182,7 +183,19 @@ def accuracy_table(full: bool) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="Adult and more ε values (minutes)")
-    a = ap.parse_args()
+    ap.add_argument(
+        "--gcon", action="store_true", help="GCON's α, m, Λ tuned on Cora instead (benchmarks/gcon_tuning.py)"
+    )
+    a, rest = ap.parse_known_args()
+    if a.gcon:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import gcon_tuning
+
+        sys.argv = [sys.argv[0], *(["--full"] if a.full else []), *rest]
+        gcon_tuning.main()
+        return
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     price_table()
     accuracy_table(a.full)
 

@@ -241,7 +241,9 @@ def write_report(results: list[dict], seeds: int, seconds: float) -> None:
     L += ["## Caveats", "",
           "* The GCON hyper-parameters (alpha = 0.4, m ∈ {1, 2}, Lambda = 0.2, logits encoder) were "
           "fixed after a small exploratory sweep on Cora (seed 0) and CiteSeer; that sweep used the "
-          "private graph and is **not** covered by the certificates (rule DPS721), as in the paper.",
+          "private graph and is **not** covered by the certificates (rule DPS721), as in the paper. "
+          "`benchmarks/gcon_tuning.py` runs the search through a `tune` block instead, which covers it "
+          "(results in `benchmarks/results/gcon_tuning*.md`).",
           "* Private-inference accuracy assumes each node receives only its own prediction (DPS723).",
           "* The paper reports these results only as plots (Fig. 1) for Cora-ML, not the LINQS Cora "
           "used here, so the numbers are compared qualitatively: GCON above the edge-free MLP, "

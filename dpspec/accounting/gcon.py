@@ -109,7 +109,8 @@ GCON_RULES: dict[str, str] = {
     "DPS718": "every training node needs a label in {0, ..., c-1}",
     "DPS719": "the solver did not reach the certified gradient-norm bound; nothing is released",
     "DPS720": "approximate-minimiser share (AMP) invalid, or the exact-minimiser assumption used",
-    "DPS721": "hyper-parameter tuning on the private graph is not covered by the certificate",
+    "DPS721": "hyper-parameter tuning on the private graph is not covered by one run's certificate (a `tune` "
+    "block covers it)",
     "DPS722": "pseudo-labels: n1 = n, labels from the edge-free encoder (see caveat)",
     "DPS723": "private inference answers are private only when each node receives its own answer",
     "DPS724": "floating-point caveat of continuous noise samplers",

@@ -83,6 +83,10 @@ class Family:
     #: ``f(mechanism) -> type``: ``dpspec.torch.make_private``'s backend class for the family's trainings,
     #: ``B(mechanism, model, optimizer, criterion, n, seed)`` (raises ``UnsupportedTrainingError`` to refuse)
     torch_backend: str = ""
+    #: ``f(training) -> (sensitivity, statement) | None``: a ``tune`` block's private score for a family whose unit
+    #: is not a record or group (a sum of per-item values in [0, 1]): how much one protected unit can change it and
+    #: what the score may read for that to hold (stated in the certificate); None: such a score is not covered
+    tune_score: str = ""
     #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
     #: object on generated data and prints one line
     demo: str = ""
@@ -122,6 +126,7 @@ FOLDER_HOOKS: dict[str, tuple[str, str]] = {
     "distributed_example": ("distributed", ""),
     "torch_backend": ("torch_backend", "backend"),
     "demo": ("demo", "run"),
+    "tune_score": ("tuning", "tune_score"),
 }
 _LISTED_HOOKS = ("accountants", "rules")
 
@@ -384,5 +389,6 @@ FAMILIES: dict[str, Family] = {
         auditor="dpspec.audit.gcon",
         rules=("dpspec.check.rules_gcon",),
         demo="dpspec.demo.gcon:run",
+        tune_score="dpspec.compiler.gcon_train:tune_score",
     ),
 }

@@ -143,7 +143,7 @@ def plan(t: ir.Training, ds) -> dict:
     from dpspec.data.graphs import planetoid_split
 
     split = st.split or ir.SplitSpec()
-    train_idx, _val, test_idx = planetoid_split(ds.labels, per_class=split.per_class, seed=split.seed)
+    train_idx, val_idx, test_idx = planetoid_split(ds.labels, per_class=split.per_class, seed=split.seed)
     c = int(ds.num_classes)
     enc = st.encoder or ir.EncoderSpec(kind="mlp")
     d1 = c if enc.kind == "mlp" else int(ds.features.shape[1]) if ds.features is not None else None
@@ -161,6 +161,7 @@ def plan(t: ir.Training, ds) -> dict:
         "dim": len(steps) * d1,
         "num_train": n1,
         "train_idx": train_idx,
+        "val_idx": val_idx,
         "test_idx": test_idx,
         "steps": steps,
     }

@@ -315,7 +315,8 @@ def train_gcon(
             "DPS721",
             "hyper-parameters (alpha, steps, Lambda, loss, encoder, n1) must be fixed "
             "without using the private edges; tuning them on the private graph (e.g. by "
-            "validation accuracy with propagated features) is not covered by this certificate",
+            "validation accuracy with propagated features) is not covered by this certificate "
+            "unless the search runs through a `tune` block, whose certificate covers it",
         ),
         _caveat(
             "DPS723",

@@ -715,7 +715,7 @@ class CandidateSetting(Node):
     are the lowered setting values (numbers, or the IR nodes the train block's setting lowers to)."""
 
     key: str
-    values: tuple[int | float | Clipping | Sampling, ...]
+    values: tuple[int | float | Clipping | Sampling | Propagation, ...]
 
 
 class RunCountSpec(Node):
@@ -733,7 +733,8 @@ class RunCountSpec(Node):
 class SelectSpec(Node):
     """What a tuning outputs: the run with the best ``score`` (a name the runtime's score function is
     bound to). ``on``: ``private`` — the score is a sum of per-record values in [0, 1] over private records,
-    released with Gaussian noise of standard deviation ``score_noise`` (default: the run's noise multiplier),
+    released with Gaussian noise of standard deviation ``score_noise`` (default: 10 % of the run's RDP), or for a
+    family certified in (ε, δ) only with Laplace noise of that standard deviation (default: 10 % of the run's ε),
     and is part of what each run's guarantee covers; ``public`` — computed on public data, free, and stated so.
     ``release_score``: the selected run's (noisy) score is output too."""
 

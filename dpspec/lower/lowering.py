@@ -938,7 +938,7 @@ class Lowerer(Reporter):
             self.convert(
                 got,
                 "propagation",
-                lambda r, v: _call_node(r, v, PROPAGATIONS, "propagation", ir.Propagation),
+                propagation,
                 fields,
                 fspans,
             ),
@@ -1071,6 +1071,11 @@ class Lowerer(Reporter):
 
 
 # --- value converters for settings -----------------------------------------------------------------
+
+
+def propagation(r: Reporter, v):
+    """``appr(restart = 0.6, steps = [2, inf])`` → a GCON propagation (a train setting and a tunable one)."""
+    return _call_node(r, v, PROPAGATIONS, "propagation", ir.Propagation)
 
 
 def _call_node(r: Reporter, v, table, what, cls):
@@ -1608,6 +1613,7 @@ TUNABLE.update(
         "degree_cap": V.integer,
         "clipping": clipping,
         "sampling": sampling,
+        "propagation": propagation,
     }
 )
 

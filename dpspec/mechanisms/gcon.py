@@ -135,8 +135,12 @@ class GconMechanism(LedgerOwner):
                 f"σ = {self.certified_amp_sigma}: it is not the graph the certificate was compiled for"
             )
 
-    def train(self, dataset=None, *, rng=None):
-        """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object."""
+    def train(self, dataset=None, *, rng=None, encoder_cache: dict | None = None):
+        """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object.
+
+        ``encoder_cache``: a dict the caller keeps across runs on the same dataset (a tuning's runs, a benchmark's
+        candidates) so the edge-free encoder is fitted once per (encoder settings, training nodes): it reads no
+        edge and is deterministic given its seed, so reusing it changes nothing the certificate covers."""
         from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
         from dpspec.gcon.data import load_graph, plan
         from dpspec.ir import models as ir
@@ -167,11 +171,17 @@ class GconMechanism(LedgerOwner):
         raw = ds.features if ds.features is not None else tfidf_features(ds.texts, max_features=3000)[0]
         X0 = normalise_rows(raw, zero_rows="uniform")
         if self.encoder.kind == "mlp":
-            enc = MLPEncoder(
-                hidden=self.encoder.hidden, output="logits", epochs=self.encoder.epochs, seed=self.encoder.seed
-            ).fit(X0, ds.labels, p["train_idx"])
-            X = normalise_rows(enc.transform(X0), zero_rows="uniform")
-            pl = enc.predict(X0) if self.pseudo_labels else None
+            key = (self.encoder.hidden, self.encoder.epochs, self.encoder.seed, tuple(p["train_idx"].tolist()))
+            got = None if encoder_cache is None else encoder_cache.get(key)
+            if got is None:
+                enc = MLPEncoder(
+                    hidden=self.encoder.hidden, output="logits", epochs=self.encoder.epochs, seed=self.encoder.seed
+                ).fit(X0, ds.labels, p["train_idx"])
+                got = (normalise_rows(enc.transform(X0), zero_rows="uniform"), enc.predict(X0))
+                if encoder_cache is not None:
+                    encoder_cache[key] = got
+            X = got[0]
+            pl = got[1] if self.pseudo_labels else None
         else:
             X = X0.toarray() if hasattr(X0, "toarray") else np.asarray(X0)
             pl = None
@@ -183,7 +193,7 @@ class GconMechanism(LedgerOwner):
             raise DataMismatchError(
                 f"runtime calibration β = {beta} differs from the certificate's {self.certified_beta}"
             )
-        return GconRun(res, graph, X, ds.labels, p["test_idx"], self.inference)
+        return GconRun(res, graph, X, ds.labels, p["test_idx"], self.inference, p["val_idx"])
 
 
 @dataclass
@@ -194,10 +204,26 @@ class GconRun:
     labels: np.ndarray
     test_idx: np.ndarray
     inference: str
+    #: the split's validation nodes (public, disjoint from the training and test nodes)
+    val_idx: np.ndarray | None = None
 
     def predict(self) -> np.ndarray:
         mode = "private" if self.inference == "private_graph" else "public"
         return self.result.predict(self.graph, self.features, mode=mode)
+
+    def validation_values(self) -> np.ndarray:
+        """Per validation node, 1.0 if its prediction is correct, else 0.0: the private score of a ``tune``
+        block (``score_fn=lambda run: run.validation_values()``). With private-graph inference node v's value
+        reads only Θ, the public features and labels and v's own edges, so one edge changes at most two values
+        (``dpspec.compiler.gcon_train:tune_score``); with public-graph inference it is refused."""
+        if self.inference != "private_graph":
+            raise ValueError(
+                "a private validation score needs private-graph inference (each node reads only its own edges)"
+            )
+        if self.val_idx is None:
+            raise ValueError("this run has no validation nodes")
+        pred = self.predict()
+        return (pred[self.val_idx] == self.labels[self.val_idx]).astype(float)
 
     def test_accuracy(self) -> float:
         pred = self.predict()

@@ -86,7 +86,12 @@ def value_text(v: Any) -> str:
             for k, x in v.model_dump(exclude={"span", "field_spans"}).items()
             if x is not None and k not in ("rule", "scheme", "kind")
         }
-        name = getattr(v, "rule", None) or getattr(v, "scheme", None) or getattr(v, "kind", None) or type(v).__name__
+        name = (
+            getattr(v, "rule", None)
+            or getattr(v, "scheme", None)
+            or getattr(v, "kind", None)
+            or ("appr" if isinstance(v, ir.Propagation) else type(v).__name__)  # the only propagation form
+        )
         inner = ", ".join(f"{k} = {value_text(x)}" for k, x in fields.items())
         return f"{name}({inner})"
     if isinstance(v, (list, tuple)):
@@ -211,26 +216,45 @@ def _has_rdp(t: ir.Training) -> bool:
 THEOREM_BASIC = "basic composition (Dwork, Kenthapadi, McSherry, Mironov & Naor 2006; Dwork & Roth 2014 Thm 3.16)"
 
 
-def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos, data) -> CompiledTarget:
+def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos, data, u) -> CompiledTarget:
     """A family certified in (ε, δ) only (no RDP curve): a fixed number k of runs, each (ε_r, δ_r)-DP, composes
     to (k ε_r, k δ_r) (basic composition); a run drawn from the candidates is (max ε_i, max δ_i)-DP (a mixture of
-    the candidates' output distributions); selecting the best is post-processing. The score must be public.
-    Calibration: each candidate is compiled by its family to (ε/k, δ/k) (δ rounded down), or to its own target."""
+    the candidates' output distributions); selecting the best is post-processing.
+
+    The score is public (stated, not covered), or private: a sum of per-item values in [0, 1] that one unit
+    changes by at most Δ (the group size for record and group units, the family's ``tune_score`` hook otherwise),
+    released with Laplace noise of scale b; given the run's output it is (Δ/b, 0)-DP (Dwork, McSherry, Nissim &
+    Smith 2006; Dwork & Roth 2014 Thm 3.6), and a run with its score is (ε_t + Δ/b, δ_t)-DP (adaptive
+    composition, Dwork & Roth 2014 Thm 3.16 / B.1). (Laplace, not Gaussian: with a pure score every δ goes to the
+    training, and at small ε its noise is smaller than the analytic Gaussian's: standard deviation 28 against 68
+    for Δ = 2 at ε_s = 0.1, δ_s = 2.5e-6.)
+
+    Calibration: the per-run share (ε/k, δ/k) (rounded down by a relative 1e-12) goes SCORE_SHARE of ε to the
+    score and the rest, with all of δ/k, to the training, compiled by its family; with the training's own target
+    the score gets SCORE_SHARE of that target's ε on top; a given ``score_noise`` (a standard deviation, √2 b)
+    is certified at its ε = Δ/b."""
     from dpspec.tuning.runtime import Candidate, TunedTraining
 
     g = tu.guarantee
-    if runs.kind != "fixed" or tu.select.on != "public" or not isinstance(g, ir.DpGuarantee):
+    private = tu.select.on == "private"
+    score = _score_bound(t, u) if private else None
+    if runs.kind != "fixed" or (private and score is None) or not isinstance(g, ir.DpGuarantee):
         _fail(
             "DPS952",
             f"`{t.name}` ({t.mechanism}) is certified in (ε, δ) only: it is tuned with a fixed number of "
-            "runs, a public score and an (ε, δ) guarantee (basic composition)",
+            "runs, an (ε, δ) guarantee (basic composition) and a public score or a private one its family bounds",
             tu,
             "runs",
-            hint="write `runs fixed(count = k)` and `select best(score = ..., on = public)`",
+            hint="write `runs fixed(count = k)` (and `select best(score = ..., on = public)` if the score's "
+            "sensitivity is not known)",
         )
     assert isinstance(g, ir.DpGuarantee)
     k = runs.count
     own_target = "guarantee" in t.field_spans
+    share = SCORE_SHARE if private else 0.0
+    sens = score[0] if score is not None else 0.0
+    given_sigma = tu.select.score_noise if private else None
+    score_eps = 0.0
     if own_target:
         per_g = None
     else:
@@ -242,11 +266,25 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
                 "guarantee",
                 hint="give the whole procedure's target: `guarantee dp(epsilon = 4, delta = 1e-5)`",
             )
-        per_g = ir.DpGuarantee(epsilon=float(g.epsilon or 0.0) / k * (1 - 1e-12), delta=g.delta / k * (1 - 1e-12))
+        eps_r, delta_r = float(g.epsilon or 0.0) / k * (1 - 1e-12), g.delta / k * (1 - 1e-12)
+        if given_sigma is not None:
+            score_eps = _laplace_epsilon(sens, float(given_sigma) / math.sqrt(2.0))
+            if not score_eps < eps_r:
+                _fail(
+                    "DPS959",
+                    f"the score's noise {given_sigma:g} costs ε = {score_eps:.6g} per run, the whole run's share "
+                    f"({eps_r:.6g}) or more",
+                    tu.select,
+                    "score_noise",
+                    hint="give more score noise, make fewer runs, or leave `score_noise` out (10 % of each run)",
+                )
+            per_g = ir.DpGuarantee(epsilon=(eps_r - score_eps) * (1 - 1e-12), delta=delta_r)
+        else:
+            per_g = ir.DpGuarantee(epsilon=eps_r * (1 - share), delta=delta_r)
     finals = [
         _compile_any(ctx, tu, apply_candidate(t, tu, combo, i, None, per_g), data) for i, combo in enumerate(combos)
     ]
-    per = [
+    train_per = [
         (
             float(
                 o.certificate.guarantee.epsilon
@@ -261,6 +299,21 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         )
         for o in finals
     ]
+    # each candidate's score: (Laplace scale b, ε_s = Δ/b, δ_s = 0); SCORE_SHARE of the run's ε (or of the
+    # training's own target), or the given noise
+    scores: list[tuple[float, float, float] | None] = []
+    for e_t, _d_t in train_per:
+        if not private:
+            scores.append(None)
+            continue
+        if given_sigma is not None:
+            scale = float(given_sigma) / math.sqrt(2.0)
+        elif own_target:
+            scale = sens / (share * e_t) * (1 + 1e-12)
+        else:
+            scale = sens / (share * float(g.epsilon or 0.0) / k) * (1 + 1e-12)
+        scores.append((scale, _laplace_epsilon(sens, scale), 0.0))
+    per = [(e + (sc[1] if sc else 0.0), d + (sc[2] if sc else 0.0)) for (e, d), sc in zip(train_per, scores)]
     eps_run, delta_run = max(e for e, _ in per), max(d for _, d in per)
     eps_total = k * eps_run * (1 + 4e-16 * k)
     delta_total = k * delta_run
@@ -299,10 +352,17 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         "price_of_tuning": float(k),
         "stop_early_max_runs": k,
     }
-    for i, (combo, (e, d)) in enumerate(zip(combos, per)):
+    if private:
+        params["score_sensitivity"] = sens
+    for i, (combo, (e, d), (e_t, d_t), sc) in enumerate(zip(combos, per, train_per, scores)):
         params[f"candidate_{i}"] = candidate_text(tu, combo)
         params[f"candidate_{i}_epsilon"] = e
         params[f"candidate_{i}_delta"] = d
+        if sc is not None:
+            params[f"candidate_{i}_training_epsilon"] = e_t
+            params[f"candidate_{i}_training_delta"] = d_t
+            params[f"candidate_{i}_score_laplace_scale"] = sc[0]
+            params[f"candidate_{i}_score_epsilon"] = sc[1]
         if tu.weights is not None:
             params[f"candidate_{i}_weight"] = float(tu.weights[i])
     guarantee = GuaranteeRecord(
@@ -310,6 +370,12 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         dp=[DpPoint(epsilon=eps_total, delta=float(g.delta))],
         theorems=[
             f"mixture of the candidates: (max ε_i, max δ_i)-DP; {THEOREM_BASIC}, {k} runs; selection is post-processing"
+            + (
+                f"; private score: Laplace noise, sensitivity {sens:g}, (Δ/b, 0)-DP (Dwork & Roth 2014 Thm 3.6), "
+                "composed with its run"
+                if private
+                else ""
+            )
         ]
         + [finals[0].certificate.guarantee.theorems[0]]
         if finals[0].certificate.guarantee.theorems
@@ -325,21 +391,25 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         mechanism=MechanismRecord(
             name="tune",
             description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): {k} runs, each with a candidate drawn "
-            f"from {len(combos)}, the best by `{tu.select.score}` (public score) output",
+            f"from {len(combos)}, the best by `{tu.select.score}` ({tu.select.on} score) output",
             parameters=params,
             calibrated=not own_target,
         ),
         guarantee=guarantee,
-        assumptions=_assumptions(tu, False, 1),
+        assumptions=_assumptions(tu, private, sens, score[1] if score else None),
         numerics=Numerics(
-            method="basic composition of the runs' certified (ε, δ)",
+            method="basic composition of the runs' certified (ε, δ)"
+            + (" (each run's training and its noisy score, composed)" if private else ""),
             abs_error_bound=0.0,
             alpha_grid="none (the runs are certified in (ε, δ) only)",
             calibration=None
             if own_target
-            else f"each candidate calibrated by its family to (ε/{k}, δ/{k}) (both rounded down by a relative 1e-12)",
+            else f"each candidate calibrated by its family to (ε/{k}, δ/{k}) (both rounded down by a relative 1e-12)"
+            + (f", of which a share {share:g} of ε goes to the score" if private and given_sigma is None else ""),
         ),
-        warnings=[
+        warnings=[]
+        if private
+        else [
             "the score is computed on public data: it is not covered by this certificate, and data that is "
             "not public makes the selection leak beyond it"
         ],
@@ -351,9 +421,10 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             values={c.key: _plain(v) for c, v in zip(tu.candidates, combo)},
             mechanism=out.mechanism,
             epsilon=e,
-            score_noise=None,
+            score_noise=sc[0] if sc is not None else None,
+            score_two_sided_exponential=True,
         )
-        for i, (combo, out, (e, _d)) in enumerate(zip(combos, finals, per))
+        for i, (combo, out, (e, _d), sc) in enumerate(zip(combos, finals, per, scores))
     ]
     mech = TunedTraining(
         name=tu.name,
@@ -361,8 +432,8 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         weights=tu.weights,
         runs=runs,
         score=tu.select.score,
-        score_on="public",
-        score_sensitivity=1.0,
+        score_on=tu.select.on,
+        score_sensitivity=sens if private else 1.0,
         release_score=tu.select.release_score,
         epsilon=eps_total,
         delta=float(g.delta),
@@ -371,8 +442,14 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         stop_early_max_runs=k,
         points=((float(g.delta), eps_total),),
         stop_early_points=(eps_total,),
+        accountant=f"basic composition of {k} runs (Dwork & Roth 2014 Thm 3.16)",
     )
     return CompiledTarget(tu.name, "train", record, mech)
+
+
+def _laplace_epsilon(sensitivity: float, scale: float) -> float:
+    """ε = Δ/b of the Laplace mechanism (Dwork & Roth 2014 Thm 3.6), rounded up by one part in 1e15."""
+    return sensitivity / scale * (1 + 1e-15)
 
 
 def _compile_any(ctx: Context, tu: ir.Tuning, cand: ir.Training, data) -> CompiledTarget:
@@ -409,6 +486,16 @@ def run_count(tu: ir.Tuning):
     return RunCount.tnb(float(r.eta if r.eta is not None else 0.0), float(r.gamma or 0.0))
 
 
+def _score_bound(t: ir.Training, u) -> tuple[float, str | None] | None:
+    """A private score's sensitivity to one protected unit and, where the family states it, what the score may
+    read: the group size for record and group units; the family's ``tune_score`` hook otherwise (None: unknown)."""
+    if isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
+        return float(_group(u)), None
+    from dpspec.tuning.rules import family_score
+
+    return family_score(t)
+
+
 def _group(u) -> int:
     return int(getattr(u, "size", None) or 1)
 
@@ -441,8 +528,16 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     combos = grid(tu)
     group = _group(u)
     if not _has_rdp(t):
-        return _compile_dp_only(ctx, tu, t, protected, runs, combos, data)
+        return _compile_dp_only(ctx, tu, t, protected, runs, combos, data, u)
     private_score = tu.select.on == "private"
+    if private_score and not isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
+        _fail(
+            "DPS956",
+            "a private score's sensitivity is not known for this unit",
+            tu.select,
+            "on",
+            hint=f"score on public data: `select best(score = {tu.select.score}, on = public)`",
+        )
     own_target = "guarantee" in t.field_spans  # the training states a per-run target
     tuned_noise = any(c.key == "noise_multiplier" for c in tu.candidates)
     noise_given = tuned_noise or getattr(t.settings, "noise", None) is not None
@@ -863,7 +958,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _assumptions(tu: ir.Tuning, private_score: bool, group: int) -> list[Assumption]:
+def _assumptions(tu: ir.Tuning, private_score: bool, group: float, reads: str | None = None) -> list[Assumption]:
     ps = Source(paper="Papernot & Steinke 2022", ref="Thms 2, 6")
     out = [
         Assumption(
@@ -903,10 +998,17 @@ def _assumptions(tu: ir.Tuning, private_score: bool, group: int) -> list[Assumpt
         out.append(
             Assumption(
                 id="private_score",
-                statement="the score is a sum of per-record values clipped to "
-                f"[0, 1] (one unit changes it by at most {group}), released with Gaussian noise of the "
-                "recorded standard deviation; ties and comparisons use the noisy score only",
-                source=Source(paper="Mironov 2017", ref="Prop. 7"),
+                statement=(
+                    "the score is a sum of per-record values clipped to "
+                    f"[0, 1] (one unit changes it by at most {group:g}), released with Gaussian noise of the "
+                    "recorded standard deviation; ties and comparisons use the noisy score only"
+                    if reads is None
+                    else f"the score is a sum of per-item values clipped to [0, 1]; {reads}; it is released with "
+                    "Laplace noise of the recorded scale; ties and comparisons use the noisy score only"
+                ),
+                source=Source(paper="Mironov 2017", ref="Prop. 7")
+                if reads is None
+                else Source(paper="Dwork & Roth 2014", ref="Thm 3.6"),
             )
         )
     else:

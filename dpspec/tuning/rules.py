@@ -34,7 +34,7 @@ register_front_end(
     good=_GOOD,
     explanation="A `tune` block searches settings whose values the training's compile function reads: "
     "learning_rate, momentum, epochs, steps, noise_multiplier, regularization, degree_cap, clipping, "
-    "sampling. Anything else is code the runtime's train function chooses, outside the certificate.",
+    "sampling, propagation. Anything else is code the runtime's train function chooses, outside the certificate.",
 )
 register_front_end(
     "DPS959",
@@ -58,6 +58,18 @@ MAX_CANDIDATES = 1000
 _FAMILY_SETTING = {"noise_multiplier": "noise"}
 
 _NOT_TUNED = ("protect", "mechanism", "description", "guarantee", "execution")
+
+
+def family_score(t: ir.Training) -> tuple[float, str] | None:
+    """A private score's sensitivity to one unit of a family whose unit is not a record or group, and what the
+    score may read for it to hold (the family's ``tune_score`` hook); None: not covered."""
+    from dpspec.families import family, load
+
+    f = family(t.mechanism)
+    if f is None or not f.tune_score:
+        return None
+    out = load(f.tune_score)(t)
+    return None if out is None else (float(out[0]), str(out[1]))
 
 
 def _trainings(ctx: Context) -> dict[str, ir.Training]:
@@ -106,14 +118,15 @@ def tune_names_a_training(ctx: Context):
     "a training whose guarantee the selection bounds cannot use",
     bad=_BASE.replace("privacy people { unit record  dataset_size 60000 }", "privacy links { unit edge  graph cora }")
     + "train g { protect links  mechanism gcon  regularization 0.2 }\n"
-    "tune search { train g  candidates { regularization [0.1, 0.2] }  runs 2  select best(score = accuracy)  "
-    "guarantee dp(epsilon = 8, delta = 1e-6) }\n",
+    "tune search { train g  candidates { regularization [0.1, 0.2] }  runs poisson(mean = 2)  "
+    "select best(score = accuracy)  guarantee dp(epsilon = 8, delta = 1e-6) }\n",
     good=_GOOD,
 )
 def tuned_family_composes(ctx: Context):
     """The selection bounds (Papernot & Steinke 2022) take each run's Rényi DP curve. A family certified in
     (ε, δ) only (GCON's objective perturbation) is tuned by basic composition instead: a fixed number of runs
-    and a public score. A notion that does not compose (SRPP-SGD's Pufferfish privacy) cannot be tuned; the
+    and a public score, or a private score whose sensitivity the family states (its ``tune_score`` hook). A
+    notion that does not compose (SRPP-SGD's Pufferfish privacy) cannot be tuned; the
     tuning's own guarantee must be (ε, δ)-DP or Rényi DP."""
     from dpspec.families import family
 
@@ -132,7 +145,7 @@ def tuned_family_composes(ctx: Context):
             continue
         f = family(t.mechanism)
         dp_only = f is not None and "dp" in f.notions and not (f.composable and "rdp" in f.notions)
-        if dp_only and tu.runs.kind == "fixed" and tu.select.on == "public":
+        if dp_only and tu.runs.kind == "fixed" and (tu.select.on == "public" or family_score(t) is not None):
             continue  # (ε, δ) runs: basic composition of a fixed number of them (dpspec.tuning.compile)
         if f is None or not f.composable or "rdp" not in f.notions:
             yield diag(
@@ -140,8 +153,8 @@ def tuned_family_composes(ctx: Context):
                 f"`{t.name}` ({t.mechanism}) is not certified by a Rényi DP curve, which the selection bounds need",
                 tu,
                 "train",
-                hint="a family certified in (ε, δ) only is tuned with `runs fixed(count = k)` and "
-                "`select best(score = ..., on = public)` (basic composition); a family whose notion does not "
+                hint="a family certified in (ε, δ) only is tuned with `runs fixed(count = k)` (basic composition) "
+                "and a public score or a private one its family bounds; a family whose notion does not "
                 "compose (Pufferfish) cannot be tuned: fix its settings on public data",
             )
 
@@ -351,7 +364,7 @@ def private_score_unit(ctx: Context):
             continue
         d = ctx.resolve_protects(t)
         u = getattr(d, "unit", None)
-        if not isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
+        if not isinstance(u, (ir.RecordUnit, ir.GroupUnit)) and family_score(t) is None:
             kind = getattr(u, "kind", "secret")
             yield diag(
                 "DPS956",

@@ -29,7 +29,8 @@ class TuningRefused(CertificateGuardError):
 @dataclass(frozen=True)
 class Candidate:
     """One candidate setting: its text, its values by setting name, the compiled mechanism of the training
-    under it (a template: each run gets a fresh copy), its per-run ε and its score noise (None: public score)."""
+    under it (a template: each run gets a fresh copy), its per-run ε and its score noise (None: public score)
+    and that noise's kind."""
 
     index: int
     settings: str
@@ -37,6 +38,9 @@ class Candidate:
     mechanism: Any
     epsilon: float
     score_noise: float | None
+    #: the private score's noise: Gaussian (``score_noise`` its standard deviation), or with this flag Laplace
+    #: (``score_noise`` its scale b, standard deviation √2 b)
+    score_two_sided_exponential: bool = False
 
 
 @dataclass
@@ -123,6 +127,7 @@ class TunedTraining:
         stop_early_max_runs: int,
         points: tuple[tuple[float | None, float], ...],
         stop_early_points: tuple[float, ...],
+        accountant: str | None = None,
     ):
         from dpspec.mechanisms.ledger import PrivacyLedger, fingerprint
 
@@ -149,6 +154,8 @@ class TunedTraining:
         #: ε of the composition of ``stop_early_max_runs`` runs at each point (the early-stopping bound)
         self.stop_early_points = tuple(float(e) for e in stop_early_points)
         self.stop_early_epsilon = self.stop_early_points[0] if self.stop_early_points else 0.0
+        #: the theorem the run certificate names (default: the selection bounds)
+        self.accountant = accountant or "selection (Papernot & Steinke 2022)"
         unit, budget = ("run", self.stop_early_max_runs) if stop_early else ("procedure", 1)
         self.ledger = PrivacyLedger(
             name,
@@ -204,9 +211,7 @@ class TunedTraining:
             alpha=None if d is not None else self.alpha,
             exact_for_run=not self.stop_early,
             note=note,
-            accountant="composition of the capped runs (Mironov 2017 Prop 1)"
-            if self.stop_early
-            else "selection (Papernot & Steinke 2022)",
+            accountant="composition of the capped runs (Mironov 2017 Prop 1)" if self.stop_early else self.accountant,
         )
 
     def bind_certificate(self, certificate, name: str) -> None:
@@ -234,7 +239,10 @@ class TunedTraining:
             return -math.inf if math.isnan(v) else v
         v = np.clip(np.nan_to_num(np.asarray(raw, dtype=float).ravel(), nan=0.0), 0.0, 1.0)
         # math.fsum: the correctly rounded sum, so float re-ordering cannot add to the sensitivity
-        return float(math.fsum(v.tolist()) + rng.normal(0.0, cand.score_noise))
+        total = math.fsum(v.tolist())
+        if cand.score_two_sided_exponential:
+            return float(total + rng.laplace(0.0, cand.score_noise))
+        return float(total + rng.normal(0.0, cand.score_noise))
 
     def run(
         self,
