@@ -1,6 +1,6 @@
 """Compile a `release` with `mechanism gaussian`: the analytic Gaussian mechanism on a query with a
-derived or declared ℓ2 sensitivity (Balle & Wang 2018; Mironov 2017). The family's compile function
-(dpspec.families); moved verbatim from compile.py."""
+derived or declared ℓ2 sensitivity (Balle & Wang 2018; Mironov 2017). The family's compile hook
+(``compile_target``, read from this folder by dpspec.families)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _release_table(r: ir.Release, d, bound):
     return table, (b.name if isinstance(b, ir.NamedData) else None)
 
 
-def compile_gaussian(ctx: Context, r: ir.Release, data) -> CompiledTarget:
+def compile_target(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     from dpspec.check.rules_pufferfish import query_dimension
     from dpspec.compiler.sensitivity import evaluated_on_data, release_sensitivity
 
@@ -263,7 +263,7 @@ def compile_gaussian(ctx: Context, r: ir.Release, data) -> CompiledTarget:
         query=query_record,
         accounting=DA.gaussian_record(mu, lambda dl: GR.epsilon_of_delta(mu, dl), [p.delta for p in points]),
     )
-    from dpspec.mechanisms.gaussian import GaussianRelease
+    from dpspec.families.gaussian.runtime import GaussianRelease
 
     mech = GaussianRelease.from_certificate(record, data=table, data_name=data_name)
     return CompiledTarget(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Series
+from dpspec.plot import Series
 
 
 def curve(r, grid, deltas) -> Series | None:

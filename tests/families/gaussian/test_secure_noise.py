@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, chisquare
 
-from dpspec.compiler.gaussian_release import delta_of_epsilon, epsilon_of_delta
+from dpspec.accounting.analytic_gaussian import delta_of_epsilon, epsilon_of_delta
 from dpspec.mechanisms import secure_noise as S
-from dpspec.mechanisms.gaussian import GaussianRelease
+from dpspec.families.gaussian.runtime import GaussianRelease
 
 
 def _rb(seed):

@@ -31,39 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from dpspec.mechanisms.ledger import CertificateGuardError, DataMismatchError, PrivacyLedger, Spent
-
-
-@dataclass(frozen=True)
-class ReleaseReport:
-    """What one release read: ``rows`` of the data, ``clamped`` values moved into their bounds,
-    ``missing`` values replaced by a bound, and a sha256 ``data_fingerprint`` of the columns read.
-
-    These are **private quantities**: the row count, the clamped and missing counts and the
-    fingerprint are functions of the data that no noise covers (under add/remove the row count
-    differs between neighbours). Keep the report with the data; publish only ``Released.value``."""
-
-    target: str
-    query: str
-    rows: int
-    clamped: int
-    missing: int
-    data_fingerprint: str
-    data_source: str
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-class Released(NamedTuple):
-    """The noised answer (the only thing the certificate covers) and the private run report."""
-
-    value: Any
-    report: ReleaseReport
+from dpspec.mechanisms.release import Released, ReleaseReport
 
 
 @dataclass(frozen=True)
@@ -342,3 +315,7 @@ class GaussianRelease:
             return as_table(data, self.data_name or self.name), "given to release()"
         except DataBindingError as e:
             raise DataMismatchError(f"`{self.name}`: {e} [DPS148]") from None
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = GaussianRelease

@@ -210,7 +210,7 @@ def test_a_vector_release_has_no_query_to_evaluate():
 
 
 def test_the_runtime_reads_its_numbers_from_the_certificate():
-    from dpspec.mechanisms.gaussian import GaussianRelease
+    from dpspec.families.gaussian.runtime import GaussianRelease
 
     c = dpspec.compile(spec("sum(x1, bounds = [-1, 1])", data="dataset(d)"))
     rec = c.certificate.results[0]
@@ -222,7 +222,7 @@ def test_the_runtime_reads_its_numbers_from_the_certificate():
 
 
 def test_secure_mode_through_the_data_path():
-    from dpspec.mechanisms.gaussian import GaussianRelease
+    from dpspec.families.gaussian.runtime import GaussianRelease
 
     c = dpspec.compile(spec("count()", data="dataset(d)", noise="guarantee dp(epsilon = 1, delta = 1e-6)"))
     mech = GaussianRelease.from_certificate(c.certificate.results[0], secure=True)

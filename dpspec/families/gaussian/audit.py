@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
+from dpspec.audit.base import AuditContext, AuditTarget, Claim, register_auditor
 
 __all__ = ["GaussianAudit"]
 
