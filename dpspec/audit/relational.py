@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 
 from .base import AuditContext, AuditTarget, Claim, register_auditor
+from .runtime import RuntimeAudit, budget_steps, oriented, runtime_targets, with_options
 
 __all__ = ["RelationalAudit"]
 
@@ -125,8 +127,6 @@ class RelationalAudit(AuditTarget):
 
 @register_auditor("relational_dpsgd")
 def _factory(ctx: AuditContext):
-    from .runtime import relational_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
-
     return [RelationalAudit(ctx), *relational_targets(ctx)]
 
 
@@ -204,3 +204,186 @@ def mutate(mechanism, kind: str, factor: float | None):
     if kind in ("no_step_budget", "no_batch_caps", "nonfinite_poisons_step"):
         return as_class(_mutant_classes()[kind], mechanism)
     return None
+
+
+# --- the runtime audits of the same entry (dpspec.audit.runtime: budget, caps, non-finite values) ---
+
+
+class _CanaryEncoder:
+    """One scalar parameter θ (kept at 0): node ``canary`` is encoded as θ·e₁, every other node as e₁. A
+    tuple's gradient along θ is non-zero only if it contains the canary; at θ = 0 the positive score of
+    a canary tuple is 0 against negatives of score ``scale``, so the gradient has norm ≈ scale ≫ the
+    threshold and is clipped to it: each tuple with the canary as an endpoint adds −threshold."""
+
+    def __init__(self, num_nodes: int, canary: int | None):
+        import torch
+
+        self.flags = torch.zeros(num_nodes, 1)
+        if canary is not None:
+            self.flags[canary] = 1.0
+        self.module = torch.nn.Module()
+        self.module.theta = torch.nn.Parameter(torch.zeros(1))
+        self.e = torch.tensor([1.0, 0.0])
+        self.poison = 1.0  # NaN: the canary's encoding (and every gradient through it) is non-finite
+
+    def inputs(self, ids):
+        return (self.flags[ids],)
+
+    def forward(self, params, f):
+        import torch
+
+        return torch.where(f > 0, params["theta"] * self.e * self.poison, self.e)
+
+    def params(self):
+        return {"theta": self.module.theta}
+
+
+class _RelationalRuntime(RuntimeAudit, RelationalAudit):
+    default_trials = 100
+    max_trials = 100
+
+    def _graph(self, world: int):
+        from dpspec.relational.graph import RelationalGraph
+
+        if world == 1:
+            return self.mech.train_graph, self.u
+        e = self.edges0
+        e = np.where(e > self.u, e - 1, e)  # node u* removed, the others relabelled
+        return RelationalGraph(self.n - 1, e.astype(np.int64), None, None, None, "without u*", {}), None
+
+    def _trainer(self, mech, world: int, seed: int):
+        import torch
+
+        g, canary = self._graph(world)
+        tr = mech.trainer(_CanaryEncoder(g.num_nodes, canary), seed=seed, graph=g)
+        tr.opt = torch.optim.SGD(list(tr.params.values()), lr=0.0)  # θ stays 0: each step is the same query
+        return tr
+
+    def statistics(self, x0, x1):
+        k = x0.shape[1]
+        return {
+            "sum": oriented(lambda x: x[:, :k].sum(axis=1), x0, x1),
+            "extreme": oriented(lambda x: x[:, :k].min(axis=1), x0, x1),
+        }
+
+    @staticmethod
+    def _observed(tr) -> float:
+        g = tr.params["theta"].grad
+        return float(g[0]) * tr.normalizer if g is not None else 0.0
+
+
+class RelationalBudgetAudit(_RelationalRuntime):
+    check = "step budget"
+    default_trials = 40
+    max_trials = 40
+
+    def __init__(self, ctx: AuditContext):
+        T, k_req = budget_steps(ctx, int(ctx.record.mechanism.parameters["steps"]))
+        super().__init__(with_options(ctx, steps=T))
+        self.k_req = k_req
+
+    def neighbours(self) -> str:
+        return (
+            super().neighbours().rsplit(";", 2)[0] + f"; canary encoder; a loop asks for {self.k_req} steps (the "
+            f"certificate covers {self.T}), building a new trainer of the same mechanism when one refuses"
+        )
+
+    def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        from dpspec.mechanisms.ledger import BudgetExceededError
+
+        out = np.zeros((n, self.k_req))
+        seeds = rng.integers(0, 2**31, size=n)
+        for i in range(n):
+            run = dataclasses.replace(self.mech)
+            tr = self._trainer(run, world, int(seeds[i]))
+            for t in range(self.k_req):
+                try:
+                    tr.step()
+                except BudgetExceededError:
+                    tr = self._trainer(run, world, int(seeds[i]) + t + 1)  # "start again"
+                    try:
+                        tr.step()
+                    except BudgetExceededError:
+                        break
+                out[i, t] = self._observed(tr)
+        return out
+
+
+class RelationalCapAudit(_RelationalRuntime):
+    check = "per-batch cap"
+
+    def __init__(self, ctx: AuditContext):
+        super().__init__(ctx)
+        K, k = self.mech.degree_cap, self.mech.negatives_per_positive
+        self.repeats = int(ctx.options.get("repeats", 10 * (K + 2)))
+        self.repeats = max(1, min(self.repeats, (self.n - 2) // max(k, 1)))
+
+    def neighbours(self) -> str:
+        return (
+            super().neighbours() + f"; canary encoder; at every step the loop first passes a batch of "
+            f"{self.repeats} copies of one of the canary's edges (distinct negatives) and, if it is refused, "
+            "the batch sampled as accounted"
+        )
+
+    def _bad_batch(self, world: int):
+        from dpspec.relational.samplers import TupleBatch
+
+        k = self.mech.negatives_per_positive
+        e = self.edges[(self.edges == self.u).any(axis=1)][:1] if world == 1 else self._graph(0)[0].edges[:1]
+        if world == 1 and e[0, 0] != self.u:
+            e = e[:, ::-1]  # the canary first; its negatives are paired with the other endpoint (side 1)
+        pos = np.repeat(e, self.repeats, axis=0)
+        others = np.setdiff1d(np.arange(self.n - (1 - world)), np.ravel(e))
+        neg = others[: self.repeats * k].reshape(self.repeats, k)
+        return TupleBatch(pos.astype(np.int64), neg.astype(np.int64), np.ones_like(neg, dtype=np.int64))
+
+    def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        from dpspec.mechanisms.ledger import CapExceededError
+
+        out = np.zeros((n, self.k))
+        seeds = rng.integers(0, 2**31, size=n)
+        bad = self._bad_batch(world)
+        for i in range(n):
+            tr = self._trainer(dataclasses.replace(self.mech), world, int(seeds[i]))
+            for t in range(self.k):
+                try:
+                    tr.step(bad)
+                except CapExceededError:
+                    tr.step()
+                out[i, t] = self._observed(tr)
+        return out
+
+
+class RelationalNonFiniteAudit(_RelationalRuntime):
+    check = "non-finite"
+
+    def neighbours(self) -> str:
+        return (
+            super().neighbours() + "; canary encoder whose encoding of the node is non-finite on D₁ (every "
+            "tuple containing it has a NaN gradient)"
+        )
+
+    def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        out = np.zeros((n, 2 * self.k))
+        seeds = rng.integers(0, 2**31, size=n)
+        for i in range(n):
+            tr = self._trainer(dataclasses.replace(self.mech), world, int(seeds[i]))
+            if world == 1:
+                tr.encoder.poison = float("nan")
+            for t in range(self.k):
+                tr.step()
+                v = self._observed(tr)
+                out[i, t] = v if math.isfinite(v) else 0.0
+                out[i, self.k + t] = 0.0 if math.isfinite(v) else 1.0
+        return out
+
+    def statistics(self, x0, x1):
+        k = self.k
+        return {
+            "nonfinite_steps": lambda x: x[:, k:].sum(axis=1),
+            "sum": oriented(lambda x: x[:, :k].sum(axis=1), x0, x1),
+        }
+
+
+def relational_targets(ctx: AuditContext) -> list:
+    return runtime_targets(ctx, (RelationalNonFiniteAudit, RelationalBudgetAudit, RelationalCapAudit))

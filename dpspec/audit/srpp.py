@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from .base import AuditContext, AuditTarget, Claim, register_auditor
+from .runtime import RuntimeAudit, budget_steps, oriented, runtime_targets, with_options
 
 __all__ = ["SrppSgdAudit"]
 
@@ -151,8 +152,6 @@ class SrppSgdAudit(AuditTarget):
 
 @register_auditor("srpp_sgd")
 def _factory(ctx: AuditContext):
-    from .runtime import srpp_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
-
     return [SrppSgdAudit(ctx), *srpp_targets(ctx)]
 
 
@@ -224,3 +223,155 @@ def mutate(mechanism, kind: str, factor: float | None):
     if kind in ("no_step_budget", "no_batch_caps", "nonfinite_voids_step"):
         return as_class(_mutant_classes()[kind], mechanism)
     return None
+
+
+# --- the runtime audits of the same entry (dpspec.audit.runtime: budget, caps, non-finite values) ---
+
+
+# --- SRPP-SGD ----------------------------------------------------------------------------------------
+
+
+class _SrppRuntime(RuntimeAudit, SrppSgdAudit):
+    default_trials = 200
+    max_trials = 200
+
+    def _data(self, world: int):
+        import torch
+
+        x = torch.zeros(self.n, 1, dtype=torch.float32)
+        x[: self.delta_records, 0] = (1.0 if world == 1 else -1.0) * self.scale * self.C
+        return x, torch.zeros(self.n, dtype=torch.long)
+
+    def _model(self):
+        import torch
+
+        torch.set_num_threads(1)
+        model = torch.nn.Linear(1, 1, bias=False)
+        with torch.no_grad():
+            model.weight.zero_()
+        return model
+
+
+class SrppNonFiniteAudit(_SrppRuntime):
+    check = "non-finite"
+
+    def neighbours(self) -> str:
+        return (
+            super().neighbours() + "; on D₁ the first affected record's gradient is non-finite (NaN input) "
+            "instead of +scale·C"
+        )
+
+    def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        import torch
+
+        x, y = self._data(world)
+        if world:
+            x[0, 0] = float("nan")
+        out = np.empty((n, self.k))
+        seeds = rng.integers(0, 2**62, size=n)
+        for i in range(n):
+            model = self._model()
+            opt = dataclasses.replace(self.mech).optimizer(model, _linear_loss, seed=int(seeds[i]))
+            for t, idx in enumerate(opt.batches(self.n)):
+                if t >= self.k:
+                    break
+                ii = torch.as_tensor(idx, dtype=torch.long)
+                opt.step(x[ii], y[ii])
+                out[i, t] = float(model.weight.detach()[0, 0])
+        return out
+
+    def statistics(self, x0, x1):
+        return {
+            "nonfinite": lambda x: np.isnan(x).sum(axis=1).astype(float),
+            "last": oriented(lambda x: np.nan_to_num(x[:, -1], nan=0.0), x0, x1),
+        }
+
+
+class SrppCapAudit(_SrppRuntime):
+    check = "per-batch cap"
+
+    def neighbours(self) -> str:
+        return (
+            super().neighbours() + "; at every step the loop first passes a batch of B copies of an affected "
+            "record (idx given) and, if it is refused, the batch drawn as accounted"
+        )
+
+    def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        import torch
+
+        from dpspec.mechanisms.ledger import CapExceededError
+
+        x, y = self._data(world)
+        B = int(self.mech.plan.sampling.batch_size)
+        bad = np.zeros(B, dtype=np.int64)
+        out = np.empty((n, self.k))
+        seeds = rng.integers(0, 2**62, size=n)
+        for i in range(n):
+            model = self._model()
+            opt = dataclasses.replace(self.mech).optimizer(model, _linear_loss, seed=int(seeds[i]))
+            for t, idx in enumerate(opt.batches(self.n)):
+                if t >= self.k:
+                    break
+                try:
+                    opt.step(x[torch.as_tensor(bad)], y[torch.as_tensor(bad)], bad)
+                except CapExceededError:
+                    ii = torch.as_tensor(idx, dtype=torch.long)
+                    opt.step(x[ii], y[ii])
+                out[i, t] = float(model.weight.detach()[0, 0])
+        return out
+
+
+class SrppBudgetAudit(_SrppRuntime):
+    check = "step budget"
+    default_trials = 100
+    max_trials = 100
+
+    def __init__(self, ctx: AuditContext):
+        T, k_req = budget_steps(ctx, int(ctx.mechanism.plan.steps), factor=100.0)
+        super().__init__(with_options(ctx, steps=T))
+        self.k_req = k_req
+
+    def neighbours(self) -> str:
+        return (
+            super().neighbours().rsplit(";", 1)[0] + f"; a loop asks for {self.k_req} steps (the certificate "
+            f"covers {self.T}), building a new optimizer of the same mechanism when one refuses; the final "
+            "parameter is observed"
+        )
+
+    def sample(self, world: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        import torch
+
+        from dpspec.mechanisms.ledger import BudgetExceededError
+
+        x, y = self._data(world)
+        out = np.empty((n, 1))
+        seeds = rng.integers(0, 2**62, size=n)
+        sampling = self.mech.plan.sampling
+        for i in range(n):
+            model = self._model()
+            run = dataclasses.replace(self.mech)
+            r = np.random.default_rng(int(seeds[i]))
+            opt = run.optimizer(model, _linear_loss, seed=int(seeds[i]))
+            for _ in range(self.k_req):
+                idx = sampling.draw(r)  # the loop's own sampler, exactly as accounted
+                ii = torch.as_tensor(idx, dtype=torch.long)
+                try:
+                    opt.step(x[ii], y[ii], idx)
+                except BudgetExceededError:
+                    opt = run.optimizer(model, _linear_loss, seed=int(r.integers(2**62)))  # "start again"
+                    try:
+                        opt.step(x[ii], y[ii], idx)
+                    except BudgetExceededError:
+                        break
+            out[i, 0] = float(model.weight.detach()[0, 0])
+        return out
+
+    def statistics(self, x0, x1):
+        return {"last": oriented(lambda x: x[:, 0], x0, x1)}
+
+
+def srpp_targets(ctx: AuditContext) -> list:
+    return runtime_targets(ctx, (SrppNonFiniteAudit, SrppCapAudit, SrppBudgetAudit))
+
+
+# --- relational DP-SGD ---------------------------------------------------------------------------------

@@ -251,7 +251,6 @@ FAMILIES: dict[str, Family] = {
         summary="DP-SGD: per-example clipping, Gaussian noise, subsampled steps",
         source="Abadi et al. 2016; Mironov–Talwar–Zhang 2019; Schuchardt et al. 2024",
         settings_model="dpspec.ir.settings:DpsgdSettings",
-        compile="dpspec.compiler.dpsgd_train:compile_dpsgd",
         accountants=(
             "dpspec.accounting.dpsgd",
             "dpspec.accounting.poisson",
@@ -259,16 +258,11 @@ FAMILIES: dict[str, Family] = {
             "dpspec.accounting.group",
             "dpspec.accounting.pld",
         ),
-        runtime="dpspec.mechanisms.dpsgd:DpSgd",
-        auditor="dpspec.audit.dpsgd",
-        rules=("dpspec.check.rules", "dpspec.check.rules_runtime", "dpspec.check.rules_dpsgd"),
+        rules=("dpspec.check.rules", "dpspec.check.rules_runtime"),
         distributed=True,
         stepped=True,
-        curve="dpspec.plot.dpsgd:curve",
-        steps_curve="dpspec.plot.dpsgd:steps_panel",
-        distributed_example="dpspec.distributed.dpsgd_example",
-        torch_backend="dpspec.torch.dpsgd:backend",
-        demo="dpspec.demo.dpsgd:run",
+        # compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
+        # the files of dpspec/families/dpsgd/
     ),
     "swm": Family(
         name="swm",

@@ -111,7 +111,7 @@ def test_srpp_run_certificate_is_at_the_certificates_alpha():
 
 
 def test_a_hand_built_object_has_no_run_certificate():
-    from dpspec.mechanisms.dpsgd import DpSgd
+    from dpspec.families.dpsgd.runtime import DpSgd
 
     m = DpSgd(noise_multiplier=1.0, clip_norm=1.0, sampling="poisson", sample_rate=0.1, steps=3, dataset_size=10,
               delta=1e-5)
@@ -165,7 +165,7 @@ def test_the_runtime_never_imports_the_compiler(tmp_path):
         import sys, json
         import numpy as np, torch
         from dpspec.certificate.model import Certificate
-        from dpspec.mechanisms.dpsgd import DpSgd
+        from dpspec.families.dpsgd.runtime import DpSgd
         import dpspec.mechanisms.srpp_sgd, dpspec.mechanisms.relational, dpspec.mechanisms.gcon
         import dpspec.srpp.trainer, dpspec.relational.trainer, dpspec.gcon.trainer, dpspec.distributed.comm
         import dpspec.certificate.run

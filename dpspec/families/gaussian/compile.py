@@ -142,7 +142,7 @@ def compile_target(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     delta_sens = sens.used
     on_data = evaluated_on_data(r, u, n)
     table, data_name = _release_table(r, d, data) if on_data else (None, None)
-    from dpspec.compiler import dpsgd_accountants as DA
+    from dpspec.compiler import accountant_selection as DA
 
     g = r.guarantee
     alphas = _alpha_grid(ctx.spec)

@@ -401,3 +401,7 @@ class DpSgd(LedgerOwner):
 
 def steps_for_epochs(epochs: float, rate: float) -> int:
     return max(1, math.ceil(epochs / rate))
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = DpSgd

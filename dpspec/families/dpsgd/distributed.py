@@ -12,9 +12,8 @@ DEFAULTS = dict(
 
 def run(comm, cfg: dict | None = None) -> dict:
     """Plain DP-SGD (Poisson sampling, flat clipping) on an MLP."""
-    from dpspec.mechanisms.dpsgd import DpSgd
-
-    from .examples import _injected, _params, _warm_up, mlp, synthetic_classification
+    from dpspec.distributed.examples import _injected, _params, _warm_up, mlp, synthetic_classification
+    from dpspec.families.dpsgd.runtime import DpSgd
 
     _warm_up()
 

@@ -34,13 +34,12 @@ all T steps for reference. With k = T (the default when T ≤ ``max_steps``) the
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor, tick
+from dpspec.audit.base import AuditContext, AuditTarget, Claim, tick
 
 __all__ = ["DpSgdAudit"]
 
@@ -244,131 +243,3 @@ class DpSgdAudit(AuditTarget):
             "sum": lambda x: self._z(x).sum(axis=1),
             "max": lambda x: self._z(x).max(axis=1),
         }
-
-
-@register_auditor("dpsgd")
-def _factory(ctx: AuditContext):
-    from .runtime import dpsgd_targets  # the runtime audits of the same entry (normaliser, budget, caps, …)
-
-    return [DpSgdAudit(ctx), *dpsgd_targets(ctx)]
-
-
-# --- mutants for the power check (dpspec.audit.mutations) ----------------------------------------
-
-MUTATION_FACTORS = {
-    "noise_scaled": 0.25,
-    "no_clipping": 1.0,
-    "rate_misreported": 10.0,
-    "normaliser_from_data": 1.0,
-    "nonfinite_voids_step": 1.0,
-    "no_step_budget": 25.0,
-    "no_batch_caps": 1.0,
-    "ledger_rewind": 1.0,
-    "unnoised_param_group": 1.0,
-}
-MUTANT_CLASSES = ("UnclippedDpSgd",)
-
-
-@functools.cache
-def _mutant_classes():
-    import dataclasses
-
-    from dpspec.mechanisms.dpsgd import DpSgd
-    from dpspec.mechanisms.per_example import ClippedSum
-
-    @dataclasses.dataclass(frozen=True)
-    class UnclippedDpSgd(DpSgd):
-        """DP-SGD with the per-example clip skipped (the noise is still calibrated to σ·C)."""
-
-        def _clipped_sum(self, model, loss_fn, xb, yb):
-            import torch
-
-            from dpspec.mechanisms.per_example import per_example_grads, trainable_parameters
-
-            params = trainable_parameters(model)
-            if len(xb):
-                g = per_example_grads(model, loss_fn, xb, yb)
-                summed = {k: v.sum(dim=0) for k, v in g.items()}
-            else:
-                summed = {k: torch.zeros_like(v) for k, v in params.items()}
-            return ClippedSum(summed, int(len(xb)), 0, [], None, None, "unclipped", 0.0)
-
-    @dataclasses.dataclass(frozen=True)
-    class DataNormalisedDpSgd(DpSgd):
-        """The noisy sum divided by q·len(data) (len(data) for full batch): the normaliser leak."""
-
-        def _normaliser(self, n):
-            if n is None:
-                return self.normalizer
-            return float(n) if self.sampling == "full_batch" else self.sample_rate * float(n)
-
-    @dataclasses.dataclass(frozen=True)
-    class StepVoidingDpSgd(DpSgd):
-        """One non-finite per-example gradient makes the step's gradient non-finite (the step is lost)."""
-
-        def _nonfinite_policy(self, cs):
-            import torch
-
-            if cs.nonfinite:
-                return {k: torch.full_like(v, float("nan")) for k, v in cs.sums.items()}
-            return cs.sums
-
-    @dataclasses.dataclass(frozen=True)
-    class UncappedDpSgd(DpSgd):
-        """Any batch is accepted (repeated examples, any size)."""
-
-        def _check_batch(self, idx, rows, n, comm=None):
-            if idx is None and self._guard._issued:
-                self._guard._issued.popleft()
-
-    return {
-        "no_clipping": UnclippedDpSgd,
-        "normaliser_from_data": DataNormalisedDpSgd,
-        "nonfinite_voids_step": StepVoidingDpSgd,
-        "no_batch_caps": UncappedDpSgd,
-    }
-
-
-def __getattr__(name: str):
-    if name == "UnclippedDpSgd":
-        return _mutant_classes()["no_clipping"]
-    raise AttributeError(name)
-
-
-def mutate(mechanism, kind: str, factor: float | None):
-    """``noise_scaled`` — noise multiplier × ``factor``; ``no_clipping`` — per-example gradients summed
-    unclipped (the clip is skipped, the noise is still σ·C); ``rate_misreported`` — the loader samples
-    at ``factor`` × the accounted rate (Poisson; capped at 1) or batches of ``factor`` × B (without
-    replacement), as with a sampler that silently changes the sample rate (Opacus #813). The runtime's
-    earlier holes, re-introduced: ``normaliser_from_data`` — the noisy sum divided by q·len(data) (or
-    len(data)) instead of the certificate's constant; ``nonfinite_voids_step`` — one non-finite
-    per-example gradient makes the whole step non-finite (the trainer then dropped it, freezing the
-    model exactly when that example is sampled); ``no_step_budget`` — the object runs ``factor`` × the
-    certified steps; ``no_batch_caps`` — a batch is accepted with repeated examples. The wrapper's
-    (:mod:`.wrapper`): ``ledger_rewind`` — a loaded checkpoint sets the ledger's count (the run is
-    rewound); ``unnoised_param_group`` — make_private steps a parameter it does not noise."""
-    import dataclasses
-
-    from .mutations import as_class
-
-    if kind == "noise_scaled":
-        return dataclasses.replace(mechanism, noise_multiplier=mechanism.noise_multiplier * float(factor))
-    if kind == "normaliser_from_data" and mechanism.sampling == "without_replacement":
-        raise ValueError("fixed-size batches: the normaliser is B, not a size read from the data")
-    if kind in ("no_clipping", "normaliser_from_data", "nonfinite_voids_step", "no_batch_caps"):
-        return as_class(_mutant_classes()[kind], mechanism)
-    if kind == "no_step_budget":
-        return dataclasses.replace(mechanism, steps=int(math.ceil(mechanism.steps * float(factor))))
-    if kind in ("ledger_rewind", "unnoised_param_group"):
-        from .wrapper import wrapper_mutants
-
-        return as_class(wrapper_mutants()[kind], mechanism)
-    if kind == "rate_misreported":
-        k = float(factor)
-        if mechanism.sampling == "poisson" and mechanism.sample_rate < 1.0:
-            return dataclasses.replace(mechanism, sample_rate=min(1.0, mechanism.sample_rate * k))
-        if mechanism.sampling == "without_replacement" and mechanism.batch_size < mechanism.dataset_size:
-            n = mechanism.dataset_size
-            return dataclasses.replace(mechanism, batch_size=float(min(n, math.ceil(mechanism.batch_size * k))))
-        raise ValueError("the trainer already uses every record at every step: no sampling rate to misreport")
-    return None

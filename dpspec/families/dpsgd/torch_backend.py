@@ -8,7 +8,7 @@ from dpspec.mechanisms.noise_device import device_generator, parameter_device
 
 
 def backend(mech) -> type:
-    # a runtime class may name its own backend (the audit's wrapper mutants, dpspec.audit.wrapper)
+    # a runtime class may name its own backend (the audit's wrapper mutants, dpspec/families/dpsgd/wrapper_audit.py)
     return getattr(type(mech), "torch_backend", None) or DpSgdBackend
 
 
@@ -40,7 +40,7 @@ class DpSgdBackend:
         return self.mech._clipped_sum(self.model, self.criterion, x, y)
 
     def step(self, x, y, idx, clipped=None) -> None:
-        from dpspec.mechanisms.dpsgd import TrainingReport
+        from dpspec.families.dpsgd.runtime import TrainingReport
 
         report = TrainingReport(steps=1, noise_std=self.mech.noise_std)
         grads = self.mech.private_gradients(

@@ -91,7 +91,7 @@ def _clip_norm(c) -> float:
     return c.C
 
 
-def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
+def compile_target(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     st = t.settings_as(DpsgdSettings)
     from dpspec import accounting as acc
 
@@ -113,10 +113,10 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     def curve_at(sigma, orders=alphas):
         return acc.dpsgd_rdp_curve(sigma, alphas=orders, **kw)
 
-    from dpspec.compiler import dpsgd_accountants as DA
+    from dpspec.compiler import accountant_selection as DA
 
     pld_sigma = (
-        DA.calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"])
+        calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"])
         if calibrated and isinstance(g, ir.DpGuarantee)
         else None
     )
@@ -167,8 +167,8 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         if best_alpha is None:
             best_alpha, conv = res.best_alpha, res.conversion
     rdp_points, accounting, pld = points, None, None
-    if isinstance(g, ir.DpGuarantee):  # certified ε = min over RDP and PLD (dpspec/compiler/dpsgd_accountants.py)
-        pld = DA.dpsgd_pld(sigma, rate, steps, acc_name, K, kw["dataset_size"])
+    if isinstance(g, ir.DpGuarantee):  # certified ε = min over RDP and PLD (dpspec/compiler/accountant_selection.py)
+        pld = dpsgd_pld(sigma, rate, steps, acc_name, K, kw["dataset_size"])
         points, accounting = DA.select(
             lambda dl: certified_epsilon(acc.dp_from_curve(curve, dl).epsilon, curve.abs_error),
             [p.delta for p in points],
@@ -268,7 +268,7 @@ def compile_dpsgd(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         warnings=warnings,
         accounting=accounting,
     )
-    from dpspec.mechanisms.dpsgd import DpSgd
+    from dpspec.families.dpsgd.runtime import DpSgd
 
     mech = DpSgd(
         noise_multiplier=sigma,
@@ -444,3 +444,41 @@ def _dpsgd_assumptions(scheme: str, K: int, rel: str) -> list[Assumption]:
             )
         )
     return out
+
+
+# --- PLD of a DP-SGD run (the candidates of dpspec.compiler.accountant_selection) ---
+
+
+def pld_sampling(acc_name: str) -> str:
+    """dpspec.accounting.dpsgd sampling name → pld_dpsgd sampling name."""
+    return {"poisson": "poisson", "wor": "wor", "wor_substitution": "wor_substitution"}[acc_name]
+
+
+def dpsgd_pld(sigma: float, rate: float, steps: int, acc_name: str, K: int, n: int | None):
+    """The PLD of a DP-SGD run (automatic grid), or None where no PLD pair is implemented."""
+    from dpspec.accounting.pld_select import dpsgd_pld as build
+
+    return build(sigma, rate, steps, pld_sampling(acc_name), K, n)
+
+
+def calibrate_sigma(
+    target: float, delta: float, rate: float, steps: int, acc_name: str, K: int, n: int | None
+) -> float | None:
+    """Smallest σ (relative 1e-3) whose certified PLD ε is ≤ target; None when PLD does not apply or
+    cannot reach the target (the caller then calibrates with RDP)."""
+    from dpspec import accounting as acc
+
+    try:
+        return float(
+            acc.calibrate_pld_sigma(
+                target,
+                delta,
+                rate,
+                steps,
+                sampling=pld_sampling(acc_name),
+                group_size=K,
+                dataset_size=n if acc_name != "poisson" else None,
+            )
+        )
+    except (ValueError, KeyError):
+        return None

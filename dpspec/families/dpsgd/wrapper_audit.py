@@ -1,6 +1,6 @@
 """Runtime audits of ``dpspec.torch.make_private`` (the ordinary PyTorch loop around the DP-SGD runtime).
 
-The targets of :mod:`.runtime` drive the runtime object itself; these drive it the way a user's loop
+The targets of :mod:`.audit` drive the runtime object itself; these drive it the way a user's loop
 does — through ``make_private``'s loader, model and optimizer — with the canary neighbours of the
 privacy audit (:mod:`.dpsgd`: zero-gradient records plus a canary of gradient ``canary_scale``·C on D₁)
 and a loop that tries one of the wrapper's earlier holes (issue 22):
@@ -20,7 +20,7 @@ and a loop that tries one of the wrapper's earlier holes (issue 22):
 
 Claim: the certificate's ε for all T steps (each observation is a post-processing of the certified
 transcript when the wrapper keeps its promises). Trials: for full-batch sampling, many trials share
-one run (trial r owns parameter r of a block model and a block of records, as in :mod:`.dpsgd`: every
+one run (trial r owns parameter r of a block model and a block of records, as in :mod:`.canary`: every
 batch is the whole dataset, so the trials stay independent); otherwise one run per trial (each with
 its own Poisson or fixed-size batch stream), which costs T steps per trial (T × rewinds on a ledger
 that a reload rewinds) — run on certificates of at most ``max_wrapper_steps`` = 16 steps then (full
@@ -35,14 +35,15 @@ import math
 
 import numpy as np
 
-from .base import AuditContext
-from .dpsgd import DpSgdAudit, _block_model, _linear_loss
-from .runtime import _Runtime, _skip, _with
+from dpspec.audit.base import AuditContext
+from dpspec.audit.runtime import RuntimeAudit, oriented, runtime_targets, skip, with_options
+
+from .canary import DpSgdAudit, _block_model, _linear_loss
 
 __all__ = ["WrapperRewindAudit", "WrapperParameterAudit", "WrapperNonFiniteAudit", "wrapper_mutants", "wrapper_targets"]
 
 
-class _WrapperAudit(_Runtime, DpSgdAudit):
+class _WrapperAudit(RuntimeAudit, DpSgdAudit):
     default_trials = 200
     max_trials = 300
 
@@ -50,18 +51,18 @@ class _WrapperAudit(_Runtime, DpSgdAudit):
         try:
             import torch  # noqa: F401
         except ImportError:  # pragma: no cover - torch is a dependency of the training extra
-            raise _skip(f"{self.check}: needs torch (dpspec.torch)") from None
+            raise skip(f"{self.check}: needs torch (dpspec.torch)") from None
         T = int(ctx.record.mechanism.parameters["steps"])
         chunked = str(ctx.record.mechanism.parameters["sampling"]) == "full_batch"
         cap = int(ctx.options.get("max_budget_steps", 40) if chunked else ctx.options.get("max_wrapper_steps", 16))
         if T > cap:
             how = "full-batch trials share a run" if chunked else "one make_private run per trial"
-            raise _skip(
+            raise skip(
                 f"{self.check}: the certificate covers {T} steps; the wrapper audits ({how}) run on certificates "
                 f"of at most {cap} steps (option {'max_budget_steps' if chunked else 'max_wrapper_steps'}; "
                 "tests/torch/test_private_promises.py checks the wrapper's promises themselves)"
             )
-        super().__init__(_with(ctx, steps=T))  # the claim: the certificate's ε for all T steps
+        super().__init__(with_options(ctx, steps=T))  # the claim: the certificate's ε for all T steps
         self.k_req = int(math.ceil(factor * T))
         self.chunk = int(ctx.options.get("chunk") or 128) if chunked else 1
 
@@ -223,10 +224,8 @@ class WrapperParameterAudit(_WrapperAudit):
         return out
 
     def statistics(self, x0, x1):
-        from .runtime import _oriented
-
         stats = self._transcript_stats(self.T)
-        stats["temp"] = _oriented(lambda x: x[:, -1], x0, x1)
+        stats["temp"] = oriented(lambda x: x[:, -1], x0, x1)
         return stats
 
 
@@ -273,7 +272,7 @@ class WrapperNonFiniteAudit(_WrapperAudit):
         return stats
 
 
-# --- the wrapper's earlier holes, re-introduced (dpspec.audit.dpsgd's ``mutate``) ---------------------------
+# --- the wrapper's earlier holes, re-introduced (the family's ``audit.mutate``) ---------------------------
 
 
 def wrapper_mutants() -> dict:
@@ -288,9 +287,9 @@ def _classes():
     if _CACHE is None:
         import uuid
 
-        from dpspec.mechanisms.dpsgd import DpSgd
+        from dpspec.families.dpsgd.runtime import DpSgd
+        from dpspec.families.dpsgd.torch_backend import DpSgdBackend
         from dpspec.mechanisms.ledger import PrivacyLedger, _Run
-        from dpspec.torch.dpsgd import DpSgdBackend
 
         class RewindableLedger(PrivacyLedger):
             def load_state_dict(self, state: dict) -> None:
@@ -323,6 +322,4 @@ _CACHE: dict | None = None
 
 
 def wrapper_targets(ctx: AuditContext) -> list:
-    from .runtime import _targets
-
-    return _targets(ctx, (WrapperRewindAudit, WrapperParameterAudit, WrapperNonFiniteAudit))
+    return runtime_targets(ctx, (WrapperRewindAudit, WrapperParameterAudit, WrapperNonFiniteAudit))

@@ -1,4 +1,4 @@
-"""Accountant selection for DP-SGD and compositions: the certified ε is the minimum over every valid
+"""Accountant selection for stepped trainings and compositions: the certified ε is the minimum over every valid
 accountant (RDP and PLD), each candidate listed in the certificate (``TargetCertificate.accounting``).
 
 Why the minimum is sound: each candidate is an upper bound on the same mechanism's privacy profile
@@ -7,13 +7,14 @@ composition of dominating pairs, Zhu, Dong & Wang 2022 Thm 10, with the pessimis
 stated numerical error included in δ, see docs/accounting-pld.md), so the smaller one is an upper bound
 too. Each δ of the certificate takes its own minimum.
 
-Where PLD applies (:func:`dpsgd_pld`): DP-SGD with Poisson sampling (add/remove; groups of K via the
-Poisson group-K dominating pair), fixed batches without replacement (add/remove and substitution) and
-full batch (exact μ-GDP, μ = K√T/σ); compositions whose parts all have a PLD under one relation
-(:func:`compose_pld`). Rényi-DP guarantees, SRPP-SGD, relational DP-SGD, GCON and SWM stay on their own
-accountants. The analytic Gaussian release is exact (μ-GDP), so no other accountant is added there.
+Where PLD applies (a family's compile builds its PLD, e.g. ``dpspec/families/dpsgd/compile.py``): DP-SGD with
+Poisson sampling (add/remove; groups of K via the Poisson group-K dominating pair), fixed batches without
+replacement (add/remove and substitution) and full batch (exact μ-GDP, μ = K√T/σ); compositions whose parts
+all have a PLD under one relation (:func:`compose_pld`). Rényi-DP guarantees, SRPP-SGD, relational DP-SGD,
+GCON and SWM stay on their own accountants. The analytic Gaussian release is exact (μ-GDP), so no other
+accountant is added there.
 
-Calibration (:func:`calibrate_sigma`): σ from ``calibrate_pld_sigma`` (certified PLD ε ≤ target), then
+Calibration (DP-SGD's ``calibrate_sigma``): σ from ``calibrate_pld_sigma`` (certified PLD ε ≤ target), then
 the minimum of RDP and PLD at that σ is certified (≤ the PLD ε ≤ target).
 """
 
@@ -40,41 +41,6 @@ FULL_BATCH_TIGHT = (
     "sensitivity K, μ = K√T/σ; with Gaussian releases μ = √Σμᵢ²) is exactly μ-GDP (Dong, Roth & Su "
     "2022 Cor. 3.3); the PLD candidate evaluates its exact profile"
 )
-
-
-def pld_sampling(acc_name: str) -> str:
-    """dpspec.accounting.dpsgd sampling name → pld_dpsgd sampling name."""
-    return {"poisson": "poisson", "wor": "wor", "wor_substitution": "wor_substitution"}[acc_name]
-
-
-def dpsgd_pld(sigma: float, rate: float, steps: int, acc_name: str, K: int, n: int | None):
-    """The PLD of a DP-SGD run (automatic grid), or None where no PLD pair is implemented."""
-    from dpspec.accounting.pld_select import dpsgd_pld as build
-
-    return build(sigma, rate, steps, pld_sampling(acc_name), K, n)
-
-
-def calibrate_sigma(
-    target: float, delta: float, rate: float, steps: int, acc_name: str, K: int, n: int | None
-) -> float | None:
-    """Smallest σ (relative 1e-3) whose certified PLD ε is ≤ target; None when PLD does not apply or
-    cannot reach the target (the caller then calibrates with RDP)."""
-    from dpspec import accounting as acc
-
-    try:
-        return float(
-            acc.calibrate_pld_sigma(
-                target,
-                delta,
-                rate,
-                steps,
-                sampling=pld_sampling(acc_name),
-                group_size=K,
-                dataset_size=n if acc_name != "poisson" else None,
-            )
-        )
-    except (ValueError, KeyError):
-        return None
 
 
 def compose_pld(parts: Iterable):
