@@ -99,7 +99,7 @@ def budget_steps(ctx: AuditContext, T: int, factor: float = 25.0) -> tuple[int, 
         raise skip(
             f"step budget: the certificate covers {T} steps; the budget audit asks for "
             f"budget_factor × T steps and runs on certificates of at most {cap} steps "
-            "(tests/runtime check the refusal itself)"
+            "(the families' runtime tests check the refusal itself)"
         )
     return T, int(math.ceil(float(ctx.options.get("budget_factor", factor)) * T))
 

@@ -9,7 +9,6 @@ from dpspec.check import rules_pufferfish as _rules_pf  # noqa: F401  (DPS4xx)
 from dpspec.check import rules_relational as _rules_rel  # noqa: F401  (DPS6xx)
 from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)
 from dpspec.check import rules_schedule as _rules_schedule  # noqa: F401  (DPS144)
-from dpspec.check import rules_srpp as _rules_srpp  # noqa: F401  (DPS5xx, DPS143)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 from dpspec.tuning import rules as _rules_tuning  # noqa: F401  (DPS95x: the `tune` block)
 

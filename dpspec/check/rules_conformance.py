@@ -157,7 +157,7 @@ def size_mismatch(rows: int, declared: int, where: str) -> tuple[str, str]:
 
 
 # (DPS143, SRPP-SGD runs of one scenario composed under different discrepancy models, is SRPP-SGD's:
-# dpspec/check/rules_srpp.py; DPS144, both steps and epochs, is in dpspec/check/rules_schedule.py.)
+# dpspec/families/srpp_sgd/rules.py; DPS144, both steps and epochs, is in dpspec/check/rules_schedule.py.)
 
 
 # --- DPS145: a unit or query that does not fit its data -------------------------------------------------

@@ -324,17 +324,11 @@ FAMILIES: dict[str, Family] = {
         summary="SRPP-SGD with the History-Uniform Cap accountants",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
         settings_model="dpspec.ir.settings:SrppSgdSettings",
-        compile="dpspec.compiler.srpp_train:compile_target",
-        compose="dpspec.compiler.srpp_train:compose_srpp",
         accountants=("dpspec.accounting.huc",),
-        runtime="dpspec.mechanisms.srpp_sgd:SrppSgdMechanism",
-        auditor="dpspec.audit.srpp",
-        rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
+        rules=("dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
         distributed=True,
-        steps_curve="dpspec.plot.srpp:steps_panel",
-        distributed_example="dpspec.distributed.srpp_example",
-        torch_backend="dpspec.torch.srpp:backend",
-        demo="dpspec.demo.srpp:run",
+        # compile, compose, runtime, audit, rules, plot (steps_curve), distributed, torch_backend and demo:
+        # the files of dpspec/families/srpp_sgd/
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",

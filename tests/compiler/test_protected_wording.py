@@ -59,7 +59,7 @@ def test_gcon_names_the_public_node_attributes():
 
 
 def test_srpp_names_its_discrepancy_model():
-    from dpspec.check.rules_srpp import spec
+    from dpspec.families.srpp_sgd.rules import spec
 
     _, r = protected(spec())
     d = r.protected.description

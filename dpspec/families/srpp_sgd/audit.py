@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
-from .runtime import RuntimeAudit, budget_steps, oriented, runtime_targets, with_options
+from dpspec.audit.base import AuditContext, AuditTarget, Claim, register_auditor
+from dpspec.audit.runtime import RuntimeAudit, budget_steps, oriented, runtime_targets, with_options
 
 __all__ = ["SrppSgdAudit"]
 
@@ -43,9 +43,8 @@ class SrppSgdAudit(AuditTarget):
 
     def __init__(self, ctx: AuditContext):
         super().__init__(ctx)
+        from dpspec.audit.api import AuditError  # a skip with its reason, not a failure
         from dpspec.srpp import plan_caps
-
-        from .api import AuditError  # a skip with its reason, not a failure
 
         mech = ctx.mechanism
         cal = mech.calibration
@@ -164,7 +163,7 @@ MUTATION_FACTORS = {"noise_scaled": 0.25, "no_step_budget": 1.0, "no_batch_caps"
 def _mutant_classes():
     import types
 
-    from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+    from dpspec.families.srpp_sgd.runtime import SrppSgdMechanism
 
     def permissive_batch(self, idx, rows):
         if idx is None and self._guard._issued:
@@ -213,7 +212,7 @@ def mutate(mechanism, kind: str, factor: float | None):
     ``no_step_budget`` — every optimizer from the mechanism gets a fresh budget; ``no_batch_caps`` —
     ``step()`` accepts a batch with repeated records; ``nonfinite_voids_step`` — a step with a
     non-finite per-example gradient is dropped."""
-    from .mutations import as_class
+    from dpspec.audit.mutations import as_class
 
     if kind == "noise_scaled":
         cal = mechanism.calibration

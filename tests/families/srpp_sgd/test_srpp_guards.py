@@ -13,7 +13,7 @@ import dpspec
 from dpspec.mechanisms.ledger import BudgetExceededError, CapExceededError, DataMismatchError
 
 torch.set_num_threads(1)
-SPECS = Path(__file__).resolve().parents[2] / "specs"
+SPECS = Path(__file__).resolve().parents[3] / "specs"
 
 SPEC = """scenario prevalence {{ secret share in {{low, high}} }}
 train model {{

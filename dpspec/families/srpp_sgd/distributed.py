@@ -12,9 +12,8 @@ DEFAULTS = dict(n=400, d=20, hidden=32, classes=4, batch=40, steps=20, clip=1.0,
 
 def run(comm, cfg: dict | None = None) -> dict:
     """SRPP-SGD (without-replacement batches, HUC calibration) on an MLP."""
+    from dpspec.distributed.examples import _injected, _params, _warm_up, mlp, synthetic_classification
     from dpspec.srpp import FixedPairWorlds, LrSchedule, OptimizerSpec, Sampling, SrppSgdPlan, calibrate, train_srpp_sgd
-
-    from .examples import _injected, _params, _warm_up, mlp, synthetic_classification
 
     c = {**DEFAULTS, **(cfg or {})}
     _warm_up()

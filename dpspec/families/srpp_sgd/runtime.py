@@ -141,3 +141,7 @@ class SrppSgdMechanism(LedgerOwner):
             comm=comm,
             ledger=self.ledger,
         )
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = SrppSgdMechanism

@@ -241,7 +241,7 @@ def _describe_discrepancy(key) -> str:
     return text + (f" on {n} records" if n else "")
 
 
-def _srpp_two(disc_a: str, disc_b: str, extra: str = "") -> str:
+def two_runs(disc_a: str, disc_b: str, extra: str = "") -> str:
     """Two SRPP-SGD runs of one scenario, composed (the examples of DPS143 and DPS144)."""
     runs = "".join(
         f"train {name} {{\n  protect       prevalence\n  mechanism     srpp_sgd\n  dataset_size  1400\n"
@@ -257,14 +257,14 @@ def _srpp_two(disc_a: str, disc_b: str, extra: str = "") -> str:
     )
 
 
-_FLIP = "label_flip(differing = 20)"
+FLIP = "label_flip(differing = 20)"
 
 
 @rule(
     "DPS143",
     "one scenario composed under different discrepancy models",
-    bad=_srpp_two(_FLIP, "label_flip(differing = 2)"),
-    good=_srpp_two(_FLIP, _FLIP),
+    bad=two_runs(FLIP, "label_flip(differing = 2)"),
+    good=two_runs(FLIP, FLIP),
     explanation="A discrepancy model says how many records the secret can change between the coupled worlds "
     "of a scenario — a property of the scenario and its data, not of one run. Composing SRPP-SGD "
     "runs that declare different models (or train on different numbers of records) adds costs "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Panel, Series
+from dpspec.plot import Panel, Series
 
 
 def steps_panel(r, common: dict, certified: Series, steps: int, rdp_target: bool) -> Panel:
