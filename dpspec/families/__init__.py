@@ -339,18 +339,12 @@ FAMILIES: dict[str, Family] = {
         summary="relational DP-SGD with entity-level privacy and coupled sampling",
         source="Huang et al., Differentially Private Relational Learning with Entity-level Privacy Guarantees",
         settings_model="dpspec.ir.settings:RelationalSettings",
-        compile="dpspec.compiler.relational_train:compile_target",
         accountants=("dpspec.accounting.relational",),
-        runtime="dpspec.mechanisms.relational:RelationalMechanism",
-        auditor="dpspec.audit.relational",
-        rules=("dpspec.check.rules_relational", "dpspec.check.rules_schedule"),
+        rules=("dpspec.check.rules_schedule",),
         distributed=True,
         stepped=True,
-        curve="dpspec.plot.relational:curve",
-        steps_curve="dpspec.plot.relational:steps_panel",
-        distributed_example="dpspec.distributed.relational_example",
-        torch_backend="dpspec.torch.relational:backend",
-        demo="dpspec.demo.relational:run",
+        # compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
+        # the files of dpspec/families/relational_dpsgd/
     ),
     "gcon": Family(
         name="gcon",

@@ -8,7 +8,7 @@ from dpspec.check import framework
 from dpspec.check.rules_conformance import release_spec
 from dpspec.families.srpp_sgd.rules import FLIP, two_runs
 from dpspec.check.rules_gcon import spec as gcon_spec
-from dpspec.check.rules_relational import spec as rel_spec
+from dpspec.families.relational_dpsgd.rules import spec as rel_spec
 
 
 def diags(text):

@@ -14,7 +14,7 @@ def protected(text, **kw):
 
 @pytest.fixture(scope="module")
 def relational():
-    from dpspec.check.rules_relational import spec
+    from dpspec.families.relational_dpsgd.rules import spec
 
     return dpspec.compile(spec(g="dp(delta = 1e-5)", extra="  noise_multiplier 1.0\n"))  # no calibration
 

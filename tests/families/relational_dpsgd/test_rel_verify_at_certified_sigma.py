@@ -8,7 +8,7 @@ import pytest
 import dpspec
 from dpspec.accounting import relational
 from dpspec.certificate.model import Certificate, content_hash
-from dpspec.check.rules_relational import spec as rel_spec
+from dpspec.families.relational_dpsgd.rules import spec as rel_spec
 
 
 @pytest.fixture(scope="module")

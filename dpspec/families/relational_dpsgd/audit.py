@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
-from .runtime import RuntimeAudit, budget_steps, oriented, runtime_targets, with_options
+from dpspec.audit.base import AuditContext, AuditTarget, Claim, register_auditor
+from dpspec.audit.runtime import RuntimeAudit, budget_steps, oriented, runtime_targets, with_options
 
 __all__ = ["RelationalAudit"]
 
@@ -145,7 +145,7 @@ MUTATION_FACTORS = {
 def _mutant_classes():
     import types
 
-    from dpspec.mechanisms.relational import RelationalMechanism
+    from dpspec.families.relational_dpsgd.runtime import RelationalMechanism
 
     def poisoning_total(self, g, factors):
         return (g * factors(g.norm(dim=1))[:, None]).sum(0)
@@ -195,7 +195,7 @@ def mutate(mechanism, kind: str, factor: float | None):
     ``no_step_budget`` — every trainer gets a fresh budget (``train(50)`` on a 10-step certificate
     ran); ``no_batch_caps`` — a user batch with a node in more than K positive tuples is accepted;
     ``nonfinite_poisons_step`` — a non-finite per-tuple gradient enters the sum."""
-    from .mutations import as_class
+    from dpspec.audit.mutations import as_class
 
     if kind == "noise_scaled":
         return dataclasses.replace(mechanism, sigma=mechanism.sigma * float(factor))

@@ -176,3 +176,7 @@ class RelationalMechanism(LedgerOwner):
         ids = np.arange(self.split.test.num_nodes)
         emb = embed_nodes(SubsetEncoder(encoder, self.split.test_nodes), params, ids)
         return link_prediction_eval(emb, self.split.test.edges, max_queries=max_queries, seed=seed)
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = RelationalMechanism

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import dpspec
-from dpspec.check.rules_relational import spec
+from dpspec.families.relational_dpsgd.rules import spec
 from dpspec.mechanisms.ledger import BudgetExceededError, CapExceededError, DataMismatchError
 from dpspec.relational import RelationalGraph, cap_degrees
 from dpspec.relational.encoders import MLPEncoder

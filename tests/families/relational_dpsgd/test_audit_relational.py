@@ -6,7 +6,7 @@ import pytest
 import dpspec
 from dpspec.audit import audit
 from dpspec.audit.mutations import mutants
-from dpspec.check.rules_relational import spec
+from dpspec.families.relational_dpsgd.rules import spec
 
 TEXT = (spec(negative="without_replacement(per_positive = 1)", positive="poisson(expected_batch = 200)")
         .replace("  guarantee  dp(epsilon = 4, delta = 1e-5)", "  noise_multiplier 3.0\n  guarantee  dp(delta = 1e-5)")

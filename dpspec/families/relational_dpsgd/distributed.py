@@ -26,12 +26,12 @@ def community_graph(n: int, seed: int, c: int = 5, p_in: float = 0.08, p_out: fl
 
 def run(comm, cfg: dict | None = None) -> dict:
     """Relational DP-SGD (Poisson positives, NEG-SAMPLE-WOR negatives, degree cap K) on an MLP encoder."""
+    from dpspec.distributed.examples import _injected, _params
     from dpspec.relational.capping import cap_degrees, max_degree
     from dpspec.relational.encoders import MLPEncoder
     from dpspec.relational.trainer import RelationalTrainer, TrainConfig
 
-    from .examples import _injected, _params
-    from .relational import global_capped_graph
+    from .sharding import global_capped_graph
 
     c = {**DEFAULTS, **(cfg or {})}
     raw = community_graph(c["n"], c["graph_seed"])

@@ -7,7 +7,7 @@ import pytest
 import dpspec
 from dpspec.accounting.relational import (SEARCH_ALPHAS, RelationalConfig, freq_clip_sensitivity,
                                           relational_accountants)
-from dpspec.check.rules_relational import spec
+from dpspec.families.relational_dpsgd.rules import spec
 
 
 def _noise(text, nm=1.0):

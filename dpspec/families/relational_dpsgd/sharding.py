@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import Comm
+from dpspec.distributed.comm import Comm
 
 __all__ = ["global_capped_graph", "max_node_tuples"]
 

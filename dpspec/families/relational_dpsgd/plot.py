@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Panel, Series, _agreement, _rdp_line, _step_counts, _text
+from dpspec.plot import Panel, Series, _agreement, _rdp_line, _step_counts, _text
 
 
 def curve(r, grid, deltas) -> Series | None:

@@ -399,7 +399,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         numerics=numerics,
         warnings=warnings,
     )
-    from dpspec.mechanisms.relational import RelationalMechanism
+    from dpspec.families.relational_dpsgd.runtime import RelationalMechanism
 
     mech = RelationalMechanism(
         name=t.name,
