@@ -58,8 +58,8 @@ def _imports(p: Path, top_level_only: bool) -> set[str]:
 
 
 def _absolute(p: Path, level: int, module: str | None) -> str:
-    """The absolute name of ``from <level dots><module> import …`` in file ``p`` (``from .runtime import x``
-    in dpspec/audit/srpp.py is dpspec.audit.runtime): relative imports are dependencies too."""
+    """The absolute name of ``from <level dots><module> import …`` in file ``p`` (``from .base import x``
+    in dpspec/audit/api.py is dpspec.audit.base): relative imports are dependencies too."""
     if level == 0:
         return module or ""
     package = _module(p).split(".") if p.name == "__init__.py" else _module(p).split(".")[:-1]
