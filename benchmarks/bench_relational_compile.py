@@ -225,11 +225,11 @@ def main() -> None:
                      and s_new == params["noise_multiplier"])
 
         # certificates of the other relational specs: the example with text encoders and the
-        # relational tests' graphs (tests/compiler/test_relational_specs.py, spec variants of
-        # dpspec.check.rules_relational.spec); each compiled once with each tree
+        # relational tests' graphs (tests/families/relational_dpsgd/test_relational_specs.py, spec variants of
+        # dpspec.families.relational_dpsgd.rules.spec); each compiled once with each tree
         extra = []
         if not args.quick:
-            from dpspec.check.rules_relational import spec as rel_spec
+            from dpspec.families.relational_dpsgd.rules import spec as rel_spec
             noise = ("  guarantee  dp(epsilon = 4, delta = 1e-5)",
                      "  noise_multiplier 1.0\n  guarantee  dp(delta = 1e-5)")
             standard = "per_tuple(C = 1.0, threshold = standard)"

@@ -1128,7 +1128,7 @@ def freq_clip_sensitivity(degree_cap: int, negatives_per_positive: int, private_
     terms stay within C/2 + C/2 c_r/(c_r+1).)  Nodes of the replaced tuple other than u* keep
     their count.  Each removed tuple has <= k_neg + 1 nodes besides u*, so
     sum_w c_w <= i (k_neg + 1).  Adding (1), (2)+(3b), (3) gives the bound.  It is attained
-    (tests/relational/test_rel_sensitivity.py builds both cases); the digest's counterexample
+    (tests/families/relational_dpsgd/test_rel_sensitivity.py builds both cases); the digest's counterexample
     (K = 5, k_neg = 1, only the w_t have other tuples) gives 1.75 C.
 
     Returns the max over i <= K, j <= 1 (j = 0 only without private negatives):

@@ -3,15 +3,11 @@
 from dpspec.check import rules as _rules  # noqa: F401  (registers the general rules)
 from dpspec.check import rules_conformance as _rules_conf  # noqa: F401  (DPS14x)
 from dpspec.check import rules_distributed as _rules_dist  # noqa: F401  (DPS80x)
-from dpspec.check import rules_dpsgd as _rules_dpsgd  # noqa: F401  (DPS125's DP-SGD cases, DPS127, DPS128, DPS160)
-from dpspec.check import rules_gaussian as _rules_gaussian  # noqa: F401  (DPS129, DPS140)
 from dpspec.check import rules_gcon as _rules_gcon  # noqa: F401  (DPS7xx)
 from dpspec.check import rules_numbers as _rules_numbers  # noqa: F401  (DPS205–207)
 from dpspec.check import rules_pufferfish as _rules_pf  # noqa: F401  (DPS4xx)
-from dpspec.check import rules_relational as _rules_rel  # noqa: F401  (DPS6xx)
 from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)
 from dpspec.check import rules_schedule as _rules_schedule  # noqa: F401  (DPS144)
-from dpspec.check import rules_srpp as _rules_srpp  # noqa: F401  (DPS5xx, DPS143)
 from dpspec.check.framework import CATALOGUE, RuleInfo, rule, run_checks
 from dpspec.tuning import rules as _rules_tuning  # noqa: F401  (DPS95x: the `tune` block)
 

@@ -680,7 +680,8 @@ def check_sampling(ctx: Context):
                 hint=f"use poisson(expected_batch = {s.batch_size}) (sampled as accounted) or "
                 f"without_replacement(batch_size = {s.batch_size})",
             )
-        # (the samplings a family's own accountants do not cover are its rule module's: rules_dpsgd)
+        # (the samplings a family's own accountants do not cover are its rule module's,
+        # e.g. dpspec/families/dpsgd/rules.py)
 
 
 def dataset_size(ctx: Context, t) -> int | None:

@@ -9,14 +9,16 @@ this is done on demand (``dpspec.check.catalogue()``), not when ``dpspec check``
 
 from __future__ import annotations
 
-from dpspec.check import rules_gcon, rules_pufferfish, rules_relational, rules_srpp
+from dpspec.check import rules_gcon, rules_pufferfish
 from dpspec.check.framework import CATALOGUE, register_front_end
+from dpspec.families.relational_dpsgd import rules as relational_rules
+from dpspec.families.srpp_sgd import rules as srpp_rules
 
 # hundreds digit of the id -> (the family's tests, a clean spec of that family, its accountant)
 _FAMILY = {
     "4": ("tests/pufferfish", rules_pufferfish.GOOD, "SWM (dpspec.accounting.swm)"),
-    "5": ("tests/srpp", rules_srpp.GOOD, "SRPP-SGD (dpspec.accounting.huc)"),
-    "6": ("tests/relational", rules_relational.GOOD, "relational DP-SGD (dpspec.accounting.relational)"),
+    "5": ("tests/families/srpp_sgd", srpp_rules.GOOD, "SRPP-SGD (dpspec.accounting.huc)"),
+    "6": ("tests/families/relational_dpsgd", relational_rules.GOOD, "relational DP-SGD (dpspec.accounting.relational)"),
     "7": ("tests/gcon", rules_gcon.GOOD, "GCON (dpspec.accounting.gcon)"),
 }
 

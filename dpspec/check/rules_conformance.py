@@ -34,7 +34,7 @@ def _unit_of(ctx: Context, t):
 
 
 # (DPS140, a declared sensitivity below the one the query implies, is the Gaussian release's:
-# dpspec/check/rules_gaussian.py)
+# dpspec/families/gaussian/rules.py)
 
 
 # --- DPS141: bounds that do not match the columns ----------------------------------------------------
@@ -157,7 +157,7 @@ def size_mismatch(rows: int, declared: int, where: str) -> tuple[str, str]:
 
 
 # (DPS143, SRPP-SGD runs of one scenario composed under different discrepancy models, is SRPP-SGD's:
-# dpspec/check/rules_srpp.py; DPS144, both steps and epochs, is in dpspec/check/rules_schedule.py.)
+# dpspec/families/srpp_sgd/rules.py; DPS144, both steps and epochs, is in dpspec/check/rules_schedule.py.)
 
 
 # --- DPS145: a unit or query that does not fit its data -------------------------------------------------
@@ -267,7 +267,7 @@ register_front_end(
     "DPS148",
     "the data handed to a release does not match its certificate",
     "run",
-    bad="(see tests/release/test_release_runtime.py)",
+    bad="(see tests/families/gaussian/test_release_runtime.py)",
     good=release_spec(),
     explanation="`compiled.mechanism.release(data)` checks the data against the certificate before "
     "it reads a value: the query's columns must exist and be numeric, and under "

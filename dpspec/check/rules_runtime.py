@@ -1,6 +1,6 @@
 """Rules for what the runtime may read (DPS16x): every normaliser, rate and batch size is public.
 
-DPS160 is checked on the spec, by DP-SGD's rules (:mod:`dpspec.check.rules_dpsgd`): a DP-SGD training
+DPS160 is checked on the spec, by DP-SGD's rules (``dpspec/families/dpsgd/rules.py``): a DP-SGD training
 whose noisy gradient sum would be divided by a size read from the data. DPS161–DPS163 are the runtime's refusals
 (:mod:`dpspec.mechanisms.ledger`): they
 are raised by the mechanism objects as named exceptions and listed here so that the catalogue

@@ -6,14 +6,14 @@ the conflict (DP-SGD's is DPS128).
 from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, rule, trainings_of
-from dpspec.check.rules_srpp import _FLIP, _srpp_two
+from dpspec.families.srpp_sgd.rules import FLIP, two_runs
 
 
 @rule(
     "DPS144",
     "both `steps` and `epochs`",
-    bad=_srpp_two(_FLIP, _FLIP, extra="  epochs        3\n"),
-    good=_srpp_two(_FLIP, _FLIP),
+    bad=two_runs(FLIP, FLIP, extra="  epochs        3\n"),
+    good=two_runs(FLIP, FLIP),
     explanation="A training's length is `steps` or `epochs` (epochs × n / batch steps); given both, one would "
     "be ignored and the certificate's step count could differ from what the reader expects. "
     "(For `dpsgd` the same conflict is DPS128.)",

@@ -1,6 +1,6 @@
 """Pieces every family's compile function shares: the certificate's notion/target/protected
 records, the α grid, σ bisection, the certified-ε floor and the target record. They live here, not in
-``compile.py``, so that a family module (``srpp_train``, ``relational_train``, …) imports them without
+``compile.py``, so that a family module (``dpspec/families/<family>/compile.py``, …) imports them without
 importing the compile driver, which imports the families."""
 
 from __future__ import annotations

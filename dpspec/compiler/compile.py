@@ -491,7 +491,7 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         theorems.append("Balle et al. 2020, Thm 21 (RDP to (ε, δ))")
         method = "sum of the parts' RDP curves per order"
         err = sum(p.certificate.numerics.abs_error_bound for p in parts)
-    from dpspec.compiler import dpsgd_accountants as DA
+    from dpspec.compiler import accountant_selection as DA
 
     pld = DA.compose_pld(parts) if isinstance(g, ir.DpGuarantee) and not exact_gaussian else None
     if exact_gaussian:

@@ -1,7 +1,7 @@
 """ℓ2 sensitivity of a Gaussian release's query w.r.t. the protected unit, with its derivation.
 
 The runtime clamps every value of column c to [lo_c, hi_c] before it evaluates the query
-(:mod:`dpspec.mechanisms.gaussian`), so the bounds below hold for the released answer, not only
+(:mod:`dpspec.families.gaussian.runtime`), so the bounds below hold for the released answer, not only
 for data that happens to respect them. With d columns (Dwork & Roth 2014, Def. 3.8):
 
   sum, add/remove one record:  Δ = √(Σ_c max(|lo_c|, |hi_c|)²)  (the record's own clamped vector)

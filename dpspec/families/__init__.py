@@ -196,13 +196,9 @@ FAMILIES: dict[str, Family] = {
         summary="Gaussian noise on a query with declared ℓ2 sensitivity w.r.t. the protected unit",
         source="Mironov 2017 Prop. 7; Balle et al. 2020 Thm 21",
         settings=("protect", "mechanism", "query", "sensitivity", "noise", "guarantee", "description"),
-        compile="dpspec.compiler.gaussian_compile:compile_gaussian",
         accountants=("dpspec.accounting.analytic_gaussian", "dpspec.accounting.gaussian"),
-        runtime="dpspec.mechanisms.gaussian:GaussianRelease",
-        auditor="dpspec.audit.gaussian",
-        rules=("dpspec.check.rules", "dpspec.check.rules_conformance", "dpspec.check.rules_gaussian"),
-        curve="dpspec.plot.gaussian:curve",
-        demo="dpspec.demo.gaussian:run",
+        rules=("dpspec.check.rules", "dpspec.check.rules_conformance"),
+        # compile, runtime, audit, rules, plot (curve) and demo: the files of dpspec/families/gaussian/
     ),
     **{
         name: Family(
@@ -260,7 +256,6 @@ FAMILIES: dict[str, Family] = {
         summary="DP-SGD: per-example clipping, Gaussian noise, subsampled steps",
         source="Abadi et al. 2016; Mironov–Talwar–Zhang 2019; Schuchardt et al. 2024",
         settings_model="dpspec.ir.settings:DpsgdSettings",
-        compile="dpspec.compiler.dpsgd_train:compile_dpsgd",
         accountants=(
             "dpspec.accounting.dpsgd",
             "dpspec.accounting.poisson",
@@ -268,16 +263,11 @@ FAMILIES: dict[str, Family] = {
             "dpspec.accounting.group",
             "dpspec.accounting.pld",
         ),
-        runtime="dpspec.mechanisms.dpsgd:DpSgd",
-        auditor="dpspec.audit.dpsgd",
-        rules=("dpspec.check.rules", "dpspec.check.rules_runtime", "dpspec.check.rules_dpsgd"),
+        rules=("dpspec.check.rules", "dpspec.check.rules_runtime"),
         distributed=True,
         stepped=True,
-        curve="dpspec.plot.dpsgd:curve",
-        steps_curve="dpspec.plot.dpsgd:steps_panel",
-        distributed_example="dpspec.distributed.dpsgd_example",
-        torch_backend="dpspec.torch.dpsgd:backend",
-        demo="dpspec.demo.dpsgd:run",
+        # compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
+        # the files of dpspec/families/dpsgd/
     ),
     "swm": Family(
         name="swm",
@@ -339,17 +329,11 @@ FAMILIES: dict[str, Family] = {
         summary="SRPP-SGD with the History-Uniform Cap accountants",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
         settings_model="dpspec.ir.settings:SrppSgdSettings",
-        compile="dpspec.compiler.srpp_train:compile_target",
-        compose="dpspec.compiler.srpp_train:compose_srpp",
         accountants=("dpspec.accounting.huc",),
-        runtime="dpspec.mechanisms.srpp_sgd:SrppSgdMechanism",
-        auditor="dpspec.audit.srpp",
-        rules=("dpspec.check.rules_srpp", "dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
+        rules=("dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
         distributed=True,
-        steps_curve="dpspec.plot.srpp:steps_panel",
-        distributed_example="dpspec.distributed.srpp_example",
-        torch_backend="dpspec.torch.srpp:backend",
-        demo="dpspec.demo.srpp:run",
+        # compile, compose, runtime, audit, rules, plot (steps_curve), distributed, torch_backend and demo:
+        # the files of dpspec/families/srpp_sgd/
     ),
     "relational_dpsgd": Family(
         name="relational_dpsgd",
@@ -360,18 +344,12 @@ FAMILIES: dict[str, Family] = {
         summary="relational DP-SGD with entity-level privacy and coupled sampling",
         source="Huang et al., Differentially Private Relational Learning with Entity-level Privacy Guarantees",
         settings_model="dpspec.ir.settings:RelationalSettings",
-        compile="dpspec.compiler.relational_train:compile_target",
         accountants=("dpspec.accounting.relational",),
-        runtime="dpspec.mechanisms.relational:RelationalMechanism",
-        auditor="dpspec.audit.relational",
-        rules=("dpspec.check.rules_relational", "dpspec.check.rules_schedule"),
+        rules=("dpspec.check.rules_schedule",),
         distributed=True,
         stepped=True,
-        curve="dpspec.plot.relational:curve",
-        steps_curve="dpspec.plot.relational:steps_panel",
-        distributed_example="dpspec.distributed.relational_example",
-        torch_backend="dpspec.torch.relational:backend",
-        demo="dpspec.demo.relational:run",
+        # compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
+        # the files of dpspec/families/relational_dpsgd/
     ),
     "gcon": Family(
         name="gcon",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpspec.mechanisms.gaussian import Released, ReleaseReport
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
+from dpspec.mechanisms.release import Released, ReleaseReport
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class SwmRelease:
 
     def release(self, data, rng=None) -> Released:
         """query(data) + N(0, σ² I), once per object; ``Released(value, report)`` — the report's
-        counts and fingerprint are private (see :class:`~dpspec.mechanisms.gaussian.ReleaseReport`)."""
+        counts and fingerprint are private (see :class:`~dpspec.mechanisms.release.ReleaseReport`)."""
         X = self._matrix(data)
         if self.records is not None and X.shape[0] != self.records:
             raise DataMismatchError(

@@ -10,7 +10,7 @@ and the clipped sum is sum_i f_i G_i = einsum(delta, x, f).  Supported layers: `
 Each tuple's loss depends only on its own rows (no batch statistics), so the gradient of the
 summed loss with respect to a row's layer output is that tuple's delta.  Modules with other
 trainable parameters are not supported (``supports`` is False; use the vmap path).
-Cross-checked against ``torch.func.vmap(grad(...))`` in tests/relational/test_trainer.py.
+Cross-checked against ``torch.func.vmap(grad(...))`` in tests/families/relational_dpsgd/test_rel_trainer.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ noise (the non-private baseline; no privacy ledger).
 What the certificate assumes, a private trainer enforces:
 
 * at most ``steps`` steps, counted by a :class:`~dpspec.mechanisms.ledger.PrivacyLedger` (shared by
-  every trainer of one :class:`~dpspec.mechanisms.relational.RelationalMechanism`) and charged
+  every trainer of one :class:`~dpspec.families.relational_dpsgd.runtime.RelationalMechanism`) and charged
   before a step's noise is drawn: :class:`~dpspec.mechanisms.ledger.BudgetExceededError` beyond;
 * every batch — sampled here or passed to :meth:`RelationalTrainer.step` by the user's loop — keeps
   the caps of the node-level sensitivity: positives are distinct edges of the capped training graph

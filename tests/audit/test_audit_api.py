@@ -169,7 +169,7 @@ def test_register_auditor_decorator_and_components():
 def test_unknown_mechanism_is_skipped(compiled_specs, monkeypatch):
     c = compiled_specs("gaussian_release.dps")
     monkeypatch.delitem(AUDITORS, "gaussian")
-    import dpspec.audit.gaussian  # noqa: F401  (already imported: registration does not run again)
+    import dpspec.families.gaussian.audit  # noqa: F401  (already imported: registration does not run again)
 
     rep = audit(c, trials=1000)
     assert rep["total_hours"].status == "skipped" and "no auditor" in rep["total_hours"].note

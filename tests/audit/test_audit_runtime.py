@@ -93,7 +93,7 @@ def test_srpp_budget_audit_passes_on_the_fixed_runtime():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind, check", [("nonfinite_poisons_step", "non-finite"), ("no_batch_caps", "per-batch cap")])
 def test_relational_runtime_holes_are_flagged(kind, check):
-    from test_audit_relational import TEXT
+    from tests.families.relational_dpsgd.test_audit_relational import TEXT
 
     c = dpspec.compile(TEXT)
     ok = _runtime(_audit(c, "links", checks=[check], trials=60), check)[0]

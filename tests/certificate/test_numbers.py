@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpspec
-from dpspec.compiler import gaussian_release as GR
+from dpspec.accounting import analytic_gaussian as GR
 from dpspec.diagnostics import render
 from tests.conftest import SPECS
 

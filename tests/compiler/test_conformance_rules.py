@@ -6,9 +6,9 @@ import pytest
 import dpspec
 from dpspec.check import framework
 from dpspec.check.rules_conformance import release_spec
-from dpspec.check.rules_srpp import _FLIP, _srpp_two
+from dpspec.families.srpp_sgd.rules import FLIP, two_runs
 from dpspec.check.rules_gcon import spec as gcon_spec
-from dpspec.check.rules_relational import spec as rel_spec
+from dpspec.families.relational_dpsgd.rules import spec as rel_spec
 
 
 def diags(text):
@@ -30,21 +30,21 @@ def without_check(monkeypatch):
 
 
 def test_two_srpp_runs_of_one_scenario_cannot_compose_under_different_discrepancy_models():
-    bad = _srpp_two(_FLIP, "label_flip(differing = 2)")
+    bad = two_runs(FLIP, "label_flip(differing = 2)")
     d = [d for d in diags(bad) if d.rule == "DPS143"]
     assert d and "differing = 20)" in d[0].message and "differing = 2)" in d[0].message
     assert d[0].span.line == bad.splitlines().index(next(x for x in bad.splitlines() if x.startswith("compose"))) + 1
-    size = _srpp_two(_FLIP, _FLIP).replace("dataset_size  1400", "dataset_size  1000", 1)
+    size = two_runs(FLIP, FLIP).replace("dataset_size  1400", "dataset_size  1000", 1)
     assert "DPS143" in rules(size)  # the label-flip model counts in N: another N is another model
-    assert "DPS143" not in rules(_srpp_two(_FLIP, _FLIP))
+    assert "DPS143" not in rules(two_runs(FLIP, FLIP))
 
 
 def test_the_compiler_refuses_the_composition_without_the_checker(without_check):
     without_check("DPS143")
     with pytest.raises(dpspec.SpecError) as e:
-        dpspec.compile(_srpp_two(_FLIP, "label_flip(differing = 2)"))
+        dpspec.compile(two_runs(FLIP, "label_flip(differing = 2)"))
     assert {d.rule for d in e.value.diagnostics} == {"DPS143"}
-    assert dpspec.compile(_srpp_two(_FLIP, _FLIP)).certificate.results[-1].kind == "compose"
+    assert dpspec.compile(two_runs(FLIP, FLIP)).certificate.results[-1].kind == "compose"
 
 
 def test_the_compiler_refuses_a_low_declared_sensitivity_without_the_checker(without_check):
@@ -64,7 +64,7 @@ def test_dataset_sizes_that_disagree():
 
 
 def test_srpp_dataset_size_must_match_the_scenario_data():
-    from dpspec.check.rules_srpp import spec
+    from dpspec.families.srpp_sgd.rules import spec
 
     data = "scenario prevalence {\n  data synthetic(generator = two_blobs, size = 1400)\n"
     bad = spec(n="1000").replace("scenario prevalence {\n", data)
@@ -74,7 +74,7 @@ def test_srpp_dataset_size_must_match_the_scenario_data():
 
 
 def test_srpp_dataset_size_is_checked_against_data_bound_at_compile_time():
-    from dpspec.check.rules_srpp import spec
+    from dpspec.families.srpp_sgd.rules import spec
     from dpspec.data.synthetic import generate
 
     text = spec(n="1000").replace("scenario prevalence {\n", "scenario prevalence {\n  data dataset(rows)\n")
@@ -87,7 +87,7 @@ def test_srpp_dataset_size_is_checked_against_data_bound_at_compile_time():
 
 
 def test_steps_and_epochs_both_given():
-    d = [d for d in diags(_srpp_two(_FLIP, _FLIP, extra="  epochs        3\n")) if d.rule == "DPS144"]
+    d = [d for d in diags(two_runs(FLIP, FLIP, extra="  epochs        3\n")) if d.rule == "DPS144"]
     assert d and "epochs" in d[0].message and d[0].span is not None
     assert "DPS144" in rules(rel_spec(extra="  epochs     2\n"))
 
@@ -142,6 +142,6 @@ def test_a_relation_given_twice():
 
 
 def test_a_run_that_reads_its_size_from_the_scenario_data_composes_with_one_that_states_it():
-    text = _srpp_two(_FLIP, _FLIP).replace("  secret share", "  data synthetic(generator = two_blobs, size = 1400)\n"
+    text = two_runs(FLIP, FLIP).replace("  secret share", "  data synthetic(generator = two_blobs, size = 1400)\n"
                                            "  secret share", 1).replace("  dataset_size  1400\n", "", 1)
     assert "DPS143" not in rules(text) and "DPS142" not in rules(text)

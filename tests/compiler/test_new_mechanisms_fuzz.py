@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import dpspec
-from dpspec.check.rules_relational import spec as rel_spec
+from dpspec.families.relational_dpsgd.rules import spec as rel_spec
 
 SRPP = """scenario s {{ secret share in {{low, high}} }}
 train t {{

@@ -14,7 +14,7 @@ def protected(text, **kw):
 
 @pytest.fixture(scope="module")
 def relational():
-    from dpspec.check.rules_relational import spec
+    from dpspec.families.relational_dpsgd.rules import spec
 
     return dpspec.compile(spec(g="dp(delta = 1e-5)", extra="  noise_multiplier 1.0\n"))  # no calibration
 
@@ -59,7 +59,7 @@ def test_gcon_names_the_public_node_attributes():
 
 
 def test_srpp_names_its_discrepancy_model():
-    from dpspec.check.rules_srpp import spec
+    from dpspec.families.srpp_sgd.rules import spec
 
     _, r = protected(spec())
     d = r.protected.description

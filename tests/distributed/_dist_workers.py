@@ -18,7 +18,7 @@ def consensus_probe(comm):
 def _dpsgd(steps=4, n=24, seed=0):
     import torch
 
-    from dpspec.mechanisms.dpsgd import DpSgd
+    from dpspec.families.dpsgd.runtime import DpSgd
 
     g = torch.Generator().manual_seed(seed)
     X, y = torch.randn(n, 5, generator=g), torch.randint(0, 3, (n,), generator=g)

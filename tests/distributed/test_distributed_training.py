@@ -12,7 +12,7 @@ import torch
 
 from dpspec.distributed import examples as ex
 from dpspec.distributed.comm import Comm, DistributedSoundnessError, shard_indices, spawn
-from dpspec.distributed.relational import max_node_tuples
+from dpspec.families.relational_dpsgd.sharding import max_node_tuples
 
 import _dist_workers as workers  # importable by the spawned children (tests/distributed is on sys.path)
 

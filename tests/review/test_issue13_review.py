@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dpspec
-from dpspec.check.rules_relational import spec as rel_spec
+from dpspec.families.relational_dpsgd.rules import spec as rel_spec
 from dpspec.mechanisms.ledger import BudgetExceededError, CapExceededError, DataMismatchError
 
 torch.set_num_threads(1)

@@ -111,7 +111,7 @@ def test_srpp_run_certificate_is_at_the_certificates_alpha():
 
 
 def test_a_hand_built_object_has_no_run_certificate():
-    from dpspec.mechanisms.dpsgd import DpSgd
+    from dpspec.families.dpsgd.runtime import DpSgd
 
     m = DpSgd(noise_multiplier=1.0, clip_norm=1.0, sampling="poisson", sample_rate=0.1, steps=3, dataset_size=10,
               delta=1e-5)
@@ -165,8 +165,8 @@ def test_the_runtime_never_imports_the_compiler(tmp_path):
         import sys, json
         import numpy as np, torch
         from dpspec.certificate.model import Certificate
-        from dpspec.mechanisms.dpsgd import DpSgd
-        import dpspec.mechanisms.srpp_sgd, dpspec.mechanisms.relational, dpspec.mechanisms.gcon
+        from dpspec.families.dpsgd.runtime import DpSgd
+        import dpspec.families.srpp_sgd.runtime, dpspec.families.relational_dpsgd.runtime, dpspec.mechanisms.gcon
         import dpspec.srpp.trainer, dpspec.relational.trainer, dpspec.gcon.trainer, dpspec.distributed.comm
         import dpspec.certificate.run
         cert = Certificate.model_validate_json(open({str(path)!r}).read())
@@ -180,7 +180,7 @@ def test_the_runtime_never_imports_the_compiler(tmp_path):
         assert m.privacy_spent().epsilon == g.epsilon, (m.privacy_spent(), g.epsilon)
         rc = m.run_certificate()
         from dpspec.srpp import FixedPairWorlds, LrSchedule, OptimizerSpec, Sampling, SrppSgdPlan, calibrate
-        from dpspec.mechanisms.srpp_sgd import SrppSgdMechanism
+        from dpspec.families.srpp_sgd.runtime import SrppSgdMechanism
         plan = SrppSgdPlan(sampling=Sampling("wor", dataset_size=20, batch_size=5),
                            optimizer=OptimizerSpec(LrSchedule(0.1, 3)), clip=1.0)
         s = SrppSgdMechanism("s", plan, calibrate(plan, FixedPairWorlds(20, 1), alpha=4, epsilon=1), FixedPairWorlds(20, 1))

@@ -406,7 +406,7 @@ def test_srpp_sgd_runs_its_own_optimizer_step():
 
 
 def test_relational_and_release_targets_point_at_their_own_runtime():
-    from dpspec.check.rules_relational import spec
+    from dpspec.families.relational_dpsgd.rules import spec
 
     c = dpspec.compile(spec().replace("steps      20", "steps      2"))
     m = mlp()

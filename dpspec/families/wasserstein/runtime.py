@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpspec.mechanisms.gaussian import Released, ReleaseReport
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
+from dpspec.mechanisms.release import Released, ReleaseReport
 
 
 @dataclass(frozen=True)

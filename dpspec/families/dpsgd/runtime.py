@@ -1,0 +1,407 @@
+"""The DP-SGD runtime: samples batches as accounted, clips per-example gradients, adds noise.
+
+What the certificate assumes, this object does — and it refuses to do anything else:
+- Poisson sampling draws each example independently with probability q at every step (the
+  batch size is random, possibly 0); without-replacement sampling draws a fresh uniform subset
+  of exactly B examples at every step. Never "shuffle and call it Poisson".
+- Per-example gradients come from ``torch.func`` (vmap over grad; shared utilities in
+  :mod:`dpspec.mechanisms.per_example`, with the equivalent ghost-norm path for Sequential MLPs);
+  each is clipped to ℓ2 norm ≤ C (flat) or each layer to C_l (per-layer, total C = √Σ C_l²)
+  before summation. A non-finite per-example gradient is replaced by zero (inside the clip ball,
+  so one example still moves the sum by at most C) and counted; the step is never dropped.
+- The clipped sum gets N(0, (σC)² I) noise exactly once per step, then is divided by the
+  certificate's ``normalizer`` — the public expected batch size qN (or B, or N for full batch) —
+  never by a size read from the data (under insertion/removal the noise scale would reveal it).
+- Every step is charged to the privacy ledger *before* its noise is drawn; beyond the certified
+  number of steps :class:`~dpspec.mechanisms.ledger.BudgetExceededError` is raised.
+- A step's batch is named by training-set indices (the batch ``batches()`` drew, or ``idx=``):
+  each example at most once, exactly B of them for without-replacement sampling
+  (:class:`~dpspec.mechanisms.ledger.CapExceededError` otherwise).
+
+torch is imported lazily: compiling a spec never imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dpspec.mechanisms.ledger import BatchGuard, DataMismatchError, LedgerOwner, PrivacyLedger, Spent, fingerprint
+
+
+@dataclass
+class TrainingReport:
+    """What a run did. ``batch_sizes`` and ``nonfinite_events`` (step, number of examples whose
+    gradient was non-finite and replaced by zero) are functions of the private data: they are not
+    covered by the certificate and must not be published."""
+
+    steps: int
+    noise_std: float
+    batch_sizes: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    nonfinite_events: list[tuple[int, int]] = field(default_factory=list)
+    injected_noise_std: list[float] = field(default_factory=list)
+    # how the per-example clipped sums were computed (ClippedSum.method: ghost, rules, vmap, loop) and,
+    # for vmap/loop, why the per-layer rules did not cover the model
+    clipping: str = ""
+    clipping_fallback: str = ""
+
+
+@dataclass(frozen=True)
+class DpSgd(LedgerOwner):
+    noise_multiplier: float
+    clip_norm: float
+    sampling: str  # "poisson", "without_replacement" or "full_batch"
+    sample_rate: float
+    steps: int
+    batch_size: float | None = None
+    dataset_size: int | None = None
+    learning_rate: float = 0.1
+    momentum: float = 0.0
+    per_layer_clip: tuple[float, ...] | None = None
+    name: str = "train"
+    # the public constant the noisy sum is divided by (default: qN, B or N from the fields above)
+    normalizer: float | None = None
+    group_size: int = 1
+    relation: str = "add_remove"
+    # the certificate's α grid and guarantee (δ for (ε, δ), α for RDP): privacy_spent's defaults
+    rdp_alphas: tuple[float, ...] | None = None
+    delta: float | None = None
+    alpha: float | None = None
+    # the accountant family that certified the (ε, δ) guarantee ("rdp" or "pld") and the certified
+    # (δ, ε) points: the ledger reports ε from that family, never above the certificate for t ≤ T
+    accountant: str = "rdp"
+    certified: tuple[tuple[float, float], ...] = ()
+    ledger: PrivacyLedger = field(init=False, repr=False, compare=False)
+    _guard: BatchGuard = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        norm = self.normalizer
+        if norm is None:
+            if self.sampling == "without_replacement":
+                norm = self.batch_size
+            elif self.sampling == "full_batch":
+                norm = self.dataset_size
+            elif self.batch_size is not None:
+                norm = self.batch_size
+            elif self.dataset_size is not None:
+                norm = self.sample_rate * self.dataset_size
+        if norm is None or not (float(norm) > 0) or not math.isfinite(float(norm)):
+            raise ValueError(
+                f"`{self.name}`: DP-SGD divides the noisy sum by a public constant (the expected batch "
+                "size); give dataset_size (or the batch size) so that it is not read from the data "
+                "(rule DPS160)"
+            )
+        object.__setattr__(self, "normalizer", float(norm))
+        fp = fingerprint(
+            mechanism="dpsgd",
+            sigma=self.noise_multiplier,
+            clip=self.clip_norm,
+            sampling=self.sampling,
+            rate=self.sample_rate,
+            steps=self.steps,
+            batch=self.batch_size,
+            n=self.dataset_size,
+            normalizer=self.normalizer,
+            group=self.group_size,
+            relation=self.relation,
+        )
+        object.__setattr__(self, "ledger", PrivacyLedger(self.name, self.steps, self._spent, fingerprint=fp))
+        fixed = int(self.batch_size) if self.sampling == "without_replacement" else None
+        object.__setattr__(self, "_guard", BatchGuard(self.name, batch_size=fixed, what="example"))
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise added to the clipped gradient sum (σ·C)."""
+        return self.noise_multiplier * self.clip_norm
+
+    # --- the ledger's accountant (the certificate's own, at the steps taken) ------------------------
+
+    def _accountant_name(self) -> str:
+        if self.sampling == "without_replacement":
+            return "wor_substitution" if self.relation == "substitution" else "wor"
+        return "poisson"
+
+    def _spent(self, steps: int, delta: float | None) -> Spent:
+        from dpspec import accounting as acc
+
+        if delta is None and self.delta is None and self.alpha is None:
+            raise ValueError(f"`{self.name}`: give the δ at which to report ε")
+        use_rdp = delta is None and self.delta is None
+        name = self._accountant_name()
+        rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
+        base = dict(target=self.name, steps=steps, budget_steps=self.steps)
+        if steps == 0:
+            return Spent(
+                notion="renyi_dp" if use_rdp else "approximate_dp",
+                epsilon=0.0,
+                delta=None if use_rdp else (delta if delta is not None else self.delta),
+                alpha=self.alpha if use_rdp else None,
+                note="no step taken",
+                accountant=name,
+                **base,
+            )
+        alphas = None if self.rdp_alphas is None else np.asarray(self.rdp_alphas, dtype=float)
+        if use_rdp and alphas is not None and self.alpha not in set(alphas.tolist()):
+            alphas = np.sort(np.append(alphas, self.alpha))
+        curve = acc.dpsgd_rdp_curve(
+            self.noise_multiplier,
+            rate,
+            steps,
+            sampling=name,
+            group_size=self.group_size,
+            dataset_size=self.dataset_size if name != "poisson" else None,
+            alphas=alphas,
+        )
+        if use_rdp:
+            i = int(np.flatnonzero(np.asarray(curve.alphas) == self.alpha)[0])
+            return Spent(
+                notion="renyi_dp",
+                epsilon=float(np.asarray(curve.rdp)[i]),
+                alpha=self.alpha,
+                accountant=curve.theorem,
+                **base,
+            )
+        d = float(delta if delta is not None else self.delta)
+        res = acc.dp_from_curve(curve, d)
+        eps, text = float(res.epsilon), f"{curve.theorem}; {res.conversion}"
+        if self.accountant == "pld":
+            pld_eps, pld_text = self._pld_spent(steps, d)
+            eps, text = (pld_eps, pld_text) if pld_eps < eps else (eps, text)
+        if steps <= self.steps:  # the certificate's ε at T bounds every prefix of the run
+            cert = dict(self.certified).get(d)
+            if cert is not None and cert < eps:
+                eps, text = cert, text + " (capped at the certificate's ε for the full run)"
+        return Spent(notion="approximate_dp", epsilon=eps, delta=d, accountant=text, **base)
+
+    def _pld_spent(self, steps: int, delta: float) -> tuple[float, str]:
+        """PLD ε after ``steps`` steps (the certified PLD construction at t steps; cached)."""
+        cache = self.__dict__.setdefault("_pld_cache", {})
+        key = (int(steps), float(delta))
+        if key not in cache:
+            from dpspec.accounting.pld_select import dpsgd_pld
+
+            rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
+            pld = dpsgd_pld(
+                self.noise_multiplier, rate, steps, self._accountant_name(), self.group_size, self.dataset_size
+            )
+            if pld is None:
+                cache[key] = (math.inf, "PLD not applicable")
+            else:
+                r = pld.epsilon(delta)
+                cache[key] = (float(r.epsilon) if r.epsilon > 0 else 0.0, f"PLD: {r.theorem}")
+        return cache[key]
+
+    def bind_certificate(self, certificate, name: str) -> None:
+        """Attach the sealed certificate and take its accountant family and certified (δ, ε) points, so
+        that the ledger reports ε from the family that certified (see :meth:`_spent`)."""
+        super().bind_certificate(certificate, name)
+        rec = next((r for r in certificate.results if r.name == name), None)
+        a = getattr(rec, "accounting", None) if rec is not None else None
+        if a is not None and a.accountant in ("rdp", "pld"):
+            object.__setattr__(self, "accountant", a.accountant)
+            object.__setattr__(self, "certified", tuple((p.delta, p.epsilon) for p in rec.guarantee.dp))
+            self.__dict__.pop("_pld_cache", None)
+
+    # --- sampling ---------------------------------------------------------------------------------
+
+    def _check_size(self, n: int) -> None:
+        # Without replacement, the accountant uses N (rate B/N): another size is another analysis. Poisson and
+        # full-batch analyses do not depend on N (the normaliser is the certificate's constant), and refusing a
+        # dataset of N ± 1 records would itself reveal a membership under insertion/removal.
+        if self.sampling == "without_replacement" and self.dataset_size is not None and n != self.dataset_size:
+            raise DataMismatchError(
+                f"`{self.name}`: the data has {n} examples but the certificate samples "
+                f"{int(self.batch_size)} of dataset_size = {self.dataset_size} per step; "
+                "recompile with the right size"
+            )
+
+    def batches(self, n: int, rng: np.random.Generator, steps: int | None = None) -> Iterator[np.ndarray]:
+        """Index arrays, one per step, drawn exactly as the accountant assumes (at most the steps the
+        ledger has left: more raises :class:`BudgetExceededError` before any batch is drawn)."""
+        total = self.ledger.remaining if steps is None else int(steps)
+        self.ledger.require(total)
+        self._check_size(int(n))
+        return self._draw(int(n), rng, total)
+
+    def _draw(self, n: int, rng: np.random.Generator, total: int) -> Iterator[np.ndarray]:
+        for _ in range(total):
+            if self.sampling == "poisson":
+                idx = np.flatnonzero(rng.random(n) < self.sample_rate)
+            elif self.sampling == "without_replacement":
+                idx = rng.choice(n, size=int(self.batch_size), replace=False)
+            else:
+                idx = np.arange(n)
+            yield self._guard.issue(idx)
+
+    def expected_batch(self, n: int | None = None) -> float:
+        """The certificate's normaliser (``n`` is ignored: the normaliser never depends on the data)."""
+        return self._normaliser(n)
+
+    def _normaliser(self, n: int | None) -> float:
+        return self.normalizer
+
+    # --- one private step ---------------------------------------------------------------------------
+
+    def _clipped_sum(self, model, loss_fn: Callable, xb, yb, max_physical_batch_size: int | None = None):
+        """The batch's ClippedSum; with ``max_physical_batch_size`` computed on chunks of at most that
+        many rows and added (a virtual batch: the same clipped sum, noised once by the caller)."""
+        from dpspec.mechanisms.per_example import clipped_grad_sum, combine_clipped, trainable_parameters
+
+        params = trainable_parameters(model)
+        if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
+            raise ValueError(
+                f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
+            )
+        kw = dict(clip=None if self.per_layer_clip is not None else self.clip_norm, per_layer_clips=self.per_layer_clip)
+        m = None if max_physical_batch_size is None else int(max_physical_batch_size)
+        if m is not None and m < 1:
+            raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
+        B = int(xb.shape[0])
+        if m is None or B <= m:
+            return clipped_grad_sum(model, loss_fn, xb, yb, **kw)
+        return combine_clipped(
+            [clipped_grad_sum(model, loss_fn, xb[i : i + m], yb[i : i + m], **kw) for i in range(0, B, m)]
+        )
+
+    def _nonfinite_policy(self, cs) -> dict:
+        """The clipped sums to noise. Non-finite per-example gradients were replaced by zero inside
+        ``clipped_grad_sum`` (zero is in the clip ball: sensitivity C holds); the step goes on."""
+        return cs.sums
+
+    def _noisy_sum(self, model, loss_fn: Callable, xb, yb, generator=None, comm=None, clipped=None):
+        """(un-normalised noisy clipped sums, ClippedSum): the certified step on this batch. The ledger is
+        charged before the noise is drawn. ``clipped``: this batch's ClippedSum, already computed by
+        :meth:`_clipped_sum` (dpspec.torch computes it in the model's forward)."""
+        from dpspec.mechanisms.noise_device import gaussian_like
+
+        cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
+        summed = self._nonfinite_policy(cs)
+        self.ledger.charge(1)
+        std = self.noise_std
+        if comm is not None:
+            # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
+            # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
+            return comm.noisy_sum(summed, lambda i, s: gaussian_like(s, std, generator)), cs
+        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device)
+        out = {k: s + gaussian_like(s, std, generator) for k, s in summed.items()}
+        return out, cs
+
+    def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
+        global_rows = rows
+        if comm is not None and idx is not None:
+            lo, hi = comm.bounds(len(idx))
+            if hi - lo != rows:
+                raise DataMismatchError(
+                    f"`{self.name}`: this rank holds {rows} rows of a batch whose shard is {hi - lo}"
+                )
+            global_rows = len(idx)
+        self._guard.resolve(idx, global_rows, population=n)
+
+    def private_gradients(
+        self,
+        model,
+        loss_fn: Callable,
+        xb,
+        yb,
+        n: int | None = None,
+        generator=None,
+        comm=None,
+        *,
+        idx=None,
+        report: TrainingReport | None = None,
+        clipped=None,
+    ):
+        """Clipped, noised, normalised gradient for each trainable parameter (a dict name → tensor).
+
+        ``idx``: the training-set indices of the batch's rows (default: the batch ``batches()`` drew
+        for this step); checked against the certificate's caps. ``n``: the number of examples the
+        batch was drawn from (checked for without-replacement sampling; never used to normalise).
+        With ``comm``, (xb, yb) is this rank's shard of the global batch ``idx``."""
+        if n is not None:
+            self._check_size(int(n))
+        self._check_batch(idx, int(xb.shape[0]), n, comm)
+        noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm, clipped)
+        if report is not None:
+            report.clipping, report.clipping_fallback = cs.method, cs.fallback
+        if report is not None and cs.nonfinite:
+            report.nonfinite_events.append((self.ledger.steps_taken - 1, int(cs.nonfinite)))
+        denom = self._normaliser(n)
+        return {k: v / denom for k, v in noisy.items()}
+
+    # --- a whole run -------------------------------------------------------------------------------
+
+    def train(
+        self,
+        model,
+        X,
+        y,
+        loss_fn: Callable | None = None,
+        *,
+        seed: int | None = None,
+        progress: bool = False,
+        steps: int | None = None,
+        comm=None,
+        max_physical_batch_size: int | None = None,
+    ) -> TrainingReport:
+        """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
+        them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
+
+        A progress bar on stderr (:mod:`dpspec.progress`; ``progress`` is kept for compatibility).
+        ``comm`` (a :class:`dpspec.distributed.Comm`): run data-parallel — every rank draws the same
+        global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
+        every rank keeps the same ledger, checked with the batch at every step.
+        ``max_physical_batch_size``: clip each step's (logical) batch in chunks of at most that many rows
+        and noise the summed clipped gradients once — the same certified step in bounded memory."""
+        import torch
+
+        from dpspec.mechanisms.noise_device import device_generator, parameter_device
+
+        if loss_fn is None:
+            loss_fn = torch.nn.functional.cross_entropy
+        n = len(X)
+        rng = np.random.default_rng(seed)
+        gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
+        opt = torch.optim.SGD(
+            [p for p in model.parameters() if p.requires_grad], lr=self.learning_rate, momentum=self.momentum
+        )
+        total = self.ledger.remaining if steps is None else int(steps)
+        self.ledger.require(max(total, 1 if steps is None else 0))  # a run with nothing left is refused
+        batches = self.batches(n, rng, total)
+        rep = TrainingReport(steps=total, noise_std=self.noise_std)
+        names = [k for k, p in model.named_parameters() if p.requires_grad]
+        if comm is not None:
+            comm.broadcast_parameters(model)
+        from dpspec.progress import progress as bar
+
+        for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
+            if comm is not None:
+                comm.check_step(idx, self.ledger, t)
+                local = comm.shard(idx)
+                xb, yb = X[local], y[local]
+            else:
+                xb, yb = X[idx], y[idx]
+            cs = (
+                None
+                if max_physical_batch_size is None
+                else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
+            )
+            grads = self.private_gradients(
+                model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
+            )
+            for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
+                p.grad = grads[k].to(p.dtype)
+            opt.step()
+            rep.batch_sizes.append(len(idx))
+        return rep
+
+
+def steps_for_epochs(epochs: float, rate: float) -> int:
+    return max(1, math.ceil(epochs / rate))
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = DpSgd

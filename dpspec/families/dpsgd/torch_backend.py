@@ -1,0 +1,67 @@
+"""DP-SGD's backend for ``dpspec.torch.make_private`` (``Family.torch_backend`` in :mod:`dpspec.families`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpspec.mechanisms.noise_device import device_generator, parameter_device
+
+
+def backend(mech) -> type:
+    # a runtime class may name its own backend (the audit's wrapper mutants, dpspec/families/dpsgd/wrapper_audit.py)
+    return getattr(type(mech), "torch_backend", None) or DpSgdBackend
+
+
+class DpSgdBackend:
+    """``optimizer.step()`` is ``DpSgd.private_gradients`` then the user's optimizer on the noisy gradient."""
+
+    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
+        if optimizer is None:
+            raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
+        self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
+        self.ledger = mech.ledger
+        self.nonfinite_examples = 0  # examples whose gradient was non-finite and zeroed (private; never publish)
+        self.rng = np.random.default_rng(seed)
+        self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
+        mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
+        self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
+        self.describe = {
+            "poisson": f"Poisson sampling, rate q = {mech.sample_rate:.6g}",
+            "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
+            "full_batch": "the full batch",
+        }.get(mech.sampling, mech.sampling)
+
+    def draw(self) -> np.ndarray:
+        return next(self.mech.batches(self.n, self.rng, 1))
+
+    def clipped_sum(self, x, y):
+        """This batch's clipped per-example gradient sum (nothing charged, no noise), with the outputs of
+        the per-example forward: the model's forward returns them, so the loop's forward is not repeated."""
+        return self.mech._clipped_sum(self.model, self.criterion, x, y)
+
+    def step(self, x, y, idx, clipped=None) -> None:
+        from dpspec.families.dpsgd.runtime import TrainingReport
+
+        report = TrainingReport(steps=1, noise_std=self.mech.noise_std)
+        grads = self.mech.private_gradients(
+            self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx, clipped=clipped, report=report
+        )
+        self.nonfinite_examples += sum(k for _, k in report.nonfinite_events)
+        for k, p in self.model.named_parameters():
+            if p.requires_grad:
+                p.grad = grads[k].to(device=p.device, dtype=p.dtype)
+        self.inner.step()
+
+    def state_dict(self) -> dict:
+        return {
+            "ledger": self.ledger.state_dict(),
+            "optimizer": self.inner.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "generator": self.gen.get_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ledger.load_state_dict(state["ledger"])
+        self.inner.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.gen.set_state(state["generator"])
