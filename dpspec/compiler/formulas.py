@@ -58,6 +58,8 @@ SELECTION_TNB = "rdp + (1 + eta)*(1 - 1/alpha_hat)*rdp_hat + (1 + eta)*log(1/gam
 TNB_MEAN = "eta*(1 - gam)/(gam*(1 - gam**eta))"
 TNB_MEAN_LOGARITHMIC = "(1/gam - 1)/log(1/gam)"
 SELECTION_FIXED = "count*rdp"
+# k runs certified in (ε, δ) only: basic composition (Dwork & Roth 2014 Thm 3.16)
+BASIC_COMPOSITION = "count*epsilon_run"
 
 # Statistics releases: ε of a pure mechanism (Laplace, discrete Laplace: Δ/b; exponential mechanism with
 # probabilities ∝ exp(u/b): 2Δ/b) and the δ of partition selection by a threshold T on noisy counts.
@@ -90,6 +92,7 @@ FORMULAS: dict[str, str] = {
     "tnb_mean": TNB_MEAN,
     "tnb_mean_logarithmic": TNB_MEAN_LOGARITHMIC,
     "selection_fixed": SELECTION_FIXED,
+    "basic_composition_epsilon": BASIC_COMPOSITION,
 }
 GROUP_REMOVAL_ORDERS = (2, 3)
 _GROUP_REMOVAL_NAME = re.compile(r"rdp_group_removal_alpha([0-9])")

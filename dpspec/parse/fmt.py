@@ -440,7 +440,8 @@ def _with_comments(lines: list[_Line], src: _Source) -> list[_Out]:
                 group.append(_Out(depth, c.text, c.start, c.end))
         while pending and pending[-1].start < ln.end:  # inside tokens printed on one line: just above it
             c = pending.pop()
-            group.append(_Out(ln.depth, c.text, ln.start, ln.start))
+            # above a closing line it sits inside the brackets, as it will when read again (idempotence)
+            group.append(_Out(ln.depth + 1 if ln.closes else ln.depth, c.text, ln.start, ln.start))
         group.append(_Out(ln.depth, ln.text, ln.start, ln.end, ln))
         _place_blank_lines(out, group, src, ln)
         out.extend(group)

@@ -397,6 +397,7 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         ),
         guarantee=guarantee,
         assumptions=_assumptions(tu, private, sens, score[1] if score else None),
+        formulas=_basic_formulas(k, eps_run, eps_total, sens, scores),
         numerics=Numerics(
             method="basic composition of the runs' certified (ε, δ)"
             + (" (each run's training and its noisy score, composed)" if private else ""),
@@ -445,6 +446,22 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         accountant=f"basic composition of {k} runs (Dwork & Roth 2014 Thm 3.16)",
     )
     return CompiledTarget(tu.name, "train", record, mech)
+
+
+def _basic_formulas(k: int, eps_run: float, eps_total: float, sens: float, scores) -> list:
+    """The basic composition of the k runs and each private score's Laplace ε, as closed forms ``verify``
+    re-evaluates with sympy from the recorded numbers."""
+    from dpspec.compiler import formulas as F
+
+    out = [
+        F.formula(
+            "basic_composition_epsilon", F.BASIC_COMPOSITION, {"count": k, "epsilon_run": eps_run}, value=eps_total
+        )
+    ]
+    first = next((sc for sc in scores if sc is not None), None)
+    if first is not None:
+        out.append(F.formula("pure_dp_epsilon", F.PURE_DP_EPSILON, {"Delta": sens, "b": first[0]}, value=first[1]))
+    return out
 
 
 def _laplace_epsilon(sensitivity: float, scale: float) -> float:

@@ -256,3 +256,12 @@ def test_output_over_the_size_limit_is_refused_not_truncated(monkeypatch):
 def test_python_api_formats_paths_and_text(tmp_spec):
     p = tmp_spec("privacy p {unit record} # kept\n")
     assert dpspec.fmt(p) == dpspec.fmt(p.read_text()) == "privacy p {\n  unit record\n}  # kept\n"
+
+
+def test_a_comment_after_a_closing_bracket_keeps_its_place_when_formatted_twice():
+    """Found by the random-comment test: a comment between `)` and `in` was laid above the closing line at
+    the line's own depth, and the second pass (reading it inside the brackets) indented it one level more."""
+    text = ('scenario s { data synthetic(generator = secret_groups, size = 600, seed = 1)  '
+            'secret share_a = fraction ( where = group == A  #\n) in  #\n{ 0.45 , 0.55 } pairs all_distinct '
+            'prior empirical }\n')
+    assert_lossless(text)
