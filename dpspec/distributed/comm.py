@@ -159,7 +159,10 @@ class Comm:
         vals = list(tensors.values()) if keys is not None else list(tensors)
         shapes = [v.shape for v in vals]
         dtype = vals[0].dtype if vals else torch.float32
-        flat = torch.cat([v.reshape(-1).to(dtype) for v in vals]) if vals else torch.zeros(0)
+        if vals:
+            flat = torch.cat([v.reshape(-1).to(dtype) for v in vals])
+        else:
+            flat = torch.zeros(0, device=self.collective_device())
         clean = flat.clone() if self.record_noise else None
         if self.rank == 0 and noise is not None:
             z = torch.cat([noise(i, v).reshape(-1).to(dtype) for i, v in enumerate(vals)])

@@ -183,7 +183,7 @@ class MLPEncoder:
             opt.zero_grad()
             h = torch.relu(self.w1_(xb))
             if self.dropout > 0:
-                keep = (torch.rand(h.shape, generator=gen) >= self.dropout).to(h.dtype)
+                keep = (torch.rand(h.shape, generator=gen) >= self.dropout).to(device=h.device, dtype=h.dtype)
                 h = h * keep / (1.0 - self.dropout)
             loss = torch.nn.functional.cross_entropy(self.w2_(h), yb)
             loss.backward()

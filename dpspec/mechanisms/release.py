@@ -35,3 +35,24 @@ class Released(NamedTuple):
 
     value: Any
     report: ReleaseReport
+
+
+def release_table(name: str, data: Any, bound: Any, bound_source: str | None, data_name: str | None):
+    """``(table, source)`` a release evaluates its query on: the data given to ``release(data)``, or the data
+    bound when the spec was compiled; anything else is refused (``DataMismatchError``, DPS148)."""
+    from dpspec.data.bind import DataBindingError, as_table
+    from dpspec.mechanisms.errors import DataMismatchError
+
+    if data is None:
+        if bound is None:
+            where = (
+                f"its dataset `{data_name}` is bound at run time"
+                if data_name
+                else "no data was bound when the spec was compiled"
+            )
+            raise DataMismatchError(f"`{name}`: {where}; pass it as release(data) [DPS148]")
+        return bound, bound_source
+    try:
+        return as_table(data, data_name or name), "given to release()"
+    except DataBindingError as e:
+        raise DataMismatchError(f"`{name}`: {e} [DPS148]") from None

@@ -106,7 +106,8 @@ def per_tuple_grads(
         out_l.append(lo)
     if not out_g:
         P = sum(v.numel() for v in params.values())
-        return torch.zeros(0, P), torch.zeros(0)
+        like = next(iter(params.values()))  # an empty result still follows the parameters' device and dtype
+        return like.new_zeros(0, P), like.new_zeros(0)
     return torch.cat(out_g), torch.cat(out_l)
 
 

@@ -544,18 +544,6 @@ class StatisticRelease:
         return Spent(self.name, "approximate_dp", outputs, 1, self.epsilon if outputs else 0.0, delta=self.delta)
 
     def _table(self, data):
-        from dpspec.data.bind import DataBindingError, as_table
+        from dpspec.mechanisms.release import release_table
 
-        if data is None:
-            if self.data is None:
-                where = (
-                    f"its dataset `{self.data_name}` is bound at run time"
-                    if self.data_name
-                    else "no data was bound when the spec was compiled"
-                )
-                raise DataMismatchError(f"`{self.name}`: {where}; pass it as release(data) [DPS148]")
-            return self.data, self.data_source
-        try:
-            return as_table(data, self.data_name or self.name), "given to release()"
-        except DataBindingError as e:
-            raise DataMismatchError(f"`{self.name}`: {e} [DPS148]") from None
+        return release_table(self.name, data, self.data, self.data_source, self.data_name)
