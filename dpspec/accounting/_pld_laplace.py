@@ -109,6 +109,44 @@ def pure_pmf(eps: float, d: float) -> StepPmf:
     return discrete_laplace_pmf(1.0 / math.nextafter(eps, math.inf) * (1 - 1e-15), 1, d)
 
 
+def approx_dp_pmf(eps: float, delta: float, d: float) -> StepPmf:
+    """The rounded-up PMF of the tightest dominating pair of an (eps, delta)-DP mechanism: the privacy loss
+    is +inf w.p. delta, +eps w.p. (1 - delta) e^eps/(1 + e^eps), -eps w.p. (1 - delta)/(1 + e^eps): the
+    four-output mechanism of Kairouz, Oh & Viswanath 2015 Thm 2.4 (every (eps, delta)-DP mechanism is a
+    post-processing of it), whose trade-off curve is f_{eps,delta} (Dong, Roth & Su 2022 Prop. 2.5: a
+    mechanism is (eps, delta)-DP iff its trade-off curves are >= f_{eps,delta}, so H_alpha of every
+    neighbouring pair is <= that of this pair for every alpha >= 0; dp_accounting's
+    ``from_privacy_parameters``). A larger eps or delta only weakens f_{eps,delta}, so the
+    float parameters (upper bounds of the real ones) give a dominating pair. The pair is symmetric. The
+    two atoms are rounded up to the grid in exact rational arithmetic; the tail sum above -eps,
+    1 - (1 - delta)/(1 + e^eps), and the +inf mass delta are rounded up by the relative margin ``_UP``."""
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"epsilon must be positive and finite, got {eps!r}")
+    if not (0 <= delta < 1):
+        raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+    fd = Fraction(d)
+    j_lo = math.ceil(Fraction(-eps) / fd)  # the atom at -eps, rounded up
+    j_hi = math.ceil(Fraction(eps) / fd)  # the atom at +eps, rounded up
+    if j_hi - j_lo + 2 > (1 << 22):
+        raise ValueError("the loss grid is too fine for this epsilon")
+    inf_up = min(float(delta) * (1 + _UP), 1.0)
+    low = (1 - float(delta)) / (1 + math.exp(eps)) * (1 - _UP)  # <= the mass at -eps
+    tails = np.full(j_hi - j_lo + 1, min(1.0, 1.0 - low + 4 * U))
+    tails[0] = 1.0  # every finite loss is >= the atom at -eps (rounded up to e_{j_lo})
+    probs = _from_tail_sums(tails, inf_up)
+    return StepPmf(
+        d=d,
+        offset=j_lo,
+        probs=probs,
+        inf_mass=inf_up,
+        rel_err=2 * U,
+        build_error=float(_UP),
+        lower_mass=0.0,
+        upper_mass=0.0,
+        symmetric=True,
+    )
+
+
 def laplace_loss_variance(eps: float) -> float:
     """Var_P[L] of the Laplace pair, from its closed-form moments (used only to size the grid)."""
     # L = eps w.p. 1/2, -eps w.p. e^{-eps}/2, and (eps - 2u) for u = x/b in (0, eps) with density e^{-u}/2

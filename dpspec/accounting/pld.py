@@ -29,6 +29,11 @@ Pairs implemented (sigma = noise multiplier, per-element clip norm / sensitivity
 * Laplace (scale b, shift Delta) and discrete Laplace (scale t, integer shift Delta; Delta = 1:
   randomized response, which dominates every eps-DP mechanism): see ``_pld_laplace`` (their
   losses are rounded up to the grid, a dominating discretisation, instead of connect-the-dots).
+* Discrete Gaussian (sigma, integer shift Delta): the pair (N_Z(0, sigma^2), N_Z(Delta, sigma^2)) with its
+  exact loss Delta (Delta - 2k)/(2 sigma^2) on the integers, rounded up, the outputs beyond the kept support
+  on the loss +inf with an analytic bound on their mass: see ``_pld_discrete_gaussian``.
+* Any (eps, delta)-DP step: the four-output pair (loss +inf w.p. delta, +-eps otherwise; Kairouz, Oh &
+  Viswanath 2015 Thm 2.4): ``_pld_laplace.approx_dp_pmf``.
 
 Discretisation and error (see ``_pld_pmf`` and ``_pld_fft`` for the proofs):
 
@@ -115,7 +120,20 @@ THEOREM_DLAPLACE = (
     "Sundararajan 2009; Delta = 1: randomized response, dominating every (1/t)-DP mechanism, "
     "Kairouz, Oh & Viswanath 2015 Thm 2.4), losses rounded up to the grid"
 )
+THEOREM_DGAUSS = (
+    "discrete Gaussian pair (N_Z(0,s^2), N_Z(Delta,s^2)) on the integers, integer shift Delta (Canonne, Kamath & "
+    "Steinke 2020 Def. 1; it dominates every integer shift |t| <= Delta by the monotone likelihood ratio), exact "
+    "loss Delta(Delta-2k)/(2s^2) rounded up to the grid, outputs k < -K on the loss +inf with "
+    "P(Y <= -K-1) <= e^{-(K+1)^2/(2s^2)}/(sqrt(2 pi) s) + Phi(-(K+1)/s) (normaliser >= sqrt(2 pi) s by "
+    "Poisson summation)"
+)
+THEOREM_APPROX_DP = (
+    "(eps, delta)-DP step, pair with loss +inf w.p. delta, +-eps otherwise (Kairouz, Oh & Viswanath 2015 "
+    "Thm 2.4; trade-off curve f_{eps,delta}, Dong, Roth & Su 2022 Prop. 2.5), losses rounded up to the grid"
+)
 PURE_KINDS = ("laplace", "discrete_laplace")
+#: pairs built outside the Gaussian-mixture machinery (their own PMF builders; never exactly GDP)
+OWN_PMF_KINDS = (*PURE_KINDS, "discrete_gaussian", "approx_dp")
 METHOD_CTD = (
     "pessimistic connect-the-dots discretisation (Doroshenko et al. 2022 Alg. 1) "
     "on the loss grid i*d with float errors rounded up; composition by an "
@@ -139,7 +157,9 @@ class PldStep:
     shift 1 per element), "wor_substitution" (rate gamma = b/N, shift 2),
     "wor" (add/remove, rate b/N, shift 2), "laplace" (scale b = ``sigma``, Delta = ``shift``),
     "discrete_laplace" (scale t = ``sigma``, integer Delta = ``shift``; Delta = 1 is randomized
-    response, the dominating pair of any (1/t)-DP mechanism): see ``_pld_laplace``.
+    response, the dominating pair of any (1/t)-DP mechanism): see ``_pld_laplace``;
+    "discrete_gaussian" (sigma = ``sigma``, integer Delta = ``shift``): see ``_pld_discrete_gaussian``;
+    "approx_dp" (any (eps, delta)-DP step: eps = ``sigma``, delta = ``shift``): ``_pld_laplace.approx_dp_pmf``.
     """
 
     kind: str
@@ -151,7 +171,7 @@ class PldStep:
 
     @property
     def symmetric(self) -> bool:
-        return self.kind in ("gaussian", "wor_substitution", *PURE_KINDS) or (
+        return self.kind in ("gaussian", "wor_substitution", *OWN_PMF_KINDS) or (
             self.kind in ("poisson", "wor") and self.rate == 1.0
         )
 
@@ -160,7 +180,7 @@ class PldStep:
         """Delta/sigma if this step is an unsubsampled Gaussian (exactly GDP), else None."""
         if self.kind == "gaussian":
             return self.shift / self.sigma
-        if self.kind in PURE_KINDS:
+        if self.kind in OWN_PMF_KINDS:
             return None
         if self.rate == 1.0:
             return self.shift * self.group_size / self.sigma
@@ -170,6 +190,10 @@ class PldStep:
     def theorem(self) -> str:
         if self.kind in PURE_KINDS:
             return THEOREM_LAPLACE if self.kind == "laplace" else THEOREM_DLAPLACE
+        if self.kind == "discrete_gaussian":
+            return THEOREM_DGAUSS
+        if self.kind == "approx_dp":
+            return THEOREM_APPROX_DP
         if self.kind == "gaussian" or self.gaussian_shift is not None:
             return THEOREM_GAUSSIAN
         if self.kind == "poisson":
@@ -207,6 +231,16 @@ def _pmfs_cached(kind, sigma, rate, shift, group_size, d, tail):
         from ._pld_laplace import discrete_laplace_pmf, laplace_pmf
 
         p = laplace_pmf(shift / sigma, d) if kind == "laplace" else discrete_laplace_pmf(sigma, int(shift), d)
+        return p, p
+    if kind == "discrete_gaussian":
+        from ._pld_discrete_gaussian import discrete_gaussian_pmf
+
+        p = discrete_gaussian_pmf(sigma, int(shift), d, tail)
+        return p, p
+    if kind == "approx_dp":
+        from ._pld_laplace import approx_dp_pmf
+
+        p = approx_dp_pmf(sigma, shift, d)
         return p, p
     step = PldStep(kind, sigma, 1, rate, shift, group_size)
     lw = step.log_weights()
@@ -360,6 +394,11 @@ class Pld:
         ~1e-4 delta / T (a power of ten), so the +inf atoms it creates add <~ 1e-4 delta."""
         x = min(max(1e-4 * delta / max(self.total_steps, 1), 1e-30), 1e-12)
         return 10.0 ** math.floor(math.log10(x))
+
+    def truncation_tail(self, delta: float) -> float:
+        """The per-step P-mass a query at ``delta`` leaves outside each step's grid (on the loss +inf, or
+        rounded up to the grid's first point): the discrete Gaussian's truncation is sized by it."""
+        return self._tail(delta)
 
     def _with_grid(self, fn):
         """Run fn(d), coarsening the grid (x2 steps) when the FFT would be too long."""
@@ -690,6 +729,12 @@ def _loss_variance(step: PldStep, direction: str) -> float:
         from ._pld_laplace import laplace_loss_variance
 
         return laplace_loss_variance(step.shift / step.sigma)
+    if step.kind == "discrete_gaussian":
+        from ._pld_discrete_gaussian import loss_variance
+
+        return loss_variance(step.sigma, step.shift)
+    if step.kind == "approx_dp":
+        return step.sigma * step.sigma  # the finite losses are +-eps
 
     lw = step.log_weights()
     keep = np.isfinite(lw)
@@ -752,6 +797,32 @@ def pld_pure(epsilon, steps=1, discretization=None) -> Pld:
     e = V.real("epsilon", epsilon, lo=0.0, lo_open=True)
     t = 1.0 / math.nextafter(e, math.inf) * (1 - 1e-15)
     return pld_laplace(t, 1, steps, discrete=True, discretization=discretization)
+
+
+def pld_discrete_gaussian(sigma, sensitivity=1, steps=1, discretization=None) -> Pld:
+    """The discrete Gaussian mechanism N_Z(0, sigma^2) on integer answers with integer sensitivity Delta,
+    composed ``steps`` times, by its exact pair (``_pld_discrete_gaussian``)."""
+    s = V.real("sigma", sigma, lo=0.0, lo_open=True)
+    dl = V.real("sensitivity", sensitivity, lo=1.0)
+    if not float(dl).is_integer():
+        raise ValueError(f"the discrete Gaussian sensitivity must be an integer, got {sensitivity!r}")
+    t = V.integer("steps", steps, lo=0)
+    return Pld(
+        steps=(PldStep("discrete_gaussian", s, t, 1.0, float(dl), 1),),
+        relation="add_remove",
+        discretization=_disc(discretization),
+    )
+
+
+def pld_approx_dp(epsilon, delta, steps=1, discretization=None) -> Pld:
+    """Any (epsilon, delta)-DP mechanism composed ``steps`` times, by its tightest dominating pair
+    (Kairouz, Oh & Viswanath 2015 Thm 2.4; ``_pld_laplace.approx_dp_pmf``)."""
+    e = V.real("epsilon", epsilon, lo=0.0, lo_open=True)
+    dl = V.real("delta", delta, lo=0.0, hi=1.0, hi_open=True)
+    t = V.integer("steps", steps, lo=0)
+    return Pld(
+        steps=(PldStep("approx_dp", e, t, 1.0, dl, 1),), relation="add_remove", discretization=_disc(discretization)
+    )
 
 
 def dpsgd_step(sigma, rate, steps, sampling="poisson", group_size=1, dataset_size=None):

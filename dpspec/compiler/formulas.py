@@ -67,6 +67,9 @@ PURE_DP_EPSILON = "Delta/b"
 EXPONENTIAL_EPSILON = "2*Delta/b"
 SELECTION_DELTA_LAPLACE = "exp(-(T - 1)/b)/2"
 SELECTION_DELTA_DISCRETE_LAPLACE = "exp(-(T - 1)/b)/(1 + exp(-1/b))"
+# the bound on P(Y <= -K - 1), Y ~ N_Z(0, s^2), that a composition's PLD puts on the loss +inf (statistics PROOF.md
+# §3.4: one term plus the Gaussian tail, over the normaliser's lower bound sqrt(2 pi) s)
+DISCRETE_GAUSSIAN_TAIL_BOUND = "exp(-(K + 1)**2/(2*s**2))/(sqrt(2*pi)*s) + (1 - erf((K + 1)/(s*sqrt(2))))/2"
 
 #: every formula the compiler emits, by name (group removal terms: see :func:`known_text`)
 FORMULAS: dict[str, str] = {
@@ -74,6 +77,7 @@ FORMULAS: dict[str, str] = {
     "exponential_epsilon": EXPONENTIAL_EPSILON,
     "selection_delta_laplace": SELECTION_DELTA_LAPLACE,
     "selection_delta_discrete_laplace": SELECTION_DELTA_DISCRETE_LAPLACE,
+    "discrete_gaussian_tail_bound": DISCRETE_GAUSSIAN_TAIL_BOUND,
     "rdp_gaussian": GAUSSIAN_RDP,
     "delta_of_epsilon": ANALYTIC_GAUSSIAN_DELTA,
     "rdp_to_dp": BALLE_CONVERSION,

@@ -91,14 +91,21 @@ def test_pld_bound_is_monotone_in_each_part(e1, e2, mu):
     assert base <= A.compose([e1, e2], [mu], 1e-6) + 1e-9
 
 
-def test_selection_parts_keep_their_delta_and_epsilon():
+def test_selection_parts_enter_the_pld_by_their_epsilon_delta_pair():
     lap = ("laplace", 2.0, 1.0, None, None, 0.5, 0.0, 0.0)
     sel = ("discrete_laplace", 4.0, 1.0, None, None, 0.25, 0.0, 1e-7)
-    gauss = ("discrete_gaussian", 5.0, 1.0, None, None, 0.0, 0.2, 0.0)
-    basic, pld = composed_bounds([lap, sel, gauss], 1e-6)
-    no_sel = A.pld_compose([("laplace", 2.0, 1.0)], [0.2], 1e-6 - 1e-7 * (1 + 1e-12))
-    assert pld == pytest.approx(no_sel + 0.25, rel=1e-12) and pld >= no_sel + 0.25
-    assert composed_bounds([lap, sel, gauss], 5e-8) == (math.inf, math.inf)  # δ below the selection's
+    dg = ("discrete_gaussian", 5.0, 1.0, None, None, 0.0, 0.2, 0.0)
+    basic, pld = composed_bounds([lap, sel, dg], 1e-6)
+    inside = A.pld_compose(
+        [("laplace", 2.0, 1.0), ("approx_dp", 0.25, 1e-7), ("discrete_gaussian", 5.0, 1.0)], [], 1e-6
+    )
+    assert pld == inside
+    # composing the selection outside the PLD (its δ spent first, its ε added) is never tighter
+    outside = A.pld_compose([("laplace", 2.0, 1.0), ("discrete_gaussian", 5.0, 1.0)], [], 1e-6 - 1e-7 * (1 + 1e-12))
+    assert pld <= outside + 0.25 + 1e-9
+    # the basic bound: pure ε add, the discrete Gaussian as ρ = Δ²/(2σ²)-zCDP at δ less the selection's
+    assert basic == A.compose([0.5, 0.25, 0.0], [], 1e-6 - 1e-7 * (1 + 1e-12), [A.discrete_gaussian_rho(5.0, 1.0)])
+    assert composed_bounds([lap, sel, dg], 5e-8) == (math.inf, math.inf)  # δ below the selection's
 
 
 MIXED = (

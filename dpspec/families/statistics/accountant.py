@@ -14,15 +14,18 @@ with shift Δ, and its privacy is that of the pair (M(0), M(Δ)):
 * ``gaussian``: N(0, σ²) with μ = Δ/σ is exactly μ-GDP (Dong, Roth & Su 2022, Cor. 2.13; Balle & Wang
   2018, Thm 8 for δ(ε)).
 * ``discrete_gaussian``: N_ℤ(0, σ²) on integer-valued queries with integer shift Δ: its exact privacy
-  profile is CKS20 Thm 7; where δ_Z(ε) ≤ δ_{G_μ}(ε) for every ε ≥ 0 (checked on a grid by
-  ``dpspec.mechanisms.secure_noise``), it is μ-GDP (Dong, Roth & Su 2022, Cor. 2.13: μ-GDP ⇔ the
-  Gaussian privacy profile).
+  profile is CKS20 Thm 7, and a single release's (ε, δ) points are those of μ-GDP where δ_Z(ε) ≤
+  δ_{G_μ}(ε) is checked on a grid (``dpspec.mechanisms.secure_noise``: proved wherever δ_{G_μ}(ε) ≥
+  ``DG_PROFILE_FLOOR``); it is exactly Δ²/(2σ²)-zCDP (CKS20 Thm 4). In compositions it enters by its own
+  exact pair (``dpspec.accounting._pld_discrete_gaussian``) and by zCDP, never as μ-GDP.
 
-Composition (``compose … split``): the pure parts add (Dwork & Roth 2014, Thm 3.16), the μ-GDP parts
-compose to √(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3), and a pure ε_P part composed with an (ε_G,
-δ)-DP part is (ε_P + ε_G, δ)-DP (Dwork & Roth Thm 3.16 again). Every ε returned is rounded up. A second,
-usually tighter bound composes the parts' dominating pairs by PLD (``pld_pairs``, ``pld_compose``; Zhu, Dong
-& Wang 2022 Thm 10); the composition certifies the smaller (PROOF.md §3.5).
+Composition (``compose … split``): the basic bound adds the pure parts' ε (Dwork & Roth 2014, Thm 3.16),
+composes the Gaussian parts to √(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3) — or, with discrete Gaussian
+parts, all of them in zCDP (ρ = Σ μ_i²/2 + Σ Δ_j²/(2σ_j²): Bun & Steinke 2016 Lemma 2.3; CKS20 Thm 4) converted
+to (ε, δ) (CKS20 Prop. 12 = Balle et al. 2020 Thm 21) — and composes that with the pure ε by Thm 3.16. Every
+ε returned is rounded up. A second, usually tighter bound composes every part's dominating pair by PLD
+(``pld_pairs``, ``pld_compose``; Zhu, Dong & Wang 2022 Thm 10), partition selections included by the
+four-output pair of an (ε, δ)-DP mechanism; the composition certifies the smaller (PROOF.md §3.5).
 
 Accuracy: each release's 95 % bound is the smallest a with P(|noise| > a) ≤ 0.05 for one coordinate
 (OpenDP's ``summarize(alpha = 0.05)`` reports the same quantity): Laplace b·ln(20); discrete Laplace
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from scipy import special
 
 from dpspec.accounting import analytic_gaussian as GR
@@ -84,6 +88,11 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     return GR.epsilon_of_delta(mu, delta)
 
 
+#: the discrete Gaussian's μ-GDP profile check (``secure_noise._verify_dominance``) stops where the Gaussian
+#: profile is below 1e-30 (up to its 1e-9 round-down): a single release's (ε, δ) points read off μ-GDP are
+#: proved for δ at least this; below it the release's ε is its zCDP bound (``discrete_gaussian_epsilon``)
+DG_PROFILE_FLOOR = 1e-29
+
 #: relative margins tried, in order, between the discrete Gaussian's μ and Δ/σ (a small σ needs more: the
 #: profile's tail enclosure is looser, and P(Y = 0) exceeds the continuous TV distance by ~1/(24σ²))
 DG_MARGINS = (1e-3, 3e-3, 1e-2, 2e-2, 3e-2, 5e-2, 0.1, 0.2, 0.3)
@@ -109,11 +118,58 @@ def discrete_gaussian(sigma_cont: float, sensitivity: int) -> tuple[float, float
     raise ArithmeticError(f"the discrete Gaussian with σ ≈ {sigma_cont:.3g} could not be certified μ-GDP")
 
 
-def pld_pairs(noise: str, scale: float, sensitivity: float, count_scale=None, count_sensitivity=None, pure_eps=0.0):
-    """The dominating pairs (kind, scale, shift) of one release's pure noise for PLD composition: the Laplace
-    pair (Lap(0, b), Lap(Δ, b)), the discrete Laplace pair with integer Δ, and randomized response with ε
-    (the discrete Laplace pair with Δ = 1, t ≤ 1/ε) for the exponential mechanism (any ε-DP mechanism:
-    Kairouz, Oh & Viswanath 2015, Thm 2.4); a noisy-denominator mean adds its count's pair."""
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """ε at δ of ρ-zCDP (the RDP curve α ρ for every α > 1; Bun & Steinke 2016 Def. 1.1) by the conversion
+    ε = α ρ + log((α − 1)/α) − (log δ + log α)/(α − 1), valid at every α > 1 (Canonne, Kamath & Steinke
+    2020 Prop. 12; Balle et al. 2020 Thm 21), minimised over a fine grid of α around its optimum 1 + √(log(1/δ)/ρ)
+    (``dpspec.accounting.conversion``; rounded up)."""
+    from dpspec.accounting.conversion import convert
+
+    if rho <= 0:
+        return 0.0
+    a0 = 1.0 + math.sqrt(math.log(1.0 / delta) / rho)
+    alphas = np.unique(np.concatenate([1.0 + (a0 - 1.0) * np.exp(np.linspace(-3.0, 3.0, 1201)), [a0]]))
+    alphas = alphas[alphas > 1.0]
+    eps, _, _ = convert(alphas, alphas * rho * (1 + 1e-15), delta)
+    return math.nextafter(eps, math.inf)
+
+
+def discrete_gaussian_rho(sigma: float, sensitivity: float) -> float:
+    """ρ = Δ²/(2σ²): the discrete Gaussian with integer shift Δ is ρ-zCDP (CKS20 Thm 4), rounded up."""
+    return math.nextafter(float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2) * (1 + 4e-16), math.inf)
+
+
+def discrete_gaussian_epsilon(sigma: float, sensitivity: int, mu: float, delta: float) -> float:
+    """Certified ε at δ of one discrete Gaussian release: the μ-GDP ε(δ) where its profile check proves it
+    (δ ≥ ``DG_PROFILE_FLOOR``), else its zCDP bound."""
+    if delta >= DG_PROFILE_FLOOR:
+        return gdp_epsilon(mu, delta)
+    return zcdp_epsilon(discrete_gaussian_rho(sigma, sensitivity), delta)
+
+
+def pld_pairs(
+    noise: str,
+    scale: float,
+    sensitivity: float,
+    count_scale=None,
+    count_sensitivity=None,
+    pure_eps=0.0,
+    approx_delta=0.0,
+):
+    """The dominating pairs (kind, parameter, shift) of one release for PLD composition: the Laplace pair
+    (Lap(0, b), Lap(Δ, b)), the discrete Laplace pair with integer Δ, randomized response with ε (the
+    discrete Laplace pair with Δ = 1, t ≤ 1/ε) for the exponential mechanism (any ε-DP mechanism: Kairouz, Oh
+    & Viswanath 2015, Thm 2.4), the discrete Gaussian pair (N_ℤ(0, σ²), N_ℤ(Δ, σ²)) with integer Δ, and for a
+    partition selection (an (ε, δ)-DP release, PROOF.md §3.3) the four-output pair ("approx_dp", ε, δ); a
+    noisy-denominator mean adds its count's pair. Gaussian (continuous) parts have none here: they enter
+    as one μ-GDP pair (``pld_compose``)."""
+    if approx_delta > 0:
+        return [("approx_dp", float(pure_eps), float(approx_delta))]
+    if noise == "discrete_gaussian":
+        out = [("discrete_gaussian", float(scale), float(sensitivity))]
+        if count_scale is not None:
+            out.append(("discrete_gaussian", float(count_scale), float(count_sensitivity or 1.0)))
+        return out
     if noise in PURE:
         out = [(noise, float(scale), float(sensitivity))]
         if count_scale is not None:
@@ -126,30 +182,62 @@ def pld_pairs(noise: str, scale: float, sensitivity: float, count_scale=None, co
     return []
 
 
-def pld_compose(pairs: list[tuple[str, float, float]], mus: list[float], delta: float) -> float:
-    """Certified ε at δ of the pure pairs and the μ-GDP parts (one Gaussian pair with μ = √Σμ_i², Dong, Roth
-    & Su 2022 Cor. 3.3) composed adaptively by PLD accounting: dominating pairs compose (Zhu, Dong & Wang
-    2022 Thm 10); each pair is discretised pessimistically (losses rounded up for the Laplace pairs,
-    connect-the-dots for the Gaussian one) and the FFT, window and float errors are added to δ
-    (``dpspec.accounting.pld``). inf where the accountant cannot certify."""
-    from dpspec.accounting.pld import Pld, PldStep
+def pld_steps(pairs: list[tuple[str, float, float]], mus: list[float]) -> tuple:
+    """The PLD steps of ``pld_compose``: each pair once (kind, parameter, shift as in ``pld_pairs``; the
+    "approx_dp" pair carries ε and δ) and the μ-GDP parts as one Gaussian pair with μ = √Σμ_i²."""
+    from dpspec.accounting.pld import PldStep
 
     steps = [PldStep(kind, b, 1, 1.0, sens, 1) for kind, b, sens in pairs]
     if mus:
         mu = math.sqrt(math.fsum(m * m for m in mus)) * (1 + 1e-15)
         steps.append(PldStep("gaussian", 1.0, 1, 1.0, mu, 1))
+    return tuple(steps)
+
+
+def pld_compose(pairs: list[tuple[str, float, float]], mus: list[float], delta: float) -> float:
+    """Certified ε at δ of the pairs and the μ-GDP parts (one Gaussian pair with μ = √Σμ_i², Dong, Roth
+    & Su 2022 Cor. 3.3) composed adaptively by PLD accounting: dominating pairs compose (Zhu, Dong & Wang
+    2022 Thm 10); each pair is discretised pessimistically (losses rounded up for the Laplace, discrete
+    Gaussian and (ε, δ) pairs, connect-the-dots for the Gaussian one; the discrete Gaussian's truncated
+    outputs and the (ε, δ) pairs' δ on the loss +∞) and the FFT, window and float errors are added to δ
+    (``dpspec.accounting.pld``). inf where the accountant cannot certify."""
+    from dpspec.accounting.pld import Pld
+
+    steps = pld_steps(pairs, mus)
     if not steps or not delta > 0:
         return math.inf
     try:
-        return float(Pld(steps=tuple(steps), relation="add_remove").epsilon(delta).epsilon)
+        return float(Pld(steps=steps, relation="add_remove").epsilon(delta).epsilon)
     except (ArithmeticError, ValueError, RuntimeError):
         return math.inf
 
 
-def compose(pure_eps: list[float], mus: list[float], delta: float) -> float:
-    """Certified ε at δ of pure ε_i-DP parts and μ_j-GDP parts composed adaptively (module doc)."""
+def pld_truncations(pairs: list[tuple[str, float, float]], mus: list[float], delta: float) -> list[tuple]:
+    """(σ, K, B) of each discrete Gaussian pair as ``pld_compose`` truncates it at δ: the kept support
+    −K..K and the bound B ≥ P(Y ≤ −K − 1) put on the loss +∞ (``_pld_discrete_gaussian``)."""
+    from dpspec.accounting._pld_discrete_gaussian import tail_upper, truncation
+    from dpspec.accounting.pld import Pld
+
+    steps = pld_steps(pairs, mus)
+    if not steps or not delta > 0:
+        return []
+    tail = Pld(steps=steps, relation="add_remove").truncation_tail(delta)
+    out = []
+    for kind, s, _ in pairs:
+        if kind == "discrete_gaussian":
+            k = truncation(s, tail)
+            out.append((s, k, float(tail_upper(k + 1, s))))
+    return out
+
+
+def compose(pure_eps: list[float], mus: list[float], delta: float, rhos: list[float] = ()) -> float:
+    """Certified ε at δ of pure ε_i-DP parts, μ_j-GDP parts and ρ_k-zCDP parts composed adaptively (module
+    doc): without zCDP parts, Σ ε_i + ε_GDP(√Σμ_j², δ); with them, Σ ε_i + ε_zCDP(Σμ_j²/2 + Σρ_k, δ)."""
     total = math.fsum(pure_eps)
-    if mus:
+    if rhos:
+        rho = math.fsum([*rhos, *(m * m / 2 for m in mus)]) * (1 + 1e-15)
+        total += zcdp_epsilon(rho, delta)
+    elif mus:
         mu = math.sqrt(math.fsum(m * m for m in mus)) * (1 + 1e-15)
         total += gdp_epsilon(mu, delta)
     return math.nextafter(total, math.inf) if total > 0 else 0.0

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpspec.accounting import analytic_gaussian as GR
+from dpspec.accounting import pld as PLD
 from dpspec.certificate.model import (
     Assumption,
     DpPoint,
@@ -56,14 +57,28 @@ THEOREMS = {
     "Laplace mechanism, pure ε-DP, δ = 0, exact sampler)",
     "gaussian": "Balle & Wang 2018, Thm 8 (analytic Gaussian mechanism); Dong, Roth & Su 2022, Cor. 2.13 (μ-GDP)",
     "discrete_gaussian": "Canonne, Kamath & Steinke 2020, Thm 7 (exact privacy profile of the discrete Gaussian), "
-    "dominated by μ-GDP (checked on an ε grid; Dong, Roth & Su 2022, Cor. 2.13)",
+    "dominated by the μ-GDP profile wherever that is ≥ 1e-29 (checked on an ε grid; Dong, Roth & Su 2022, "
+    "Cor. 2.13), and Thm 4 (Δ²/(2σ²)-zCDP) below",
     "exponential": "McSherry & Talwar 2007, Thm 6 (exponential mechanism, pure ε-DP); Dwork & Roth 2014, Thm 3.11 "
     "(its utility bound)",
     "selection": "Korolova, Kenthapadi, Mishra & Ntoulas 2009; Wilson et al. 2020, §3 (partition selection by a "
     "thresholded Laplace count: a key present in one neighbour only is released with probability ≤ δ)",
     "basic": "Dwork & Roth 2014, Thm 3.16 (basic composition: ε and δ add)",
     "gdp": "Dong, Roth & Su 2022, Cor. 3.3 (μ_i-GDP parts compose to √(Σ μ_i²)-GDP)",
+    "zcdp": "Bun & Steinke 2016, Lemma 2.3 (ρ_i-zCDP parts compose to Σρ_i-zCDP; Gaussian: μ²/2, discrete "
+    "Gaussian: Δ²/(2σ²), Canonne, Kamath & Steinke 2020 Thm 4), converted by CKS20 Prop. 12 (Balle et al. 2020 "
+    "Thm 21)",
     "pld": "Zhu, Dong & Wang 2022, Thm 10 (dominating pairs compose; PLD by FFT, dpspec.accounting.pld)",
+}
+
+#: the dominating pair of each kind of part in a PLD composition (the theorem the certificate states for it)
+PAIR_THEOREMS = {
+    "laplace": PLD.THEOREM_LAPLACE,
+    "discrete_laplace": PLD.THEOREM_DLAPLACE,
+    "discrete_gaussian": PLD.THEOREM_DGAUSS,
+    "approx_dp": PLD.THEOREM_APPROX_DP + "; partition selection is (ε, δ)-DP: PROOF.md §3.3 of the statistics "
+    "family (Korolova et al. 2009; Wilson et al. 2020 §3)",
+    "gaussian": PLD.THEOREM_GAUSSIAN + "; the μ-GDP parts as one pair with μ = √Σμ_i² (Dong, Roth & Su 2022 Cor. 3.3)",
 }
 
 
@@ -104,9 +119,15 @@ class Design:
         return len(self.keys) if self.keys is not None else 1
 
     def epsilon_at(self, delta: float) -> float:
-        """Certified ε at δ (inf where δ is below what the release needs)."""
+        """Certified ε at δ (inf where δ is below what the release needs). A discrete Gaussian release: its
+        μ-GDP ε(δ) where the profile check proves it (``accountant.discrete_gaussian_epsilon``); a discrete
+        Gaussian mean's two halves compose by their exact pairs or zCDP (``composed_bounds``), never as μ-GDP."""
         if delta < self.approx_delta or (self.mu and delta <= self.approx_delta):
             return math.inf
+        if self.noise == "discrete_gaussian":
+            if self.count_scale is not None:
+                return min(composed_bounds([part_numbers(self)], delta))
+            return A.discrete_gaussian_epsilon(self.scale, int(self.sensitivity), self.mu, delta)
         return A.compose([self.pure_eps], [self.mu] if self.mu else [], delta - self.approx_delta)
 
 
@@ -131,7 +152,7 @@ def _formulas(dz: Design, points) -> list:
             out.append(
                 F.formula("pure_dp_epsilon", F.PURE_DP_EPSILON, {"Delta": sens, "b": b}, value=A.pure_epsilon(sens, b))
             )
-    elif not dz.approx_delta:
+    elif not dz.approx_delta and not (dz.noise == "discrete_gaussian" and dz.count_scale is not None):
         out.append(
             F.formula(
                 "delta_of_epsilon",
@@ -191,6 +212,24 @@ def _dg(sigma: float, sens: int, planning: bool) -> tuple[float, float]:
     """The discrete Gaussian's (σ, certified μ); while planning a split, the continuous (σ, Δ/σ) — an upper
     bound on the μ it will certify (the margin only lowers μ), so a plan meeting the target is met."""
     return (sigma, sens / sigma) if planning else A.discrete_gaussian(sigma, sens)
+
+
+def _dg_mean(b: float, bc: float, sens: int, eps: float, delta: float, planning: bool):
+    """(σ, σ_count, Δ/σ, 1/σ_count) of a discrete Gaussian mean's two halves, from the continuous calibration
+    (b, bc). Their composition is certified by their exact pairs (PLD) or zCDP (``Design.epsilon_at``),
+    never by μ-GDP, so no profile margin is needed: the σs are raised together by 0.2 % steps until the
+    certified composition meets ε (the discrete Gaussian's δ(0) exceeds the continuous one by ~1/(24σ²), and
+    the PLD's grid rounding costs up to ~0.1 % of ε). The μs are the zCDP ones (CKS20 Thm 4: the RDP curve
+    α μ²/2), not a GDP claim."""
+    if not planning:
+        for _ in range(400):
+            parts = [("discrete_gaussian", b, float(sens), bc, 1.0, 0.0, 0.0, 0.0)]
+            if min(composed_bounds(parts, delta)) <= eps:
+                break
+            b, bc = b * 1.002, bc * 1.002
+        else:
+            raise ArithmeticError("the discrete Gaussian mean could not be calibrated")
+    return b, bc, math.nextafter(sens / b, math.inf), math.nextafter(1.0 / bc, math.inf)
 
 
 def _scales(noise: str, sens: float, eps: float, delta: float, planning: bool = False) -> tuple[float, float, float]:
@@ -281,7 +320,7 @@ def _design_one(noise, fn, column, bounds, q, eps, delta, n, selection, planning
             mu_half = mu_total / math.sqrt(2) * (1 - 1e-12)
             b, bc = sens / mu_half * (1 + 1e-12), 1.0 / mu_half * (1 + 1e-12)
             if noise == "discrete_gaussian":
-                (b, m1), (bc, m2) = _dg(b, int(sens), planning), _dg(bc, 1, planning)
+                b, bc, m1, m2 = _dg_mean(b, bc, int(sens), eps, delta, planning)
             else:
                 m1, m2 = sens / b, 1.0 / bc
             pe, mu, comps = 0.0, math.sqrt(m1 * m1 + m2 * m2) * (1 + 1e-15), []
@@ -440,7 +479,9 @@ def certificate(ctx: Context, r: ir.Release, dz: Design, alphas) -> TargetCertif
     points = [DpPoint(epsilon=e, delta=dl) for dl in _deltas(g) if math.isfinite(e := dz.epsilon_at(dl))]
     rdp = _rdp(dz, alphas)
     theorems = [THEOREMS[dz.noise if dz.threshold is None else "selection"]]
-    if dz.components and len(dz.components) > 1 or (dz.count_scale is not None):
+    if dz.noise == "discrete_gaussian" and dz.count_scale is not None:
+        theorems += [THEOREMS["pld"], PAIR_THEOREMS["discrete_gaussian"], THEOREMS["zcdp"]]
+    elif dz.components and len(dz.components) > 1 or (dz.count_scale is not None):
         theorems.append(THEOREMS["basic"] if dz.pure_eps else THEOREMS["gdp"])
     guarantee = GuaranteeRecord(
         target=_target(g),
@@ -482,6 +523,14 @@ def certificate(ctx: Context, r: ir.Release, dz: Design, alphas) -> TargetCertif
         if dz.mu
         else "pure ε-DP with a partition-selection δ"
     )
+    if dz.noise == "discrete_gaussian":
+        method = (
+            "the two halves' exact discrete Gaussian pairs composed by PLD (pessimistic, all errors in δ), or "
+            "their zCDP by CKS20 Prop. 12, the smaller"
+            if dz.count_scale is not None
+            else f"analytic Gaussian δ(ε) of μ-GDP in log space where δ ≥ {A.DG_PROFILE_FLOOR:g} (the discrete "
+            "Gaussian's profile checked below it on an ε grid), zCDP by CKS20 Prop. 12 below"
+        )
     return TargetCertificate(
         name=r.name,
         kind="release",
@@ -607,29 +656,93 @@ def part_numbers(p) -> tuple:
     return (p.noise, p.scale, p.sensitivity, p.count_scale, p.count_sensitivity, p.pure_eps, p.mu, p.approx_delta)
 
 
+def _basic_blocks(parts: list[tuple]) -> tuple[list[float], list[float], list[float]]:
+    """(pure ε, Gaussian μ, discrete Gaussian ρ) of the parts (``part_numbers`` tuples): a discrete Gaussian
+    part enters as zCDP, ρ = Δ²/(2σ²) per half (CKS20 Thm 4), never by its μ (PROOF.md §3.4)."""
+    pure, mus, rhos = [], [], []
+    for noise, b, sens, cb, cs, pe, mu, _ad in parts:
+        pure.append(float(pe))
+        if noise == "discrete_gaussian":
+            rho = A.discrete_gaussian_rho(b, sens)
+            if cb is not None:
+                rho += A.discrete_gaussian_rho(cb, cs or 1.0)
+            rhos.append(rho)
+        elif float(mu) > 0:
+            mus.append(float(mu))
+    return pure, mus, rhos
+
+
+def _pld_inputs(parts: list[tuple]) -> tuple[list[tuple], list[float], list[tuple[int, str]]]:
+    """(pairs, Gaussian μs, (part index, kind) of each pair) of the parts for ``accountant.pld_compose``."""
+    pairs, mus, owners = [], [], []
+    for i, p in enumerate(parts):
+        noise, b, sens, cb, cs, pe, mu, ad = p
+        if noise == "gaussian":
+            mus.append(float(mu))
+            owners.append((i, "gaussian"))
+            continue
+        for q in A.pld_pairs(noise, b, sens, cb, cs, float(pe), float(ad)):
+            pairs.append(q)
+            owners.append((i, q[0]))
+    return pairs, mus, owners
+
+
 def composed_bounds(parts: list[tuple], delta: float) -> tuple[float, float]:
     """(basic, PLD): two certified ε at δ of the parts' adaptive composition (``part_numbers`` tuples);
     inf when δ does not cover the partition selections.
 
-    basic: pure parts add, μ-GDP parts combine, partition-selection δs are spent first (accountant.compose).
-    PLD: the parts without partition selection by PLD composition of their dominating pairs at δ less the
-    selection δs (accountant.pld_compose), then the selection parts (ε_i, δ_i) added by basic composition
-    (Dwork & Roth 2014, Thm 3.16). Both are upper bounds; the certificate takes the smaller."""
-    pure = [float(p[5]) for p in parts]
-    mus = [float(p[6]) for p in parts if float(p[6]) > 0]
+    basic: the partition-selection δs are spent first; pure parts (selections' ε included) add, Gaussian
+    parts combine as μ-GDP, or with discrete Gaussian parts all of these in zCDP (accountant.compose).
+    PLD: every part's dominating pair (discrete Gaussian: its exact pair; partition selection: the
+    four-output pair of its (ε, δ)) composed at δ (accountant.pld_compose). Both are upper bounds; the
+    certificate takes the smaller."""
+    pure, mus, rhos = _basic_blocks(parts)
     spent = math.fsum(float(p[7]) for p in parts)
     rest = delta - spent * (1 + 1e-12)
-    if rest < 0 or (mus and rest <= 0):
+    if rest < 0 or ((mus or rhos) and rest <= 0):
         return math.inf, math.inf
-    basic = A.compose(pure, mus, rest)
-    if (len(parts) < 2 and not any(p[3] is not None for p in parts)) or rest <= 0:  # nothing to compose
+    basic = A.compose(pure, mus, rest, rhos)
+    if len(parts) < 2 and not any(p[3] is not None for p in parts):  # nothing to compose
         return basic, math.inf
-    sel = [p for p in parts if float(p[7]) > 0]
-    pairs = [q for p in parts if float(p[7]) == 0 for q in A.pld_pairs(p[0], p[1], p[2], p[3], p[4], float(p[5]))]
-    pld = A.pld_compose(pairs, mus, rest) if pairs or mus else 0.0
-    if sel and math.isfinite(pld):
-        pld = math.nextafter(pld + math.fsum(float(p[5]) for p in sel), math.inf)
-    return basic, pld
+    pairs, gmus, _ = _pld_inputs(parts)
+    return basic, A.pld_compose(pairs, gmus, delta)
+
+
+def pair_records(names: list[str], parts: list[tuple], delta: float) -> tuple[str, list[str], list]:
+    """What a composition certificate states about its PLD bound: each part's dominating pair (text), the
+    theorems of those pairs, and the truncation bound of each discrete Gaussian pair at δ as a formula
+    (``verify`` re-evaluates it at 40 digits)."""
+    from dpspec.compiler import formulas as F
+
+    pairs, gmus, owners = _pld_inputs(parts)
+    texts, theorems = [], []
+    labels = {
+        "laplace": "Lap(0, b) vs Lap(Δ, b)",
+        "discrete_laplace": "DLap(0, t) vs DLap(Δ, t)",
+        "discrete_gaussian": "N_Z(0, σ²) vs N_Z(Δ, σ²)",
+        "approx_dp": "(ε, δ)-DP four-output pair",
+    }
+    k = 0
+    for i, kind in owners:
+        if kind == "gaussian":
+            texts.append(f"{names[i]}: μ-GDP, one Gaussian pair with the other μ-GDP parts (μ = {parts[i][6]:.6g})")
+        else:
+            _, a, b = pairs[k]
+            k += 1
+            what = {"approx_dp": f"ε = {a:.6g}, δ = {b:.6g}", "discrete_gaussian": f"σ = {a:.6g}, Δ = {b:g}"}.get(
+                kind, f"scale {a:.6g}, Δ = {b:g}"
+            )
+            label = labels.get(kind, kind)
+            if kind == "discrete_laplace" and parts[i][0] != "discrete_laplace":
+                label = "randomized response with ε = 1/t, dominating any ε-DP mechanism"
+            texts.append(f"{names[i]}: {kind} pair ({label}; {what})")
+        if PAIR_THEOREMS[kind] not in theorems:
+            theorems.append(PAIR_THEOREMS[kind])
+    formulas = [
+        F.formula("discrete_gaussian_tail_bound", F.DISCRETE_GAUSSIAN_TAIL_BOUND, {"K": K, "s": sg}, value=bound)
+        for sg, K, bound in A.pld_truncations(pairs, gmus, delta)
+    ]
+    return "; ".join(texts), theorems, formulas
 
 
 def composed_epsilon(parts: list[TargetCertificate], delta: float) -> float:
@@ -669,8 +782,11 @@ def compose(c: ir.Composition, parts) -> TargetCertificate:
             "guarantee",
             hint="give the parts smaller budgets, or let `split` share the target among them",
         )
-    theorems = [THEOREMS["basic"], THEOREMS["gdp"], THEOREMS["pld"]]
-    basic, pld = composed_bounds([part_numbers(r.mechanism.parameters) for r in recs], float(g.delta))
+    numbers = [part_numbers(r.mechanism.parameters) for r in recs]
+    basic, pld = composed_bounds(numbers, float(g.delta))
+    pair_text, pair_theorems, formulas = pair_records([r.name for r in recs], numbers, float(g.delta))
+    dg = any(p[0] == "discrete_gaussian" for p in numbers)
+    theorems = [THEOREMS["basic"], THEOREMS["zcdp" if dg else "gdp"], THEOREMS["pld"], *pair_theorems]
     split = f"; budget split {c.split.kind}" if c.split is not None else ""
     shares = ", ".join(f"{r.name}: ε = {r.guarantee.epsilon:.4g}" for r in recs)
     return TargetCertificate(
@@ -687,10 +803,12 @@ def compose(c: ir.Composition, parts) -> TargetCertificate:
                 "basic_epsilon": basic,
                 "pld_epsilon": pld if math.isfinite(pld) else "n/a",
                 "accounting": "pld" if pld < basic else "basic",
+                "dominating_pairs": pair_text,
             },
             calibrated=c.split is not None,
         ),
         guarantee=GuaranteeRecord(target=_target(g), dp=points, epsilon=eps, delta=g.delta, theorems=theorems),
+        formulas=formulas,
         assumptions=[
             Assumption(
                 id="independent_noise",
@@ -700,11 +818,13 @@ def compose(c: ir.Composition, parts) -> TargetCertificate:
             )
         ],
         numerics=Numerics(
-            method="the smaller of two certified bounds: (basic) pure parts: ε add (rounded up); μ-GDP parts: "
-            "μ = √Σμ_i², analytic Gaussian ε(δ) at δ less the selection δs; (PLD) the parts' dominating pairs "
-            "(Laplace, discrete Laplace, randomized response for other pure parts, one Gaussian pair for the "
-            "μ-GDP parts) composed by FFT with pessimistic discretisation, all errors added to δ, at δ less the "
-            "selection δs, plus the selection parts' ε",
+            method="the smaller of two certified bounds: (basic) pure and selection parts: ε add (rounded up); "
+            "Gaussian parts: μ = √Σμ_i², analytic Gaussian ε(δ) at δ less the selection δs, or with discrete "
+            "Gaussian parts all in zCDP (ρ = Σμ_i²/2 + ΣΔ_j²/(2σ_j²), CKS20 Prop. 12); (PLD) every part's "
+            "dominating pair (Laplace, discrete Laplace, randomized response for other pure parts, the discrete "
+            "Gaussian's exact pair with its truncated outputs on the loss +∞, the (ε, δ) four-output pair for a "
+            "partition selection, one Gaussian pair for the μ-GDP parts) composed by FFT with pessimistic "
+            "discretisation, all errors added to δ",
             abs_error_bound=GR.ABS_ERROR,
             alpha_grid="none",
             conversion=theorems[0],

@@ -11,11 +11,13 @@ exactly for pure parts (and to first order for Gaussian ones, whose σ also scal
 The shares are ε_i = c·w_i/Σw·ε. Partition-selection parts spend δ_i = δ/(2k) each (k of them; δ/k
 without Gaussian parts) and Gaussian parts are calibrated at the remaining δ. The scalar c is the
 largest value (bisection) with the composed ε (``compile.composed_bounds``: the smaller of the basic bound
-— pure ε add, μ-GDP parts combine — and the PLD bound of the parts' dominating pairs) ≤ ε, so the
-certified composition meets the target to within 0.1 %; with pure parts only and the basic bound the
-tighter, c = 1 − 10⁻¹² and the ε_i add up to the target (with δ > 0 the PLD bound of several pure parts is
-below their sum, and c > 1). While planning, a discrete Gaussian part counts with the
-continuous μ = Δ/σ, an upper bound on the μ it certifies (its verified margin only lowers μ).
+— pure ε add, μ-GDP parts combine, discrete Gaussian parts in zCDP — and the PLD bound of the parts'
+dominating pairs, partition selections and discrete Gaussians by their own pairs) ≤ ε, so the certified
+composition meets the target to within 0.1 %; with pure parts only and the basic bound the tighter,
+c = 1 − 10⁻¹² and the ε_i add up to the target (with δ > 0 the PLD bound of several pure parts is below
+their sum, and c > 1). While planning, a discrete Gaussian part has the continuous calibration's σ (no
+profile margin); the scale is then refined on the parts' certified numbers (their σ with the margin a
+single release's μ-GDP certificate needs), which is what the composition certifies.
 """
 
 from __future__ import annotations
