@@ -152,7 +152,9 @@ def _formulas(dz: Design, points) -> list:
             out.append(
                 F.formula("pure_dp_epsilon", F.PURE_DP_EPSILON, {"Delta": sens, "b": b}, value=A.pure_epsilon(sens, b))
             )
-    elif not dz.approx_delta and not (dz.noise == "discrete_gaussian" and dz.count_scale is not None):
+    elif not dz.approx_delta and not (
+        dz.noise == "discrete_gaussian" and (dz.count_scale is not None or points[0].delta < A.DG_PROFILE_FLOOR)
+    ):
         out.append(
             F.formula(
                 "delta_of_epsilon",
