@@ -18,8 +18,9 @@ realised mean |error| over R releases on the data, and wall time. Targets (issue
 statistic's sensitivity, its objective) ≤ the even split's; the certified composition ε within 1 % of 1.
 
 A second section needs no data: a split of Laplace and discrete Gaussian parts calibrated against basic
-composition alone and against min(basic, PLD) (the composition's certified ε, both bounds, dp_accounting's
-PLD of the same parts, and each part's ε gain). A third releases one float mean from the same rows in
+composition alone (discrete Gaussians in zCDP) and against min(basic, PLD) (the discrete Gaussians by their
+exact pairs): the composition's certified ε, both bounds, dp_accounting's PLD of the same parts, and each
+part's ε gain. A third releases one float mean from the same rows in
 memory, from a Dask DataFrame and from a polars LazyFrame (equal values with the same seed, and the time
 of each).
 
@@ -189,7 +190,7 @@ compose mixed { parts [counts, hours, rows, sums]  guarantee dp(epsilon = 1, del
 def mixed_composition() -> dict:
     """A split of Laplace and discrete Gaussian parts (no data needed): the shares calibrated against the
     basic bound alone (PLD disabled) and against min(basic, PLD); dp_accounting's PLD of the certified parts
-    (Laplace pairs and one Gaussian pair at the certified μ) as the reference."""
+    (Laplace pairs and its truncated discrete Gaussian pairs at the certified σ) as the reference."""
     import dpspec
     from dpspec.families.statistics import compile as SC
     from dpspec.families.statistics import split as SS
@@ -212,11 +213,13 @@ def mixed_composition() -> dict:
     try:
         from dp_accounting.pld import privacy_loss_distribution as P
 
-        mu = math.sqrt(math.fsum(float(p["gdp_mu"]) ** 2 for p in parts))
-        pld = P.from_gaussian_mechanism(1 / mu, pessimistic_estimate=True)
+        pld = None
         for p in parts:
             if p["noise"] == "laplace":
-                pld = pld.compose(P.from_laplace_mechanism(p["scale"], sensitivity=p["sensitivity"]))
+                step = P.from_laplace_mechanism(p["scale"], sensitivity=p["sensitivity"])
+            else:
+                step = P.from_discrete_gaussian_mechanism(p["scale"], sensitivity=int(p["sensitivity"]))
+            pld = step if pld is None else pld.compose(step)
         ref = pld.get_epsilon_for_delta(DELTA)
     except ImportError:
         pass
