@@ -155,3 +155,12 @@ def test_selection_inside_the_pld_against_dp_accounting():
     assert opt.get_epsilon_for_delta(1e-6 - 2e-7) <= pld  # at least the Laplace part alone with δ less the selection's
     assert pld <= ref_e + 1e-3
     assert abs(pld - ref_e) <= 1e-3
+
+
+def test_the_discrete_gaussians_expected_error_needs_no_sum_of_12_sigma_terms_for_a_large_sigma():
+    # a sum with bounds [0, 1e6] at ε ≈ 0.1 has σ ≈ 5e7: the closed form above σ = 1e5 matches the direct sum
+    for sigma in (1.5e5, 4e5):
+        j = np.arange(1, int(14 * sigma), dtype=float)
+        w = np.exp(-j * j / (2 * sigma * sigma))
+        direct = 2 * math.fsum(j * w) / (1 + 2 * math.fsum(w))
+        assert A.expected_abs_error("discrete_gaussian", sigma) == pytest.approx(direct, rel=1e-9)
