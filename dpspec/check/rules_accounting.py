@@ -9,8 +9,9 @@ this is done on demand (``dpspec.check.catalogue()``), not when ``dpspec check``
 
 from __future__ import annotations
 
-from dpspec.check import rules_gcon, rules_pufferfish
+from dpspec.check import rules_pufferfish
 from dpspec.check.framework import CATALOGUE, register_front_end
+from dpspec.families.gcon import rules as gcon_rules
 from dpspec.families.relational_dpsgd import rules as relational_rules
 from dpspec.families.srpp_sgd import rules as srpp_rules
 
@@ -19,7 +20,7 @@ _FAMILY = {
     "4": ("tests/pufferfish", rules_pufferfish.GOOD, "SWM (dpspec.accounting.swm)"),
     "5": ("tests/families/srpp_sgd", srpp_rules.GOOD, "SRPP-SGD (dpspec.accounting.huc)"),
     "6": ("tests/families/relational_dpsgd", relational_rules.GOOD, "relational DP-SGD (dpspec.accounting.relational)"),
-    "7": ("tests/gcon", rules_gcon.GOOD, "GCON (dpspec.accounting.gcon)"),
+    "7": ("tests/families/gcon", gcon_rules.GOOD, "GCON (dpspec.accounting.gcon)"),
 }
 
 # compile-stage ids raised outside the accountants' catalogues

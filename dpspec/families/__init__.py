@@ -361,12 +361,7 @@ FAMILIES: dict[str, Family] = {
         source="Wei et al., GCON, Thm 1",
         composable=False,
         settings_model="dpspec.ir.settings:GconSettings",
-        compile="dpspec.compiler.gcon_train:compile_target",
         accountants=("dpspec.accounting.gcon",),
-        runtime="dpspec.mechanisms.gcon:GconMechanism",
-        auditor="dpspec.audit.gcon",
-        rules=("dpspec.check.rules_gcon",),
-        demo="dpspec.demo.gcon:run",
-        tune_score="dpspec.compiler.gcon_train:tune_score",
+        # compile, runtime, audit, rules, demo and tuning (tune_score): the files of dpspec/families/gcon/
     ),
 }
