@@ -156,7 +156,7 @@ def test_family_compile_modules_do_not_import_the_compile_driver():
 
 
 def test_importing_the_runtime_loads_no_compiler():
-    code = ("import sys, dpspec.families.gaussian.runtime, dpspec.families.dpsgd.runtime, dpspec.mechanisms.swm, "
+    code = ("import sys, dpspec.families.gaussian.runtime, dpspec.families.dpsgd.runtime, dpspec.families.swm.runtime, "
             "dpspec.families.gcon.runtime, dpspec.families.gcon.trainer, dpspec.families.relational_dpsgd.runtime, "
             "dpspec.families.srpp_sgd.runtime; "
             "print(sorted(m for m in sys.modules if m.startswith(('dpspec.compiler', 'dpspec.check', "

@@ -279,13 +279,10 @@ FAMILIES: dict[str, Family] = {
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 4.5–4.8",
         composable=False,
         settings=("protect", "mechanism", "query", "slices", "output", "guarantee", "noise", "description"),
-        compile="dpspec.compiler.swm_release:compile_target",
         accountants=("dpspec.accounting.swm",),
-        runtime="dpspec.mechanisms.swm:SwmRelease",
-        auditor="dpspec.audit.swm",
         rules=("dpspec.check.rules_pufferfish",),
-        reverify="dpspec.certificate.swm:reverify",
-        demo="dpspec.demo.swm:run",
+        # compile, runtime, audit, rules (its releases'), verify (reverify) and demo: the files of
+        # dpspec/families/swm/; the scenario rules above are shared with the other Pufferfish families
     ),
     "wasserstein": Family(
         name="wasserstein",
