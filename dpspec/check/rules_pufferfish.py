@@ -177,6 +177,15 @@ register_front_end(
     explanation="The query or secret names a column the bound data does not have.",
 )
 register_front_end(
+    "DPS417",
+    "missing or non-finite values in an SWM release's query columns",
+    "compile",
+    bad="(see tests under tests/pufferfish/: needs bound data)",
+    good=GOOD,
+    explanation="The SWM calibration reads the bound data at compile time; a missing or non-finite value in a query "
+    "column has no clamped value, so the release refuses the data (drop or impute those rows first).",
+)
+register_front_end(
     "DPS418",
     "the data binding cannot be loaded",
     "compile",

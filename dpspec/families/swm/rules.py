@@ -6,8 +6,15 @@ shared by every family that protects a scenario's secret, are ``dpspec.check.rul
 from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, releases_of, rule
+from dpspec.check.rules_accounting import AccountantRules
 from dpspec.check.rules_pufferfish import GOOD, query_dimension, spec
 from dpspec.ir import models as ir
+
+#: the refusals of the family's accountant (and of the sliced sensitivities of ``dpspec.pufferfish`` it calls), in
+#: the rule catalogue (``dpspec.check.rules_accounting``)
+ACCOUNTANT_RULES = AccountantRules(
+    "dpspec.accounting.swm:RULES", "SWM (dpspec.accounting.swm)", "tests/pufferfish", GOOD
+)
 
 
 def _swm_releases(ctx: Context):
