@@ -38,8 +38,8 @@ class GconAudit(AuditTarget):
         from dpspec.families.gcon.encoder import MLPEncoder, normalise_rows, tfidf_features
         from dpspec.families.gcon.graph import Graph
         from dpspec.families.gcon.plan import plan
+        from dpspec.families.gcon.settings import GconSettings
         from dpspec.ir import models as ir
-        from dpspec.ir.settings import GconSettings
 
         mech = ctx.mechanism
         ds = load_graph(mech.graph, ctx.data)

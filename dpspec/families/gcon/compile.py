@@ -24,8 +24,8 @@ from dpspec.certificate.model import (
 from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
 from dpspec.data.bind import load_graph
+from dpspec.families.gcon.settings import GconSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import GconSettings
 
 AMP_FRACTION = 0.01
 GRAD_TOL = 1e-9

@@ -5,8 +5,8 @@ compiler. The graph itself is loaded by ``dpspec.data.bind.load_graph``."""
 from __future__ import annotations
 
 from dpspec.errors import DpspecError
+from dpspec.families.gcon.settings import GconSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import GconSettings
 
 
 class GraphPlanError(DpspecError, ValueError):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.check.rules_accounting import AccountantRules
+from dpspec.families.gcon.settings import GconSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import GconSettings
 
 
 def spec(

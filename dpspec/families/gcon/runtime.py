@@ -146,9 +146,9 @@ class GconMechanism(LedgerOwner):
         from dpspec.families.gcon.encoder import MLPEncoder, normalise_rows, tfidf_features
         from dpspec.families.gcon.graph import Graph
         from dpspec.families.gcon.plan import plan
+        from dpspec.families.gcon.settings import GconSettings
         from dpspec.families.gcon.trainer import train_gcon
         from dpspec.ir import models as ir
-        from dpspec.ir.settings import GconSettings
 
         self.ledger.require(1)
         ds = (

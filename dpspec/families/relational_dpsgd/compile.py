@@ -35,8 +35,8 @@ from dpspec.certificate.model import (
 )
 from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
+from dpspec.families.relational_dpsgd.settings import RelationalSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import RelationalSettings
 
 _NEGATIVES = {
     "without_replacement": "wor",

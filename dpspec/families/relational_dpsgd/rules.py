@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.check.rules_accounting import AccountantRules
+from dpspec.families.relational_dpsgd.settings import RelationalSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import RelationalSettings
 
 
 def spec(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.check.rules import dataset_size
 from dpspec.check.rules_accounting import AccountantRules
+from dpspec.families.srpp_sgd.settings import SrppSgdSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import SrppSgdSettings
 
 
 def spec(
