@@ -30,8 +30,10 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpspec.accounting.gcon import gcon_calibration, gcon_release_calibration  # noqa: E402
-from dpspec.gcon import GconConfig, Graph, normalise_rows, train_gcon  # noqa: E402
-from dpspec.gcon.propagation import propagate_features, transition_matrix  # noqa: E402
+from dpspec.families.gcon.encoder import normalise_rows  # noqa: E402
+from dpspec.families.gcon.graph import Graph  # noqa: E402
+from dpspec.families.gcon.propagation import propagate_features, transition_matrix  # noqa: E402
+from dpspec.families.gcon.trainer import GconConfig, train_gcon  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -34,18 +34,11 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpspec.data.graphs import load_citeseer, load_cora, planetoid_split  # noqa: E402
-from dpspec.gcon import (  # noqa: E402
-    GconConfig,
-    Graph,
-    Loss,
-    MLPEncoder,
-    PerturbedObjective,
-    normalise_rows,
-    propagate_features,
-    solve_certified,
-    tfidf_features,
-    train_gcon,
-)
+from dpspec.families.gcon.encoder import MLPEncoder, normalise_rows, tfidf_features  # noqa: E402
+from dpspec.families.gcon.graph import Graph  # noqa: E402
+from dpspec.families.gcon.objective import Loss, PerturbedObjective, solve_certified  # noqa: E402
+from dpspec.families.gcon.propagation import propagate_features  # noqa: E402
+from dpspec.families.gcon.trainer import GconConfig, train_gcon  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
@@ -132,7 +125,7 @@ def sgc_accuracy(adj, X, lab, tr, te, seed, k=2, epochs=100):
 
 def gcon_nonprivate_accuracy(g, X, lab, pl, tr, te, steps, mode, pseudo=True):
     """GCON's model without noise (B = 0, Lambda' = 0): the utility ceiling of the recipe."""
-    from dpspec.gcon.propagation import private_inference_features
+    from dpspec.families.gcon.propagation import private_inference_features
 
     Z = propagate_features(g, X, ALPHA, steps)
     c = int(lab.max()) + 1

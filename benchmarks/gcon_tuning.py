@@ -89,8 +89,8 @@ def one_run(dpspec, graph, seed, prop, reg, eps, cache, train_idx=None):
     run = c.mechanism.train(encoder_cache=cache)
     if train_idx is None:
         return float(run.validation_values().mean()), run.test_accuracy()
-    from dpspec.gcon import Loss, PerturbedObjective, propagate_features, solve_certified
-    from dpspec.gcon.propagation import private_inference_features
+    from dpspec.families.gcon.objective import Loss, PerturbedObjective, solve_certified
+    from dpspec.families.gcon.propagation import private_inference_features, propagate_features
 
     m = c.mechanism
     ncls = int(run.labels.max()) + 1
@@ -145,7 +145,7 @@ def main() -> None:
         from gcon_evaluation import gcn_accuracy
 
         from dpspec.data.graphs import planetoid_split
-        from dpspec.gcon import Graph
+        from dpspec.families.gcon.graph import Graph
 
         g = Graph.from_edges(ds.num_nodes, ds.edges)
         rows: dict[str, dict[float, list[float]]] = {}
@@ -158,7 +158,7 @@ def main() -> None:
             tr, _va, te = planetoid_split(ds.labels, seed=seed)
             raw = ds.features
             if raw is None:
-                from dpspec.gcon import tfidf_features
+                from dpspec.families.gcon.encoder import tfidf_features
 
                 raw = tfidf_features(ds.texts, max_features=3000)[0]
             gcn = gcn_accuracy(g.adjacency, raw, ds.labels, tr, te, seed)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "dpspec"
 
 #: the families' runtime packages (their entries name a class in dpspec.mechanisms that uses them)
-RUNTIME_PACKAGES = ("srpp", "relational", "gcon", "pufferfish")
+RUNTIME_PACKAGES = ("srpp", "relational", "pufferfish")
 #: the accountants are family-owned (and dpspec.accounting.pld's "gaussian" is a noise kind, not a family)
 ACCOUNTING = ("accounting",)
 #: stages whose family-specific rules and settings still name families (docs/extending.md, "Not yet

@@ -26,7 +26,7 @@ PROOFS = {name: ROOT / Path(*(f.package or f"dpspec.families.{name}").split(".")
 CHECKED = re.compile(r"^Checked against commit ([0-9a-f]{7,40})\b", re.MULTILINE)
 #: ``dpspec.pkg.module:attribute`` (attribute may be dotted: ``Class.method``)
 DOTTED = re.compile(r"`(dpspec(?:\.\w+)+):(\w+(?:\.\w+)*)`")
-#: a repository path in backticks, e.g. ``dpspec/accounting/gcon.py`` or ``tests/gcon/test_calibration.py``
+#: a repository path in backticks, e.g. ``dpspec/accounting/gcon.py`` or ``tests/families/gcon/test_calibration.py``
 PATH = re.compile(r"`((?:dpspec|tests|docs|benchmarks)/[\w./-]+\.(?:py|md))`")
 RULE = re.compile(r"\bDPS\d{3}\b")
 

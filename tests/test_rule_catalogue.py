@@ -37,3 +37,18 @@ def test_rules_command_knows_an_accountant_rule(capsys):
     assert main(["rules", "DPS608"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("DPS608") and "graph" in out
+
+
+def test_every_accountant_rule_is_in_the_catalogue():
+    """Each accountant's refusals reach the catalogue through its family's ``ACCOUNTANT_RULES``
+    (dpspec.check.rules_accounting names no family): an id registered with
+    ``dpspec.accounting.errors.register_rules`` that no family declares would be missing here."""
+    import dpspec.accounting  # noqa: F401 - registers every accountant's catalogue
+    from dpspec.accounting.errors import known_rules
+    from dpspec.check.rules_accounting import declared
+
+    cat = catalogue()
+    assert not sorted(set(known_rules()) - set(cat))
+    assert {d.catalogue.split(":")[0] for d in declared()} >= {
+        "dpspec.accounting.swm", "dpspec.accounting.huc", "dpspec.accounting.relational", "dpspec.accounting.gcon"}
+    assert cat["DPS705"].stage == "accounting" and "tests/families/gcon" in cat["DPS705"].bad

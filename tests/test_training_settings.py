@@ -1,4 +1,4 @@
-"""The training families' typed settings: one model per family (dpspec/ir/settings.py), no shared
+"""The training families' typed settings: one model per family (its folder's settings.py), no shared
 optional fields on ``ir.Training``, and the allowed settings of a family derived from its model."""
 
 from pathlib import Path
@@ -9,8 +9,10 @@ import pytest
 import dpspec
 from dpspec import families
 from dpspec.families import FAMILIES, Family, allowed_settings
+from dpspec.families.dpsgd.settings import DpsgdSettings
+from dpspec.families.gcon.settings import GconSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import COMMON_SETTINGS, DpsgdSettings, GconSettings, TrainingSettings
+from dpspec.ir.settings import COMMON_SETTINGS, TrainingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,6 +100,26 @@ def test_the_ir_round_trips_through_json_with_each_familys_model(path):
     assert back == spec.ir
     for a, b in zip(back.trainings, spec.ir.trainings):
         assert type(a.settings) is type(b.settings) is TrainingSettings.model_for(b.mechanism)
+
+
+def test_a_serialised_ir_reads_back_in_a_fresh_process():
+    """No family's settings module is imported before the IR is read: the IR finds each model through the
+    family table (dpspec.families), which it may read, and not by importing a family's folder itself."""
+    import subprocess
+    import sys
+
+    spec = dpspec.load(ROOT / "specs" / "sbm_gcon.dps")
+    dumped = spec.ir.model_dump_json()
+    code = (
+        "import sys\n"
+        "from dpspec.ir import SpecIR\n"
+        "assert not [m for m in sys.modules if m.endswith('.settings') and m.startswith('dpspec.families.')]\n"
+        "ir = SpecIR.model_validate_json(sys.stdin.read())\n"
+        "print(type(ir.trainings[0].settings).__module__, type(ir.trainings[0].settings).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=dumped, capture_output=True, text=True, cwd=ROOT,
+                         check=True)
+    assert out.stdout.split() == ["dpspec.families.gcon.settings", "GconSettings"]
 
 
 @pytest.mark.parametrize("text, key, mech, where", [

@@ -34,13 +34,23 @@ _SERIES_TERMS = 36
 
 
 def logsumexp_rows(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """log(sum(exp(x))) along ``axis``; -inf rows stay -inf (no NaN)."""
+    """log(sum(exp(x))) along ``axis``; -inf rows stay -inf (no NaN), a +inf entry gives +inf.
+
+    The one log-sum-exp kernel of the accountants: the max is shifted out (only when finite), the
+    exponentials are summed by numpy along ``axis`` (rows one after another on an outer axis, pairwise
+    on a contiguous one), and the max added back. Not rounded in either direction: callers that need
+    a bound widen the result themselves."""
+    with np.errstate(under="ignore", divide="ignore"):
+        return logsumexp_rows_bare(x, axis)
+
+
+def logsumexp_rows_bare(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`logsumexp_rows` without setting ``np.errstate`` (the same float operations), for hot
+    loops whose caller has set it once (underflow in ``exp`` and ``log(0)`` must not raise)."""
     m = np.max(x, axis=axis, keepdims=True)
     m_safe = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(under="ignore"):
-        s = np.sum(np.exp(x - m_safe), axis=axis, keepdims=True)
-    with np.errstate(divide="ignore"):
-        out = np.log(s) + m_safe
+    s = np.sum(np.exp(x - m_safe), axis=axis, keepdims=True)
+    out = np.log(s) + m_safe
     out = np.where(np.isneginf(m), -np.inf, out)
     return np.squeeze(out, axis=axis)
 
@@ -93,7 +103,8 @@ def log_ndtr(x):
 
 
 def log_binom_pmf(k: np.ndarray, n: int, log_p: float, log_1mp: float) -> np.ndarray:
-    """log Bin(k | n, p) from log p and log(1-p) (no cancellation for tiny p)."""
+    """log Bin(k | n, p) from log p and log(1-p) (no cancellation for tiny p); the one log-binomial
+    kernel of the accountants (the log weights of binomial mixtures: groups, PLD, relational Thm C.1)."""
     k = np.asarray(k, dtype=float)
     return (
         special.gammaln(n + 1.0)

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import fft as sfft
 
+from ._logmath import logsumexp_rows
+
 U = 2.0**-53
 C_FFT = 8.0
 TAU = 1e-30  # tilted mass allowed outside the window (each side)
@@ -102,19 +104,11 @@ def make_component(pmf, count: int) -> Component:
     )
 
 
-def _lse_rows(x: np.ndarray) -> np.ndarray:
-    """log-sum-exp along the last axis (rows may be all -inf)."""
-    m = np.max(x, axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(under="ignore", divide="ignore"):
-        return np.log(np.sum(np.exp(x - m), axis=-1)) + m[..., 0]
-
-
 def _log_z(comp: Component, t, d: float):
     """log sum_i p(i) e^{t l_i} for a scalar or a 1-D array of t."""
     t = np.asarray(t, float)
     x = comp.log_p[None, :] + (np.atleast_1d(t) * d)[:, None] * comp.idx[None, :]
-    out = _lse_rows(x)
+    out = logsumexp_rows(x)
     return float(out[0]) if t.ndim == 0 else out
 
 
@@ -299,7 +293,7 @@ class Pass:
             yy = np.exp(ly)
         core = float((yy * -np.expm1(eps - lm)).sum())
         e_sum = 2.0 * yy.size * U * float(np.sum(yy)) + UNDERFLOW
-        w2 = float(np.exp(_lse_rows(2.0 * (self.log_C - self.lam * lm)))) if lm.size else 0.0
+        w2 = float(np.exp(logsumexp_rows(2.0 * (self.log_C - self.lam * lm)))) if lm.size else 0.0
         e_fft = self.dR2 * math.sqrt(w2)
         extra = self.trunc_hi + (self.tau_lo if eps < l[0] else 0.0)
         err = e_sum + e_fft + extra

@@ -739,7 +739,7 @@ def amp_calibration(epsilon: float, delta: float, grad_norm_bound: float, strong
 def solver_rounding_floor(num_train: int, dim: int, num_classes: int) -> float:
     """A data-independent lower limit for a certifiable gradient tolerance (a guard, not a bound).
 
-    The solver's a-posteriori rounding bound (``dpspec.gcon.objective.certified_gradient_norm``)
+    The solver's a-posteriori rounding bound (``dpspec.families.gcon.objective.certified_gradient_norm``)
     is dominated by ``gamma_{n1} |Z|^T |l'| / n1``, about ``n1 u c1`` per coordinate, i.e.
     ``~ n1 u sqrt(d c)`` in Frobenius norm (u = 2^-53, c1 <= 1). A ``grad_tol`` below
     ``(n1 + d + 8) u sqrt(d c)`` can therefore never be certified and is rejected up front

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from ._exact import binomial_mixture_log_psi_m1, log_bounds_from_abs, log_bounds_from_rel, rdp_from_log_psi_m1
-from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows, scalar_map
+from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows, logsumexp_rows_bare, scalar_map
 from ._quadrature import mixture_psi_m1
 from ._sgm import Evaluated, cap, is_integer_order, no_amplification, sgm_curve
 
@@ -155,7 +155,7 @@ class DChain:
                 # window row s, column i: buf[s + i] + la_rev[i] (log c_{j-1} * a, reversed)
                 p = _lse_windows(buf[:, : ln + 2 * (k - 1)], la_rev)  # log c_{j,s}, s = j..jk
                 terms = p + le_all[j - 1 : j * k]
-                lx[:, j - j0 - 1] = _lse_last(terms)
+                lx[:, j - j0 - 1] = logsumexp_rows_bare(terms, -1)
                 mx[:, j - j0 - 1] = np.max(np.where(np.isfinite(terms), np.abs(terms), -np.inf), axis=-1)
         self.p = p
         J = np.arange(j0 + 1, jmax + 1)
@@ -222,16 +222,6 @@ def _lse_windows(buf: np.ndarray, la_rev: np.ndarray) -> np.ndarray:
     s = _pairwise_sum([x[i] for i in range(k)])
     out = np.log(s) + m_safe
     return np.where(np.isneginf(m), -np.inf, out)
-
-
-def _lse_last(x: np.ndarray) -> np.ndarray:
-    """``logsumexp_rows(x, axis=-1)`` (same operations; the caller sets np.errstate)."""
-    m = np.max(x, axis=-1, keepdims=True)
-    m_safe = np.where(np.isfinite(m), m, 0.0)
-    s = np.sum(np.exp(x - m_safe), axis=-1, keepdims=True)
-    out = np.log(s) + m_safe
-    out = np.where(np.isneginf(m), -np.inf, out)
-    return np.squeeze(out, axis=-1)
 
 
 def _group_d(jmax: int, lw: np.ndarray, sigma: float):

@@ -66,6 +66,7 @@ import numpy as np
 from scipy import special
 
 from . import _validate as V
+from ._logmath import log_binom_pmf
 from ._pld_fft import (
     N_MAX,
     WindowTooLarge,
@@ -211,13 +212,7 @@ class PldStep:
             return w
         k = self.group_size
         kk = np.arange(k + 1, dtype=float)
-        return (
-            special.gammaln(k + 1.0)
-            - special.gammaln(kk + 1.0)
-            - special.gammaln(k - kk + 1.0)
-            + kk * math.log(self.rate)
-            + (k - kk) * math.log1p(-self.rate)
-        )
+        return log_binom_pmf(kk, k, math.log(self.rate), math.log1p(-self.rate))
 
     def pmfs(self, d: float, tail: float = TAIL):
         """(remove PMF, add PMF) on the grid spacing d (the same object if symmetric); P-mass

@@ -94,7 +94,7 @@ from scipy import special
 
 from . import _validate as V
 from ._exact import log_bounds_from_abs, rdp_from_log_psi_m1
-from ._logmath import ULP, log_expm1, logsumexp_rows
+from ._logmath import ULP, log_binom_pmf, log_expm1, logsumexp_rows
 from .conversion import convert, dp_from_curve
 from .curve import DEFAULT_ALPHAS, DpResult, RdpCurve, _make
 from .errors import SoundnessError, register_rules
@@ -796,13 +796,7 @@ def _scale(a, up, err, t, theorem, method, src) -> RdpCurve:
 def _c1_log_weights(rate: float, K: int, p: float) -> np.ndarray:
     """log weights of the means 0..K+2 of P_l = sum_{i,j} Bin(i|K,rate)[(1-p), p]_j N(i + 2j)."""
     i = np.arange(K + 1, dtype=float)
-    lb = (
-        special.gammaln(K + 1.0)
-        - special.gammaln(i + 1.0)
-        - special.gammaln(K - i + 1.0)
-        + i * math.log(rate)
-        + (K - i) * math.log1p(-rate)
-    )
+    lb = log_binom_pmf(i, K, math.log(rate), math.log1p(-rate))
     out = np.full(K + 3, -np.inf)
     with np.errstate(divide="ignore"):
         l0 = math.log1p(-p) if p < 1 else -np.inf

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
+from .concentration import dkw_radius  # re-exported: the DKW band of the sampled worlds (F14)
 from .errors import SoundnessError, register_rules
 
 __all__ = [
@@ -247,15 +248,6 @@ def hoeffding_radius(m: int, gamma: float, instances: int = 1) -> float:
     if not (0.0 < float(gamma) < 1.0):
         raise ValueError(f"gamma must lie in (0, 1), got {gamma!r}")
     return math.sqrt(math.log(4.0 * int(instances) / float(gamma)) / (2.0 * int(m)))
-
-
-def dkw_radius(n: int, rho: float) -> float:
-    """e_n(ρ̃) = √(log(2/ρ̃)/(2n)): DKW–Massart band, sup|F̂−F| ≤ e w.p. ≥ 1−ρ̃. ZV25 §4.3.2; F14."""
-    if int(n) < 1:
-        raise ValueError(f"n (sample size) must be ≥ 1, got {n!r}")
-    if not (0.0 < float(rho) < 1.0):
-        raise ValueError(f"rho must lie in (0, 1), got {rho!r}")
-    return math.sqrt(math.log(2.0 / float(rho)) / (2.0 * int(n)))
 
 
 # ----------------------------------------------------------------------------------------------

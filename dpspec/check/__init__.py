@@ -3,7 +3,6 @@
 from dpspec.check import rules as _rules  # noqa: F401  (registers the general rules)
 from dpspec.check import rules_conformance as _rules_conf  # noqa: F401  (DPS14x)
 from dpspec.check import rules_distributed as _rules_dist  # noqa: F401  (DPS80x)
-from dpspec.check import rules_gcon as _rules_gcon  # noqa: F401  (DPS7xx)
 from dpspec.check import rules_numbers as _rules_numbers  # noqa: F401  (DPS205–207)
 from dpspec.check import rules_pufferfish as _rules_pf  # noqa: F401  (DPS4xx)
 from dpspec.check import rules_runtime as _rules_runtime  # noqa: F401  (DPS16x)

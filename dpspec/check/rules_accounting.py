@@ -1,62 +1,71 @@
-"""The accountants' and runtimes' own rule ids (DPS4xx–DPS7xx raised as ``SoundnessError``), in the
-one rule catalogue that ``dpspec rules`` and docs/rules.md show.
+"""The accountants' and runtimes' own rule ids (raised as ``SoundnessError``), in the one rule catalogue that
+``dpspec rules`` and docs/rules.md show.
 
-Each family's accountant keeps its catalogue of refusals in ``dpspec.accounting`` (registered with
-``dpspec.accounting.errors.register_rules``); they are raised while compiling, or by the runtime on
-the data it is given, never by the checker. Importing the accountants pulls in numpy and scipy, so
-this is done on demand (``dpspec.check.catalogue()``), not when ``dpspec check`` starts.
+A family's accountant keeps its catalogue of refusals in ``dpspec.accounting`` (registered with
+``dpspec.accounting.errors.register_rules``); they are raised while compiling, or by the runtime on the data it is
+given, never by the checker. The family declares that catalogue in one of its rule modules as
+``ACCOUNTANT_RULES = AccountantRules(...)``, and ``register`` adds each of its ids the catalogue does not hold yet.
+Importing the accountants pulls in numpy and scipy, so this is done on demand (``dpspec.check.catalogue()``), not
+when ``dpspec check`` starts: a declaration names its catalogue by dotted path.
 """
 
 from __future__ import annotations
 
-from dpspec.check import rules_gcon, rules_pufferfish
+from dataclasses import dataclass
+
 from dpspec.check.framework import CATALOGUE, register_front_end
-from dpspec.families.relational_dpsgd import rules as relational_rules
-from dpspec.families.srpp_sgd import rules as srpp_rules
 
-# hundreds digit of the id -> (the family's tests, a clean spec of that family, its accountant)
-_FAMILY = {
-    "4": ("tests/pufferfish", rules_pufferfish.GOOD, "SWM (dpspec.accounting.swm)"),
-    "5": ("tests/families/srpp_sgd", srpp_rules.GOOD, "SRPP-SGD (dpspec.accounting.huc)"),
-    "6": ("tests/families/relational_dpsgd", relational_rules.GOOD, "relational DP-SGD (dpspec.accounting.relational)"),
-    "7": ("tests/gcon", rules_gcon.GOOD, "GCON (dpspec.accounting.gcon)"),
-}
 
-# compile-stage ids raised outside the accountants' catalogues
-_OTHERS = {
-    "DPS417": (
-        "missing or non-finite values in an SWM release's query columns",
-        "compile",
-        "tests/pufferfish",
-        rules_pufferfish.GOOD,
-        "The SWM calibration reads the bound data at compile time; a missing or non-finite value in a query "
-        "column has no clamped value, so the release refuses the data (drop or impute those rows first).",
-    ),
-}
+@dataclass(frozen=True)
+class AccountantRules:
+    """A family's accountant catalogue, as its rule module declares it (``ACCOUNTANT_RULES``)."""
+
+    #: ``"package.module:NAME"`` of the accountant's ``{rule id: one-line summary}``
+    catalogue: str
+    #: the accountant, as the rules' explanation names it, e.g. ``"GCON (dpspec.accounting.gcon)"``
+    accountant: str
+    #: the folder of the tests that raise its refusals
+    tests: str
+    #: a clean spec of the family (the rules' fixed example)
+    good: str
+
+
+def declared() -> list[AccountantRules]:
+    """Every family's declaration, in the order of the family table (each rule module read once)."""
+    from dpspec.families import FAMILIES, load
+
+    seen: set[str] = set()
+    out: list[AccountantRules] = []
+    for f in FAMILIES.values():
+        for module in f.rules:
+            if module in seen:
+                continue
+            seen.add(module)
+            decl = getattr(load(module), "ACCOUNTANT_RULES", None)
+            if isinstance(decl, AccountantRules) and decl not in out:
+                out.append(decl)
+    return out
 
 
 def register() -> None:
-    """Add every accountant rule id not yet in the catalogue (idempotent)."""
-    import dpspec.accounting  # noqa: F401 - registers the families' catalogues
-    from dpspec.accounting.errors import known_rules
+    """Add every declared accountant rule id not yet in the catalogue (idempotent), in the order of the ids."""
+    from dpspec.families import load
 
-    for rid, summary in sorted(known_rules().items()):
-        if rid in CATALOGUE or rid[3] not in _FAMILY:
+    found: dict[str, tuple[str, AccountantRules]] = {}
+    for decl in declared():
+        for rid, summary in load(decl.catalogue).items():
+            found.setdefault(rid, (summary, decl))
+    for rid, (summary, decl) in sorted(found.items()):
+        if rid in CATALOGUE:
             continue
-        tests, good, who = _FAMILY[rid[3]]
         register_front_end(
             rid,
             summary,
             "accounting",
-            bad=f"(see tests under {tests}/: raised by the accountant or the runtime on a configuration or on data, "
-            "not by a spec text the checker sees)",
-            good=good,
-            explanation=f"Raised by the {who} accountant while compiling, or by its runtime on the data it is given, "
-            "when the configuration falls outside what its theorem proves: no certificate is written (or "
+            bad=f"(see tests under {decl.tests}/: raised by the accountant or the runtime on a configuration or on "
+            "data, not by a spec text the checker sees)",
+            good=decl.good,
+            explanation=f"Raised by the {decl.accountant} accountant while compiling, or by its runtime on the data it "
+            "is given, when the configuration falls outside what its theorem proves: no certificate is written (or "
             "the run stops) rather than a guarantee being overstated.",
         )
-    for rid, (title, stage, tests, good, why) in _OTHERS.items():
-        if rid not in CATALOGUE:
-            register_front_end(
-                rid, title, stage, bad=f"(see tests under {tests}/: needs bound data)", good=good, explanation=why
-            )

@@ -15,7 +15,7 @@ is copied into the repository. The raw files have quirks; each is handled explic
 * every node keeps a label (both files label every node); ``isolated_nodes`` counts nodes left with
   degree 0 after the drops, ``components`` the connected components.
 
-Counts on the shared copies (checked by ``tests/gcon/test_loaders.py``):
+Counts on the shared copies (checked by ``tests/families/gcon/test_loaders.py``):
 
 * Cora: 2708 nodes, 1433 binary features, 7 classes; 5429 citation lines, 0 self-loops, 0 dangling,
   5278 undirected edges (151 reciprocal pairs merged).
@@ -202,7 +202,7 @@ def load_citeseer(root: str | Path | None = None) -> GraphDataset:
     """CiteSeer with raw title+abstract text (TAPE copy): ``citeseer_texts.txt`` (records of three
     lines: id, text, label) and ``citeseer.cites``. Only the 3186 papers with text are nodes;
     citations to the others are dropped and counted. ``features`` is None (use
-    ``dpspec.gcon.encoder.tfidf_features(ds.texts)``)."""
+    ``dpspec.families.gcon.encoder.tfidf_features(ds.texts)``)."""
     base = _base(root)
     texts_file = read_data_text("tag_citeseer/citeseer_texts.txt", base)
     cites = read_data_text("tag_citeseer/citeseer.cites", base)

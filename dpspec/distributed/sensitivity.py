@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from dpspec.accounting.swm import SoundnessError, dkw_radius
+from dpspec.accounting.concentration import dkw_radius
+from dpspec.accounting.errors import SoundnessError
 from dpspec.pufferfish.sensitivity import SensitivityReport, _order, pair_instances, validated_inputs
 from dpspec.pufferfish.wasserstein import w_inf_dkw_upper_sorted_rows, w_inf_sorted_rows
 

@@ -43,7 +43,8 @@ class Family:
     #: a release family: the settings that mean something for it (others are errors); a training
     #: family derives them from ``settings_model`` (see ``allowed_settings``)
     settings: tuple[str, ...] = ()
-    #: a training family: its settings model (``dpspec.ir.settings``), built by lowering
+    #: a training family: its settings model (a ``dpspec.ir.settings.TrainingSettings``; the folder's ``settings.py``),
+    #: built by lowering
     settings_model: str = ""
     unavailable_reason: str = ""
     #: a release family: the mechanism a release without a `mechanism` line gets (at most one family)
@@ -255,7 +256,6 @@ FAMILIES: dict[str, Family] = {
         notions=("dp", "rdp"),
         summary="DP-SGD: per-example clipping, Gaussian noise, subsampled steps",
         source="Abadi et al. 2016; Mironov–Talwar–Zhang 2019; Schuchardt et al. 2024",
-        settings_model="dpspec.ir.settings:DpsgdSettings",
         accountants=(
             "dpspec.accounting.dpsgd",
             "dpspec.accounting.poisson",
@@ -266,7 +266,7 @@ FAMILIES: dict[str, Family] = {
         rules=("dpspec.check.rules", "dpspec.check.rules_runtime"),
         distributed=True,
         stepped=True,
-        # compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
+        # settings, compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
         # the files of dpspec/families/dpsgd/
     ),
     "swm": Family(
@@ -279,13 +279,10 @@ FAMILIES: dict[str, Family] = {
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 4.5–4.8",
         composable=False,
         settings=("protect", "mechanism", "query", "slices", "output", "guarantee", "noise", "description"),
-        compile="dpspec.compiler.swm_release:compile_target",
         accountants=("dpspec.accounting.swm",),
-        runtime="dpspec.mechanisms.swm:SwmRelease",
-        auditor="dpspec.audit.swm",
         rules=("dpspec.check.rules_pufferfish",),
-        reverify="dpspec.certificate.swm:reverify",
-        demo="dpspec.demo.swm:run",
+        # compile, runtime, audit, rules (its releases'), verify (reverify) and demo: the files of
+        # dpspec/families/swm/; the scenario rules above are shared with the other Pufferfish families
     ),
     "wasserstein": Family(
         name="wasserstein",
@@ -328,11 +325,10 @@ FAMILIES: dict[str, Family] = {
         notions=("srpp",),
         summary="SRPP-SGD with the History-Uniform Cap accountants",
         source="Zhang & Vorobeychik, Sliced Rényi Pufferfish Privacy, Thms 5.6–5.8",
-        settings_model="dpspec.ir.settings:SrppSgdSettings",
         accountants=("dpspec.accounting.huc",),
         rules=("dpspec.check.rules_pufferfish", "dpspec.check.rules_schedule"),
         distributed=True,
-        # compile, compose, runtime, audit, rules, plot (steps_curve), distributed, torch_backend and demo:
+        # settings, compile, compose, runtime, audit, rules, plot (steps_curve), distributed, torch_backend and demo:
         # the files of dpspec/families/srpp_sgd/
     ),
     "relational_dpsgd": Family(
@@ -343,12 +339,11 @@ FAMILIES: dict[str, Family] = {
         notions=("dp", "rdp"),
         summary="relational DP-SGD with entity-level privacy and coupled sampling",
         source="Huang et al., Differentially Private Relational Learning with Entity-level Privacy Guarantees",
-        settings_model="dpspec.ir.settings:RelationalSettings",
         accountants=("dpspec.accounting.relational",),
         rules=("dpspec.check.rules_schedule",),
         distributed=True,
         stepped=True,
-        # compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
+        # settings, compile, runtime, audit, rules, plot (curve, steps_curve), distributed, torch_backend and demo:
         # the files of dpspec/families/relational_dpsgd/
     ),
     "gcon": Family(
@@ -360,13 +355,8 @@ FAMILIES: dict[str, Family] = {
         summary="GCON: edge-DP graph convolution by objective perturbation",
         source="Wei et al., GCON, Thm 1",
         composable=False,
-        settings_model="dpspec.ir.settings:GconSettings",
-        compile="dpspec.compiler.gcon_train:compile_target",
         accountants=("dpspec.accounting.gcon",),
-        runtime="dpspec.mechanisms.gcon:GconMechanism",
-        auditor="dpspec.audit.gcon",
-        rules=("dpspec.check.rules_gcon",),
-        demo="dpspec.demo.gcon:run",
-        tune_score="dpspec.compiler.gcon_train:tune_score",
+        # settings, compile, runtime, audit, rules, demo and tuning (tune_score): the files of
+        # dpspec/families/gcon/
     ),
 }

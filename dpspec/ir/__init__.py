@@ -2,6 +2,6 @@
 
 from dpspec.ir.models import *  # noqa: F401,F403
 from dpspec.ir.models import SpecIR
-from dpspec.ir.settings import *  # noqa: F401,F403  (the training families' settings models)
+from dpspec.ir.settings import *  # noqa: F401,F403  (the base of the training families' settings models)
 
 __all__ = ["SpecIR"]

@@ -659,8 +659,20 @@ class TrainingSettings(Node):
 
     @classmethod
     def model_for(cls, family: str) -> type[TrainingSettings]:
-        """The settings model registered for ``family`` (the base, holding nothing, if none is)."""
-        return cls.registry.get(family, TrainingSettings)
+        """The settings model of ``family`` (the base, holding nothing, if it has none).
+
+        A model registers itself when its module is imported; one not imported yet (a serialised IR read in a
+        fresh process) is found through the family table's ``settings_model``: the table is a standard-library
+        leaf below the IR, and the IR never names a family's folder itself."""
+        model = cls.registry.get(family)
+        if model is None and family:
+            from dpspec.families import FAMILIES, load
+
+            entry = FAMILIES.get(family)
+            if entry is not None and entry.settings_model:
+                load(entry.settings_model)  # defines (and so registers) the model
+            model = cls.registry.get(family)
+        return model or TrainingSettings
 
 
 _S = TypeVar("_S", bound=TrainingSettings)
@@ -670,7 +682,7 @@ class Training(Node):
     """Iterative private training by a mechanism, protecting a scenario or unit.
 
     What every training has is held here; what its family reads is in ``settings``, an instance of
-    the family's own model (``dpspec/ir/settings.py``). ``ignored`` names the settings the spec gave
+    the family's own model (``dpspec/families/<family>/settings.py``). ``ignored`` names the settings the spec gave
     that the family does not hold (refused by DPS130; their spans stay in ``field_spans``).
     """
 

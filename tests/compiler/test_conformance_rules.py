@@ -6,9 +6,9 @@ import pytest
 import dpspec
 from dpspec.check import framework
 from dpspec.check.rules_conformance import release_spec
-from dpspec.families.srpp_sgd.rules import FLIP, two_runs
-from dpspec.check.rules_gcon import spec as gcon_spec
+from dpspec.families.gcon.rules import spec as gcon_spec
 from dpspec.families.relational_dpsgd.rules import spec as rel_spec
+from dpspec.families.srpp_sgd.rules import FLIP, two_runs
 
 
 def diags(text):
@@ -74,8 +74,8 @@ def test_srpp_dataset_size_must_match_the_scenario_data():
 
 
 def test_srpp_dataset_size_is_checked_against_data_bound_at_compile_time():
-    from dpspec.families.srpp_sgd.rules import spec
     from dpspec.data.synthetic import generate
+    from dpspec.families.srpp_sgd.rules import spec
 
     text = spec(n="1000").replace("scenario prevalence {\n", "scenario prevalence {\n  data dataset(rows)\n")
     with pytest.raises(dpspec.SpecError) as e:

@@ -49,7 +49,7 @@ def test_the_scope_statement_is_true_capping_is_not_stable(relational):
 
 
 def test_gcon_names_the_public_node_attributes():
-    from dpspec.check.rules_gcon import spec
+    from dpspec.families.gcon.rules import spec
 
     c, r = protected(spec())
     assert "one undirected edge of graph" in r.protected.description

@@ -94,7 +94,7 @@ def test_indicator_release_is_calibrated_by_the_exact_binomial_shift():
 
 
 def test_spec_example_compiles_verifies_and_releases():
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
     from dpspec.data.bind import load_table
     from dpspec.pufferfish.wasserstein import w_inf_exact
 
@@ -182,7 +182,7 @@ def test_distinguishing_attack_respects_the_certificate(shrink):
     """The Pufferfish experiment: datasets drawn under p = 0.3 and p = 0.5, the certified Laplace release, the
     likelihood-ratio score of dpspec.pufferfish.attacks. The certified ε is never refuted; with the noise cut to a
     tenth (shrink = 0.1) the same test refutes it — it has the power to fail."""
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
     from dpspec.data.bind import load_table
     from dpspec.pufferfish.attacks import distinguishing_epsilon, laplace_log_likelihood
 
@@ -215,7 +215,7 @@ def test_distinguishing_attack_respects_the_certificate(shrink):
 
 
 def test_a_sum_release_is_bound_to_its_n_and_explicit_pairs_work():
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
     from dpspec.data.bind import load_table
     from dpspec.mechanisms.ledger import DataMismatchError
 

@@ -166,8 +166,8 @@ def test_the_runtime_never_imports_the_compiler(tmp_path):
         import numpy as np, torch
         from dpspec.certificate.model import Certificate
         from dpspec.families.dpsgd.runtime import DpSgd
-        import dpspec.families.srpp_sgd.runtime, dpspec.families.relational_dpsgd.runtime, dpspec.mechanisms.gcon
-        import dpspec.srpp.trainer, dpspec.relational.trainer, dpspec.gcon.trainer, dpspec.distributed.comm
+        import dpspec.families.srpp_sgd.runtime, dpspec.families.relational_dpsgd.runtime, dpspec.families.gcon.runtime
+        import dpspec.srpp.trainer, dpspec.relational.trainer, dpspec.families.gcon.trainer, dpspec.distributed.comm
         import dpspec.certificate.run
         cert = Certificate.model_validate_json(open({str(path)!r}).read())
         p = cert.results[0].mechanism.parameters

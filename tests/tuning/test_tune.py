@@ -437,8 +437,8 @@ def test_gcon_given_score_noise_is_certified_and_too_much_is_refused():
 def test_gcon_validation_score_moves_by_at_most_two_between_edge_neighbours():
     """The sensitivity the certificate states: with Θ fixed, adding or removing one edge changes at most the two
     end nodes' private-inference predictions, whatever the edge (every edge of a small graph, both ways)."""
-    from dpspec.gcon import Graph
-    from dpspec.gcon.propagation import private_inference_features
+    from dpspec.families.gcon.graph import Graph
+    from dpspec.families.gcon.propagation import private_inference_features
 
     rng = np.random.default_rng(3)
     n, d, c = 40, 6, 3

@@ -33,8 +33,8 @@ from dpspec.compiler.common import (
     _target,
     certified_epsilon,
 )
+from dpspec.families.dpsgd.settings import DpsgdSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import DpsgdSettings
 
 if TYPE_CHECKING:
     from dpspec.check.framework import Context

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dpspec.check.framework import Context, also, diag, rule, trainings_with
 from dpspec.check.rules import _UNIT, dataset_size
 from dpspec.check.rules_runtime import GOOD, NORMALISER_HINT, _spec
+from dpspec.families.dpsgd.settings import DpsgdSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import DpsgdSettings
 
 
 @also("DPS125")

@@ -56,7 +56,7 @@ def _classes(w: ir.MarkovWorld, k: int):
 
 
 def compile_mqm(r: ir.Release, sc, bound_data):
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
     from dpspec.data import DataNotFoundError
     from dpspec.data.bind import DataBindingError, fingerprint, load_table
 

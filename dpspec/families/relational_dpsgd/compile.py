@@ -35,8 +35,8 @@ from dpspec.certificate.model import (
 )
 from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
+from dpspec.families.relational_dpsgd.settings import RelationalSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import RelationalSettings
 
 _NEGATIVES = {
     "without_replacement": "wor",
@@ -68,7 +68,7 @@ def clipping_mode(c) -> str:
 def prepare_graph(t: ir.Training, unit_decl, bound):
     """(full graph, split, capped training graph) — deterministic given the spec."""
     st = t.settings_as(RelationalSettings)
-    from dpspec.gcon.data import load_graph
+    from dpspec.data.bind import load_graph
     from dpspec.relational import cap_degrees, from_graph_dataset, node_disjoint_split
 
     enc = st.encoder or ir.EncoderSpec(kind="mlp")

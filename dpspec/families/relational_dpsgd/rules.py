@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
+from dpspec.check.rules_accounting import AccountantRules
+from dpspec.families.relational_dpsgd.settings import RelationalSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import RelationalSettings
 
 
 def spec(
@@ -26,6 +27,14 @@ def spec(
 
 
 GOOD = spec()
+
+#: the refusals of the family's accountant, in the rule catalogue (``dpspec.check.rules_accounting``)
+ACCOUNTANT_RULES = AccountantRules(
+    "dpspec.accounting.relational:RULES",
+    "relational DP-SGD (dpspec.accounting.relational)",
+    "tests/families/relational_dpsgd",
+    GOOD,
+)
 
 
 def _rel(ctx: Context):

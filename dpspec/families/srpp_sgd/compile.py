@@ -32,8 +32,8 @@ from dpspec.certificate.model import (
 )
 from dpspec.compiler.common import CompiledTarget, _protected
 from dpspec.compiler.errors import fail as _fail
+from dpspec.families.srpp_sgd.settings import SrppSgdSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import SrppSgdSettings
 
 #: which spec field a soundness rule points at
 _RULE_FIELD = {

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.check.rules import dataset_size
+from dpspec.check.rules_accounting import AccountantRules
+from dpspec.families.srpp_sgd.settings import SrppSgdSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import SrppSgdSettings
 
 
 def spec(
@@ -27,6 +28,14 @@ def spec(
 
 
 GOOD = spec()
+
+#: the refusals of the family's accountant, in the rule catalogue (``dpspec.check.rules_accounting``)
+ACCOUNTANT_RULES = AccountantRules(
+    "dpspec.accounting.huc:SRPP_RULES",
+    "SRPP-SGD (dpspec.accounting.huc)",
+    "tests/families/srpp_sgd",
+    GOOD,
+)
 
 
 def _srpp(ctx: Context):

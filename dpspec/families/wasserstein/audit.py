@@ -19,7 +19,7 @@ from dpspec.audit.base import AuditContext, AuditTarget, Claim, register_auditor
 
 def _rebuild(ctx: AuditContext):
     from dpspec.check.framework import Context
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
     from dpspec.data.bind import load_table
 
     if ctx.compiled is None:

@@ -60,7 +60,7 @@ def _weights(q: ir.BoundedQuery, query) -> tuple[np.ndarray, np.ndarray]:
 
 def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
     from dpspec import pufferfish as pf
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
     from dpspec.data import DataNotFoundError
     from dpspec.data.bind import DataBindingError, fingerprint, load_table
     from dpspec.pufferfish import aggregate as A
@@ -321,7 +321,7 @@ def _laws(w, G, X, labels, values, query, q, name, table) -> dict:
     """{secret: rows} — the conditional law of the per-record output (record-level priors), the group's
     aggregate (groups), or the exhaustive sampler's outputs."""
     from dpspec import pufferfish as pf
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
 
     if isinstance(w, ir.BalancedWorld):
         bw = pf.BalancedSubsampleWorld(G, labels, seed=w.seed, secret_values=values, name=name)
@@ -344,7 +344,7 @@ def _laws(w, G, X, labels, values, query, q, name, table) -> dict:
 def _certificate(
     r, sc, g, q, query, W, W_rec, c, scale, b, ranges, instances, world_names, X, labels, values, pairs, n, fingerprint
 ) -> TargetCertificate:
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler import scenario as S
 
     sec = sc.secret
     if sec.share:

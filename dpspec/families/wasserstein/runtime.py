@@ -37,7 +37,7 @@ class WassersteinRelease:
         object.__setattr__(self, "_ledger", PrivacyLedger(self.name, 1, self._spent, unit="output"))
 
     def _matrix(self, data) -> np.ndarray:
-        from dpspec.mechanisms.swm import SwmRelease
+        from dpspec.families.swm.runtime import SwmRelease
 
         return SwmRelease._matrix(self, data)  # the same column reading and DPS148 refusals
 

@@ -8,10 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from gcon_testlib import sbm
 
 from dpspec.accounting.gcon import GconError, gcon_release_calibration
-from dpspec.gcon import GconConfig, Graph, normalise_rows, train_gcon
-from gcon_testlib import sbm
+from dpspec.families.gcon.encoder import normalise_rows
+from dpspec.families.gcon.graph import Graph
+from dpspec.families.gcon.trainer import GconConfig, train_gcon
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +139,7 @@ def test_digest_s9_pseudo_labels_are_essential():
     """Digest §9 end-to-end run, scaled down: 4-class SBM, noisy 16-d features, alpha = 0.6,
     m = 5, Lambda = 0.2, eps = 1. Labels only (n1 = 80) is near chance; hard pseudo-labels from an
     edge-free logistic model (n1 = n) recover most of the non-private accuracy."""
-    from dpspec.gcon import Loss, PerturbedObjective, solve_certified
+    from dpspec.families.gcon.objective import Loss, PerturbedObjective, solve_certified
 
     rng = np.random.default_rng(11)
     n, c = 1000, 4

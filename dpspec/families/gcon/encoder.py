@@ -80,7 +80,7 @@ def check_row_normalised(X: np.ndarray, tol: float = 1e-9) -> None:
         raise GconError(
             "DPS715",
             f"features are not row-normalised: row {i} has L2 norm {norms[i]:.6g} (Lemma 2 assumes ||x_i||_2 = 1)",
-            "apply dpspec.gcon.encoder.normalise_rows after the encoder",
+            "apply dpspec.families.gcon.encoder.normalise_rows after the encoder",
         )
 
 

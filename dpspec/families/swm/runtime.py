@@ -135,3 +135,7 @@ class SwmRelease:
             )
         eps = cal.epsilon_at(cal.alpha) if outputs else 0.0
         return Spent(self.name, notion, outputs, 1, float(eps), alpha=cal.alpha)
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = SwmRelease

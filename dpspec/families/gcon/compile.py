@@ -23,18 +23,18 @@ from dpspec.certificate.model import (
 )
 from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
-from dpspec.gcon.data import graph_from_arrays, load_graph  # noqa: F401 - re-exported
+from dpspec.data.bind import load_graph
+from dpspec.families.gcon.settings import GconSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import GconSettings
 
 AMP_FRACTION = 0.01
 GRAD_TOL = 1e-9
 
 
 def plan(t: ir.Training, ds) -> dict:
-    """``dpspec.gcon.data.plan`` with its refusals as located diagnostics."""
-    from dpspec.gcon.data import GraphPlanError
-    from dpspec.gcon.data import plan as _plan
+    """``dpspec.families.gcon.plan.plan`` with its refusals as located diagnostics."""
+    from dpspec.families.gcon.plan import GraphPlanError
+    from dpspec.families.gcon.plan import plan as _plan
 
     try:
         return _plan(t, ds)
@@ -93,7 +93,7 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
         _fail(e.rule, e.message, t, field, hint=e.hint)
     op, amp = cal["objective_perturbation"], cal["amp"]
     record = _certificate(t, unit_decl, ds, p, cal, op, amp, GCON_ASSUMPTIONS)
-    from dpspec.mechanisms.gcon import GconMechanism
+    from dpspec.families.gcon.runtime import GconMechanism
 
     mech = GconMechanism(
         spec_name=t.name,
@@ -279,29 +279,3 @@ def compile_target(ctx, t: ir.Training, data):
     """The family's compile function (dpspec.families): a CompiledTarget for ``t``."""
     record, mech = compile_gcon(ctx, t, ctx.resolve_protects(t), data)
     return CompiledTarget(t.name, "train", record, mech)
-
-
-#: one edge (u, v) changes at most the two end nodes' private-inference features (eq. (16))
-TUNE_SCORE_SENSITIVITY = 2.0
-
-
-def tune_score(t: ir.Training) -> tuple[float, str] | None:
-    """A ``tune`` block's private validation score for GCON (the family's ``tune_score`` hook).
-
-    The score of a run is Σ_v s_v over validation nodes v, each s_v ∈ [0, 1] (e.g. 1 when v's prediction is
-    correct). With private-graph inference (Wei et al. 2024 eq. (16), Alg. 4) node v's prediction reads the
-    released Θ, the public features and labels, and v's own edges only (its row of ((1 − α_I) Ã + α_I I) X):
-    adding or removing the edge (u, v) changes the rows of u and v and no other (Ã = D⁻¹(A + I) changes in rows
-    u and v only). Given Θ, the sum therefore moves by at most 2 between edge-neighbouring graphs; the noisy sum
-    is a Gaussian mechanism of sensitivity 2 composed with the run (adaptive composition, Dwork & Roth 2014
-    Thm 3.16 / B.1). Public-graph inference propagates over the whole graph (a node's prediction can read any
-    edge within m hops), so a score computed with it on the private graph is not covered: None."""
-    st = t.settings
-    if (getattr(st, "inference", None) or "private_graph") != "private_graph":
-        return None
-    return (
-        TUNE_SCORE_SENSITIVITY,
-        "each scored node's value in [0, 1] reads only the released model, the public features and labels and "
-        "that node's own edges (private-graph inference, Wei et al. 2024 eq. (16)): one edge changes at most its "
-        "two end nodes' values, so the summed score moves by at most 2",
-    )

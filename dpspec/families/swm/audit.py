@@ -33,8 +33,8 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from .api import AuditError
-from .base import AuditContext, AuditTarget, Claim, register_auditor
+from dpspec.audit.api import AuditError
+from dpspec.audit.base import AuditContext, AuditTarget, Claim, register_auditor
 
 __all__ = ["SwmAudit", "SwmSliceAudit", "scenario_for"]
 
@@ -42,8 +42,9 @@ __all__ = ["SwmAudit", "SwmSliceAudit", "scenario_for"]
 def scenario_for(ctx: AuditContext):
     """Rebuild (worlds, query, profile, release IR) from the compiled spec, as the compiler did."""
     from dpspec.check.framework import Context
-    from dpspec.compiler import swm_release as S
+    from dpspec.compiler.scenario import _secret_labels, build_query
     from dpspec.data.bind import load_table
+    from dpspec.families.swm.compile import build_profile, build_worlds
     from dpspec.ir import models as ir
 
     if ctx.compiled is None:
@@ -57,10 +58,10 @@ def scenario_for(ctx: AuditContext):
     if sc.data is None:
         raise AuditError("the scenario has only sampled worlds; the audit needs exact conditional laws")
     table = load_table(sc.data, ctx.data)
-    labels, values = S._secret_labels(table, sc)
-    X, query = S.build_query(table, rel.query)
-    worlds, _ = S.build_worlds(sc, X, labels, values, query, rel.query)
-    profile = S.build_profile(rel.slices, query.dim, rel)
+    labels, values = _secret_labels(table, sc)
+    X, query = build_query(table, rel.query)
+    worlds, _ = build_worlds(sc, X, labels, values, query, rel.query)
+    profile = build_profile(rel.slices, query.dim, rel)
     return worlds, query, profile, rel
 
 
@@ -329,7 +330,7 @@ def mutate(mechanism, kind: str, factor: float | None):
     import dataclasses
 
     from dpspec.accounting.swm import swm_sigma2
-    from dpspec.mechanisms.swm import SwmRelease
+    from dpspec.families.swm.runtime import SwmRelease
     from dpspec.pufferfish import SWMMechanism
 
     if kind != "delta_underestimated":

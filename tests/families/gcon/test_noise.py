@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpspec.gcon.noise import (
+from dpspec.families.gcon.noise import (
     gaussian_output_noise,
     sample_direction,
     sample_objective_noise,

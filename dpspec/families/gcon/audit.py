@@ -6,7 +6,7 @@ low-degree loss nodes with different labels — where one edge moves the propaga
 edge is a valid neighbour, the choice only affects the power.
 
 Outputs: the released parameter matrix Θ of the runtime path of ``GconMechanism.train`` after
-the edge-free encoder: ``dpspec.gcon.train_gcon(graph, X, labels, train_idx, mechanism.config(),
+the edge-free encoder: ``dpspec.families.gcon.trainer.train_gcon(graph, X, labels, train_idx, mechanism.config(),
 pseudo_labels, rng)`` (calibration, propagation over the private graph, objective noise, certified
 solver, approximate-minimiser noise). The encoder reads no edge, so it is fitted once and shared by
 both neighbours, exactly as it would be on either graph.
@@ -23,7 +23,7 @@ import itertools
 
 import numpy as np
 
-from .base import AuditContext, AuditTarget, Claim, register_auditor
+from dpspec.audit.base import AuditContext, AuditTarget, Claim, register_auditor
 
 __all__ = ["GconAudit"]
 
@@ -34,10 +34,12 @@ class GconAudit(AuditTarget):
 
     def __init__(self, ctx: AuditContext):
         super().__init__(ctx)
-        from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features
-        from dpspec.gcon.data import load_graph, plan
+        from dpspec.data.bind import load_graph
+        from dpspec.families.gcon.encoder import MLPEncoder, normalise_rows, tfidf_features
+        from dpspec.families.gcon.graph import Graph
+        from dpspec.families.gcon.plan import plan
+        from dpspec.families.gcon.settings import GconSettings
         from dpspec.ir import models as ir
-        from dpspec.ir.settings import GconSettings
 
         mech = ctx.mechanism
         ds = load_graph(mech.graph, ctx.data)
@@ -93,7 +95,8 @@ class GconAudit(AuditTarget):
         return np.asarray(self.train_idx), np.asarray(self.labels)
 
     def _noiseless(self, graph) -> np.ndarray:
-        from dpspec.gcon import Loss, PerturbedObjective, propagate_features, solve_certified
+        from dpspec.families.gcon.objective import Loss, PerturbedObjective, solve_certified
+        from dpspec.families.gcon.propagation import propagate_features
 
         p = self.ctx.record.mechanism.parameters
         cfg = self.ctx.mechanism.config()
@@ -127,7 +130,7 @@ class GconAudit(AuditTarget):
         cands.sort(reverse=True)
         base = self._noiseless(self.graph0)
         best = None
-        from dpspec.gcon import Graph
+        from dpspec.families.gcon.graph import Graph
 
         e = np.asarray(ds.edges).reshape(-1, 2)
         for _, u, v in cands[:k]:
@@ -156,7 +159,7 @@ class GconAudit(AuditTarget):
         )
 
     def sample(self, world, n, rng):
-        from dpspec.gcon import train_gcon
+        from dpspec.families.gcon.trainer import train_gcon
 
         mech = self.ctx.mechanism
         graph = self.graph1 if world else self.graph0
@@ -203,9 +206,8 @@ def mutate(mechanism, kind: str, factor: float | None):
     output noise than certified)."""
     import dataclasses
 
-    from dpspec.mechanisms.gcon import GconMechanism
-
-    from .mutations import as_class
+    from dpspec.audit.mutations import as_class
+    from dpspec.families.gcon.runtime import GconMechanism
 
     if kind != "noise_scaled":
         return None

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dpspec
-from tests.gcon.gcon_testlib import sbm
+from tests.families.gcon.gcon_testlib import sbm
 
 SPEC = """privacy links { unit edge  data dataset(g) }
 train clf {

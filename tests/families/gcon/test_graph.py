@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from dpspec.accounting.gcon import GconError
-from dpspec.gcon.graph import Graph
+from dpspec.families.gcon.graph import Graph
 
 
 def test_duplicates_and_reversed_pairs_merged():

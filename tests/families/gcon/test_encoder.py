@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from dpspec.accounting.gcon import GconError
-from dpspec.gcon.encoder import MLPEncoder, check_row_normalised, normalise_rows, tfidf_features
+from dpspec.families.gcon.encoder import MLPEncoder, check_row_normalised, normalise_rows, tfidf_features
 
 
 def test_normalise_rows():

@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from gcon_testlib import er_edges, path_edges, star_edges, unit_rows
 
 from dpspec.accounting.gcon import GconError, propagation_sensitivity
-from dpspec.gcon.graph import Graph
-from dpspec.gcon.propagation import (
+from dpspec.families.gcon.graph import Graph
+from dpspec.families.gcon.propagation import (
     dense_propagation_matrix,
     dense_transition_matrix,
     enforce_unit_ball,
@@ -21,7 +22,6 @@ from dpspec.gcon.propagation import (
     propagate_features,
     transition_matrix,
 )
-from gcon_testlib import er_edges, path_edges, star_edges, unit_rows
 
 
 def _graphs(rng):

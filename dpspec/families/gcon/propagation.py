@@ -38,7 +38,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dpspec.accounting.gcon import GconError, normalise_steps
-from dpspec.gcon.graph import Graph
+from dpspec.families.gcon.graph import Graph
 
 __all__ = [
     "transition_matrix",

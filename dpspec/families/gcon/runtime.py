@@ -2,7 +2,7 @@
 
 ``train()`` loads the graph named by the spec (or the one bound at compile time, or takes one), fits the edge-free
 encoder on the
-public features and the training labels, row-normalises, and calls ``dpspec.gcon.train_gcon`` with
+public features and the training labels, row-normalises, and calls ``dpspec.families.gcon.trainer.train_gcon`` with
 exactly the calibrated configuration of the certificate: β and the AMP noise are recomputed from
 the public quantities of the graph it is given and must equal the certificate's *before* anything
 is drawn (:class:`~dpspec.mechanisms.ledger.DataMismatchError` otherwise). The result predicts
@@ -91,7 +91,7 @@ class GconMechanism(LedgerOwner):
         )
 
     def config(self):
-        from dpspec.gcon import GconConfig
+        from dpspec.families.gcon.trainer import GconConfig
 
         return GconConfig(
             epsilon=self.epsilon,
@@ -136,15 +136,19 @@ class GconMechanism(LedgerOwner):
             )
 
     def train(self, dataset=None, *, rng=None, encoder_cache: dict | None = None):
-        """Train and release (returns a ``dpspec.gcon.GconResult`` plus the test indices). Once per object.
+        """Train and release (returns a ``dpspec.families.gcon.trainer.GconResult`` plus the test indices).
+        Once per object.
 
         ``encoder_cache``: a dict the caller keeps across runs on the same dataset (a tuning's runs, a benchmark's
         candidates) so the edge-free encoder is fitted once per (encoder settings, training nodes): it reads no
         edge and is deterministic given its seed, so reusing it changes nothing the certificate covers."""
-        from dpspec.gcon import Graph, MLPEncoder, normalise_rows, tfidf_features, train_gcon
-        from dpspec.gcon.data import load_graph, plan
+        from dpspec.data.bind import load_graph
+        from dpspec.families.gcon.encoder import MLPEncoder, normalise_rows, tfidf_features
+        from dpspec.families.gcon.graph import Graph
+        from dpspec.families.gcon.plan import plan
+        from dpspec.families.gcon.settings import GconSettings
+        from dpspec.families.gcon.trainer import train_gcon
         from dpspec.ir import models as ir
-        from dpspec.ir.settings import GconSettings
 
         self.ledger.require(1)
         ds = (
@@ -215,7 +219,7 @@ class GconRun:
         """Per validation node, 1.0 if its prediction is correct, else 0.0: the private score of a ``tune``
         block (``score_fn=lambda run: run.validation_values()``). With private-graph inference node v's value
         reads only Θ, the public features and labels and v's own edges, so one edge changes at most two values
-        (``dpspec.compiler.gcon_train:tune_score``); with public-graph inference it is refused."""
+        (``dpspec.families.gcon.tuning:tune_score``); with public-graph inference it is refused."""
         if self.inference != "private_graph":
             raise ValueError(
                 "a private validation score needs private-graph inference (each node reads only its own edges)"
@@ -228,3 +232,7 @@ class GconRun:
     def test_accuracy(self) -> float:
         pred = self.predict()
         return float(np.mean(pred[self.test_idx] == self.labels[self.test_idx]))
+
+
+#: the family's runtime class (``Family.runtime``, read from this folder)
+Runtime = GconMechanism

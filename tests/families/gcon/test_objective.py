@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gcon_testlib import unit_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpspec.accounting.gcon import GconError
-from dpspec.gcon.noise import sample_objective_noise
-from dpspec.gcon.objective import Loss, PerturbedObjective, certified_gradient_norm, solve_certified
-from gcon_testlib import unit_rows
+from dpspec.families.gcon.noise import sample_objective_noise
+from dpspec.families.gcon.objective import Loss, PerturbedObjective, certified_gradient_norm, solve_certified
 
 
 def _problem(rng, n1=150, d=6, c=3, beta=0.5, mu=0.3, loss=Loss("msml", 3)):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
+from dpspec.check.rules_accounting import AccountantRules
+from dpspec.families.gcon.settings import GconSettings
 from dpspec.ir import models as ir
-from dpspec.ir.settings import GconSettings
 
 
 def spec(
@@ -23,6 +24,14 @@ def spec(
 
 
 GOOD = spec()
+
+#: the refusals of the family's accountant, in the rule catalogue (``dpspec.check.rules_accounting``)
+ACCOUNTANT_RULES = AccountantRules(
+    "dpspec.accounting.gcon:GCON_RULES",
+    "GCON (dpspec.accounting.gcon)",
+    "tests/families/gcon",
+    GOOD,
+)
 
 
 def _gcon(ctx: Context):

@@ -43,11 +43,11 @@ from dpspec.accounting.gcon import (
     gcon_release_calibration,
     normalise_steps,
 )
-from dpspec.gcon.encoder import check_row_normalised
-from dpspec.gcon.graph import Graph
-from dpspec.gcon.noise import as_generator, gaussian_output_noise, sample_objective_noise
-from dpspec.gcon.objective import Loss, PerturbedObjective, SolverReport, solve_certified
-from dpspec.gcon.propagation import (
+from dpspec.families.gcon.encoder import check_row_normalised
+from dpspec.families.gcon.graph import Graph
+from dpspec.families.gcon.noise import as_generator, gaussian_output_noise, sample_objective_noise
+from dpspec.families.gcon.objective import Loss, PerturbedObjective, SolverReport, solve_certified
+from dpspec.families.gcon.propagation import (
     ppr_truncation_steps,
     private_inference_features,
     propagate_features,
@@ -234,7 +234,7 @@ def train_gcon(
     if not isinstance(graph, Graph):
         raise GconError(
             "DPS716",
-            "graph must be a dpspec.gcon.Graph",
+            "graph must be a dpspec.families.gcon.graph.Graph",
             "build it with Graph.from_edges(n, edges) or Graph.from_adjacency(A)",
         )
     X = np.asarray(features, dtype=np.float64)
@@ -325,7 +325,8 @@ def train_gcon(
         ),
         _caveat(
             "DPS724",
-            "the guarantee is for real-valued noise; float64 samplers only approximate it (see dpspec.gcon.noise)",
+            "the guarantee is for real-valued noise; float64 samplers only approximate it "
+            "(see dpspec.families.gcon.noise)",
         ),
         _caveat(
             "A1/A4",
