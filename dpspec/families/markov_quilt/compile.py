@@ -135,7 +135,17 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             )
         k = len(w.states)
         if w.transitions:
-            cals.append(calibrate_mqm(_classes(w, k), T, eps, lipschitz=L))
+            try:
+                cals.append(calibrate_mqm(_classes(w, k), T, eps, lipschitz=L))
+            except ValueError as e:  # powers or laws leaving float64's range: no certified rounding bound
+                _fail(
+                    "DPS436",
+                    f"transition matrix: {e}",
+                    w,
+                    "transitions",
+                    hint="use transition probabilities "
+                    "well above 1e-290 (or a class given by min_stationary and max_eigenvalue)",
+                )
             names.append(f"markov(states = [{', '.join(w.states)}], {len(w.transitions)} transition matrix(es))")
         if w.min_stationary is not None or w.max_eigenvalue is not None:
             if w.min_stationary is None or w.max_eigenvalue is None:
