@@ -10,10 +10,11 @@ as a percentage of the coordinate's range; the target is below 10 %.
 Part 2 — Song, Wang & Chaudhuri 2017's synthetic Markov-chain comparison: the expected L1 error of the
 released frequency of a state (L = 1/T) for MQM (exact, for the explicit chain; and the bound for the
 class of reversible chains with π_min and λ*) against group DP (the whole chain one group), over ε and
-the chain length T (the frequency itself is exact, so the L1 error is the Laplace scale). The GK16
-baseline (Ghosh & Kleinberg 2016) is absent: its bound is not stated here from the paper's theorem
-(the paper is not among the project's sources, and its conditions on the influence matrix of a chain
-were not checked), and a baseline whose guarantee is unverified would not be a fair comparison.
+the chain length T (the frequency itself is exact, so the L1 error is the Laplace scale), with the two
+baselines of their comparison: GK16 (Ghosh & Kleinberg 2016, the influence-matrix bound, as Song et al.
+apply it; n/a where the influence matrix's spectral norm is ≥ 1) and their own MQMApprox bound
+(dpspec.families.markov_quilt.baselines: benchmark baselines, not certified), and dpspec's certified
+bound for the class of reversible stationary chains with the chain's π_min and λ*.
 
 Part 4 — dataset-level proportion secrets (attribute privacy, Zhang, Ohrimenko & Cummings 2022):
 the exact binomial shift m(n, p, p′) = W∞(Binomial(n, p), Binomial(n, p′)) of Lemma D against its
@@ -100,29 +101,110 @@ def aggregate_table() -> list[str]:
     return lines
 
 
-def markov_table(full: bool) -> list[str]:
-    from dpspec.families.markov_quilt import MarkovChain, calibrate_mqm, calibrate_mqm_reversible, group_dp_scale
+def _binary(p: float, q: float) -> np.ndarray:
+    """Song et al.'s synthetic chain: P(0 → 1) = q, P(1 → 1) = p (their run_synthetic.m)."""
+    return np.array([[1 - q, q], [1 - p, p]])
 
-    P = np.array([[0.75, 0.25], [0.25, 0.75]])  # reversible, π = (1/2, 1/2), λ* = 0.5
-    chain = MarkovChain(P)
+
+def _markov_row(p: float, q: float, T: int, eps: float) -> dict:
+    from dpspec.families.markov_quilt import MarkovChain, calibrate_mqm, calibrate_mqm_reversible, group_dp_scale
+    from dpspec.families.markov_quilt.baselines import absolute_spectral_gap, gk16_scale, song_mqm_approx
+
+    P = _binary(p, q)
+    ch = MarkovChain(P)
+    pi_min, gap = float(ch.initial.min()), absolute_spectral_gap(P)
+    return {
+        "group DP": group_dp_scale(T, eps),
+        "GK16": gk16_scale(ch, T, eps).scale,
+        "MQMApprox": song_mqm_approx(pi_min, gap, T, eps).scale,
+        "MQM class": calibrate_mqm_reversible(pi_min, 1 - gap, T, eps).scale,
+        "MQMExact": calibrate_mqm(ch, T, eps).scale,
+    }
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if math.isinf(x) else f"{x:.4g}"
+
+
+COLS = ("group DP", "GK16", "MQMApprox", "MQM class", "MQMExact")
+
+
+def markov_table(full: bool) -> list[str]:
+    """Part 2: Song, Wang & Chaudhuri 2017's synthetic comparison. The released statistic is the frequency
+    of state 1 in a binary chain of T steps (L = 1/T); the frequency is exact, so the expected L1 error is
+    the Laplace scale. Columns: group DP (the whole chain one group, 1/ε); GK16 (Ghosh & Kleinberg 2016
+    as Song et al. apply it, benchmark baseline: n/a where the influence matrix's spectral norm is ≥ 1);
+    MQMApprox (Song et al.'s bound from the spectral gap and π_min, benchmark baseline); MQM class (dpspec's
+    certified bound for the reversible stationary class with the chain's π_min and λ*); MQMExact (the
+    chain itself, certified)."""
+    chains = ((0.55, 0.45), (0.6, 0.4), (0.8, 0.2), (0.9, 0.1))
     eps_grid = (0.2, 0.5, 1.0, 2.0, 5.0) if full else (0.5, 1.0, 2.0)
     lengths = (100, 1000, 10000) if full else (100, 1000)
+    head = f"{'(p, q)':>11} {'T':>6} {'ε':>5} " + " ".join(f"{c:>10}" for c in COLS) + f" {'DP/Exact':>9}"
     lines = [
         "",
-        "Part 2: expected L1 error of the released state-1 frequency (Laplace scale), chain P = "
-        "[[0.75, 0.25], [0.25, 0.75]]; class bound: reversible, π_min = 0.3, λ* ≤ 0.5",
-        f"{'T':>6} {'ε':>5} {'group DP':>10} {'MQM class':>10} {'MQM exact':>10} {'ratio DP/MQM':>13}",
+        "Part 2: Song, Wang & Chaudhuri 2017, synthetic binary chains (P(0→1) = q, P(1→1) = p): expected L1 "
+        "error of the released frequency of state 1 (= the Laplace scale)",
+        "vs ε at T = 1000:",
+        head,
     ]
-    for T in lengths:
+    rows = []
+    for p, q in chains:
         for eps in eps_grid:
-            gdp = group_dp_scale(T, eps)
-            cls = calibrate_mqm_reversible(0.3, 0.5, T, eps).scale
-            exact = calibrate_mqm(chain, T, eps).scale if (T <= 100 or (full and T <= 1000)) else float("nan")
-            lines.append(f"{T:>6} {eps:>5g} {gdp:>10.4g} {cls:>10.4g} {exact:>10.4g} {gdp / cls:>12.1f}x")
-    lines.append(
-        "GK16 (Ghosh & Kleinberg 2016) baseline: absent — its inferential-privacy bound for Markov chains is not "
-        "stated here from the paper's theorem (paper not among the project's sources; conditions unchecked)."
+            rows.append(((p, q), 1000, eps, _markov_row(p, q, 1000, eps)))
+    lines += [_line(*x) for x in rows]
+    lines += ["vs T at ε = 1:", head]
+    for p, q in chains:
+        for T in lengths:
+            r = _markov_row(p, q, T, 1.0)
+            rows.append(((p, q), T, 1.0, r))
+            lines.append(_line((p, q), T, 1.0, r))
+    lines += _ordering(rows)
+    lines += _grid(full)
+    return lines
+
+
+def _line(pq, T, eps, r) -> str:
+    return (
+        f"{str(pq):>11} {T:>6} {eps:>5g} "
+        + " ".join(f"{_fmt(r[c]):>10}" for c in COLS)
+        + f" {r['group DP'] / r['MQMExact']:>8.1f}x"
     )
+
+
+def _ordering(rows) -> list[str]:
+    n = len(rows)
+    exact_le_approx = sum(r["MQMExact"] <= r["MQMApprox"] for *_x, r in rows)
+    exact_le_class = sum(r["MQMExact"] <= r["MQM class"] for *_x, r in rows)
+    ten_x = [r["group DP"] / r["MQMExact"] >= 10 for _pq, T, _e, r in rows if T >= 1000]
+    gk = [r for *_x, r in rows if not math.isinf(r["GK16"])]
+    return [
+        f"ordering over these {n} rows: MQMExact ≤ MQMApprox in {exact_le_approx}/{n}, MQMExact ≤ MQM class in "
+        f"{exact_le_class}/{n}; group DP / MQMExact ≥ 10 in {sum(ten_x)}/{len(ten_x)} rows with T ≥ 1000; GK16 "
+        f"applicable in {len(gk)}/{n} (there: MQMExact ≤ GK16 in {sum(r['MQMExact'] <= r['GK16'] for r in gk)}, "
+        f"GK16 ≤ MQMApprox in {sum(r['GK16'] <= r['MQMApprox'] for r in gk)}, "
+        f"GK16 ≤ group DP in {sum(r['GK16'] <= r['group DP'] for r in gk)})",
+    ]
+
+
+def _grid(full: bool) -> list[str]:
+    """Song et al.'s run_synthetic.m setting: p, q ∈ {0.1, …, 0.9}, T = 100, ε = 1 (and T = 1000)."""
+    lines = []
+    grid = [(p / 10, q / 10) for p in range(1, 10) for q in range(1, 10)]
+    for T in (100, 1000) if full else (100,):
+        rows = [(pq, T, 1.0, _markov_row(pq[0], pq[1], T, 1.0)) for pq in grid]
+        gk = [(pq, r) for pq, _t, _e, r in rows if not math.isinf(r["GK16"])]
+        lam = max(abs(pq[0] - pq[1]) for pq, _r in gk)
+        ratio = [r["MQMApprox"] / r["MQMExact"] for *_x, r in rows]
+        lines.append(
+            f"grid p, q ∈ {{0.1, …, 0.9}}, T = {T}, ε = 1 (81 chains): GK16 applicable for {len(gk)} chains "
+            f"(all with |λ₂| = |p − q| ≤ {lam:.1f}); there MQMExact ≤ GK16 in "
+            f"{sum(r['MQMExact'] <= r['GK16'] for _pq, r in gk)}, GK16 ≤ MQMApprox in "
+            f"{sum(r['GK16'] <= r['MQMApprox'] for _pq, r in gk)}; MQMExact ≤ MQMApprox in "
+            f"{sum(r['MQMExact'] <= r['MQMApprox'] for *_x, r in rows)}/81 (MQMApprox/MQMExact from "
+            f"{min(ratio):.2f} to {max(ratio):.2f}); MQMExact < group DP in "
+            f"{sum(r['MQMExact'] < r['group DP'] for *_x, r in rows)}/81"
+        )
     return lines
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "calibrate_mqm",
     "reversible_influence_bound",
     "calibrate_mqm_reversible",
+    "calibrate_by_bound",
     "group_dp_scale",
 ]
 
@@ -332,7 +333,7 @@ def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = N
     def e_of(i, a, b):
         return max(_influence(ch, pw, p, i, a, b) for ch, pw, p in data)
 
-    for i in range(T):
+    def search(i: int) -> None:
         # one-sided quilts: card = T − 1 − i + a (left) or i + b (right)
         for b in range(1, T - i):
             card = i + b
@@ -358,6 +359,25 @@ def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = N
                 if e < eps and (s - 1) / (eps - e) < sig[i]:
                     sig[i], quilt[i], infl[i] = (s - 1) / (eps - e), ("both", a, b), e
             s += 1
+
+    todo, done = range(T), set()
+    if all(ch.stationary_start for ch, _pw, _p in data):
+        # stationary starts: p_t = π for every t, so a node's influences depend on i only through which
+        # quilts fit. With D = ⌊σ_m·ε⌋ + 1 for the middle node m, every node at distance ≥ D from both
+        # ends has the same two-sided quilts of card < σ_m·ε (a, b < D) and one-sided ones of card > D,
+        # which cannot win: its σ, quilt and e are exactly m's (the same float operations).
+        m = T // 2
+        search(m)
+        done.add(m)
+        D = math.floor(sig[m] * eps) + 1
+        if min(m, T - 1 - m) >= D:
+            sig[D : T - D], infl[D : T - D] = sig[m], infl[m]
+            for i in range(D, T - D):
+                quilt[i] = quilt[m]
+            todo = [i for i in range(T) if i < D or i >= T - D]
+    for i in todo:
+        if i not in done:
+            search(i)
     j = int(np.argmax(sig))
     return MqmCalibration(
         eps, L, sig, float(np.nextafter(L * sig[j], np.inf)), j, quilt[j], "exact (explicit class)", float(infl[j])
@@ -385,6 +405,21 @@ def calibrate_mqm_reversible(
 ) -> MqmCalibration:
     """MQM for the class of reversible stationary chains with π ≥ π_min and λ* ≤ λ: the influence bound
     depends only on the quilt's distances, so σ_i is the minimum over quilts of card/(ε − bound)."""
+    return calibrate_by_bound(
+        lambda a, b: reversible_influence_bound(pi_min, lam, a, b),
+        T,
+        epsilon,
+        lipschitz=lipschitz,
+        method=f"reversible class (π_min = {pi_min:g}, λ* ≤ {lam:g})",
+    )
+
+
+def calibrate_by_bound(bound, T: int, epsilon: float, *, lipschitz: float | None = None, method: str) -> MqmCalibration:
+    """MQM with a max-influence bound ``bound(a, b)`` that depends only on the quilt's distances a (left)
+    and b (right; None for a one-sided quilt), not on the node: σ_i is the minimum over the quilts of
+    node i of card/(ε − bound). Two-sided windows are searched once for the interior, keeping only those
+    that improved the interior optimum (near the ends a node may get a σ_i above its minimum: sound,
+    PROOF.md §3.3)."""
     eps = float(epsilon)
     L = 1.0 / T if lipschitz is None else float(lipschitz)
     # two-sided: best (a, b) for every window, ignoring the ends (valid where i − a ≥ 0, i + b ≤ T − 1)
@@ -393,7 +428,7 @@ def calibrate_mqm_reversible(
     cur = T / eps
     while s - 1 < cur * eps and s <= T:
         for a in range(1, s):
-            e = reversible_influence_bound(pi_min, lam, a, s - a)
+            e = bound(a, s - a)
             if e < eps and (s - 1) / (eps - e) < cur:
                 cur = (s - 1) / (eps - e)
                 best2.append((cur, a, s - a, e))
@@ -401,18 +436,32 @@ def calibrate_mqm_reversible(
     sig = np.full(T, T / eps)
     infl = np.zeros(T)
     quilt: list[tuple] = [("empty",)] * T
-    one = [(reversible_influence_bound(pi_min, lam, None, t), t) for t in range(1, T)]
+    ts = np.arange(1, T)
+    er_all = np.array([bound(None, int(t)) for t in ts], dtype=float)  # right quilt {X_{i+t}}
+    el_all = np.array([bound(int(t), None) for t in ts], dtype=float)  # left quilt {X_{i−t}}
     for i in range(T):
         for val, a, b, e2 in best2:
             if i - a >= 0 and i + b <= T - 1 and val < sig[i]:
                 sig[i], quilt[i], infl[i] = val, ("both", a, b), e2
-        for e, t in one:
-            if e >= eps:
-                continue
-            if i + t <= T - 1 and (i + t) / (eps - e) < sig[i]:
-                sig[i], quilt[i], infl[i] = (i + t) / (eps - e), ("right", t), e
-            if i - t >= 0 and (T - 1 - i + t) / (eps - e) < sig[i]:
-                sig[i], quilt[i], infl[i] = (T - 1 - i + t) / (eps - e), ("left", t), e
+        # one-sided quilts in the order t = 1, 2, … (right, then left), each replacing the best when strictly
+        # smaller: the first occurrence of the smallest candidate below the current σ_i. A candidate has
+        # σ ≥ card/ε, so t with card ≥ σ_i·ε on both sides cannot win and is not evaluated.
+        cap = min(T - 1, max(math.ceil(sig[i] * eps) - i, math.ceil(sig[i] * eps) - (T - 1 - i), 0))
+        if cap <= 0:
+            continue
+        t, er, el = ts[:cap], er_all[:cap], el_all[:cap]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            right = np.where((er < eps) & (i + t <= T - 1), (i + t) / (eps - er), np.inf)
+            left = np.where((el < eps) & (i - t >= 0), (T - 1 - i + t) / (eps - el), np.inf)
+        cand = np.empty(2 * cap)
+        cand[0::2], cand[1::2] = right, left
+        k = int(np.argmin(cand))
+        if cand[k] < sig[i]:
+            tk = int(t[k // 2])
+            if k % 2 == 0:
+                sig[i], quilt[i], infl[i] = cand[k], ("right", tk), er[k // 2]
+            else:
+                sig[i], quilt[i], infl[i] = cand[k], ("left", tk), el[k // 2]
     j = int(np.argmax(sig))
     return MqmCalibration(
         eps,
@@ -421,7 +470,7 @@ def calibrate_mqm_reversible(
         float(np.nextafter(L * sig[j], np.inf)),
         j,
         quilt[j],
-        f"reversible class (π_min = {pi_min:g}, λ* ≤ {lam:g})",
+        method,
         float(infl[j]),
     )
 
