@@ -16,13 +16,16 @@ apply it; n/a where the influence matrix's spectral norm is ≥ 1) and their own
 (dpspec.families.markov_quilt.baselines: benchmark baselines, not certified), and dpspec's certified
 bound for the class of reversible stationary chains with the chain's π_min and λ*.
 
+Part 3 — a sliced ε is weaker than the same ε unsliced: the Bayes attack of issue 26's measured case
+(benchmarks/pufferfish_attack.py: Cleveland, secret sex, balanced world, per-group aggregate, ε = 0.05).
+
 Part 4 — dataset-level proportion secrets (attribute privacy, Zhang, Ohrimenko & Cummings 2022):
 the exact binomial shift m(n, p, p′) = W∞(Binomial(n, p), Binomial(n, p′)) of Lemma D against its
 lower bound n·|p − p′| (W∞ ≥ W1), and the Wasserstein release of Cleveland means protecting the
 share of women (0.3 vs 0.35) at ε = 1.
 
     python benchmarks/pufferfish_evaluation.py          # quick (about a minute)
-    python benchmarks/pufferfish_evaluation.py --full   # more ε and lengths, exact MQM at T = 1000
+    python benchmarks/pufferfish_evaluation.py --full   # more ε, T = 10000, the p, q grid at T = 1000 too
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -245,67 +249,14 @@ def share_table(full: bool) -> list[str]:
     return lines
 
 
-ATTACK = (
-    'scenario s {{ data csv("heart_cleveland/processed.cleveland.data", schema = heart_cleveland) '
-    "secret sex in {{0, 1}} prior balanced(seed = 3) }}\n"
-    "release r {{ protect s mechanism {mech} output per_record "
-    "query mean(age, trestbps, chol, bounds = [[20, 90], [80, 220], [100, 600]]) {rest} }}\n"
-)
+def attack_table(full: bool) -> list[str]:
+    """Part 3: a sliced ε is weaker than the same ε unsliced — the measured Bayes-attack case of issue 26,
+    reproduced by benchmarks/pufferfish_attack.py (Cleveland, secret sex, balanced world, per-group
+    aggregate, ε = 0.05)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from pufferfish_attack import measure, report
 
-
-def attack_table(trials: int) -> list[str]:
-    """Part 3: a sliced ε is weaker than the same ε unsliced. Per-record releases of Cleveland (secret: sex,
-    balanced prior) at ε = 0.05: the Bayes-optimal attack on the Ave-SRPP (α = 4) release against the
-    bound an order-4 Rényi divergence of 0.05 on the *whole* output would impose (Pinsker: accuracy ≤
-    1/2 + √(ε/2)/2), and on the ε-Pufferfish (Wasserstein) release, whose bound is e^ε/(1 + e^ε).
-    This setting does not reproduce the 0.593 reported in issue 26 (its exact query and slices are not
-    stated): measured here ≈ 0.51 (sex) and ≈ 0.53 (disease = num > 0, 4 vitals), within the bound."""
-    import dpspec
-    from dpspec.data.bind import load_table
-    from dpspec.diagnostics import SpecError
-    from dpspec.pufferfish.attacks import bayes_attack, laplace_log_likelihood
-
-    eps = 0.05
-    lines = [
-        "",
-        f"Part 3: Bayes attack on per-record releases, Cleveland, secret sex, balanced prior, ε = {eps} "
-        f"({trials} releases per mechanism)",
-    ]
-    rest = {
-        "swm": "slices sphere(m = 128, seed = 11) guarantee ave_srpp(alpha = 4, epsilon = 0.05)",
-        "wasserstein": "guarantee pufferfish(epsilon = 0.05)",
-    }
-    try:
-        comp = {m: dpspec.compile(dpspec.loads(ATTACK.format(mech=m, rest=r), name="attack")) for m, r in rest.items()}
-    except SpecError as e:
-        return lines + [f"skipped ({', '.join(sorted({d.rule for d in e.diagnostics}))})"]
-    from dpspec.pufferfish import BalancedSubsampleWorld
-
-    sc = comp["swm"].spec.ir.scenarios[0]
-    table = load_table(sc.data, None)
-    X = table.matrix(("age", "trestbps", "chol"))
-    lab = np.array([str(int(v)) for v in table.column("sex")], dtype=object)
-    world = BalancedSubsampleWorld(X, lab, seed=3, secret_values=["0", "1"])
-    laws = {s: np.clip(world.records_of(s), [20, 80, 100], [90, 220, 600]) for s in ("0", "1")}
-    rng = np.random.default_rng(0)
-    truth = rng.integers(0, 2, trials)
-    Z = np.vstack([laws[str(t)][rng.integers(0, len(laws[str(t)]))] for t in truth])
-    sig = comp["swm"].certificate.results[0].mechanism.parameters["sigma"]
-    guess = bayes_attack(Z + sig * rng.standard_normal(Z.shape), laws, {"0": 0.5, "1": 0.5}, sig**2)
-    acc_swm = float(np.mean(guess == truth))
-    p = comp["wasserstein"].certificate.results[0].mechanism.parameters
-    b = np.array([p["scale_0"], p["scale_1"], p["scale_2"]])
-    Y = Z + rng.laplace(size=Z.shape) * b
-    ll = np.column_stack([laplace_log_likelihood(Y, laws[s], b) for s in ("0", "1")])
-    acc_w = float(np.mean(np.argmax(ll, 1) == truth))
-    se = 1.96 * math.sqrt(0.25 / trials)
-    lines += [
-        f"Ave-SRPP (α = 4) release:   accuracy {acc_swm:.3f} ± {se:.3f}; an order-4 Rényi bound of {eps} on the "
-        f"whole output would allow ≤ {0.5 + math.sqrt(eps / 2) / 2:.3f}",
-        f"ε-Pufferfish (Wasserstein): accuracy {acc_w:.3f} ± {se:.3f}; its bound e^ε/(1 + e^ε) = "
-        f"{math.exp(eps) / (1 + math.exp(eps)):.3f}",
-    ]
-    return lines
+    return ["", "Part 3: " + "\n".join(report(measure(3, 4000, 200_000 if full else 4000)))]
 
 
 def main(argv: list[str]) -> int:
@@ -314,7 +265,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     print("\n".join(aggregate_table()))
     print("\n".join(markov_table(args.full)))
-    print("\n".join(attack_table(40_000 if args.full else 8_000)))
+    print("\n".join(attack_table(args.full)))
     print("\n".join(share_table(args.full)))
     return 0
 
