@@ -87,6 +87,13 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             hint="write `query mean(state, bounds = [0, 1])`",
         )
     sec = sc.secret
+    if sec.share:
+        _fail(
+            "DPS437",
+            "a dataset-level secret (a proportion or mean) is released by the Wasserstein mechanism",
+            sec,
+            hint="protect each step's state (`secret state in {0, 1}`) with the Markov Quilt Mechanism",
+        )
     if sec.predicate is not None or sec.membership or sec.quantile_bins or q.columns[0] != sec.attribute:
         # the privacy theorem covers a statistic of the chain's states only: a statistic of another column
         # (a copy of one step's state, say) is not bounded by the states' max-influence
