@@ -610,7 +610,10 @@ def _certificate(
     )
     numerics = Numerics(
         method=(
-            "exact bottleneck matching of the finite conditional laws (cityblock metric), or the largest cross "
+            "Lemma E in closed form: n·|μ − μ′| exact in rationals, the weights' sum and the product rounded up "
+            "(Higham Thm 3.1)"
+            if sec.mean_of is not None
+            else "exact bottleneck matching of the finite conditional laws (cityblock metric), or the largest cross "
             "distance where too large; rounded up by a floating-point error bound (Higham Thm 3.1)"
         ),
         abs_error_bound=0.0,
