@@ -249,7 +249,10 @@ def language_markdown() -> str:
         '`secret share = fraction(where = sex == "Female") in {0.45, 0.55}` — the proportion of records '
         "satisfying the predicate is one of the listed values (attribute privacy, Zhang, Ohrimenko & Cummings "
         "2022; `mechanism wasserstein`, `output aggregate`, `prior empirical` read as i.i.d. records; "
-        "`specs/group_share_attribute.dps`, docs/pufferfish.md).",
+        "`specs/group_share_attribute.dps`, docs/pufferfish.md) — or the mean of a numeric column, "
+        "`secret avg_age = mean(age, bounds = [17, 90]) in {40, 45}` (`prior empirical` read as the data's law "
+        "with the column shifted to each candidate mean). Threshold forms (`mean(age) > 40`) are refused "
+        "(DPS444: no useful bound).",
         "",
         "### `pairs`",
         "",

@@ -156,7 +156,9 @@ class Secret(Node):
     column (e.g. the grade quintile), and values are ``q1`` … ``qB``. With ``share`` the secret is
     about the dataset as a whole (``secret share = fraction(where = sex == "Female") in {0.45, 0.55}``,
     attribute privacy of Zhang, Ohrimenko & Cummings 2022): the proportion of records satisfying
-    ``predicate``, whose candidate values (decimal text) are ``values``.
+    ``predicate``, whose candidate values (decimal text) are ``values``; with ``share`` and ``mean_of``
+    it is the mean of that column (``secret avg_age = mean(age, bounds = [17, 90]) in {40, 45}``),
+    whose candidate values are ``values`` (within ``mean_bounds`` when given).
     """
 
     attribute: str
@@ -165,6 +167,8 @@ class Secret(Node):
     predicate: SecretPredicate | None = None
     membership: bool = False
     share: bool = False
+    mean_of: str | None = None
+    mean_bounds: tuple[float, float] | None = None
 
 
 class AllDistinctPairs(Node):

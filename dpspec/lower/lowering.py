@@ -493,7 +493,8 @@ BLOCK_SETTINGS: dict[str, tuple[Setting, ...]] = {
             "the secret: an attribute and its values, a predicate on a record (`disease = num > 0`, "
             "values true/false), `member(record)`, or a dataset-level proportion "
             '(`share = fraction(where = sex == "Female") in {0.45, 0.55}`, attribute privacy of the whole dataset, '
-            "Wasserstein mechanism only) (docs/pufferfish.md)",
+            "Wasserstein mechanism only) or mean (`avg_age = mean(age, bounds = [17, 90]) in {40, 45}`) "
+            "(docs/pufferfish.md)",
             "secret race in {White, Black, Other}",
             True,
         ),
@@ -1362,6 +1363,64 @@ def _share_secret(r: Reporter, v: ast.Definition):
     )
 
 
+def _mean_secret(r: Reporter, v: ast.Definition):
+    """``secret avg_age = mean(age, bounds = [17, 90]) in {40, 45}``: a dataset-level secret, the mean of a
+    column (Lemma E of the Wasserstein PROOF.md); its values are the candidate means, as decimal text."""
+    c = v.value
+    sig = Signature(
+        (P("column", V.label, True), P("bounds", V.pair_of_numbers)), example="mean(age, bounds = [17, 90])"
+    )
+    a = V.call_args(r, c.element, sig, "secret")
+    vals = (
+        V.numbers(r, c.collection)
+        if V.items_of(c.collection) is not None
+        else r.error(
+            "DPS104",
+            f"expected the candidate means as a set, found {ast.describe(c.collection)}",
+            sp(c.collection),
+            hint="write `in {40, 45}`",
+        )
+    )
+    if FAIL in (a, vals):
+        return FAIL
+    texts = tuple(dict.fromkeys(repr(float(x)) for x in vals))
+    lo_hi = a.values.get("bounds")
+    if len(texts) < 2:
+        return r.error(
+            "DPS104", "a mean secret needs at least two distinct candidate means", sp(c.collection), hint="in {40, 45}"
+        )
+    if lo_hi is not None and not (lo_hi[0] < lo_hi[1] and all(lo_hi[0] <= float(x) <= lo_hi[1] for x in vals)):
+        return r.error(
+            "DPS104",
+            f"the candidate means must lie within the column's bounds [{lo_hi[0]:g}, {lo_hi[1]:g}] (lo < hi)",
+            sp(c.collection),
+            hint="list means inside the bounds, e.g. `in {40, 45}` with `bounds = [17, 90]`",
+        )
+    return build(
+        ir.Secret,
+        sp(v),
+        {"attribute": v.name_span, "mean_of": sp(c.element), "values": sp(c.collection)},
+        attribute=v.name,
+        values=texts,
+        share=True,
+        mean_of=a.values["column"],
+        mean_bounds=None if lo_hi is None else (float(lo_hi[0]), float(lo_hi[1])),
+    )
+
+
+def _threshold_secret(r: Reporter, c: ast.Comparison):
+    """``secret x = mean(age) > 40`` or ``fraction(where = …) > 0.5``: refused (DPS444, PROOF.md §3.8)."""
+    what = "mean" if c.left.name == "mean" else "proportion"
+    return r.error(
+        "DPS444",
+        f"a threshold secret ({what} {c.op} a value against the rest) has no useful W∞ bound: each side holds "
+        "datasets whose answers differ by the whole range of the attribute",
+        sp(c),
+        hint="protect candidate values instead: `secret avg_age = mean(age, bounds = [17, 90]) in {40, 45}` or "
+        '`secret share = fraction(where = sex == "Female") in {0.45, 0.55}`',
+    )
+
+
 def _comparison_predicate(r: Reporter, c: ast.Comparison):
     col = (
         V.label(r, c.left)
@@ -1394,6 +1453,10 @@ def _predicate_secret(r: Reporter, v: ast.Definition):
     c = v.value
     if isinstance(c, ast.Membership) and isinstance(c.element, ast.Call) and c.element.name == "fraction":
         return _share_secret(r, v)
+    if isinstance(c, ast.Membership) and isinstance(c.element, ast.Call) and c.element.name == "mean":
+        return _mean_secret(r, v)
+    if isinstance(c, ast.Comparison) and isinstance(c.left, ast.Call) and c.left.name in ("mean", "fraction"):
+        return _threshold_secret(r, c)
     if isinstance(c, ast.Comparison):
         pred = _comparison_predicate(r, c)
         if pred is FAIL:

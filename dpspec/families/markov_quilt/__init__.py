@@ -4,7 +4,9 @@ sequence, with Laplace noise scaled by the best Markov quilt of each node.
 
 :mod:`.mqm` holds the max-influence computations (exact over an explicit class of chains; a bound for
 the class of reversible chains with a spectral gap and a minimum stationary probability) and the
-calibration. Not yet wired into the language (a `markov(...)` prior and `mechanism markov_quilt`).
+calibration; :mod:`.compile` wires them into the language (`prior markov(...)`, `mechanism
+markov_quilt`). :mod:`.baselines` holds the comparison baselines of Song et al.'s experiments (GK16 and
+their MQMApprox bound) for the benchmark — not certified mechanisms.
 """
 
 from .mqm import (

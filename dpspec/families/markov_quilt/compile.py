@@ -87,6 +87,13 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             hint="write `query mean(state, bounds = [0, 1])`",
         )
     sec = sc.secret
+    if sec.share:
+        _fail(
+            "DPS437",
+            "a dataset-level secret (a proportion or mean) is released by the Wasserstein mechanism",
+            sec,
+            hint="protect each step's state (`secret state in {0, 1}`) with the Markov Quilt Mechanism",
+        )
     if sec.predicate is not None or sec.membership or sec.quantile_bins or q.columns[0] != sec.attribute:
         # the privacy theorem covers a statistic of the chain's states only: a statistic of another column
         # (a copy of one step's state, say) is not bounded by the states' max-influence
@@ -135,7 +142,17 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             )
         k = len(w.states)
         if w.transitions:
-            cals.append(calibrate_mqm(_classes(w, k), T, eps, lipschitz=L))
+            try:
+                cals.append(calibrate_mqm(_classes(w, k), T, eps, lipschitz=L))
+            except ValueError as e:  # powers or laws leaving float64's range: no certified rounding bound
+                _fail(
+                    "DPS436",
+                    f"transition matrix: {e}",
+                    w,
+                    "transitions",
+                    hint="use transition probabilities "
+                    "well above 1e-290 (or a class given by min_stationary and max_eigenvalue)",
+                )
             names.append(f"markov(states = [{', '.join(w.states)}], {len(w.transitions)} transition matrix(es))")
         if w.min_stationary is not None or w.max_eigenvalue is not None:
             if w.min_stationary is None or w.max_eigenvalue is None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -55,6 +56,7 @@ __all__ = [
     "calibrate_mqm",
     "reversible_influence_bound",
     "calibrate_mqm_reversible",
+    "calibrate_by_bound",
     "group_dp_scale",
 ]
 
@@ -65,6 +67,7 @@ class MarkovChain:
 
     transition: np.ndarray
     initial: np.ndarray | None = None
+    stationary_start: bool = field(init=False, default=False)
 
     def __post_init__(self):
         P = np.asarray(self.transition, dtype=float)
@@ -73,6 +76,7 @@ class MarkovChain:
         if np.any(P < 0) or not np.allclose(P.sum(1), 1.0, atol=1e-12):
             raise ValueError("each row of the transition matrix must be a probability vector")
         object.__setattr__(self, "transition", P)
+        object.__setattr__(self, "stationary_start", self.initial is None)
         q = stationary(P) if self.initial is None else np.asarray(self.initial, dtype=float)
         if q.shape != (P.shape[0],) or np.any(q < 0) or abs(q.sum() - 1.0) > 1e-12:
             raise ValueError("the initial law must be a probability vector over the states")
@@ -83,15 +87,89 @@ class MarkovChain:
         return self.transition.shape[0]
 
 
+def _closed_classes(pos: list[list[bool]]) -> list[list[int]]:
+    """The closed communicating classes of the transition graph ``pos`` (pos[i][j]: i → j possible), each
+    sorted: the classes C with no transition leaving C (Tarjan-free: k is small, reachability by search)."""
+    k = len(pos)
+    reach = []
+    for i in range(k):
+        seen, stack = {i}, [i]
+        while stack:
+            u = stack.pop()
+            for v in range(k):
+                if pos[u][v] and v not in seen:
+                    seen.add(v)
+                    stack.append(v)
+        reach.append(seen)
+    out = []
+    for i in range(k):
+        # i is recurrent iff every state it reaches reaches it back; its class is then closed
+        if all(i in reach[j] for j in reach[i]):
+            cls = sorted(reach[i])
+            if cls not in out:
+                out.append(cls)
+    return out
+
+
+def stationary_exact(P: np.ndarray) -> list[Fraction]:
+    """The stationary law of the chain, in exact rational arithmetic (GTH elimination).
+
+    The chain is the stochastic matrix whose off-diagonal entries are P's entries read as the exact
+    binary fractions they are (the diagonal is implied, 1 − the row's other entries). A stationary law
+    is unique iff the chain has exactly one closed class C; it is then supported on C and is the
+    stationary law of the irreducible chain restricted to C. On C the Grassmann–Taksar–Heyman
+    elimination (Grassmann, Taksar & Heyman 1985, Operations Research 33(5), §2) censors the states one
+    at a time: eliminating state n replaces p_ij by p_ij + p_in p_nj / s_n with s_n = Σ_{j<n} p_nj > 0
+    (irreducibility), and back-substitution gives π_n = Σ_{i<n} π_i p_in / s_n. No subtraction occurs and
+    every operation is exact in ``Fraction``, so the result has no error: a nearly reducible chain
+    (a tiny eigengap, where an eigenvector solver loses the digits) is handled like any other."""
+    A = np.asarray(P, dtype=float)
+    k = A.shape[0]
+    F = [[Fraction(float(A[i, j])) if i != j else Fraction(0) for j in range(k)] for i in range(k)]
+    classes = _closed_classes([[F[i][j] > 0 for j in range(k)] for i in range(k)])
+    if len(classes) != 1:
+        raise ValueError(
+            f"the chain has {len(classes)} closed classes, so no unique stationary law: give the initial law"
+        )
+    C = classes[0]
+    m = len(C)
+    M = [[F[C[i]][C[j]] for j in range(m)] for i in range(m)]
+    s = [Fraction(0)] * m
+    for n in range(m - 1, 0, -1):
+        s[n] = sum(M[n][:n], Fraction(0))
+        if s[n] == 0:  # impossible on a closed class (irreducible): a guard, not a branch
+            raise ValueError("the chain's recurrent class is not irreducible")
+        for i in range(n):
+            if M[i][n]:
+                f = M[i][n] / s[n]
+                for j in range(n):
+                    if M[n][j]:
+                        M[i][j] += f * M[n][j]
+    x = [Fraction(1)] + [Fraction(0)] * (m - 1)
+    for n in range(1, m):
+        x[n] = sum((x[i] * M[i][n] for i in range(n)), Fraction(0)) / s[n]
+    tot = sum(x, Fraction(0))
+    out = [Fraction(0)] * k
+    for i, c in enumerate(C):
+        out[c] = x[i] / tot
+    return out
+
+
+#: the most states for which the exact stationary law is computed (GTH in rationals is O(k³) operations
+#: on fractions whose size grows with k)
+MAX_STATES = 64
+
+
 def stationary(P: np.ndarray) -> np.ndarray:
-    """The stationary law of P (left eigenvector for eigenvalue 1); refused when it is not unique."""
-    w, V = np.linalg.eig(P.T)
-    ones = np.flatnonzero(np.abs(w - 1.0) < 1e-10)
-    if ones.size != 1:
-        raise ValueError("the chain has no unique stationary law: give the initial law")
-    v = np.real(V[:, ones[0]])
-    v = np.abs(v) / np.abs(v).sum()
-    return v
+    """The stationary law of P as float64 (:func:`stationary_exact` rounded to nearest: each entry has a
+    relative error of at most 2⁻⁵³, whatever the chain's eigengap); refused when it is not unique."""
+    k = np.asarray(P).shape[0]
+    if k > MAX_STATES:
+        raise ValueError(f"the exact stationary law is computed for at most {MAX_STATES} states, the chain has {k}")
+    pi = np.array([float(v) for v in stationary_exact(P)])
+    if np.any((pi > 0) & (pi < TINY)):
+        raise ValueError("a stationary probability is below float64's normal range: no certified rounding bound")
+    return pi
 
 
 def _log_ratio_max(M: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -105,24 +183,71 @@ def _log_ratio_max(M: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return r.max(axis=0) if r.shape[0] else np.full(M.shape[1:] * 2, -np.inf)
 
 
+#: the smallest positive entry a computed matrix power may have: below it, a further product may underflow
+#: (float64's normal range ends near 2.2e-308) and the componentwise error bound no longer holds
+TINY = 1e-290
+
+
 class _Powers:
+    """P^t by repeated multiplication. P and its powers are non-negative, so each product has a
+    componentwise relative error of at most γ_k = k·u/(1 − k·u) (Higham 2002, §3.5) and the computed P^t
+    is within a factor (1 ± δ_t), δ_t = (1 + γ_k)^t − 1, of the exact one entry by entry (exact zeros stay
+    exact zeros) — as long as nothing underflows: a positive entry below TINY, or a zero where the
+    exact power is positive (tracked by the boolean pattern), is refused."""
+
     def __init__(self, P: np.ndarray):
         self.P = P
         self.pw = [np.eye(P.shape[0])]
+        self.pattern = P > 0
+        self.pat = [np.eye(P.shape[0], dtype=bool)]
         self.left: dict = {}  # (a, support of p_{i−a}) → max_u log ratio matrix
         self.right: dict = {}  # b → max_v log ratio matrix
+        self._check(P, self.pattern)
+
+    @staticmethod
+    def _check(M: np.ndarray, pattern: np.ndarray) -> None:
+        if np.any((M > 0) & (M < TINY)) or np.any(pattern & (M == 0)):
+            raise ValueError(
+                "the chain's transition probabilities are so small that their powers leave float64's range, "
+                "where the max-influence has no certified rounding bound"
+            )
 
     def __call__(self, t: int) -> np.ndarray:
         while len(self.pw) <= t:
-            self.pw.append(self.pw[-1] @ self.P)
+            M = self.pw[-1] @ self.P
+            pat = (self.pat[-1].astype(np.int64) @ self.pattern.astype(np.int64)) > 0
+            self._check(M, pat)
+            self.pw.append(M)
+            self.pat.append(pat)
         return self.pw[t]
 
 
+def rounding_slack(T: int, k: int) -> float:
+    """An absolute bound on the float64 error of a max-influence of a chain of T steps on k states: each
+    of the at most three log-ratio terms (two from powers P^a, P^b with a, b < T, one from the
+    stationary law, rounded to nearest from its exact value) is off by at most log((1 + δ)/(1 − δ)),
+    δ = (1 + γ_k)^T − 1 (:class:`_Powers`), and the logs and their sums by a few units of their
+    magnitude (at most |log TINY| < 700, so 2e-12 covers them)."""
+    u = 2.0**-53
+    g = k * u / (1 - k * u)
+    d = math.expm1(T * math.log1p(g))
+    if d >= 1:
+        return math.inf
+    return 3 * (math.log1p(d) - math.log1p(-d)) + 2e-12
+
+
 def _laws(chain: MarkovChain, T: int) -> np.ndarray:
+    if chain.stationary_start:  # p_t = π for every t, exactly (iterating π P^t would drift by rounding)
+        return np.tile(chain.initial, (T, 1))
     p = np.empty((T, chain.k))
     p[0] = chain.initial
+    pat = np.empty((T, chain.k), dtype=bool)
+    pat[0] = chain.initial > 0
+    step = (chain.transition > 0).astype(np.int64)
     for t in range(1, T):
         p[t] = p[t - 1] @ chain.transition
+        pat[t] = (pat[t - 1].astype(np.int64) @ step) > 0
+    _Powers._check(p, pat)  # the laws p_t are products of non-negative numbers too (same error bound)
     return p
 
 
@@ -159,9 +284,10 @@ def _influence(ch: MarkovChain, pw, p: np.ndarray, i: int, a: int | None, b: int
     if not mask.any():
         return -np.inf
     e = float(np.max(total[mask]))
-    # rounded up: the matrix powers and logs are float64, so the influence is raised by a slack far
-    # above their rounding error (about 1e-13 relative for chains without near-zero transitions)
-    return e + INFLUENCE_SLACK * max(1.0, abs(e))
+    # rounded up: the matrix powers and logs are float64, so the influence is raised by a slack at least
+    # their proven rounding error (rounding_slack; far below 1e-9 for the chains dpspec takes)
+    T = p.shape[0]
+    return e + max(INFLUENCE_SLACK * max(1.0, abs(e)), rounding_slack(T, k))
 
 
 #: relative slack added to every float64 max-influence (an upper bound must not be rounded down)
@@ -207,7 +333,7 @@ def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = N
     def e_of(i, a, b):
         return max(_influence(ch, pw, p, i, a, b) for ch, pw, p in data)
 
-    for i in range(T):
+    def search(i: int) -> None:
         # one-sided quilts: card = T − 1 − i + a (left) or i + b (right)
         for b in range(1, T - i):
             card = i + b
@@ -233,6 +359,25 @@ def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = N
                 if e < eps and (s - 1) / (eps - e) < sig[i]:
                     sig[i], quilt[i], infl[i] = (s - 1) / (eps - e), ("both", a, b), e
             s += 1
+
+    todo, done = range(T), set()
+    if all(ch.stationary_start for ch, _pw, _p in data):
+        # stationary starts: p_t = π for every t, so a node's influences depend on i only through which
+        # quilts fit. With D = ⌊σ_m·ε⌋ + 1 for the middle node m, every node at distance ≥ D from both
+        # ends has the same two-sided quilts of card < σ_m·ε (a, b < D) and one-sided ones of card > D,
+        # which cannot win: its σ, quilt and e are exactly m's (the same float operations).
+        m = T // 2
+        search(m)
+        done.add(m)
+        D = math.floor(sig[m] * eps) + 1
+        if min(m, T - 1 - m) >= D:
+            sig[D : T - D], infl[D : T - D] = sig[m], infl[m]
+            for i in range(D, T - D):
+                quilt[i] = quilt[m]
+            todo = [i for i in range(T) if i < D or i >= T - D]
+    for i in todo:
+        if i not in done:
+            search(i)
     j = int(np.argmax(sig))
     return MqmCalibration(
         eps, L, sig, float(np.nextafter(L * sig[j], np.inf)), j, quilt[j], "exact (explicit class)", float(infl[j])
@@ -260,6 +405,21 @@ def calibrate_mqm_reversible(
 ) -> MqmCalibration:
     """MQM for the class of reversible stationary chains with π ≥ π_min and λ* ≤ λ: the influence bound
     depends only on the quilt's distances, so σ_i is the minimum over quilts of card/(ε − bound)."""
+    return calibrate_by_bound(
+        lambda a, b: reversible_influence_bound(pi_min, lam, a, b),
+        T,
+        epsilon,
+        lipschitz=lipschitz,
+        method=f"reversible class (π_min = {pi_min:g}, λ* ≤ {lam:g})",
+    )
+
+
+def calibrate_by_bound(bound, T: int, epsilon: float, *, lipschitz: float | None = None, method: str) -> MqmCalibration:
+    """MQM with a max-influence bound ``bound(a, b)`` that depends only on the quilt's distances a (left)
+    and b (right; None for a one-sided quilt), not on the node: σ_i is the minimum over the quilts of
+    node i of card/(ε − bound). Two-sided windows are searched once for the interior, keeping only those
+    that improved the interior optimum (near the ends a node may get a σ_i above its minimum: sound,
+    PROOF.md §3.3)."""
     eps = float(epsilon)
     L = 1.0 / T if lipschitz is None else float(lipschitz)
     # two-sided: best (a, b) for every window, ignoring the ends (valid where i − a ≥ 0, i + b ≤ T − 1)
@@ -268,7 +428,7 @@ def calibrate_mqm_reversible(
     cur = T / eps
     while s - 1 < cur * eps and s <= T:
         for a in range(1, s):
-            e = reversible_influence_bound(pi_min, lam, a, s - a)
+            e = bound(a, s - a)
             if e < eps and (s - 1) / (eps - e) < cur:
                 cur = (s - 1) / (eps - e)
                 best2.append((cur, a, s - a, e))
@@ -276,18 +436,32 @@ def calibrate_mqm_reversible(
     sig = np.full(T, T / eps)
     infl = np.zeros(T)
     quilt: list[tuple] = [("empty",)] * T
-    one = [(reversible_influence_bound(pi_min, lam, None, t), t) for t in range(1, T)]
+    ts = np.arange(1, T)
+    er_all = np.array([bound(None, int(t)) for t in ts], dtype=float)  # right quilt {X_{i+t}}
+    el_all = np.array([bound(int(t), None) for t in ts], dtype=float)  # left quilt {X_{i−t}}
     for i in range(T):
         for val, a, b, e2 in best2:
             if i - a >= 0 and i + b <= T - 1 and val < sig[i]:
                 sig[i], quilt[i], infl[i] = val, ("both", a, b), e2
-        for e, t in one:
-            if e >= eps:
-                continue
-            if i + t <= T - 1 and (i + t) / (eps - e) < sig[i]:
-                sig[i], quilt[i], infl[i] = (i + t) / (eps - e), ("right", t), e
-            if i - t >= 0 and (T - 1 - i + t) / (eps - e) < sig[i]:
-                sig[i], quilt[i], infl[i] = (T - 1 - i + t) / (eps - e), ("left", t), e
+        # one-sided quilts in the order t = 1, 2, … (right, then left), each replacing the best when strictly
+        # smaller: the first occurrence of the smallest candidate below the current σ_i. A candidate has
+        # σ ≥ card/ε, so t with card ≥ σ_i·ε on both sides cannot win and is not evaluated.
+        cap = min(T - 1, max(math.ceil(sig[i] * eps) - i, math.ceil(sig[i] * eps) - (T - 1 - i), 0))
+        if cap <= 0:
+            continue
+        t, er, el = ts[:cap], er_all[:cap], el_all[:cap]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            right = np.where((er < eps) & (i + t <= T - 1), (i + t) / (eps - er), np.inf)
+            left = np.where((el < eps) & (i - t >= 0), (T - 1 - i + t) / (eps - el), np.inf)
+        cand = np.empty(2 * cap)
+        cand[0::2], cand[1::2] = right, left
+        k = int(np.argmin(cand))
+        if cand[k] < sig[i]:
+            tk = int(t[k // 2])
+            if k % 2 == 0:
+                sig[i], quilt[i], infl[i] = cand[k], ("right", tk), er[k // 2]
+            else:
+                sig[i], quilt[i], infl[i] = cand[k], ("left", tk), el[k // 2]
     j = int(np.argmax(sig))
     return MqmCalibration(
         eps,
@@ -296,7 +470,7 @@ def calibrate_mqm_reversible(
         float(np.nextafter(L * sig[j], np.inf)),
         j,
         quilt[j],
-        f"reversible class (π_min = {pi_min:g}, λ* ≤ {lam:g})",
+        method,
         float(infl[j]),
     )
 

@@ -30,7 +30,9 @@ def _rebuild(ctx: AuditContext):
     if sc.secret.membership:
         raise AuditError("membership secrets are not audited yet")
     table = load_table(sc.data, ctx.data)
-    if sc.secret.share:  # a proportion secret: the records' predicate labels; the secret values are proportions
+    if sc.secret.share and sc.secret.mean_of is not None:  # a mean secret: no labels; the values are means
+        labels, values = np.array([], dtype=object), tuple(sc.secret.values)
+    elif sc.secret.share:  # a proportion secret: the records' predicate labels; the secret values are proportions
         labels, _tf = S._predicate_labels(table, sc.secret)
         values = tuple(sc.secret.values)
     else:
@@ -58,12 +60,18 @@ class PufferfishLaplaceAudit(AuditTarget):
         self.groups = any(isinstance(w, ir.GroupsWorld) for w in sc.worlds)
         self.aggregate = rel.output == "aggregate" and not self.groups
         self.share = bool(sc.secret.share)
+        # a mean secret (Lemma E): the query's coordinates on the column, shifted to the secret mean
+        self.mean_cols = [k for k, c in enumerate(rel.query.columns) if c == sc.secret.mean_of]
+        self.mean = bool(sc.secret.share and sc.secret.mean_of is not None)
+        self.base_mean = float(np.mean(X[:, self.mean_cols[0]])) if self.mean and self.mean_cols else 0.0
         G = np.asarray(query.per_record(X), float)
         w = 1.0 / (self.scales / max(float(np.max(self.scales)), 1e-300))  # ∝ 1/range: the calibration's norm
         best = (-1.0, None, None)
         pairs = {tuple(map(str, q)) for q in ctx.record.sensitivity.pairs}
         for a, b in pairs:
-            if self.share:  # Lemma D: the pair's W∞ is m(n, p, p′) times a constant
+            if self.mean:  # Lemma E: the pair's W∞ is n·|μ − μ′| times a constant
+                d = len(X) * abs(float(a) - float(b))
+            elif self.share:  # Lemma D: the pair's W∞ is m(n, p, p′) times a constant
                 from dpspec.pufferfish.share import binomial_w_inf
 
                 d = float(binomial_w_inf(len(X), a, b))
@@ -80,6 +88,10 @@ class PufferfishLaplaceAudit(AuditTarget):
         self.Zj = self._laws(self.sj, max_components, rng)
 
     def _dataset(self, s, rng) -> np.ndarray:
+        if self.mean:  # θ_μ: n i.i.d. records of the data, the secret's column shifted to mean μ
+            D = self.X[rng.integers(0, len(self.X), len(self.X))].astype(float)
+            D[:, self.mean_cols] += float(s) - self.base_mean
+            return D
         if self.share:  # θ_p: n i.i.d. records, each on the predicate's true side with probability p
             n = len(self.X)
             T, F = self.X[self.labels == "true"], self.X[self.labels == "false"]
@@ -112,7 +124,9 @@ class PufferfishLaplaceAudit(AuditTarget):
 
     def neighbours(self) -> str:
         how = (
-            "n i.i.d. records whose predicate holds with the secret proportion"
+            "n i.i.d. records of the data, the secret's column shifted to the secret mean"
+            if self.mean
+            else "n i.i.d. records whose predicate holds with the secret proportion"
             if self.share
             else "the secret's whole group"
             if self.groups

@@ -129,7 +129,11 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
     sec = sc.secret
     if sec.share:
         _check_share(r, sc, q)
-        labels, _tf = S._predicate_labels(table, sec)
+        if sec.mean_of is not None:  # Lemma E: no per-record labels; the secret is the column's mean
+            _check_mean_secret(sc, q, table)
+            labels = np.array([], dtype=object)
+        else:
+            labels, _tf = S._predicate_labels(table, sec)
         values = tuple(sec.values)
     elif sec.membership:
         labels, values = np.array([], dtype=object), ("in", "out")
@@ -185,7 +189,10 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
             except ValueError as e:
                 _fail("DPS434", str(e), w, hint="give ranges in [0, 1] that some distribution satisfies")
         if sec.share:
-            instances.extend(_share_instances(sc, G, labels, w_norm, pairs, n, name))
+            if sec.mean_of is not None:
+                instances.extend(_mean_instances(sc, q, w_norm, pairs, n, name))
+            else:
+                instances.extend(_share_instances(sc, G, labels, w_norm, pairs, n, name))
             continue
         if sec.membership:
             if isinstance(w, ir.BalancedWorld):
@@ -247,12 +254,14 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
 
 
 def _check_share(r: ir.Release, sc: ir.Scenario, q: ir.BoundedQuery) -> None:
-    """DPS437: a proportion secret is covered by Lemma D only for an aggregate of i.i.d. records (`prior
-    empirical`: the data's conditional laws given the predicate, the proportion as the secret)."""
+    """DPS437: a proportion secret is covered by Lemma D (a mean secret by Lemma E) only for an aggregate of
+    i.i.d. records (`prior empirical`: the data's conditional laws given the predicate, or the data's law
+    shifted to the secret mean)."""
+    kind = "mean" if sc.secret.mean_of is not None else "proportion"
     if r.output != "aggregate":
         _fail(
             "DPS437",
-            "a proportion secret is about the whole dataset, so only an aggregate release can protect it",
+            f"a {kind} secret is about the whole dataset, so only an aggregate release can protect it",
             r,
             "output",
             hint="write `output aggregate`",
@@ -261,11 +270,76 @@ def _check_share(r: ir.Release, sc: ir.Scenario, q: ir.BoundedQuery) -> None:
         if not isinstance(w, ir.EmpiricalWorld):
             _fail(
                 "DPS437",
-                f"a proportion secret is protected under i.i.d. records (`prior empirical`), not `{_name(w)}`",
+                f"a {kind} secret is protected under i.i.d. records (`prior empirical`), not `{_name(w)}`",
                 w,
-                hint="write `prior empirical`: records i.i.d., the proportion is the secret, a record's values "
-                "given the predicate as in the data",
+                hint="write `prior empirical`: records i.i.d., the "
+                + (
+                    "mean is the secret, the data's law shifted to it"
+                    if kind == "mean"
+                    else "proportion is the secret, a record's values given the predicate as in the data"
+                ),
             )
+
+
+def _check_mean_secret(sc: ir.Scenario, q: ir.BoundedQuery, table) -> None:
+    """DPS437: a mean secret is covered by Lemma E for a mean or sum whose columns include the secret's."""
+    sec = sc.secret
+    col = sec.mean_of
+    if col not in table.columns:
+        from dpspec.diagnostics import did_you_mean
+
+        _fail(
+            "DPS416", f"the data has no column `{col}`", sec, "mean_of", hint=did_you_mean(col, table.columns, "column")
+        )
+    if not table.is_numeric(col):
+        _fail(
+            "DPS437",
+            f"a mean secret needs a numeric column; `{col}` is categorical",
+            sec,
+            "mean_of",
+            hint="use `fraction(where = ...)` for a categorical attribute",
+        )
+    if q.function not in ("mean", "sum"):
+        _fail(
+            "DPS437",
+            f"a mean secret's bound (Lemma E) is for a mean or sum of bounded columns, not `{q.function}`",
+            q,
+            "function",
+            hint=f"release `mean({col}, bounds = [...])`",
+        )
+    if col not in q.columns:
+        _fail(
+            "DPS437",
+            f"the query does not use `{col}`: under the location family its release would need no noise, which "
+            f"holds only if the released columns do not move with the mean of `{col}`",
+            q,
+            "columns",
+            hint=f"include `{col}` in the query, or protect a secret about the released columns",
+        )
+
+
+def _mean_weight(q: ir.BoundedQuery, col: str, w_norm) -> float:
+    """Σ w_k over the query's coordinates on the secret's column (the norm's weight of a unit shift)."""
+    from dpspec.pufferfish import aggregate as A
+
+    ws = [float(w_norm[k]) for k, c in enumerate(q.columns) if c == col]
+    return A._round_up(float(sum(ws)), len(ws))
+
+
+def _mean_instances(sc, q, w_norm, pairs, n: int, name: str) -> list[tuple[str, str, str, float, str]]:
+    """Lemma E: per pair (μ, μ′), n·|μ − μ′|·Σ_k w_k (the coordinates on the secret's column), rounded up; the
+    aggregate factor c is applied by the caller. n·|μ − μ′| is exact (rationals of the decimal texts)."""
+    from fractions import Fraction
+
+    from dpspec.pufferfish import aggregate as A
+
+    wsum = _mean_weight(q, sc.secret.mean_of, w_norm)
+    out = []
+    for a, b in pairs:
+        shift = n * abs(Fraction(str(a)) - Fraction(str(b)))
+        v = A._round_up(float(shift) * wsum, 2) if shift else 0.0
+        out.append((name, str(a), str(b), v, f"location shift n·|μ − μ′| × Σ w {wsum!r}"))
+    return out
 
 
 def _share_instances(sc, G, labels, w_norm, pairs, n: int, name: str) -> list[tuple[str, str, str, float, str]]:
@@ -347,7 +421,12 @@ def _certificate(
     from dpspec.compiler import scenario as S
 
     sec = sc.secret
-    if sec.share:
+    if sec.share and sec.mean_of is not None:
+        what = (
+            f"the dataset-level secret `{sec.attribute}`: the mean of `{sec.mean_of}`, one of "
+            f"{{{', '.join(map(str, values))}}} (attribute privacy of the whole dataset, not of one record)"
+        )
+    elif sec.share:
         what = (
             f"the dataset-level secret `{sec.attribute}`: the proportion of records for which "
             f"{S.predicate_text(sec.predicate)}, one of {{{', '.join(map(str, values))}}} (attribute privacy of the "
@@ -392,11 +471,23 @@ def _certificate(
                 f"dpspec Lemma D (proportion secret; {ZOC}, §3): W∞ ≤ c · W∞(Binomial(n, p), Binomial(n, p′)) · "
                 "W∞(a record's answer | predicate true, | false)"
             ]
-            if sec.share
+            if sec.share and sec.mean_of is None
+            else []
+        )
+        + (
+            [
+                f"dpspec Lemma E (mean secret, location family; {ZOC}, §3): W∞ ≤ c · n · |μ − μ′| · Σ_k w_k over the "
+                f"coordinates on `{sec.mean_of}`"
+            ]
+            if sec.mean_of is not None
             else []
         ),
         pairs_notion="pufferfish",
-        reading="exact: every prior's conditional laws are finite and enumerated (no sampling, no PAC failure)",
+        reading=(
+            "a bound (Lemma E), equal to the exact W∞ when the shifted values stay within the query's bounds"
+            if sec.mean_of is not None
+            else "exact: every prior's conditional laws are finite and enumerated (no sampling, no PAC failure)"
+        ),
     )
     params = {
         "output": r.output,
@@ -409,7 +500,10 @@ def _certificate(
     if c != 1.0:
         params["aggregate_factor"] = c
         params["w_inf_record"] = W_rec
-    if sec.share:  # Lemma D: each instance is m(n, p, p′) times this conditional W∞ (verify recomputes m)
+    if sec.share and sec.mean_of is not None:  # Lemma E: each instance is n·|μ − μ′| times this weight
+        params["mean_shift_weight"] = _mean_weight(q, sec.mean_of, 1.0 / ranges)
+        params["mean_of"] = sec.mean_of
+    elif sec.share:  # Lemma D: each instance is m(n, p, p′) times this conditional W∞ (verify recomputes m)
         params["w_inf_conditional"] = _share_conditional(instances)
     for k, bk in enumerate(b):
         params[f"scale_{k}"] = float(bk)
@@ -434,8 +528,12 @@ def _certificate(
                 "the adversary's prior is one of the declared priors: "
                 + "; ".join(world_names)
                 + (
-                    " — the records are i.i.d.: each satisfies the predicate with the secret probability p, and its "
-                    "values given the predicate follow the data's conditional law (the dataset size n is public)"
+                    f" — read as a location family: the records are i.i.d. from the data's law with `{sec.mean_of}` "
+                    "shifted by (the secret mean − the data's mean of it); the other columns keep their law given "
+                    f"the record (they do not move with the mean of `{sec.mean_of}`); the dataset size n is public"
+                    if sec.mean_of is not None
+                    else " — the records are i.i.d.: each satisfies the predicate with the secret probability p, and "
+                    "its values given the predicate follow the data's conditional law (the dataset size n is public)"
                     if sec.share
                     else " — under each, the records are independent and a record's values given its secret follow "
                     "the data's conditional law"
@@ -496,7 +594,10 @@ def _certificate(
         derivation=(
             "W∞ of the answer's conditional laws (ℓ1, coordinates over their ranges)"
             + (
-                f" = {c:.6g} × {W_rec:.6g}, the binomial shift m(n, p, p′) times a record's W∞ between its laws "
+                f" = {c:.6g} × {W_rec:.6g}, n times the largest |μ − μ′| times the weight of the coordinates on "
+                f"`{sec.mean_of}` (Lemma E)"
+                if sec.mean_of is not None
+                else f" = {c:.6g} × {W_rec:.6g}, the binomial shift m(n, p, p′) times a record's W∞ between its laws "
                 f"given the predicate, {_share_conditional(instances):.6g} (Lemma D)"
                 if sec.share
                 else f" = {c:.6g} × the per-record W∞ {W_rec:.6g} (Lemma A)"
@@ -509,7 +610,10 @@ def _certificate(
     )
     numerics = Numerics(
         method=(
-            "exact bottleneck matching of the finite conditional laws (cityblock metric), or the largest cross "
+            "Lemma E in closed form: n·|μ − μ′| exact in rationals, the weights' sum and the product rounded up "
+            "(Higham Thm 3.1)"
+            if sec.mean_of is not None
+            else "exact bottleneck matching of the finite conditional laws (cityblock metric), or the largest cross "
             "distance where too large; rounded up by a floating-point error bound (Higham Thm 3.1)"
         ),
         abs_error_bound=0.0,

@@ -148,7 +148,7 @@ register_front_end(
 _SHARE = "fraction(where = group == A) in {0.45, 0.55}"
 register_front_end(
     "DPS437",
-    "a dataset-level proportion secret outside the derivation of Lemma D",
+    "a dataset-level proportion or mean secret outside the derivation of Lemma D or E",
     "compile",
     bad=spec(secret=f"share = {_SHARE}", output="per_record"),
     good=spec(secret=f"share = {_SHARE}"),
@@ -157,5 +157,24 @@ register_front_end(
     "Binomial(n, p′)) · a record's W∞ between its laws given the predicate) holds for an aggregate release "
     "(`output aggregate`) of mean, sum or histogram by the Wasserstein mechanism, under `prior empirical` read as "
     "i.i.d. records whose predicate holds with the secret probability; the data must have records on both sides "
-    "of the predicate. Other mechanisms, priors and per-record releases are refused.",
+    "of the predicate. A mean secret (`secret avg_age = mean(age, bounds = [17, 90]) in {40, 45}`) is bounded by "
+    "Lemma E (c · n · |μ − μ′| · the weight of the query's coordinates on that column) under `prior empirical` "
+    "read as a location family (the data's law with the column shifted to the secret mean), for an aggregate "
+    "mean or sum whose columns include the secret's (numeric) column. Other mechanisms, priors, queries and "
+    "per-record releases are refused.",
+)
+
+register_front_end(
+    "DPS444",
+    "a threshold secret about the whole dataset (a mean or proportion above a value against the rest)",
+    "lower",
+    bad=spec(secret="old = mean(x1) > 5"),
+    good=spec(secret="avg_x1 = mean(x1, bounds = [0, 10]) in {4, 5}", query="mean(x1, bounds = [0, 10])"),
+    explanation="`secret old = mean(age) > 40` (or `fraction(where = …) > 0.5`) asks to hide which side of a "
+    "threshold the dataset is on. Each side holds datasets (or, under the i.i.d. families of Lemmas D and E, "
+    "parameters) whose answers differ by as much as the whole range of the attribute — proportion 1 against 0, "
+    "or a mean near the top of the range against one near the bottom — so the only sound W∞ bound is the "
+    "range itself, the noise of releasing nothing (Wasserstein PROOF.md §3.9). A useful bound needs more "
+    "assumptions (a prior over the parameter); protect candidate values instead: "
+    "`mean(age, bounds = [17, 90]) in {40, 45}` or `fraction(where = …) in {0.45, 0.55}`.",
 )

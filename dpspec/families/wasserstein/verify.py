@@ -37,6 +37,27 @@ def reverify(r: Any, problem: Callable[[str], None], bound: Callable[..., None],
             m = binomial_w_inf(int(sv.records), str(a), str(b))
             if v < m * w * (1 - Fraction(1, 10**12)):
                 problem(f"{r.name}: instance ({a}, {b}) is below m(n, p, p′) = {m} times the conditional W∞")
+    if "mean_shift_weight" in p:
+        # Lemma E: a mean secret's instance (μ, μ′) is n·|μ − μ′|·Σ w_k, recomputed in exact arithmetic
+        w = Fraction(p["mean_shift_weight"])
+        pairs = list(sv.pairs or [])
+        if not pairs or len(inst) % len(pairs):
+            problem(f"{r.name}: the instances do not match the mean secret's pairs")
+            return
+        for i, v in enumerate(inst):
+            a, b = pairs[i % len(pairs)]
+            shift = int(sv.records) * abs(Fraction(str(a)) - Fraction(str(b)))
+            if v < shift * w * (1 - Fraction(1, 10**12)):
+                problem(f"{r.name}: instance ({a}, {b}) is below n·|μ − μ′| = {float(shift):g} times the weight")
+        col = p.get("mean_of")
+        cols, bnds = list(q.columns or []), list(q.bounds or [])
+        if col not in cols or len(bnds) != len(cols):
+            problem(f"{r.name}: a mean secret's column {col!r} is not among the query's bounded columns")
+        else:
+            # the weight of a unit shift: Σ 1/range_k over the query's coordinates on the secret's column
+            need = sum((1 / (Fraction(hi) - Fraction(lo)) for c, (lo, hi) in zip(cols, bnds) if c == col), Fraction(0))
+            if w < need * (1 - Fraction(1, 10**12)):
+                problem(f"{r.name}: the recorded shift weight {float(w):.6g} is below Σ 1/range = {float(need):.6g}")
     if q.function == "histogram":
         ranges = [Fraction(1)] * int(p["dimension"])
     else:
