@@ -23,7 +23,8 @@ def docs() -> list[str]:
         "",
         "| query | one record moves | noise |",
         "|---|---|---|",
-        "| `count()` | the count by 1 | pure ε-DP (Laplace, discrete Laplace) or μ-GDP (Gaussian, discrete Gaussian) |",
+        "| `count()` | the count by 1 | pure ε-DP (Laplace, discrete Laplace), μ-GDP (Gaussian), or the discrete "
+        "Gaussian's exact privacy profile (its (ε, δ) points; Δ²/(2σ²)-zCDP) |",
         "| `sum(c, bounds = [lo, hi])` | the sum by max(\\|lo\\|, \\|hi\\|) | as above (discrete: integer bounds) |",
         "| `mean(c, bounds = [lo, hi])` | with `dataset_size n`: the sum / n; without: a noisy sum over a noisy "
         "count, each with half the budget, clamped to the bounds | as above |",
@@ -48,13 +49,18 @@ def docs() -> list[str]:
         "```",
         "",
         "`split` (compose blocks): the parts carry no guarantee of their own (one that has is DPS152) and are "
-        "calibrated together so that their composition meets the target: the certified ε is the smaller of basic "
-        "composition (pure parts add, Dwork & Roth Thm 3.16; μ-GDP parts combine as √Σμ², Dong, Roth & Su Cor. "
-        "3.3) and PLD composition of the parts' dominating pairs (Zhu, Dong & Wang 2022 Thm 10; Laplace and "
-        "Gaussian parts together, ~3 % more budget per part than basic composition), within 0.1 % of the "
-        "target. `evenly` gives each part the same ε; `weights [w1, …]` (or `weights(w1, …)`) ε_i ∝ w_i; "
-        "`optimal` ε_i ∝ a_i^{1/3}, "
-        "which minimises the summed expected squared error *relative to each statistic's sensitivity* "
-        "(Σ_i E[err_i²]/Δ_i², a quantile's in ranks) — exactly for pure noise. See specs/adult_statistics.dps.",
+        "calibrated together so that their composition meets the target: the certified ε is the smaller of "
+        "basic composition (pure parts add, Dwork & Roth Thm 3.16; μ-GDP parts combine as √Σμ², Dong, Roth & "
+        "Su Cor. 3.3; with discrete Gaussian parts, those and the Gaussian ones in zCDP, Canonne, Kamath & "
+        "Steinke 2020 Thm 4 and Prop. 12) and PLD composition of every part's dominating pair (Zhu, Dong & "
+        "Wang 2022 Thm 10; Laplace and Gaussian parts together, ~3 % more budget per part than basic "
+        "composition; a discrete Gaussian by its exact pair, the mass beyond its truncated support on the "
+        "loss +∞ with a proven bound; a partition selection by the four-output pair of its (ε, δ), Kairouz, "
+        "Oh & Viswanath 2015 Thm 2.4), within 0.1 % of the target. The composition's certificate names each "
+        "part's dominating pair and its theorem, and `verify` recompiles them and re-evaluates the discrete "
+        "Gaussians' truncation bounds (dpspec/families/statistics/PROOF.md §3.3–§3.5). `evenly` gives each "
+        "part the same ε; `weights [w1, …]` (or `weights(w1, …)`) ε_i ∝ w_i; `optimal` ε_i ∝ a_i^{1/3}, which "
+        "minimises the summed expected squared error *relative to each statistic's sensitivity* (Σ_i "
+        "E[err_i²]/Δ_i², a quantile's in ranks) — exactly for pure noise. See specs/adult_statistics.dps.",
         "",
     ]
