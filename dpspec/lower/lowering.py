@@ -7,9 +7,10 @@ reference (``docs/language.md``) and the did-you-mean hints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, overload
 
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
 from dpspec.families import FAMILIES, load
@@ -20,17 +21,21 @@ from dpspec.parse import ast
 from dpspec.parse.includes import Program
 
 
+@overload
+def span_model(s: Span) -> ir.SourceSpan: ...
+@overload
+def span_model(s: Span | None) -> ir.SourceSpan | None: ...
 def span_model(s: Span | None) -> ir.SourceSpan | None:
     if s is None:
         return None
     return ir.SourceSpan(file=s.file, line=s.line, col=s.col, end_line=s.end_line, end_col=s.end_col)
 
 
-def spans_model(d: dict[str, Span]) -> dict[str, ir.SourceSpan]:
+def spans_model(d: Mapping[str, Span | None]) -> dict[str, ir.SourceSpan]:
     return {k: span_model(v) for k, v in d.items() if v is not None}
 
 
-def build(cls, span, field_spans: dict[str, Span] | None = None, **fields):
+def build(cls, span, field_spans: Mapping[str, Span | None] | None = None, **fields):
     return cls(span=span_model(span), field_spans=spans_model(field_spans or {}), **fields)
 
 
@@ -182,6 +187,7 @@ def where(r: Reporter, v):
     col = V.label(r, v.left)
     if col is FAIL:
         return FAIL
+    val: float | str
     if isinstance(v.right, ast.Number):
         val = v.right.value
     elif isinstance(v.right, (ast.String, ast.Ident)):
@@ -628,6 +634,11 @@ BLOCK_DOCS = {
 #: the settings a `tune` block may search, with the converter of one value (as in a train block)
 TUNABLE: dict[str, Callable] = {}  # filled below, once the converters are defined
 
+
+def _tunable_hint(key: str) -> str:
+    return did_you_mean(key, tuple(TUNABLE), "setting") or f"tunable settings: {', '.join(TUNABLE)}"
+
+
 MECHANISM_NAMES = tuple(FAMILIES)  # one entry per family in dpspec.families
 
 #: what lowering puts on ``ir.Training`` itself; every other setting of a train block belongs to the
@@ -671,7 +682,7 @@ class Lowerer(Reporter):
                     "DPS101",
                     f"unknown setting `{e.key}` in {b.kind} block",
                     e.key_span,
-                    hint=lambda e=e, b=b: did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"),
+                    hint=partial(did_you_mean, e.key, (x.key for x in BLOCK_SETTINGS[b.kind]), "setting"),
                 )
                 continue
             if s.key in got:
@@ -680,7 +691,7 @@ class Lowerer(Reporter):
                     f"setting `{s.key}` given twice in {b.kind} `{b.name}`",
                     e.key_span,
                     hint="keep one of them",
-                    notes=(f"first given at line {got[s.key].key_span.line}",) if got[s.key].key_span else (),
+                    notes=(f"first given at line {first.line}",) if (first := got[s.key].key_span) else (),
                 )
                 continue
             got[s.key] = e
@@ -715,7 +726,7 @@ class Lowerer(Reporter):
                     "DPS100",
                     f"unknown block kind `{b.kind}`",
                     b.kind_span,
-                    hint=lambda b=b: did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"),
+                    hint=partial(did_you_mean, b.kind, BLOCK_SETTINGS, "block kind"),
                 )
                 continue
             if b.name in seen:
@@ -765,7 +776,7 @@ class Lowerer(Reporter):
     def lower_scenario(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "data", data_binding, fields, fspans),
             self.convert(got, "secret", secret, fields, fspans),
@@ -779,7 +790,7 @@ class Lowerer(Reporter):
     def lower_privacy(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "unit", unit, fields, fspans),
             self.convert(got, "data", data_binding, fields, fspans),
@@ -802,8 +813,8 @@ class Lowerer(Reporter):
                     )
                 elif isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
                     fs = dict(u.field_spans)
-                    if sp(rel.value):
-                        fs["relation"] = span_model(sp(rel.value))
+                    if (rel_span := sp(rel.value)) is not None:
+                        fs["relation"] = span_model(rel_span)
                     fields["unit"] = u.model_copy(update={"relation": x, "field_spans": fs})
                 else:
                     r.append(
@@ -858,7 +869,7 @@ class Lowerer(Reporter):
     def lower_release(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self._protects(b, got, fields, fspans),
             self._mechanism(got, fields, fspans),
@@ -922,7 +933,7 @@ class Lowerer(Reporter):
     def lower_train(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         sched: dict[str, Any] = {}
         sspans: dict[str, Span] = {}
         r = [
@@ -1036,7 +1047,7 @@ class Lowerer(Reporter):
     def lower_tune(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "train", V.label, fields, fspans),
             self.convert(got, "candidates", candidates, fields, fspans),
@@ -1059,7 +1070,7 @@ class Lowerer(Reporter):
     def lower_compose(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "parts", V.labels, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
@@ -1154,7 +1165,7 @@ def sampling(r: Reporter, v):
                     "DPS101",
                     f"unknown setting `{e.key}` in coupled sampling",
                     e.key_span,
-                    hint=lambda e=e: did_you_mean(e.key, ("positive", "negative"), "setting"),
+                    hint=partial(did_you_mean, e.key, ("positive", "negative"), "setting"),
                 )
         for k, ex in (
             ("positive", "positive poisson(expected_batch = 256)"),
@@ -1321,6 +1332,8 @@ def _share_secret(r: Reporter, v: ast.Definition):
     proportion of records satisfying a predicate (Zhang, Ohrimenko & Cummings 2022); its values are the
     candidate proportions, each in [0, 1], as decimal text."""
     c = v.value
+    # the caller sends only `fraction(...) in {...}` here
+    assert isinstance(c, ast.Membership) and isinstance(c.element, ast.Call)
     call = c.element
     where = [k for k in call.kwargs if k.name == "where" and k.op == "="]
     if call.args or len(call.kwargs) != 1 or not where or not isinstance(where[0].value, ast.Comparison):
@@ -1528,9 +1541,7 @@ def candidates(r: Reporter, v):
                 "DPS950",
                 f"`{e.key}` cannot be tuned",
                 e.key_span,
-                hint=lambda e=e: (
-                    did_you_mean(e.key, tuple(TUNABLE), "setting") or f"tunable settings: {', '.join(TUNABLE)}"
-                ),
+                hint=partial(_tunable_hint, e.key),
             )
             out.append(FAIL)
             continue
