@@ -84,6 +84,7 @@ def skip(reason: str):
 
 
 class RuntimeAudit:
+    name: str  # (set by the ``AuditTarget`` it is mixed into)
     check = ""
     default_trials = 400
     max_trials = 500

@@ -71,12 +71,14 @@ def _protected(ctx: Context, t) -> tuple[Protected, Any, Any]:
     """What the certificate protects, named as precisely as the analysis covers it: which rows of
     which data (a release's bound data, a training's examples), under which relation."""
     d = ctx.resolve_protects(t)
+    u: ir.Unit
     if isinstance(d, ir.Scenario):
         u = ir.SecretUnit(scenario=d.name)
         sec = d.secret
         values = f" ∈ {{{', '.join(sec.values)}}}" if sec.values else ""
         desc = f"the value of the secret `{sec.attribute}`{values} of scenario `{d.name}`"
         return Protected(definition=d.name, unit="secret", description=desc), d, u
+    assert d is not None  # the checker resolved what every target protects (DPS108, DPS109)
     u = d.unit
     rel = getattr(u, "relation", None)
     size = getattr(u, "size", None)

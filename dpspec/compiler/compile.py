@@ -90,6 +90,7 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
 
         spec = load(spec)
     spec.raise_for_errors()
+    assert spec.ir is not None  # (a spec without errors was lowered)
     ctx = Context(spec.ir)
     compiled: dict[str, CompiledTarget] = {}
     errors: list[Diagnostic] = []
@@ -122,6 +123,7 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             )
         except DataNotFoundError as e:
             d = ctx.resolve_protects(t)
+            assert d is not None  # data is found through the definition the target protects
             errors.append(
                 diag(
                     "DPS419",
@@ -459,7 +461,7 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
         return CompiledTarget(c.name, "compose", load(next(iter(hooks)))(c, parts), None)
     g = c.guarantee
     alphas = parts[0].rdp_alphas
-    if any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
+    if alphas is None or any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
         _fail(
             "DPS122",
             "the parts were accounted on different α grids",
@@ -467,13 +469,16 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
             "parts",
             hint="compose parts certified by the same family of accountants (RDP curves on one grid)",
         )
-    rdp = GR.round_up(np.sum([p.rdp_values for p in parts], axis=0), len(parts) + 1)  # sums rounded up
-    exact_gaussian = all(p.gaussian_mu is not None for p in parts)
+    curves = [p.rdp_values for p in parts if p.rdp_values is not None]
+    assert len(curves) == len(parts)  # a part accounted on an α grid has its curve on it
+    rdp = GR.round_up(np.sum(curves, axis=0), len(parts) + 1)  # sums rounded up
+    mus = [p.gaussian_mu for p in parts if p.gaussian_mu is not None]
+    exact_gaussian = len(mus) == len(parts)
     points = []
     theorems = ["Mironov 2017, Prop. 1 (RDP composition)"]
     best_alpha = None
     if exact_gaussian:
-        mu = GR.round_up(math.sqrt(sum(p.gaussian_mu**2 for p in parts)), 2 * len(parts) + 2)
+        mu = GR.round_up(math.sqrt(sum(m**2 for m in mus)), 2 * len(parts) + 2)
         theorems = [
             "Dong, Roth & Su 2019, Cor. 3.3 (Gaussian mechanisms compose to a Gaussian with μ = √Σμ_i²)",
             "Balle & Wang 2018, Thm 8 (analytic Gaussian mechanism)",

@@ -178,7 +178,7 @@ def _curve_panel(r) -> Panel:
     line, note = _recomputed_epsilon_of_delta(r, deltas) if dp else (None, None)
     if not dp:
         note = _text(g.pairs_notion, 300)
-    extra = ()
+    extra: tuple[Series, ...] = ()
     a = getattr(r, "accounting", None)
     if dp and a is not None and a.curve and a.accountant != "analytic_gaussian":
         fam = "min(RDP, PLD) per δ" if a.pld is not None else "RDP"
