@@ -19,7 +19,7 @@ from typing import Any
 
 from dpspec.families import FAMILIES, family, load
 
-__all__ = ["mutate", "mutants", "as_class", "DEFAULT_FACTORS", "RUNTIME_KINDS"]  # noqa: F822 - DEFAULT_FACTORS: module __getattr__
+__all__ = ["mutate", "mutants", "as_class", "factor_of", "DEFAULT_FACTORS", "RUNTIME_KINDS"]  # noqa: F822 - DEFAULT_FACTORS: module __getattr__
 
 #: the privacy mutants (what the privacy audits must catch) and the runtime mutants (the runtime's own
 #: earlier holes, caught by the audits of :mod:`dpspec.audit.runtime`)
@@ -37,6 +37,14 @@ RUNTIME_KINDS = (
 def as_class(cls, mechanism):
     """``mechanism``'s certified numbers in an object of (sub)class ``cls`` (a fresh run)."""
     return cls(**{fld.name: getattr(mechanism, fld.name) for fld in dataclasses.fields(mechanism) if fld.init})
+
+
+def factor_of(kind: str, factor: float | None) -> float:
+    """The factor of a mutant ``kind`` that scales a number (a family's ``mutate`` is given None only for
+    a kind without a default factor)."""
+    if factor is None:
+        raise ValueError(f"mutation {kind!r} needs a factor")
+    return float(factor)
 
 
 def _auditor(name: str):

@@ -67,6 +67,12 @@ def certified_epsilon(eps: float, abs_error: float = 0.0) -> float:
     return eps if eps > 0 else max(float(abs_error), MIN_CERTIFIED_EPSILON)
 
 
+def target_epsilon(g: ir.Guarantee) -> float:
+    """The ε a target without explicit noise is calibrated to: such a target states one (DPS124)."""
+    assert g.epsilon is not None
+    return g.epsilon
+
+
 def _protected(ctx: Context, t) -> tuple[Protected, Any, Any]:
     """What the certificate protects, named as precisely as the analysis covers it: which rows of
     which data (a release's bound data, a training's examples), under which relation."""
