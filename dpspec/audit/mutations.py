@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dpspec.families import FAMILIES, family, load
+from dpspec.families import FAMILIES, family
+from dpspec.families.hooks import AuditorModule, load_hook
 
 __all__ = ["mutate", "mutants", "as_class", "factor_of", "DEFAULT_FACTORS", "RUNTIME_KINDS"]  # noqa: F822 - DEFAULT_FACTORS: module __getattr__
 
@@ -47,10 +48,10 @@ def factor_of(kind: str, factor: float | None) -> float:
     return float(factor)
 
 
-def _auditor(name: str):
+def _auditor(name: str) -> AuditorModule | None:
     """The auditor module of family ``name`` (None when it has none)."""
     f = family(name)
-    return load(f.auditor) if f is not None and f.auditor else None
+    return load_hook(f.auditor, "auditor") if f is not None and f.auditor else None
 
 
 def _factors(name: str) -> dict[str, float]:
@@ -71,7 +72,12 @@ def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
     """A broken copy of ``mechanism`` (see the "Mutants" section of its family's auditor module)."""
     for name, f in FAMILIES.items():
         mod = _auditor(name)
-        if mod is None or not f.runtime or not hasattr(mod, "mutate") or not isinstance(mechanism, load(f.runtime)):
+        if (
+            mod is None
+            or not f.runtime
+            or not hasattr(mod, "mutate")
+            or not isinstance(mechanism, load_hook(f.runtime, "runtime"))
+        ):
             continue
         defaults = getattr(mod, "MUTATION_FACTORS", {})
         out = mod.mutate(mechanism, kind, defaults.get(kind) if factor is None else factor)

@@ -758,13 +758,14 @@ def _family_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> Non
     """The family's own independent re-check of each result that recompiled equal (``Family.reverify``
     in :mod:`dpspec.families`, e.g. the SWM guarantee from the recorded Δ with mpmath). The mechanism
     name only selects a registered family; nothing named by the certificate is imported or run."""
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     for r in cert.results:
         f = family(r.mechanism.name)
         if f is None or not f.reverify or r.name not in clean:
             continue
-        load(f.reverify)(r, rep.fail, lambda *a: _bound_check(rep, *a), REL_TOL)
+        load_hook(f.reverify, "reverify")(r, rep.fail, lambda *a: _bound_check(rep, *a), REL_TOL)
 
 
 def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):

@@ -193,7 +193,8 @@ def _once(errors: list[Diagnostic]) -> list[Diagnostic]:
 def split_shares(ctx: Context) -> dict:
     """The guarantee each part of a ``compose … split`` block is compiled to: the share its family's ``split``
     hook assigns (dpspec.families), planned before any part is compiled."""
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     out: dict = {}
     for c in ctx.spec.compositions:
@@ -211,7 +212,7 @@ def split_shares(ctx: Context) -> dict:
                 hint="list only releases of mechanisms that take a share (`dpspec rules DPS151`)",
             )
         try:
-            out.update(load(next(iter(hooks)))(ctx, c, parts))
+            out.update(load_hook(next(iter(hooks)), "split")(ctx, c, parts))
         except (ArithmeticError, ValueError) as e:  # a share that cannot be calibrated: a located error
             _fail(
                 "DPS202",
@@ -382,7 +383,8 @@ def _first_error(e: Exception) -> str:
 
 def _compile_family(ctx: Context, t, data) -> CompiledTarget:
     """Compile ``t`` with the compile function its family declares (dpspec.families)."""
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     fam = family(t.mechanism)
     if fam is None or not fam.compile:
@@ -393,7 +395,7 @@ def _compile_family(ctx: Context, t, data) -> CompiledTarget:
             "mechanism",
             hint="`dpspec rules DPS110` lists the mechanisms this build compiles",
         )
-    return load(fam.compile)(ctx, t, data)
+    return load_hook(fam.compile, "compile")(ctx, t, data)
 
 
 def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
@@ -450,15 +452,16 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
             "parts",
             hint="fix the errors reported for those parts; a composition is compiled after its parts",
         )
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     names = {p.certificate.mechanism.name for p in parts}
     own = family(next(iter(names))) if len(names) == 1 else None
     if own is not None and own.compose:  # the family composes by its own theorem
-        return CompiledTarget(c.name, "compose", load(own.compose)(c, parts), None)
+        return CompiledTarget(c.name, "compose", load_hook(own.compose, "compose")(c, parts), None)
     hooks = {getattr(family(n), "compose", "") for n in names}
     if len(hooks) == 1 and next(iter(hooks)):  # families sharing one composition theorem
-        return CompiledTarget(c.name, "compose", load(next(iter(hooks)))(c, parts), None)
+        return CompiledTarget(c.name, "compose", load_hook(next(iter(hooks)), "compose")(c, parts), None)
     g = c.guarantee
     alphas = parts[0].rdp_alphas
     if alphas is None or any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):

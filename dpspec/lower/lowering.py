@@ -13,7 +13,8 @@ from functools import partial
 from typing import Any, overload
 
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
-from dpspec.families import FAMILIES, load
+from dpspec.families import FAMILIES
+from dpspec.families.hooks import load_hook
 from dpspec.ir import models as ir
 from dpspec.lower import values as V
 from dpspec.lower.values import FAIL, Args, Param, Reporter, Signature, sp
@@ -1035,7 +1036,7 @@ class Lowerer(Reporter):
         # the family's own settings go to its settings model; the others it does not hold are
         # kept by name (and span) for DPS130
         fam = FAMILIES[fields["mechanism"]]
-        model = load(fam.settings_model) if fam.settings_model else ir.TrainingSettings
+        model = load_hook(fam.settings_model, "settings_model") if fam.settings_model else ir.TrainingSettings
         settings = {k: fields.pop(k) for k in model.setting_fields() if k in fields}
         ignored = tuple(k for k in fields if k not in _TRAINING_FIELDS)
         for k in ignored:
