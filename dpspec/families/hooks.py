@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
+from dpspec.errors import DpspecError
 from dpspec.families import load
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ MODULE_HOOKS = ("accountants", "auditor", "rules", "distributed_example")
 CLASS_HOOKS = ("settings_model", "runtime")
 
 
-class HookError(TypeError):
+class HookError(DpspecError, TypeError):
     """A family's hook is not what its kind must be (a misspelt name, a module where a function belongs)."""
 
 
