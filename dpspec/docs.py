@@ -275,11 +275,12 @@ def language_markdown() -> str:
 
 def family_sections() -> list[str]:
     """The sections the families write themselves (their ``docs`` hook), each once."""
-    from dpspec.families import FAMILIES, load
+    from dpspec.families import FAMILIES
+    from dpspec.families.hooks import load_hook
 
     out: list[str] = []
     for path in dict.fromkeys(f.docs for f in FAMILIES.values() if f.docs):
-        out += load(path)()
+        out += load_hook(path, "docs")()
     return out
 
 

@@ -178,7 +178,7 @@ def over_work(*factors: float | int | None) -> float | None:
 
 def require(name: str, value: float | int | None, what: str | None = None) -> None:
     """Raise :class:`LimitExceeded` when ``value`` is above the limit ``name``."""
-    if over(name, value):
+    if value is not None and over(name, value):
         raise LimitExceeded(name, value, what)
 
 

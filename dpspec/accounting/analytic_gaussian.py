@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
 ABS_ERROR = 1e-10  # stated bound on |computed ε − exact ε| (bisection width + float error, rounded up)
@@ -105,7 +106,7 @@ def sigma_for_target(eps: float, delta: float, sensitivity: float) -> float:
     return sensitivity / mu * (1 + 1e-12)
 
 
-def rdp_curve(alphas: np.ndarray, mu: float) -> np.ndarray:
+def rdp_curve(alphas: ArrayLike, mu: float) -> np.ndarray:
     """Mironov 2017, Prop. 7: ε(α) = α μ² / 2, rounded up (an upper bound of α Δ²/(2σ²) for the
     recorded Δ and σ, whose quotient μ is itself rounded)."""
     if mu <= 0:

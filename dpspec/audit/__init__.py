@@ -30,11 +30,12 @@ from .stats import cp_lower, cp_upper, epsilon_from_rates, epsilon_lower_bound, 
 
 def _register_family_auditors() -> None:
     """Import each family's auditor module (dpspec.families), which registers it; torch stays lazy."""
-    from dpspec.families import FAMILIES, load
+    from dpspec.families import FAMILIES
+    from dpspec.families.hooks import load_hook
 
     for f in FAMILIES.values():
         if f.auditor:
-            load(f.auditor)
+            load_hook(f.auditor, "auditor")
 
 
 _register_family_auditors()

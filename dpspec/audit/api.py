@@ -212,6 +212,7 @@ def load_subject(subject, *, data: dict | None = None, check: bool = True):
             )
         )
     )
+    assert cert is not None  # (a certificate that verified, and is not a run certificate, was read)
     spec = loads(cert.spec.canonical_text, name=cert.spec.source_name)
     compiled = compile_spec(spec, data=data)
     # audit against the numbers of the certificate given, not the fresh compile (they verified equal)

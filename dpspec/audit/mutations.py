@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dpspec.families import FAMILIES, family, load
+from dpspec.families import FAMILIES, family
+from dpspec.families.hooks import AuditorModule, load_hook
 
-__all__ = ["mutate", "mutants", "as_class", "DEFAULT_FACTORS", "RUNTIME_KINDS"]  # noqa: F822 - DEFAULT_FACTORS: module __getattr__
+__all__ = ["mutate", "mutants", "as_class", "factor_of", "DEFAULT_FACTORS", "RUNTIME_KINDS"]  # noqa: F822 - DEFAULT_FACTORS: module __getattr__
 
 #: the privacy mutants (what the privacy audits must catch) and the runtime mutants (the runtime's own
 #: earlier holes, caught by the audits of :mod:`dpspec.audit.runtime`)
@@ -39,10 +40,18 @@ def as_class(cls, mechanism):
     return cls(**{fld.name: getattr(mechanism, fld.name) for fld in dataclasses.fields(mechanism) if fld.init})
 
 
-def _auditor(name: str):
+def factor_of(kind: str, factor: float | None) -> float:
+    """The factor of a mutant ``kind`` that scales a number (a family's ``mutate`` is given None only for
+    a kind without a default factor)."""
+    if factor is None:
+        raise ValueError(f"mutation {kind!r} needs a factor")
+    return float(factor)
+
+
+def _auditor(name: str) -> AuditorModule | None:
     """The auditor module of family ``name`` (None when it has none)."""
     f = family(name)
-    return load(f.auditor) if f is not None and f.auditor else None
+    return load_hook(f.auditor, "auditor") if f is not None and f.auditor else None
 
 
 def _factors(name: str) -> dict[str, float]:
@@ -63,7 +72,12 @@ def mutate(mechanism: Any, kind: str, factor: float | None = None) -> Any:
     """A broken copy of ``mechanism`` (see the "Mutants" section of its family's auditor module)."""
     for name, f in FAMILIES.items():
         mod = _auditor(name)
-        if mod is None or not f.runtime or not hasattr(mod, "mutate") or not isinstance(mechanism, load(f.runtime)):
+        if (
+            mod is None
+            or not f.runtime
+            or not hasattr(mod, "mutate")
+            or not isinstance(mechanism, load_hook(f.runtime, "runtime"))
+        ):
             continue
         defaults = getattr(mod, "MUTATION_FACTORS", {})
         out = mod.mutate(mechanism, kind, defaults.get(kind) if factor is None else factor)

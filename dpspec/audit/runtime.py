@@ -84,9 +84,10 @@ def skip(reason: str):
 
 
 class RuntimeAudit:
+    name: str  # (set by the ``AuditTarget`` it is mixed into)
     check = ""
     default_trials = 400
-    max_trials = 500
+    max_trials: int | None = 500
     pilot_trials = 8  # one run per output: the cost per output does not depend on how many are drawn
 
     def label(self) -> str:

@@ -76,6 +76,8 @@ def run_certificate_for(
     if not rep.ok:
         raise ValueError("the certificate does not verify:\n" + "\n".join(f"- {p}" for p in rep.problems))
     cert = rep.certificate
+    if cert is None:  # a run certificate verifies without one
+        raise ValueError("expected a certificate, got a run certificate")
     names = [r.name for r in cert.results if r.kind != "compose"]
     if target not in names:
         raise ValueError(f"no release or training named `{target}`; the certificate has {', '.join(names)}")

@@ -73,7 +73,7 @@ def run_content_hash(rc: RunCertificate) -> str:
 def _points(record) -> list[tuple[float | None, float | None, float]]:
     """(δ, α, certified ε) of every number the original certificate states for the target."""
     g = record.guarantee
-    out = [(float(p.delta), None, float(p.epsilon)) for p in g.dp]
+    out: list[tuple[float | None, float | None, float]] = [(float(p.delta), None, float(p.epsilon)) for p in g.dp]
     if g.alpha is not None and g.epsilon is not None and not g.dp:
         out.append((None, float(g.alpha), float(g.epsilon)))
     elif g.alpha is not None and g.epsilon is not None and record.notion.name == "renyi_dp":

@@ -316,7 +316,8 @@ class _RunCertificate(Exception):
 
 def _location(data, loc) -> str:
     """A readable location; result indices are shown with the result's name."""
-    parts, node = [], data
+    parts: list[str] = []
+    node = data
     for x in loc:
         if isinstance(x, int) and isinstance(node, list) and 0 <= x < len(node):
             node = node[x]
@@ -615,7 +616,7 @@ def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula
         return UP
     if p[:1] == ["formulas"] and p[1:] in (["value"], ["checks"]) and formula_names is not None:
         name = formula_names[path[1]] if isinstance(path[1], int) and path[1] < len(formula_names) else None
-        kind = (formula_checks or {}).get(name)
+        kind = (formula_checks or {}).get(name) if name is not None else None
         if p[1:] == ["checks"] and path[-1] == 0:  # the order α of a check
             return EXACT
         if kind == "upper_bound" or name in UP_CLOSE_FORMULAS:
@@ -757,13 +758,14 @@ def _family_checks(cert: Certificate, rep: VerifyReport, clean: set[str]) -> Non
     """The family's own independent re-check of each result that recompiled equal (``Family.reverify``
     in :mod:`dpspec.families`, e.g. the SWM guarantee from the recorded Δ with mpmath). The mechanism
     name only selects a registered family; nothing named by the certificate is imported or run."""
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     for r in cert.results:
         f = family(r.mechanism.name)
         if f is None or not f.reverify or r.name not in clean:
             continue
-        load(f.reverify)(r, rep.fail, lambda *a: _bound_check(rep, *a), REL_TOL)
+        load_hook(f.reverify, "reverify")(r, rep.fail, lambda *a: _bound_check(rep, *a), REL_TOL)
 
 
 def _bound_check(rep, name, fname, where, recorded, exact, tol_abs):
@@ -861,6 +863,7 @@ def verify_run(
     if err:
         rep.fail(err)
         return _finish_run(rep, raise_on_error)
+    assert d is not None  # (a document, or the reason there is none)
     if d.get("kind") != "run":
         rep.fail('not a run certificate (no top-level "kind": "run")')
         return _finish_run(rep, raise_on_error)
@@ -936,8 +939,8 @@ def _check_against(
     original, document = found
     orep = verify(document, raise_on_error=False, data=data, trust_code=trust_code)
     if not orep.ok:
-        for p in orep.problems:
-            rep.fail(f"original certificate: {p}")
+        for problem in orep.problems:
+            rep.fail(f"original certificate: {problem}")
         return
     rep.checks.append("original certificate verifies (spec compiled again, every number recomputed)")
     record = next((r for r in original.results if r.name == rc.target), None)

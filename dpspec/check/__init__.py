@@ -14,11 +14,12 @@ from dpspec.tuning import rules as _rules_tuning  # noqa: F401  (DPS95x: the `tu
 def _register_family_rules() -> None:
     """Rule modules a family declares (dpspec.families) that are not imported above: a new family's
     rules register without editing this file. The imports above fix the order of the built-in ones."""
-    from dpspec.families import FAMILIES, load
+    from dpspec.families import FAMILIES
+    from dpspec.families.hooks import load_hook
 
     for f in FAMILIES.values():
         for module in f.rules:
-            load(module)
+            load_hook(module, "rules")
 
 
 _register_family_rules()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from dpspec.diagnostics import Diagnostic, Span
+from dpspec.diagnostics import Diagnostic, Severity, Span
 from dpspec.ir import models as ir
 
 _S = TypeVar("_S", bound=ir.TrainingSettings)
@@ -27,7 +27,7 @@ class RuleInfo:
     bad: str  # a spec that raises this rule
     good: str  # a corrected spec that does not
     explanation: str = ""
-    severity: str = "error"
+    severity: Severity = "error"
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Context:
 
     spec: ir.SpecIR
     failed: set[str] = field(default_factory=set)
-    _definitions: dict | None = field(default=None, repr=False)
+    _definitions: dict[str, ir.Scenario | ir.PrivacyUnitDecl] | None = field(default=None, repr=False)
     _sensitivities: dict = field(default_factory=dict, repr=False)
 
     def release_sensitivity(self, release, unit, n):
@@ -53,8 +53,8 @@ class Context:
         """The scenario or privacy block called ``name`` (the first one), by an index built once:
         rules look definitions up for every target, and a scan per lookup made `check` quadratic."""
         if self._definitions is None:
-            index: dict = {}
-            for d in (*self.spec.scenarios, *self.spec.units):
+            index: dict[str, ir.Scenario | ir.PrivacyUnitDecl] = {}
+            for d in self.declarations():
                 index.setdefault(d.name, d)
             self._definitions = index
         return self._definitions.get(name)
@@ -62,15 +62,23 @@ class Context:
     def resolve_protects(self, target) -> ir.Scenario | ir.PrivacyUnitDecl | None:
         if target.protects:
             return self.definition(target.protects)
-        defs = [*self.spec.scenarios, *self.spec.units]
+        defs = self.declarations()
         return defs[0] if len(defs) == 1 else None
+
+    def declarations(self) -> list[ir.Scenario | ir.PrivacyUnitDecl]:
+        """The scenario and privacy blocks, scenarios first."""
+        return [*self.spec.scenarios, *self.spec.units]
+
+    def releases_and_trainings(self) -> tuple[ir.Release | ir.Training, ...]:
+        """The releases, then the trainings."""
+        return (*self.spec.releases, *self.spec.trainings)
 
 
 CATALOGUE: dict[str, RuleInfo] = {}
 CHECKS: list[tuple[str, Callable[[Context], Iterator[Diagnostic]]]] = []
 
 
-def rule(id: str, title: str, *, bad: str, good: str, explanation: str = "", severity: str = "error"):
+def rule(id: str, title: str, *, bad: str, good: str, explanation: str = "", severity: Severity = "error"):
     def deco(fn):
         CATALOGUE[id] = RuleInfo(id, title, "check", bad, good, explanation or (fn.__doc__ or "").strip(), severity)
         CHECKS.append((id, fn))
@@ -146,7 +154,7 @@ def diag(
     fieldname: str | None = None,
     hint: str | None = None,
     notes=(),
-    severity: str | None = None,
+    severity: Severity | None = None,
 ) -> Diagnostic:
     info = CATALOGUE.get(id)
     sev = severity or (info.severity if info else "error")

@@ -7,7 +7,8 @@ DPS2xx accounting/DP-SGD, DPS4xx SWM, DPS5xx SRPP-SGD, DPS6xx relational, DPS7xx
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -158,6 +159,7 @@ def walk(node) -> Iterator[BaseModel]:
     stack = [node]
     while stack:
         n = stack.pop()
+        children: Sequence[Any]
         if isinstance(n, BaseModel):
             yield n
             children = [getattr(n, f) for f in type(n).model_fields if f not in _SPAN_FIELDS]
@@ -335,8 +337,8 @@ def check_ranges(ctx: Context):
     "the name must exist (in this file or an included one).",
 )
 def check_references(ctx: Context):
-    defs = [d.name for d in (*ctx.spec.scenarios, *ctx.spec.units)]
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    defs = [d.name for d in ctx.declarations()]
+    for t in ctx.releases_and_trainings():
         if t.protects and ctx.definition(t.protects) is None and t.protects not in ctx.failed:
             yield diag(
                 "DPS108",
@@ -346,7 +348,7 @@ def check_references(ctx: Context):
                 hint=did_you_mean(t.protects, defs, "scenario or privacy block")
                 or "define it with `privacy NAME { unit record }` or `scenario NAME { ... }`",
             )
-    targets = {t.name for t in (*ctx.spec.releases, *ctx.spec.trainings)}
+    targets = {t.name for t in ctx.releases_and_trainings()}
     for c in ctx.spec.compositions:
         for p in c.parts:
             if p not in targets and p not in ctx.failed:
@@ -368,8 +370,8 @@ def check_references(ctx: Context):
     explanation="Without `protect`, a release or training protects the only scenario/privacy block in scope.",
 )
 def check_protects_resolves(ctx: Context):
-    defs = [d.name for d in (*ctx.spec.scenarios, *ctx.spec.units)]
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    defs = [d.name for d in ctx.declarations()]
+    for t in ctx.releases_and_trainings():
         if t.protects:
             continue
         if len(defs) == 0 and not ctx.failed:
@@ -396,7 +398,7 @@ def check_protects_resolves(ctx: Context):
     explanation="The mechanism is known to the language but not part of this build; the message says why.",
 )
 def check_available(ctx: Context):
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    for t in ctx.releases_and_trainings():
         m = MECHANISMS[t.mechanism]
         if not m.available:
             yield diag(
@@ -416,7 +418,11 @@ def check_available(ctx: Context):
     explanation="Release mechanisms go in `release` blocks, training mechanisms in `train` blocks.",
 )
 def check_block_kind(ctx: Context):
-    for t, kind in [*((r, "release") for r in ctx.spec.releases), *((t, "train") for t in ctx.spec.trainings)]:
+    kinds: list[tuple[ir.Release | ir.Training, str]] = [
+        *((r, "release") for r in ctx.spec.releases),
+        *((t, "train") for t in ctx.spec.trainings),
+    ]
+    for t, kind in kinds:
         m = MECHANISMS[t.mechanism]
         if m.block != kind:
             others = [k for k, v in MECHANISMS.items() if v.block == kind and v.available]
@@ -447,7 +453,7 @@ def _protected(ctx: Context, t):
     "protected unit must be one of them. The message names both sides.",
 )
 def check_unit(ctx: Context):
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    for t in ctx.releases_and_trainings():
         d, u = _protected(ctx, t)
         if u is None:
             continue
@@ -487,7 +493,7 @@ def _unit_hint(u, t) -> str:
     "other's notion is an error, never a silent conversion.",
 )
 def check_notion(ctx: Context):
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    for t in ctx.releases_and_trainings():
         m = MECHANISMS[t.mechanism]
         g = t.guarantee
         if g.notion not in m.notions:
@@ -537,7 +543,7 @@ def _guarantee_name(g) -> str:
     explanation="Sequential composition adds RDP curves only for the same protected unit and relation.",
 )
 def check_composition(ctx: Context):
-    by_name = {t.name: t for t in (*ctx.spec.releases, *ctx.spec.trainings)}
+    by_name = {t.name: t for t in ctx.releases_and_trainings()}
     for c in ctx.spec.compositions:
         parts = [by_name[p] for p in c.parts if p in by_name]
         if not parts:
@@ -592,7 +598,7 @@ def check_composition(ctx: Context):
     "(Zhang & Vorobeychik §3); composing them is an error, not a sum.",
 )
 def check_composable(ctx: Context):
-    by_name = {t.name: t for t in (*ctx.spec.releases, *ctx.spec.trainings)}
+    by_name = {t.name: t for t in ctx.releases_and_trainings()}
     for c in ctx.spec.compositions:
         for p in c.parts:
             t = by_name.get(p)
@@ -617,7 +623,7 @@ def check_composable(ctx: Context):
     "(dpspec reports ε), not both.",
 )
 def check_calibration_target(ctx: Context):
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    for t in ctx.releases_and_trainings():
         g = t.guarantee
         has_target = g.epsilon is not None
         noise = setting(t, "noise")
@@ -733,11 +739,12 @@ def check_sizes(ctx: Context):
 )
 def check_unused_settings(ctx: Context):
     release_settings = ("slices", "query", "sensitivity", "noise")  # (a release's field names are its settings)
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    for t in ctx.releases_and_trainings():
         m = MECHANISMS[t.mechanism]
         allowed = allowed_settings(m)
         if not allowed:
             continue
+        given: list[tuple[str, ir.Node, str]]
         if isinstance(t, ir.Training):
             # a training's settings are in its family's model (all allowed, by derivation); the ones it
             # does not hold were kept by name, whatever setting they are (a new family's too)
@@ -776,7 +783,7 @@ def check_unused_settings(ctx: Context):
     "certificate is technically right but protects little.",
 )
 def check_delta_vs_n(ctx: Context):
-    for t in (*ctx.spec.releases, *ctx.spec.trainings):
+    for t in ctx.releases_and_trainings():
         g = t.guarantee
         if not isinstance(g, ir.DpGuarantee):
             continue
@@ -1110,8 +1117,9 @@ def check_split_part_guarantee(ctx: Context):
 def check_schema(ctx: Context):
     from dpspec.data.bind import SCHEMAS, schema_columns
 
-    for d in (*ctx.spec.units, *ctx.spec.scenarios):  # a privacy unit's data, and a Pufferfish scenario's
-        b = getattr(d, "data", None)
+    decls: tuple[ir.PrivacyUnitDecl | ir.Scenario, ...] = (*ctx.spec.units, *ctx.spec.scenarios)
+    for decl in decls:  # a privacy unit's data, and a Pufferfish scenario's
+        b = getattr(decl, "data", None)
         if isinstance(b, ir.CsvData) and b.schema_name is not None and b.schema_name not in SCHEMAS:
             yield diag(
                 "DPS153",

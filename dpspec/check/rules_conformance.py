@@ -104,6 +104,7 @@ def check_dataset_sizes(ctx: Context):
     for d in ctx.spec.units:
         rows = _table_rows(d.data) if d.data is not None and d.unit.kind in ("record", "group") else None
         if d.dataset_size is not None and rows is not None and rows != d.dataset_size:
+            assert isinstance(d.data, ir.SyntheticData)  # only a generated table's rows are known here
             yield diag(
                 "DPS142",
                 f"`{d.name}` declares dataset_size {d.dataset_size}, but its data "
@@ -116,32 +117,32 @@ def check_dataset_sizes(ctx: Context):
         n = setting(t, "dataset_size")  # (the families whose settings hold a dataset size)
         if n is None:
             continue
-        d = ctx.resolve_protects(t)
-        if isinstance(d, ir.PrivacyUnitDecl) and d.dataset_size is not None and d.dataset_size != n:
+        decl = ctx.resolve_protects(t)
+        if isinstance(decl, ir.PrivacyUnitDecl) and decl.dataset_size is not None and decl.dataset_size != n:
             yield diag(
                 "DPS142",
                 f"`{t.name}` declares dataset_size {n}, but the privacy block "
-                f"`{d.name}` it protects declares {d.dataset_size}",
+                f"`{decl.name}` it protects declares {decl.dataset_size}",
                 t,
                 "dataset_size",
                 hint="state the size once, in the privacy block",
             )
-        elif isinstance(d, ir.PrivacyUnitDecl) and d.data is not None and d.unit.kind in ("record", "group"):
-            rows = _table_rows(d.data)
+        elif isinstance(decl, ir.PrivacyUnitDecl) and decl.data is not None and decl.unit.kind in ("record", "group"):
+            rows = _table_rows(decl.data)
             if rows is not None and rows != n:
                 yield diag(
                     "DPS142",
-                    f"`{t.name}` declares dataset_size {n}, but the data of `{d.name}` has {rows} rows",
+                    f"`{t.name}` declares dataset_size {n}, but the data of `{decl.name}` has {rows} rows",
                     t,
                     "dataset_size",
                     hint=f"write dataset_size {rows}, or remove it",
                 )
-        if isinstance(d, ir.Scenario) and d.data is not None:
-            rows = _table_rows(d.data)
+        if isinstance(decl, ir.Scenario) and decl.data is not None:
+            rows = _table_rows(decl.data)
             if rows is not None and rows != n:
                 yield diag(
                     "DPS142",
-                    f"`{t.name}` declares dataset_size {n}, but scenario `{d.name}`'s data has {rows} rows",
+                    f"`{t.name}` declares dataset_size {n}, but scenario `{decl.name}`'s data has {rows} rows",
                     t,
                     "dataset_size",
                     hint=f"write dataset_size {rows}, or remove it (the scenario's data gives it)",

@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         hint = _INSTALL_HINTS.get((e.name or "").partition(".")[0])
         if hint is None or os.environ.get("DPSPEC_DEBUG"):
             raise
-        what = f"`dpspec {args.cmd}`" if getattr(args, "cmd", None) else "this"
+        cmd = getattr(args, "cmd", None)
+        what = f"`dpspec {cmd}`" if cmd else "this"
         print(f"dpspec: error: {what} needs `{e.name}`, which is not installed\n  = hint: {hint}", file=sys.stderr)
         return EXIT_INVALID
     except BrokenPipeError:

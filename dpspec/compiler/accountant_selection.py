@@ -47,8 +47,9 @@ def compose_pld(parts: Iterable):
     """PLD of a composition when every part carries one under the same relation, else None."""
     from dpspec import accounting as acc
 
-    plds = [getattr(p, "pld", None) for p in parts]
-    if not plds or any(p is None for p in plds):
+    found = [getattr(p, "pld", None) for p in parts]
+    plds = [p for p in found if p is not None]
+    if not found or len(plds) < len(found):
         return None
     try:
         return acc.pld_compose(*plds)

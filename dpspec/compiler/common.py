@@ -67,16 +67,24 @@ def certified_epsilon(eps: float, abs_error: float = 0.0) -> float:
     return eps if eps > 0 else max(float(abs_error), MIN_CERTIFIED_EPSILON)
 
 
+def target_epsilon(g: ir.Guarantee) -> float:
+    """The ε a target without explicit noise is calibrated to: such a target states one (DPS124)."""
+    assert g.epsilon is not None
+    return g.epsilon
+
+
 def _protected(ctx: Context, t) -> tuple[Protected, Any, Any]:
     """What the certificate protects, named as precisely as the analysis covers it: which rows of
     which data (a release's bound data, a training's examples), under which relation."""
     d = ctx.resolve_protects(t)
+    u: ir.Unit
     if isinstance(d, ir.Scenario):
         u = ir.SecretUnit(scenario=d.name)
         sec = d.secret
         values = f" ∈ {{{', '.join(sec.values)}}}" if sec.values else ""
         desc = f"the value of the secret `{sec.attribute}`{values} of scenario `{d.name}`"
         return Protected(definition=d.name, unit="secret", description=desc), d, u
+    assert d is not None  # the checker resolved what every target protects (DPS108, DPS109)
     u = d.unit
     rel = getattr(u, "relation", None)
     size = getattr(u, "size", None)

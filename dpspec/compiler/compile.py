@@ -90,6 +90,7 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
 
         spec = load(spec)
     spec.raise_for_errors()
+    assert spec.ir is not None  # (a spec without errors was lowered)
     ctx = Context(spec.ir)
     compiled: dict[str, CompiledTarget] = {}
     errors: list[Diagnostic] = []
@@ -122,6 +123,7 @@ def compile_spec(spec: Spec | str, *, data: dict | None = None) -> Compiled:
             )
         except DataNotFoundError as e:
             d = ctx.resolve_protects(t)
+            assert d is not None  # data is found through the definition the target protects
             errors.append(
                 diag(
                     "DPS419",
@@ -191,7 +193,8 @@ def _once(errors: list[Diagnostic]) -> list[Diagnostic]:
 def split_shares(ctx: Context) -> dict:
     """The guarantee each part of a ``compose … split`` block is compiled to: the share its family's ``split``
     hook assigns (dpspec.families), planned before any part is compiled."""
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     out: dict = {}
     for c in ctx.spec.compositions:
@@ -209,7 +212,7 @@ def split_shares(ctx: Context) -> dict:
                 hint="list only releases of mechanisms that take a share (`dpspec rules DPS151`)",
             )
         try:
-            out.update(load(next(iter(hooks)))(ctx, c, parts))
+            out.update(load_hook(next(iter(hooks)), "split")(ctx, c, parts))
         except (ArithmeticError, ValueError) as e:  # a share that cannot be calibrated: a located error
             _fail(
                 "DPS202",
@@ -380,7 +383,8 @@ def _first_error(e: Exception) -> str:
 
 def _compile_family(ctx: Context, t, data) -> CompiledTarget:
     """Compile ``t`` with the compile function its family declares (dpspec.families)."""
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     fam = family(t.mechanism)
     if fam is None or not fam.compile:
@@ -391,7 +395,7 @@ def _compile_family(ctx: Context, t, data) -> CompiledTarget:
             "mechanism",
             hint="`dpspec rules DPS110` lists the mechanisms this build compiles",
         )
-    return load(fam.compile)(ctx, t, data)
+    return load_hook(fam.compile, "compile")(ctx, t, data)
 
 
 def _compile_release(ctx: Context, r: ir.Release, data) -> CompiledTarget:
@@ -448,18 +452,19 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
             "parts",
             hint="fix the errors reported for those parts; a composition is compiled after its parts",
         )
-    from dpspec.families import family, load
+    from dpspec.families import family
+    from dpspec.families.hooks import load_hook
 
     names = {p.certificate.mechanism.name for p in parts}
     own = family(next(iter(names))) if len(names) == 1 else None
     if own is not None and own.compose:  # the family composes by its own theorem
-        return CompiledTarget(c.name, "compose", load(own.compose)(c, parts), None)
+        return CompiledTarget(c.name, "compose", load_hook(own.compose, "compose")(c, parts), None)
     hooks = {getattr(family(n), "compose", "") for n in names}
     if len(hooks) == 1 and next(iter(hooks)):  # families sharing one composition theorem
-        return CompiledTarget(c.name, "compose", load(next(iter(hooks)))(c, parts), None)
+        return CompiledTarget(c.name, "compose", load_hook(next(iter(hooks)), "compose")(c, parts), None)
     g = c.guarantee
     alphas = parts[0].rdp_alphas
-    if any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
+    if alphas is None or any(p.rdp_alphas is None or not np.array_equal(p.rdp_alphas, alphas) for p in parts):
         _fail(
             "DPS122",
             "the parts were accounted on different α grids",
@@ -467,13 +472,16 @@ def _compile_composition(ctx: Context, c: ir.Composition, done: dict[str, Compil
             "parts",
             hint="compose parts certified by the same family of accountants (RDP curves on one grid)",
         )
-    rdp = GR.round_up(np.sum([p.rdp_values for p in parts], axis=0), len(parts) + 1)  # sums rounded up
-    exact_gaussian = all(p.gaussian_mu is not None for p in parts)
+    curves = [p.rdp_values for p in parts if p.rdp_values is not None]
+    assert len(curves) == len(parts)  # a part accounted on an α grid has its curve on it
+    rdp = GR.round_up(np.sum(curves, axis=0), len(parts) + 1)  # sums rounded up
+    mus = [p.gaussian_mu for p in parts if p.gaussian_mu is not None]
+    exact_gaussian = len(mus) == len(parts)
     points = []
     theorems = ["Mironov 2017, Prop. 1 (RDP composition)"]
     best_alpha = None
     if exact_gaussian:
-        mu = GR.round_up(math.sqrt(sum(p.gaussian_mu**2 for p in parts)), 2 * len(parts) + 2)
+        mu = GR.round_up(math.sqrt(sum(m**2 for m in mus)), 2 * len(parts) + 2)
         theorems = [
             "Dong, Roth & Su 2019, Cor. 3.3 (Gaussian mechanisms compose to a Gaussian with μ = √Σμ_i²)",
             "Balle & Wang 2018, Thm 8 (analytic Gaussian mechanism)",

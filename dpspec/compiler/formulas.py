@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from functools import cache
+from typing import Literal
 
 from dpspec.certificate.model import Formula
 from dpspec.errors import DpspecError
@@ -259,7 +260,7 @@ def formula(
     *,
     value: float | None = None,
     checks: list[tuple[float, float]] | None = None,
-    check: str = "upper_bound",
+    check: Literal["upper_bound", "close"] = "upper_bound",
 ) -> Formula:
     """A certificate formula. ``expr`` must be the registered text of ``name`` (so that ``verify`` can
     compare the certificate's text with the compiler's and evaluate only its own)."""

@@ -124,10 +124,12 @@ def _load_csv(b: ir.CsvData, missing: str = "drop") -> tabular.Table:
         raise DataBindingError(f"unknown schema `{b.schema_name}`; known: {', '.join(SCHEMAS)} (or omit it)")
     root = data_root()
     if b.schema_name == "adult":
+        assert split is not None  # (refused above)
         return tabular.load_adult(split, missing=missing, root=root)
     if b.schema_name == "heart_cleveland":
         return tabular.load_heart_cleveland(missing=missing, root=root)
     if b.schema_name == "student":
+        assert subject is not None  # (refused above)
         return tabular.load_student(subject, missing=missing, root=root)
     sep = b.separator or ","
     if len(sep) != 1 or sep in ('"', "\n", "\r"):

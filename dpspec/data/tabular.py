@@ -169,7 +169,7 @@ def _build(name, columns, rows, numeric, missing, sources, missing_token="?") ->
             if x == missing_token or x == "":
                 miss[i, j] = True
     missing_counts = {c: int(miss[:, j].sum()) for j, c in enumerate(columns) if miss[:, j].any()}
-    row_missing = miss.any(axis=1)
+    row_missing = np.any(miss, axis=1)  # (one flag per row; the method's stub allows a scalar)
     keep = ~row_missing if missing == "drop" else np.ones(n_raw, dtype=bool)
     data = {}
     for j, c in enumerate(columns):

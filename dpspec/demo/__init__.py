@@ -76,14 +76,17 @@ def _run_mechanisms(compiled_all: dict, quiet: bool) -> None:
     own demo run (``Family.demo`` in :mod:`dpspec.families`)."""
     import numpy as np
 
-    from dpspec.families import FAMILIES, load
+    from dpspec.families import FAMILIES
+    from dpspec.families.hooks import load_hook
 
     rng = np.random.default_rng(0)
     for name, c in compiled_all.items():
         for tname, mech in c.mechanisms.items():
-            f = next((f for f in FAMILIES.values() if f.runtime and type(mech) is load(f.runtime)), None)
+            f = next(
+                (f for f in FAMILIES.values() if f.runtime and type(mech) is load_hook(f.runtime, "runtime")), None
+            )
             if f is not None and f.demo:
-                load(f.demo)(tname, name, mech, rng, quiet)
+                load_hook(f.demo, "demo")(tname, name, mech, rng, quiet)
     print()
 
 

@@ -168,7 +168,7 @@ class Comm:
             z = torch.cat([noise(i, v).reshape(-1).to(dtype) for i, v in enumerate(vals)])
             flat = flat + z
         self._all_reduce(flat)
-        if self.record_noise:
+        if clean is not None:  # (recording the noise)
             self._all_reduce(clean)
             self.injected.append((flat - clean).detach().clone())
         out, off = [], 0

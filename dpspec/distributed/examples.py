@@ -56,9 +56,10 @@ def _warm_up() -> None:
 
 def _workloads() -> dict:
     """{workload name: module} of the families with a data-parallel example (``Family.distributed_example``)."""
-    from dpspec.families import FAMILIES, load
+    from dpspec.families import FAMILIES
+    from dpspec.families.hooks import load_hook
 
-    mods = (load(f.distributed_example) for f in FAMILIES.values() if f.distributed_example)
+    mods = (load_hook(f.distributed_example, "distributed_example") for f in FAMILIES.values() if f.distributed_example)
     return {m.WORKLOAD: m for m in mods}
 
 

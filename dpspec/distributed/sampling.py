@@ -43,6 +43,8 @@ class GlobalSampler:
     def draw_global(self) -> np.ndarray:
         if self.scheme == "poisson":
             return np.flatnonzero(self.rng.random(self.n) < self.rate)
+        if self.batch_size is None:
+            raise ValueError("the without_replacement scheme needs batch_size")
         return self.rng.choice(self.n, size=int(self.batch_size), replace=False)
 
     def draw(self) -> tuple[np.ndarray, np.ndarray]:

@@ -172,7 +172,8 @@ def allowed_settings(f: Family) -> tuple[str, ...]:
 
 
 def load(path: str) -> Any:
-    """The object a ``"package.module:attribute"`` (or a plain module) path names."""
+    """The object a ``"package.module:attribute"`` (or a plain module) path names (untyped: the stages load
+    a hook as its type with ``dpspec.families.hooks.load_hook``, which this module cannot import)."""
     module, _, attr = path.partition(":")
     obj = importlib.import_module(module)
     return getattr(obj, attr) if attr else obj

@@ -7,12 +7,14 @@ reference (``docs/language.md``) and the did-you-mean hints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, overload
 
 from dpspec.diagnostics import Diagnostic, Span, did_you_mean
-from dpspec.families import FAMILIES, load
+from dpspec.families import FAMILIES
+from dpspec.families.hooks import load_hook
 from dpspec.ir import models as ir
 from dpspec.lower import values as V
 from dpspec.lower.values import FAIL, Args, Param, Reporter, Signature, sp
@@ -20,17 +22,21 @@ from dpspec.parse import ast
 from dpspec.parse.includes import Program
 
 
+@overload
+def span_model(s: Span) -> ir.SourceSpan: ...
+@overload
+def span_model(s: Span | None) -> ir.SourceSpan | None: ...
 def span_model(s: Span | None) -> ir.SourceSpan | None:
     if s is None:
         return None
     return ir.SourceSpan(file=s.file, line=s.line, col=s.col, end_line=s.end_line, end_col=s.end_col)
 
 
-def spans_model(d: dict[str, Span]) -> dict[str, ir.SourceSpan]:
+def spans_model(d: Mapping[str, Span | None]) -> dict[str, ir.SourceSpan]:
     return {k: span_model(v) for k, v in d.items() if v is not None}
 
 
-def build(cls, span, field_spans: dict[str, Span] | None = None, **fields):
+def build(cls, span, field_spans: Mapping[str, Span | None] | None = None, **fields):
     return cls(span=span_model(span), field_spans=spans_model(field_spans or {}), **fields)
 
 
@@ -182,6 +188,7 @@ def where(r: Reporter, v):
     col = V.label(r, v.left)
     if col is FAIL:
         return FAIL
+    val: float | str
     if isinstance(v.right, ast.Number):
         val = v.right.value
     elif isinstance(v.right, (ast.String, ast.Ident)):
@@ -629,6 +636,11 @@ BLOCK_DOCS = {
 #: the settings a `tune` block may search, with the converter of one value (as in a train block)
 TUNABLE: dict[str, Callable] = {}  # filled below, once the converters are defined
 
+
+def _tunable_hint(key: str) -> str:
+    return did_you_mean(key, tuple(TUNABLE), "setting") or f"tunable settings: {', '.join(TUNABLE)}"
+
+
 MECHANISM_NAMES = tuple(FAMILIES)  # one entry per family in dpspec.families
 
 #: what lowering puts on ``ir.Training`` itself; every other setting of a train block belongs to the
@@ -672,7 +684,7 @@ class Lowerer(Reporter):
                     "DPS101",
                     f"unknown setting `{e.key}` in {b.kind} block",
                     e.key_span,
-                    hint=lambda e=e, b=b: did_you_mean(e.key, [x.key for x in BLOCK_SETTINGS[b.kind]], "setting"),
+                    hint=partial(did_you_mean, e.key, (x.key for x in BLOCK_SETTINGS[b.kind]), "setting"),
                 )
                 continue
             if s.key in got:
@@ -681,7 +693,7 @@ class Lowerer(Reporter):
                     f"setting `{s.key}` given twice in {b.kind} `{b.name}`",
                     e.key_span,
                     hint="keep one of them",
-                    notes=(f"first given at line {got[s.key].key_span.line}",) if got[s.key].key_span else (),
+                    notes=(f"first given at line {first.line}",) if (first := got[s.key].key_span) else (),
                 )
                 continue
             got[s.key] = e
@@ -716,7 +728,7 @@ class Lowerer(Reporter):
                     "DPS100",
                     f"unknown block kind `{b.kind}`",
                     b.kind_span,
-                    hint=lambda b=b: did_you_mean(b.kind, BLOCK_SETTINGS, "block kind"),
+                    hint=partial(did_you_mean, b.kind, BLOCK_SETTINGS, "block kind"),
                 )
                 continue
             if b.name in seen:
@@ -766,7 +778,7 @@ class Lowerer(Reporter):
     def lower_scenario(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "data", data_binding, fields, fspans),
             self.convert(got, "secret", secret, fields, fspans),
@@ -780,7 +792,7 @@ class Lowerer(Reporter):
     def lower_privacy(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "unit", unit, fields, fspans),
             self.convert(got, "data", data_binding, fields, fspans),
@@ -803,8 +815,8 @@ class Lowerer(Reporter):
                     )
                 elif isinstance(u, (ir.RecordUnit, ir.GroupUnit)):
                     fs = dict(u.field_spans)
-                    if sp(rel.value):
-                        fs["relation"] = span_model(sp(rel.value))
+                    if (rel_span := sp(rel.value)) is not None:
+                        fs["relation"] = span_model(rel_span)
                     fields["unit"] = u.model_copy(update={"relation": x, "field_spans": fs})
                 else:
                     r.append(
@@ -859,7 +871,7 @@ class Lowerer(Reporter):
     def lower_release(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self._protects(b, got, fields, fspans),
             self._mechanism(got, fields, fspans),
@@ -923,7 +935,7 @@ class Lowerer(Reporter):
     def lower_train(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         sched: dict[str, Any] = {}
         sspans: dict[str, Span] = {}
         r = [
@@ -1025,7 +1037,7 @@ class Lowerer(Reporter):
         # the family's own settings go to its settings model; the others it does not hold are
         # kept by name (and span) for DPS130
         fam = FAMILIES[fields["mechanism"]]
-        model = load(fam.settings_model) if fam.settings_model else ir.TrainingSettings
+        model = load_hook(fam.settings_model, "settings_model") if fam.settings_model else ir.TrainingSettings
         settings = {k: fields.pop(k) for k in model.setting_fields() if k in fields}
         ignored = tuple(k for k in fields if k not in _TRAINING_FIELDS)
         for k in ignored:
@@ -1037,7 +1049,7 @@ class Lowerer(Reporter):
     def lower_tune(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "train", V.label, fields, fspans),
             self.convert(got, "candidates", candidates, fields, fspans),
@@ -1060,7 +1072,7 @@ class Lowerer(Reporter):
     def lower_compose(self, b: ast.Block):
         got = self.settings(b)
         fields: dict[str, Any] = {"name": b.name}
-        fspans: dict[str, Span] = {}
+        fspans: dict[str, Span | None] = {}
         r = [
             self.convert(got, "parts", V.labels, fields, fspans),
             self.convert(got, "guarantee", guarantee, fields, fspans),
@@ -1155,7 +1167,7 @@ def sampling(r: Reporter, v):
                     "DPS101",
                     f"unknown setting `{e.key}` in coupled sampling",
                     e.key_span,
-                    hint=lambda e=e: did_you_mean(e.key, ("positive", "negative"), "setting"),
+                    hint=partial(did_you_mean, e.key, ("positive", "negative"), "setting"),
                 )
         for k, ex in (
             ("positive", "positive poisson(expected_batch = 256)"),
@@ -1322,6 +1334,8 @@ def _share_secret(r: Reporter, v: ast.Definition):
     proportion of records satisfying a predicate (Zhang, Ohrimenko & Cummings 2022); its values are the
     candidate proportions, each in [0, 1], as decimal text."""
     c = v.value
+    # the caller sends only `fraction(...) in {...}` here
+    assert isinstance(c, ast.Membership) and isinstance(c.element, ast.Call)
     call = c.element
     where = [k for k in call.kwargs if k.name == "where" and k.op == "="]
     if call.args or len(call.kwargs) != 1 or not where or not isinstance(where[0].value, ast.Comparison):
@@ -1591,9 +1605,7 @@ def candidates(r: Reporter, v):
                 "DPS950",
                 f"`{e.key}` cannot be tuned",
                 e.key_span,
-                hint=lambda e=e: (
-                    did_you_mean(e.key, tuple(TUNABLE), "setting") or f"tunable settings: {', '.join(TUNABLE)}"
-                ),
+                hint=partial(_tunable_hint, e.key),
             )
             out.append(FAIL)
             continue

@@ -41,7 +41,7 @@ class Reporter:
     can hold a hundred thousand misspelt names, and "did you mean" is not free.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.diagnostics: list[Diagnostic] = []
         self.max_diagnostics = limits.limit("diagnostics")
         self.errors = self.warnings = 0
@@ -260,8 +260,8 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
             x = p.convert(r, a)
             ok &= x is not FAIL
             values[p.name] = x
-            if sp(a):
-                spans[p.name] = sp(a)
+            if (s := sp(a)) is not None:
+                spans[p.name] = s
         elif sig.variadic is not None:
             extra.append(a)
         else:
@@ -272,14 +272,14 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
                 sp(a),
                 hint=f"use keyword arguments: {sig.example or fname + '(...)'}",
             )
-    by_name = {}
+    by_name: dict[str, Param] = {}
     for p in sig.params:
         by_name[p.name] = p
         for al in p.aliases:
             by_name[al] = p
     for kw in kwargs:
-        p = by_name.get(kw.name)
-        if p is None:
+        found = by_name.get(kw.name)
+        if found is None:
             ok = False
             hint = (
                 (lambda kw=kw: did_you_mean(kw.name, sig.names(), "argument"))
@@ -288,11 +288,13 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
             )
             r.error("DPS112", f"unknown argument `{kw.name}` for `{fname}`", kw.name_span or kw.span, hint=hint)
             continue
+        p = found
         if p.name in values:
             ok = False
             r.error("DPS103", f"argument `{kw.name}` given twice", kw.name_span or kw.span, hint="keep one of them")
             continue
-        if kw.op == "in" and p.ranges is None:
+        convert = p.ranges if kw.op == "in" else p.convert
+        if convert is None:
             ok = False
             r.error(
                 "DPS104",
@@ -301,13 +303,14 @@ def call_args(r: Reporter, v: ast.Call | ast.Ident, sig: Signature, what: str) -
                 hint=f"write `{kw.name} = ...`" + (f"; for example: {sig.example}" if sig.example else ""),
             )
             continue
-        x = p.ranges(r, kw.value) if kw.op == "in" else p.convert(r, kw.value)
+        x = convert(r, kw.value)
         ok &= x is not FAIL
         values[p.name] = x
-        if sp(kw.value):
-            spans[p.name] = sp(kw.value)
+        if (s := sp(kw.value)) is not None:
+            spans[p.name] = s
     var_values = []
     for a in extra:
+        assert sig.variadic is not None  # `extra` is filled only for a variadic signature
         x = sig.variadic(r, a)
         ok &= x is not FAIL
         var_values.append(x)

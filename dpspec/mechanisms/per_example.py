@@ -314,7 +314,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     from torch.func import vmap
 
     leaves = _ghost_layers(model)
-    acts, outs, lin_names = [], [], []
+    acts: list[torch.Tensor] = []
+    outs: list[torch.Tensor] = []
+    lin_names: list[tuple[str, nn.Linear]] = []
     a = xb
     for name, mod in leaves:
         if isinstance(mod, nn.Linear):
@@ -331,9 +333,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
     losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
     bad = ~torch.isfinite(losses)
     total = torch.where(bad, losses.new_zeros(()), losses).sum()
-    deltas = torch.autograd.grad(total, outs, allow_unused=True)
+    grads = torch.autograd.grad(total, outs, allow_unused=True)
     B = xb.shape[0]
-    deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(deltas, outs)]
+    deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(grads, outs)]
     with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
         acc = _acc(out.dtype)  # norms and sums in float32 or wider
         acts, deltas = [x.to(acc) for x in acts], [d.to(acc) for d in deltas]

@@ -164,8 +164,13 @@ def _string(s: str) -> str:
 def _call_args(v: ast.Call, as_written: bool) -> list:
     args = list(v.args) + list(v.kwargs)
     if as_written and all(a.span is not None for a in args):
-        args.sort(key=lambda a: (a.span.line, a.span.col))
+        args.sort(key=_source_position)
     return args
+
+
+def _source_position(a: ast.Value | ast.Kwarg) -> tuple[int, int]:
+    assert a.span is not None  # (arguments are sorted only when each has a span)
+    return a.span.line, a.span.col
 
 
 # --- the source: comments and offsets -------------------------------------------------------------
@@ -242,6 +247,11 @@ class _Line:
     trailing: str | None = None  # a comment at the end of the line
     trailing_col: int = 0  # where it starts, counted from the indent
 
+    def source_end(self) -> int:
+        """``end``, which a line laid out from a source always has."""
+        assert self.end is not None
+        return self.end
+
 
 class _Layout:
     def __init__(self, src: _Source | None):
@@ -256,6 +266,7 @@ class _Layout:
         line = self.lines[-1]
         line.text += text
         if start is not None:
+            assert end is not None  # a printed token's source range has both ends
             line.start = start if line.start is None else line.start
             line.end = end if line.end is None else max(line.end, end)
 
@@ -286,7 +297,7 @@ class _Layout:
         if self.src is None or v.span is None:
             return False
         if isinstance(v, (ast.SetLit, ast.ListLit, ast.TupleLit)):
-            return self.src.has_comment(*self._range(v.span))
+            return self.src.has_comment(self.src.start(v.span), self.src.end(v.span))
         if isinstance(v, (ast.Call, ast.NamedBlock)):
             return self._inside_has_comment(
                 self._open_after(v.name_span, "(" if isinstance(v, ast.Call) else "{"), self._close_of(v.span)
@@ -294,7 +305,10 @@ class _Layout:
         return False
 
     def _inside_has_comment(self, open_: int | None, close: int | None) -> bool:
-        return self.src is not None and open_ is not None and self.src.has_comment(open_, close)
+        if self.src is None or open_ is None:
+            return False
+        assert close is not None  # a bracket found in the source closes there too
+        return self.src.has_comment(open_, close)
 
     # the tree
     def file(self, spec: ast.SpecFile) -> list[_Line]:
@@ -362,7 +376,7 @@ class _Layout:
             self._put(v.name, *self._range(v.name_span))
             self._items(_call_args(v, True), "(", ")", self._open_after(v.name_span, "("), v.span, depth)
         elif isinstance(v, (ast.SetLit, ast.ListLit, ast.TupleLit)):
-            opener, closer = {ast.SetLit: "{}", ast.ListLit: "[]", ast.TupleLit: "()"}[type(v)]
+            opener, closer = {ast.SetLit: ("{", "}"), ast.ListLit: ("[", "]"), ast.TupleLit: ("(", ")")}[type(v)]
             self._items(v.items, opener, closer, self._range(v.span)[0], v.span, depth)
         elif isinstance(v, ast.NamedBlock):
             self._put(f"{v.name} ", *self._range(v.name_span))
@@ -425,6 +439,8 @@ def _with_comments(lines: list[_Line], src: _Source) -> list[_Out]:
     pending.reverse()  # a stack, first comment on top
     prev: _Line | None = None
     for ln in lines:
+        # laid out from a parsed source, every line prints tokens with a source range
+        assert ln.start is not None and ln.end is not None
         group: list[_Out] = []
         while pending and pending[-1].start < ln.start:
             c = pending.pop()
@@ -432,7 +448,7 @@ def _with_comments(lines: list[_Line], src: _Source) -> list[_Out]:
                 prev is not None
                 and prev.trailing is None
                 and not group
-                and src.line_of(c.start) == src.line_of(prev.end - 1)
+                and src.line_of(c.start) == src.line_of(prev.source_end() - 1)
             ):
                 prev.trailing = c.text  # it sat on the same line as the tokens printed just before
             else:
@@ -452,7 +468,7 @@ def _with_comments(lines: list[_Line], src: _Source) -> list[_Out]:
             prev is not None
             and prev.trailing is None
             and not tail
-            and src.line_of(c.start) == src.line_of(prev.end - 1)
+            and src.line_of(c.start) == src.line_of(prev.source_end() - 1)
         ):
             prev.trailing = c.text
         else:
@@ -472,6 +488,7 @@ def _place_blank_lines(out: list[_Out], group: list[_Out], src: _Source, ln: _Li
             and not (prev.line is not None and prev.line.opens)
             and not (o.line is not None and o.line.closes)
         ):
+            assert prev.end is not None and o.start is not None  # (lines placed in a source have ranges)
             o.blank_before = src.blank_line_between(prev.end, o.start)
         prev = o
     if ln is not None and ln.blank_before and out and not any(o.blank_before for o in group):

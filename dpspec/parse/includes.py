@@ -117,6 +117,7 @@ def load_program(
         prog = Program(root=root_name)
         _Loader(prog, base, allow_includes).load(root_name, text, base, None)
         return prog
+    assert path is not None  # (refused above when neither is given)
     root_name = name or str(path)
     prog = Program(root=root_name)
     # the root spec is the one the user named: a pipe (`/dev/stdin`) is read, but never past the limit

@@ -169,7 +169,11 @@ class _Source:
         """(kinds, starts, ends, lines, cols) of every token, whitespace and comments dropped, at most
         ``limits.limit("tokens")`` of them. Lines are counted on the way (a token never spans lines)."""
         if self._tokens is None:
-            kinds, starts, ends, lines, cols = [], [], [], [], []
+            kinds: list[str | None] = []
+            starts: list[int] = []
+            ends: list[int] = []
+            lines: list[int] = []
+            cols: list[int] = []
             max_tokens = L.limit("tokens")
             text = self.text
             line, line_start = 1, 0
@@ -278,7 +282,7 @@ class _Parser:
 
     # rules
     def spec_file(self) -> ast.SpecFile:
-        items = []
+        items: list[ast.Use | ast.Block] = []
         n_blocks = 0
         while self.i < self.hi:
             if self.is_keyword("use"):
@@ -587,6 +591,7 @@ class _Parser:
         shown = self.value(i)
         if k == "IDENT" and shown in ("use", "in") and "IDENT" not in exp:  # a keyword, not a name
             k = {"use": "USE", "in": "IN"}[shown]
+        hint: str | None
         if k == "NUMBER" and "NUMBER" not in exp and "IDENT" in exp:
             hint = "a setting name must start with a letter"
         elif "RBRACE" in exp and k in ("STRING", "NUMBER"):

@@ -30,40 +30,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from dpspec.errors import CertificateReadError
-from dpspec.families import FAMILIES, family, load
+from dpspec.families import FAMILIES, family
+from dpspec.families.hooks import load_hook
+from dpspec.plot.model import Panel, Series
 
 MAX_CERTIFICATE_BYTES = 64 * 1024 * 1024
 KINDS = ("curve", "steps", "rdp")
 FORMATS = (".png", ".svg", ".pdf")
 _STEP_POINTS = 200  # points of the ε-vs-steps line
 _DELTA_POINTS = 60  # points of the ε(δ) line
-
-
-@dataclass(frozen=True)
-class Series:
-    label: str
-    x: tuple[float, ...]
-    y: tuple[float, ...]
-    certified: bool  # True: numbers copied from the certificate (markers); False: recomputed (a line)
-
-
-@dataclass(frozen=True)
-class Panel:
-    target: str
-    kind: str
-    title: str
-    xlabel: str
-    ylabel: str
-    series: tuple[Series, ...] = ()
-    note: str | None = None  # why the panel is empty or partial
-    xlog: bool = False
-    ylog: bool = False
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -178,7 +158,7 @@ def _curve_panel(r) -> Panel:
     line, note = _recomputed_epsilon_of_delta(r, deltas) if dp else (None, None)
     if not dp:
         note = _text(g.pairs_notion, 300)
-    extra = ()
+    extra: tuple[Series, ...] = ()
     a = getattr(r, "accounting", None)
     if dp and a is not None and a.curve and a.accountant != "analytic_gaussian":
         fam = "min(RDP, PLD) per δ" if a.pld is not None else "RDP"
@@ -206,7 +186,7 @@ def _recomputed_epsilon_of_delta(r, deltas) -> tuple[Series | None, str | None]:
     f = family(r.mechanism.name)
     try:
         if f is not None and f.curve:
-            line = load(f.curve)(r, grid, deltas)
+            line = load_hook(f.curve, "curve")(r, grid, deltas)
             if line is not None:
                 return line, None
         if g.rdp_alphas:
@@ -247,7 +227,7 @@ def _steps_panel(r) -> Panel:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1 or g.epsilon is None:
         return Panel(**common, note="no step count or ε recorded")
     certified = Series("certified", (float(steps),), (g.epsilon,), certified=True)
-    return load(f.steps_curve)(r, common, certified, steps, rdp_target)
+    return load_hook(f.steps_curve, "steps_curve")(r, common, certified, steps, rdp_target)
 
 
 def _step_counts(steps: int) -> np.ndarray:

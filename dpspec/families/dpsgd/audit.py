@@ -329,20 +329,20 @@ def mutate(mechanism, kind: str, factor: float | None):
     rewound); ``unnoised_param_group`` — make_private steps a parameter it does not noise."""
     import dataclasses
 
-    from dpspec.audit.mutations import as_class
+    from dpspec.audit.mutations import as_class, factor_of
 
     if kind == "noise_scaled":
-        return dataclasses.replace(mechanism, noise_multiplier=mechanism.noise_multiplier * float(factor))
+        return dataclasses.replace(mechanism, noise_multiplier=mechanism.noise_multiplier * factor_of(kind, factor))
     if kind == "normaliser_from_data" and mechanism.sampling == "without_replacement":
         raise ValueError("fixed-size batches: the normaliser is B, not a size read from the data")
     if kind in ("no_clipping", "normaliser_from_data", "nonfinite_voids_step", "no_batch_caps"):
         return as_class(_mutant_classes()[kind], mechanism)
     if kind == "no_step_budget":
-        return dataclasses.replace(mechanism, steps=int(math.ceil(mechanism.steps * float(factor))))
+        return dataclasses.replace(mechanism, steps=int(math.ceil(mechanism.steps * factor_of(kind, factor))))
     if kind in ("ledger_rewind", "unnoised_param_group"):
         return as_class(wrapper_mutants()[kind], mechanism)
     if kind == "rate_misreported":
-        k = float(factor)
+        k = factor_of(kind, factor)
         if mechanism.sampling == "poisson" and mechanism.sample_rate < 1.0:
             return dataclasses.replace(mechanism, sample_rate=min(1.0, mechanism.sample_rate * k))
         if mechanism.sampling == "without_replacement" and mechanism.batch_size < mechanism.dataset_size:

@@ -84,7 +84,7 @@ class DpSgdAudit(AuditTarget):
         self.rate = float(p["sample_rate"])
         self.T = int(p["steps"])
         self.K = int(p.get("group_size") or 1)
-        self.n = int(p["dataset_size"]) if p.get("dataset_size") else None
+        n = int(p["dataset_size"]) if p.get("dataset_size") else None
         self.batch = p.get("batch_size")
         self.relation = ctx.record.protected.relation or "add_remove"
         per_layer = p.get("per_layer_clip_norms")
@@ -96,8 +96,8 @@ class DpSgdAudit(AuditTarget):
         self.k = int(o.get("steps") or min(self.T, int(o.get("max_steps", 16))))
         self.scale = float(o.get("canary_scale", 10.0))
         self._chunk = o.get("chunk")
-        if self.n is None:  # Poisson without a declared size: the size does not enter the analysis
-            self.n = self.K + 1
+        # Poisson without a declared size: the size does not enter the analysis
+        self.n: int = n if n is not None else self.K + 1
         if self.K >= self.n:
             raise ValueError(f"group size {self.K} leaves no room in a dataset of {self.n} records")
         self.u = np.array(self.layer_clips) / math.sqrt(sum(c * c for c in self.layer_clips))

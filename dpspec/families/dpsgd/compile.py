@@ -32,6 +32,7 @@ from dpspec.compiler.common import (
     _smallest_sigma,
     _target,
     certified_epsilon,
+    target_epsilon,
 )
 from dpspec.families.dpsgd.settings import DpsgdSettings
 from dpspec.ir import models as ir
@@ -49,15 +50,22 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
 
     n = dataset_size(ctx, t)
     s = st.sampling
+    batch: float | None
     if isinstance(s, ir.PoissonSampling):
-        rate = s.rate if s.rate is not None else s.expected_batch / n
+        if s.rate is not None:
+            rate = s.rate
+        else:  # a rate or an expected batch (DPS113), which needs the dataset size (DPS127)
+            assert s.expected_batch is not None and n is not None
+            rate = s.expected_batch / n
         batch = s.expected_batch if s.expected_batch is not None else (rate * n if n else None)
         scheme = "poisson"
     elif isinstance(s, ir.WithoutReplacementSampling):
+        assert n is not None  # (DPS127)
         rate, batch, scheme = s.batch_size / n, s.batch_size, "without_replacement"
     elif isinstance(s, ir.FullBatch):
         rate, batch, scheme = 1.0, n, "full_batch"
     else:
+        assert s is not None  # (a training says how it samples, DPS128)
         _fail(
             "DPS125",
             f"sampling `{s.scheme}` is not covered by the DP-SGD accountants",
@@ -80,6 +88,7 @@ def _dpsgd_plan(ctx: Context, t: ir.Training):
     if t.schedule.steps is not None:
         steps = t.schedule.steps
     else:
+        assert t.schedule.epochs is not None  # steps or epochs (DPS128)
         per_epoch = (1.0 / rate) if scheme != "full_batch" else 1.0
         steps = max(1, math.ceil(t.schedule.epochs * per_epoch))
     return scheme, rate, batch, n, steps
@@ -101,6 +110,7 @@ def compile_target(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     rel = u.relation
     acc_sampling, relation = _accountant_for(t, scheme, rel, K)
     g = t.guarantee
+    assert isinstance(g, (ir.DpGuarantee, ir.RdpGuarantee))  # the family's notions (DPS121)
     calibrated = st.noise is None
     alphas = _alpha_grid(ctx.spec)
     acc_name = (
@@ -116,7 +126,7 @@ def compile_target(ctx: Context, t: ir.Training, data) -> CompiledTarget:
     from dpspec.compiler import accountant_selection as DA
 
     pld_sigma = (
-        calibrate_sigma(g.epsilon, g.delta, rate, steps, acc_name, K, kw["dataset_size"])
+        calibrate_sigma(target_epsilon(g), g.delta, rate, steps, acc_name, K, kw["dataset_size"])
         if calibrated and isinstance(g, ir.DpGuarantee)
         else None
     )
@@ -130,12 +140,14 @@ def compile_target(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         try:
             if isinstance(g, ir.DpGuarantee):
                 sigma = _smallest_sigma(
-                    lambda s: acc.dp_from_curve(curve_at(s), g.delta).epsilon, g.epsilon, f"epsilon = {g.epsilon:g}"
+                    lambda s: acc.dp_from_curve(curve_at(s), g.delta).epsilon,
+                    target_epsilon(g),
+                    f"epsilon = {g.epsilon:g}",
                 )
             else:
                 sigma = _smallest_sigma(
                     lambda s: float(curve_at(s, np.array([g.alpha])).rdp[0]),
-                    g.epsilon,
+                    target_epsilon(g),
                     f"epsilon({g.alpha:g}) = {g.epsilon:g}",
                 )
         except ValueError as e:
@@ -151,6 +163,7 @@ def compile_target(ctx: Context, t: ir.Training, data) -> CompiledTarget:
             "the upper end of the final bracket is used"
         )
     else:
+        assert st.noise is not None and st.noise.noise_multiplier is not None  # a training's noise (DPS124)
         sigma = st.noise.noise_multiplier
         cal = None
     curve = curve_at(sigma)
@@ -233,6 +246,7 @@ def compile_target(ctx: Context, t: ir.Training, data) -> CompiledTarget:
         params["per_layer_clip_norms"] = ",".join(f"{c:g}" for c in st.clipping.C)
     formulas = _accountant_formulas(acc_name, K, rate, sigma, steps, curve)
     if isinstance(g, ir.DpGuarantee) and raw_eps[0] > 0:  # not when ε is 0 by the TV shortcut (then floored)
+        assert best_alpha is not None  # (the conversion at the first δ set it)
         formulas.append(
             F.formula(
                 "rdp_to_dp",

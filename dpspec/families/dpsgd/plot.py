@@ -63,6 +63,7 @@ def _pld_epsilons(r, ts: np.ndarray | None, deltas=None) -> list[float]:
     K, n, sigma = int(p.get("group_size", 1)), p.get("dataset_size"), float(p["noise_multiplier"])
     if deltas is not None:
         return [dpsgd_pld_epsilon(sigma, rate, int(p["steps"]), float(d), name, K, n) for d in deltas]
+    assert ts is not None  # (the steps, when no δ values are given)
     out = [dpsgd_pld_epsilon(sigma, rate, int(t), g.delta, name, K, n) for t in ts]
     return out
 

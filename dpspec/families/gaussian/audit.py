@@ -85,6 +85,8 @@ def mutate(mechanism, kind: str, factor: float | None):
     """``noise_scaled`` — σ multiplied by ``factor`` (< 1)."""
     import dataclasses
 
+    from dpspec.audit.mutations import factor_of
+
     if kind == "noise_scaled":
-        return dataclasses.replace(mechanism, sigma=mechanism.sigma * float(factor))
+        return dataclasses.replace(mechanism, sigma=mechanism.sigma * factor_of(kind, factor))
     return None

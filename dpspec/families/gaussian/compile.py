@@ -17,6 +17,7 @@ from dpspec.certificate.model import (
     MechanismRecord,
     Numerics,
     QueryRecord,
+    Scalar,
     Source,
     TargetCertificate,
 )
@@ -97,6 +98,7 @@ def _release_table(r: ir.Release, d, bound):
             hint="bind a table (a dict of columns, a pandas DataFrame or a list of rows) or fix the data file",
         )
     q = r.query
+    assert q is not None  # (data is read for a query only)
     for c in q.columns:
         if c not in table.columns:
             _fail(
@@ -131,6 +133,7 @@ def compile_target(ctx: Context, r: ir.Release, data) -> CompiledTarget:
         msg, fld, hint = sens.problem or ("the release's sensitivity cannot be determined", None, None)
         _fail("DPS129", msg, r.query if (fld and r.query is not None and fld != "sensitivity") else r, fld, hint=hint)
     if sens.declared_below_derived:  # also a check-stage rule; never emit such a certificate
+        assert sens.derived is not None  # (what the declared Δ is below)
         _fail(
             "DPS140",
             f"the declared sensitivity {sens.declared:g} is below Δ = {sens.derived.value:.6g} that the "
@@ -145,10 +148,12 @@ def compile_target(ctx: Context, r: ir.Release, data) -> CompiledTarget:
     from dpspec.compiler import accountant_selection as DA
 
     g = r.guarantee
+    assert isinstance(g, (ir.DpGuarantee, ir.RdpGuarantee))  # the family's notions (DPS121)
     alphas = _alpha_grid(ctx.spec)
     calibrated = r.noise is None
     theorems: list[str] = []
-    if calibrated:
+    if r.noise is None:
+        assert g.epsilon is not None  # a release without noise has a target ε (DPS124)
         if isinstance(g, ir.DpGuarantee):
             sigma = GR.sigma_for_target(g.epsilon, g.delta, delta_sens)
             cal = (
@@ -158,6 +163,7 @@ def compile_target(ctx: Context, r: ir.Release, data) -> CompiledTarget:
             sigma = GR.sigma_for_rdp(g.alpha, g.epsilon, delta_sens)
             cal = "closed form σ = √(α Δ² / (2 ε)), rounded up"
     else:
+        assert r.noise.sigma is not None  # a release's noise is a standard deviation (DPS124)
         sigma = r.noise.sigma
         cal = None
     mu = delta_sens / sigma
@@ -211,11 +217,12 @@ def compile_target(ctx: Context, r: ir.Release, data) -> CompiledTarget:
         ),
     ]
     dim = query_dimension(r.query)
-    mech_params = {"sigma": sigma, "sensitivity": delta_sens, "mu": mu}
+    mech_params: dict[str, Scalar] = {"sigma": sigma, "sensitivity": delta_sens, "mu": mu}
     if dim:
         mech_params["dimension"] = dim
     derivation = sens.derived.statement if sens.derived is not None else "declared by the spec"
     if sens.derived is not None:
+        assert r.query is not None  # (a Δ is derived from a query's bounds)
         fname = F.query_sensitivity_name(r.query.function, u.relation, len(r.query.columns))
         if fname is not None:  # (a sum over more columns than the formula table holds: value only)
             formulas.append(F.formula(fname, sens.derived.formula, sens.derived.variables, value=sens.derived.value))

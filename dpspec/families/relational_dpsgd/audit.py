@@ -195,10 +195,10 @@ def mutate(mechanism, kind: str, factor: float | None):
     ``no_step_budget`` — every trainer gets a fresh budget (``train(50)`` on a 10-step certificate
     ran); ``no_batch_caps`` — a user batch with a node in more than K positive tuples is accepted;
     ``nonfinite_poisons_step`` — a non-finite per-tuple gradient enters the sum."""
-    from dpspec.audit.mutations import as_class
+    from dpspec.audit.mutations import as_class, factor_of
 
     if kind == "noise_scaled":
-        return dataclasses.replace(mechanism, sigma=mechanism.sigma * float(factor))
+        return dataclasses.replace(mechanism, sigma=mechanism.sigma * factor_of(kind, factor))
     if kind == "no_clipping":  # every tuple keeps its full gradient (thresholds of +inf)
         return dataclasses.replace(mechanism, clipping="none")
     if kind in ("no_step_budget", "no_batch_caps", "nonfinite_poisons_step"):

@@ -109,6 +109,7 @@ def prepare_graph(t: ir.Training, unit_decl, bound):
     sp = st.split or ir.SplitSpec(kind="node_disjoint")
     split = node_disjoint_split(g, sp.test, seed=sp.seed)
     tr = split.train
+    assert st.degree_cap is not None  # (DPS611)
     capped = tr.with_edges(cap_degrees(tr.edges, tr.num_nodes, st.degree_cap, sp.seed))
     return g, split, capped
 
@@ -134,7 +135,7 @@ def _from_arrays(name: str, d: dict, missing: str):
         n = sizes[0] if sizes else (int(edges.max()) + 1 if edges.size else 0)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer, float)) or n != n or n != int(n):
         raise ValueError(f"graph `{name}`: `num_nodes` must be a whole number, got {n!r}")
-    limits.require("nodes", n, f"the number of nodes of `{name}`")
+    limits.require("nodes", int(n), f"the number of nodes of `{name}`")
     return RelationalGraph.build(
         int(n), edges, d.get("features"), d.get("texts"), d.get("labels"), name, missing_text=missing
     )
@@ -157,11 +158,23 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         overflow_probability,
         tuple_threshold,
     )
-    from dpspec.compiler.common import CERTIFIED_SIGMA, MAGNITUDE_RANGE, _notion, _target, certified_epsilon
+    from dpspec.compiler.common import (
+        CERTIFIED_SIGMA,
+        MAGNITUDE_RANGE,
+        _notion,
+        _target,
+        certified_epsilon,
+        target_epsilon,
+    )
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
+    assert isinstance(g, ir.DpGuarantee)  # relational DP-SGD certifies (ε, δ)-DP (DPS611)
     s = st.sampling
+    assert isinstance(s, ir.CoupledSampling)  # (DPS605, DPS611)
+    clip = st.clipping
+    assert isinstance(clip, (ir.PerTupleClipping, ir.FrequencyAdaptiveClipping))  # (DPS611)
+    assert st.degree_cap is not None  # (DPS611)
     K = int(st.degree_cap)
     k = int(s.negative.per_positive)
     mode = clipping_mode(st.clipping)
@@ -169,7 +182,11 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         full, split, tr = prepare_graph(t, unit_decl, bound)
         m, n = tr.num_edges, tr.num_nodes
         pos = s.positive
-        rate = pos.rate if pos.rate is not None else pos.expected_batch / m
+        if pos.rate is not None:
+            rate = pos.rate
+        else:
+            assert pos.expected_batch is not None  # a rate or an expected batch (DPS113)
+            rate = pos.expected_batch / m
         if rate > 1:
             raise RelationalSoundnessError(
                 f"an expected batch of {pos.expected_batch} is larger than the {m} capped training edges",
@@ -179,7 +196,11 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         negatives = _NEGATIVES[s.negative.scheme] if k > 0 else "none"
         config = RelationalConfig(m, n, rate, K, k, mode, negatives, "poisson")
         config.validate()
-        steps = int(t.schedule.steps) if t.schedule.steps is not None else max(1, math.ceil(t.schedule.epochs / rate))
+        if t.schedule.steps is not None:
+            steps = int(t.schedule.steps)
+        else:
+            assert t.schedule.epochs is not None  # steps or epochs (DPS611)
+            steps = max(1, math.ceil(t.schedule.epochs / rate))
         p_over = overflow_probability(config, steps)
         delta_acc = g.delta - p_over
         if not delta_acc > 0:
@@ -205,7 +226,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
                 from dpspec.progress import progress
 
                 with progress(desc="relational σ search", unit="eval") as bar:
-                    sigma = calibrate_relational_sigma(g.epsilon, delta_acc, config, steps, on_eval=bar.update)
+                    sigma = calibrate_relational_sigma(target_epsilon(g), delta_acc, config, steps, on_eval=bar.update)
             except RelationalSoundnessError:
                 raise
             except ValueError as e:
@@ -219,11 +240,11 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             calibrated = True
         else:
             nz = st.noise  # noise_multiplier σ, or the std σ·C of the noise on the clipped sum
-            sigma = (
-                float(nz.noise_multiplier)
-                if nz.noise_multiplier is not None
-                else float(nz.sigma) / float(st.clipping.C)
-            )
+            if nz.noise_multiplier is not None:
+                sigma = float(nz.noise_multiplier)
+            else:
+                assert nz.sigma is not None  # (one of the two)
+                sigma = float(nz.sigma) / float(clip.C)
             calibrated = False
         res = certify_relational(config, sigma, steps, delta_acc)  # one evaluation at σ (verify can redo it)
         sens = node_sensitivity(mode, K, k, negatives)
@@ -241,7 +262,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             hint="fix the value the message names (`dpspec rules DPS611`)",
         )
     eps = certified_epsilon(res.dp.epsilon)  # never 0 for a node's nonzero sensitivity
-    if calibrated and eps > g.epsilon:
+    if calibrated and eps > target_epsilon(g):
         _fail(
             "DPS201",
             f"certified ε = {eps:.6g} exceeds the target {g.epsilon:g}",
@@ -249,7 +270,7 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
             "guarantee",
             hint="raise epsilon or train for fewer steps",
         )
-    C = float(st.clipping.C)
+    C = float(clip.C)
     protected = Protected(
         definition=unit_decl.name,
         unit="node",

@@ -212,12 +212,12 @@ def mutate(mechanism, kind: str, factor: float | None):
     ``no_step_budget`` — every optimizer from the mechanism gets a fresh budget; ``no_batch_caps`` —
     ``step()`` accepts a batch with repeated records; ``nonfinite_voids_step`` — a step with a
     non-finite per-example gradient is dropped."""
-    from dpspec.audit.mutations import as_class
+    from dpspec.audit.mutations import as_class, factor_of
 
     if kind == "noise_scaled":
         cal = mechanism.calibration
         return dataclasses.replace(
-            mechanism, calibration=dataclasses.replace(cal, sigma2=cal.sigma2 * float(factor) ** 2)
+            mechanism, calibration=dataclasses.replace(cal, sigma2=cal.sigma2 * factor_of(kind, factor) ** 2)
         )
     if kind in ("no_step_budget", "no_batch_caps", "nonfinite_voids_step"):
         return as_class(_mutant_classes()[kind], mechanism)

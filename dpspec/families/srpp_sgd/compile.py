@@ -55,7 +55,11 @@ def _sampling(t: ir.Training, n: int):
 
     s = st.sampling
     if isinstance(s, ir.PoissonSampling):
-        rate = s.rate if s.rate is not None else s.expected_batch / n
+        if s.rate is not None:
+            rate = s.rate
+        else:
+            assert s.expected_batch is not None  # a rate or an expected batch (DPS113)
+            rate = s.expected_batch / n
         return Sampling("poisson", n, rate=rate, normalization="expected")
     if isinstance(s, ir.WithoutReplacementSampling):
         return Sampling("wor", n, batch_size=s.batch_size)
@@ -63,6 +67,7 @@ def _sampling(t: ir.Training, n: int):
         return Sampling("wr", n, batch_size=s.batch_size)
     if isinstance(s, ir.FullBatch):
         return Sampling("wor", n, batch_size=n)
+    assert s is not None  # (a training says how it samples, DPS511)
     _fail(
         "DPS125",
         f"sampling `{s.scheme}` is not covered by the SRPP-SGD accountants",
@@ -76,6 +81,7 @@ def _steps(t: ir.Training, sampling) -> int:
     if t.schedule.steps is not None:
         return int(t.schedule.steps)
     per_epoch = sampling.dataset_size / max(1.0, sampling.normalizer or sampling.dataset_size * sampling.rate)
+    assert t.schedule.epochs is not None  # steps or epochs (DPS511)
     return max(1, math.ceil(t.schedule.epochs * per_epoch))
 
 
@@ -84,12 +90,18 @@ def _discrepancy(t: ir.Training, n: int):
     from dpspec import srpp
 
     d = st.discrepancy
+    assert d is not None  # (DPS511)
+    # each model's own number is a required argument of its call (lowering)
     if d.kind == "localized":
+        assert d.d_max is not None
         return srpp.LocalizedInfluence(d.d_max)
     if d.kind == "label_flip":
+        assert d.differing is not None
         return srpp.FixedPairWorlds(n, d.differing)
     if d.kind == "iid":
+        assert d.tv is not None
         return srpp.IIDRecords(d.tv, tail_delta=d.tail_delta)
+    assert d.flip is not None
     flip = float(d.flip)
     from dpspec import limits
 
@@ -110,12 +122,26 @@ def build_plan(t: ir.Training, n: int):
     sampling = _sampling(t, n)
     steps = _steps(t, sampling)
     sch = st.lr_schedule or ir.LrScheduleSpec(kind="constant")
+    assert t.schedule.learning_rate is not None  # (DPS511)
     lr = srpp.LrSchedule(t.schedule.learning_rate, steps, sch.kind, warmup_frac=sch.warmup, final_lr=sch.final)
     opt = srpp.OptimizerSpec(lr, momentum=t.schedule.momentum or 0.0)
     c = st.clipping
-    clip = dict(clip=c.C) if isinstance(c, ir.FlatClipping) else dict(per_layer_clips=tuple(c.C))
-    plan = srpp.SrppSgdPlan(sampling=sampling, optimizer=opt, noise_units=st.noise_units or "gradient", **clip)
+    assert c is not None  # (DPS511)
+    if isinstance(c, ir.FlatClipping):
+        clip, per_layer_clips = c.C, None
+    elif isinstance(c, ir.PerLayerClipping):
+        clip, per_layer_clips = None, tuple(c.C)
+    else:  # relational DP-SGD's clipping rules (refused here as an invalid plan, DPS513)
+        raise ValueError(f"SRPP-SGD clips each example's gradient: use flat(C) or per_layer(C), not {c.rule}")
+    plan = srpp.SrppSgdPlan(
+        sampling=sampling,
+        optimizer=opt,
+        noise_units=st.noise_units or "gradient",
+        clip=clip,
+        per_layer_clips=per_layer_clips,
+    )
     g = t.guarantee
+    assert isinstance(g, ir.SrppGuarantee)  # the family's notion (DPS121)
     accountant = st.accountant or ("sa_huc" if g.subsampling_aware else "huc")
     return plan, _discrepancy(t, n), accountant
 
@@ -163,6 +189,7 @@ def protected_secret(protected, t: ir.Training, n: int):
     part of what is protected (the same secret under another model is another guarantee, DPS143)."""
     st = t.settings_as(SrppSgdSettings)
     d = st.discrepancy
+    assert d is not None  # (DPS511)
     change = {
         "localized": lambda: f"the secret changes at most d_max = {d.d_max} of the {n} training records",
         "label_flip": lambda: (
@@ -195,6 +222,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
     from dpspec.compiler.common import _notion, _target
 
     g = t.guarantee
+    assert isinstance(g, ir.SrppGuarantee)  # the family's notion (DPS121)
     try:
         plan, model, accountant = build_plan(t, n)
         if g.subsampling_aware != (accountant == "sa_huc"):
@@ -207,6 +235,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
                 "ave_srpp/joint_srpp",
             )
         if st.noise is None:
+            assert g.epsilon is not None  # a target ε or the noise (DPS511)
             cal = srpp.calibrate(
                 plan, model, alpha=g.alpha, epsilon=g.epsilon, flavour=g.flavour, accountant=accountant
             )
@@ -221,6 +250,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
             if st.noise.sigma is not None:
                 sigma = st.noise.sigma  # in the declared noise units
             elif plan.noise_units == "gradient" and plan.sampling.normalizer > 0:
+                assert st.noise.noise_multiplier is not None  # (σ or σ/C: one of them)
                 # σ/C on the clipped sum (Opacus convention) → std on the mean clipped gradient
                 sigma = st.noise.noise_multiplier * plan.total_clip / plan.sampling.normalizer
             else:
