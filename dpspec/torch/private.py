@@ -63,6 +63,7 @@ from dpspec.torch.guards import (
     UnnoisedParameterError,
     check_stepped_parameters,
     close_on_finite_rows,
+    close_on_finite_rows_any,
     same_values,
 )
 from dpspec.torch.validator import validate
@@ -209,7 +210,8 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
-        if close_on_finite_rows(G, R) or close_on_finite_rows(G, R * B):  # a non-finite example is zeroed, not compared
+        # a non-finite example is zeroed, not compared; the verdict is the step's one host read
+        if bool(close_on_finite_rows_any(G, [R, R * B])):
             return
         raise CriterionMismatchError(
             f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "

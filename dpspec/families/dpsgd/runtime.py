@@ -48,6 +48,29 @@ class TrainingReport:
     # for vmap/loop, why the per-layer rules did not cover the model
     clipping: str = ""
     clipping_fallback: str = ""
+    # (step, count) with the count still on the device: read once by settle(), not at every step
+    pending_nonfinite: list = field(default_factory=list, repr=False, compare=False)
+
+    def note_nonfinite(self, step: int, count) -> None:
+        """Record a step's count of zeroed non-finite examples (an int, or a 0-dim tensor left on the device
+        until :meth:`settle`)."""
+        if isinstance(count, int):
+            if count:
+                self.nonfinite_events.append((step, count))
+        else:
+            self.pending_nonfinite.append((step, count))
+
+    def settle(self) -> TrainingReport:
+        """Read the counts left on the device (one host read for all of them) into ``nonfinite_events``."""
+        if self.pending_nonfinite:
+            import torch
+
+            steps = [t for t, _ in self.pending_nonfinite]
+            counts = torch.stack([c.reshape(()) for _, c in self.pending_nonfinite])
+            self.pending_nonfinite = []
+            self.nonfinite_events.extend((t, int(k)) for t, k in zip(steps, counts.tolist()) if k)
+            self.nonfinite_events.sort()
+        return self
 
 
 @dataclass(frozen=True)
@@ -327,8 +350,8 @@ class DpSgd(LedgerOwner):
         noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm, clipped)
         if report is not None:
             report.clipping, report.clipping_fallback = cs.method, cs.fallback
-        if report is not None and cs.nonfinite:
-            report.nonfinite_events.append((self.ledger.steps_taken - 1, int(cs.nonfinite)))
+        if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
+            report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
         denom = self._normaliser(n)
         return {k: v / denom for k, v in noisy.items()}
 
@@ -377,25 +400,28 @@ class DpSgd(LedgerOwner):
             comm.broadcast_parameters(model)
         from dpspec.progress import progress as bar
 
-        for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
-            if comm is not None:
-                comm.check_step(idx, self.ledger, t)
-                local = comm.shard(idx)
-                xb, yb = X[local], y[local]
-            else:
-                xb, yb = X[idx], y[idx]
-            cs = (
-                None
-                if max_physical_batch_size is None
-                else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
-            )
-            grads = self.private_gradients(
-                model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
-            )
-            for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
-                p.grad = grads[k].to(p.dtype)
-            opt.step()
-            rep.batch_sizes.append(len(idx))
+        try:
+            for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
+                if comm is not None:
+                    comm.check_step(idx, self.ledger, t)
+                    local = comm.shard(idx)
+                    xb, yb = X[local], y[local]
+                else:
+                    xb, yb = X[idx], y[idx]
+                cs = (
+                    None
+                    if max_physical_batch_size is None
+                    else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
+                )
+                grads = self.private_gradients(
+                    model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
+                )
+                for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
+                    p.grad = grads[k].to(p.dtype)
+                opt.step()
+                rep.batch_sizes.append(len(idx))
+        finally:
+            rep.settle()  # the non-finite counts, read once for the run
         return rep
 
 

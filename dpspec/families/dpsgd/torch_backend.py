@@ -20,7 +20,9 @@ class DpSgdBackend:
             raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
         self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
         self.ledger = mech.ledger
-        self.nonfinite_examples = 0  # examples whose gradient was non-finite and zeroed (private; never publish)
+        # examples whose gradient was non-finite and zeroed (private; never publish): a device tensor while
+        # unread, so that a step makes no host read for it
+        self._nonfinite = 0
         self.rng = np.random.default_rng(seed)
         self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
@@ -30,6 +32,12 @@ class DpSgdBackend:
             "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
             "full_batch": "the full batch",
         }.get(mech.sampling, mech.sampling)
+
+    @property
+    def nonfinite_examples(self) -> int:
+        if not isinstance(self._nonfinite, int):
+            self._nonfinite = int(self._nonfinite)  # the one read, when asked for
+        return self._nonfinite
 
     def draw(self) -> np.ndarray:
         return next(self.mech.batches(self.n, self.rng, 1))
@@ -46,7 +54,9 @@ class DpSgdBackend:
         grads = self.mech.private_gradients(
             self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx, clipped=clipped, report=report
         )
-        self.nonfinite_examples += sum(k for _, k in report.nonfinite_events)
+        self._nonfinite = self._nonfinite + sum(k for _, k in report.nonfinite_events)
+        for _, k in report.pending_nonfinite:
+            self._nonfinite = self._nonfinite + k
         for k, p in self.model.named_parameters():
             if p.requires_grad:
                 p.grad = grads[k].to(device=p.device, dtype=p.dtype)
