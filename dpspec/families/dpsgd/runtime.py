@@ -48,6 +48,10 @@ class TrainingReport:
     # for vmap/loop, why the per-layer rules did not cover the model
     clipping: str = ""
     clipping_fallback: str = ""
+    # where the noise came from: "generator" (torch's, seeded) or "secure" (the OS CSPRNG, integer noise on a
+    # power-of-two grid: dpspec.mechanisms.secure_noise_training); in secure mode the noise std in the
+    # gradient's units (σC raised by at most 2^-10 for the grid's rounding)
+    noise: str = "generator"
     # (step, count) with the count still on the device: read once by settle(), not at every step
     pending_nonfinite: list = field(default_factory=list, repr=False, compare=False)
 
@@ -303,7 +307,15 @@ class DpSgd(LedgerOwner):
 
         cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
         summed = self._nonfinite_policy(cs)
+        secure = getattr(generator, "secure", False)
+        if secure and comm is not None:
+            raise ValueError(
+                f"`{self.name}`: secure mode runs in one process (the grid's integer noise is not split "
+                "across ranks); train without comm"
+            )
         self.ledger.charge(1)
+        if secure:  # OS-CSPRNG integer noise on a grid, added exactly (dpspec.mechanisms.secure_noise_training)
+            return generator.add(summed, self.noise_multiplier, self.clip_norm), cs
         std = self.noise_std
         if comm is not None:
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
@@ -350,6 +362,9 @@ class DpSgd(LedgerOwner):
         noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm, clipped)
         if report is not None:
             report.clipping, report.clipping_fallback = cs.method, cs.fallback
+            if getattr(generator, "secure", False):
+                report.noise = "secure"
+                report.injected_noise_std.append(generator.last.get("noise_std", self.noise_std))
         if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
             report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
         denom = self._normaliser(n)
@@ -369,6 +384,7 @@ class DpSgd(LedgerOwner):
         steps: int | None = None,
         comm=None,
         max_physical_batch_size: int | None = None,
+        secure: bool = False,
     ) -> TrainingReport:
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
@@ -378,7 +394,9 @@ class DpSgd(LedgerOwner):
         global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
         every rank keeps the same ledger, checked with the batch at every step.
         ``max_physical_batch_size``: clip each step's (logical) batch in chunks of at most that many rows
-        and noise the summed clipped gradients once — the same certified step in bounded memory."""
+        and noise the summed clipped gradients once — the same certified step in bounded memory.
+        ``secure``: draw the batches and the noise from the OS CSPRNG, the noise as integer noise on a
+        power-of-two grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; no seed, one process)."""
         import torch
 
         from dpspec.mechanisms.noise_device import device_generator, parameter_device
@@ -386,8 +404,11 @@ class DpSgd(LedgerOwner):
         if loss_fn is None:
             loss_fn = torch.nn.functional.cross_entropy
         n = len(X)
-        rng = np.random.default_rng(seed)
-        gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
+        if secure:
+            rng, gen = _secure_sources(self.name, seed, comm)
+        else:
+            rng = np.random.default_rng(seed)
+            gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
         opt = torch.optim.SGD(
             [p for p in model.parameters() if p.requires_grad], lr=self.learning_rate, momentum=self.momentum
         )
@@ -423,6 +444,20 @@ class DpSgd(LedgerOwner):
         finally:
             rep.settle()  # the non-finite counts, read once for the run
         return rep
+
+
+def _secure_sources(name: str, seed, comm=None):
+    """(sampler, noise) of secure mode, both reading the OS CSPRNG; a seed or a data-parallel run is refused."""
+    if seed is not None:
+        raise ValueError(
+            f"`{name}`: secure mode draws every random bit from the operating system (os.urandom) and takes "
+            "no seed; a seeded run is reproducible by whoever knows the seed"
+        )
+    if comm is not None:
+        raise ValueError(f"`{name}`: secure mode runs in one process; train without comm")
+    from dpspec.mechanisms.secure_noise_training import SecureGaussianNoise, SecureSampler
+
+    return SecureSampler(), SecureGaussianNoise()
 
 
 def steps_for_epochs(epochs: float, rate: float) -> int:
