@@ -20,6 +20,7 @@ adapters on its feed-forward layers. Without ``--full`` every size is scaled dow
 
     python benchmarks/bench_gpu.py            # quick sizes (a minute or two on a CPU)
     python benchmarks/bench_gpu.py --full     # the issue's sizes (for a GPU)
+    python benchmarks/bench_gpu.py --secure   # also dpspec's secure mode (OS-CSPRNG integer noise on a grid)
 
 Writes benchmarks/results/bench_gpu_<device>.md.
 """
@@ -153,7 +154,7 @@ def forever(loader):
         yield from loader
 
 
-def loops(build, make, b, dev, total):
+def loops(build, make, b, dev, total, secure=False):
     """name → one-step callable, plus the clipping method dpspec picked."""
     n = 4 * b
     g = torch.Generator().manual_seed(0)
@@ -195,6 +196,27 @@ def loops(build, make, b, dev, total):
         opt1.step()
 
     fns["dpspec"] = private
+    if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
+        torch.manual_seed(0)
+        m2 = build().to(dev)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pm2, opt2, loader2 = dt.make_private(
+                dpspec.compile(SPEC.format(n=n, b=b, steps=total)),
+                m2,
+                torch.optim.SGD([p for p in m2.parameters() if p.requires_grad], lr=0.01),
+                TensorDataset(X, y),
+                secure=True,
+            )
+        it2 = forever(loader2)
+
+        def private_secure():
+            xb, yb = next(it2)
+            opt2.zero_grad()
+            ce(pm2(xb), yb).backward()
+            opt2.step()
+
+        fns["dpspec secure"] = private_secure
     from dpspec.mechanisms.per_example import clipped_grad_sum
 
     cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
@@ -269,6 +291,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--only", default=None, help="run the models whose name contains this")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--secure", action="store_true", help="also time dpspec's secure mode")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if dev.type == "cpu":
@@ -279,7 +302,7 @@ def main() -> int:
         if args.only and args.only not in name:
             continue
         print(name, file=sys.stderr)
-        fns, method = loops(build, make, b, dev, warm + steps + 4)
+        fns, method = loops(build, make, b, dev, warm + steps + 4, secure=args.secure)
         ts, peak = measure(fns, dev, warm, steps)
         med = {k: statistics.median(v) for k, v in ts.items()}
         ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
@@ -295,7 +318,7 @@ def main() -> int:
             file=sys.stderr,
         )
     devname = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU {platform.machine()}, 1 thread"
-    cols = ["dpspec", "opacus hooks", "opacus ghost"]
+    cols = ["dpspec"] + (["dpspec secure"] if args.secure else []) + ["opacus hooks", "opacus ghost"]
     lines = [
         "# Private vs non-private step on " + devname,
         "",
@@ -308,7 +331,7 @@ def main() -> int:
         + " | dpspec / Opacus ghost | peak GiB (non-private / "
         + " / ".join(cols)
         + ") | dpspec clipping |",
-        "|---|---|---|---|---|---|---|---|",
+        "|" + "---|" * (len(cols) + 5),
     ]
     for name, method, med, ratio, peak, vs_ghost in rows:
         cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]

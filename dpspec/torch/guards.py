@@ -28,6 +28,7 @@ __all__ = [
     "PrivateCopyError",
     "check_stepped_parameters",
     "close_on_finite_rows",
+    "close_on_finite_rows_any",
     "same_values",
 ]
 
@@ -68,14 +69,36 @@ def check_stepped_parameters(module, param_groups, assigned: dict, target: str) 
                 )
 
 
-def close_on_finite_rows(a, b, rel: float = 1e-4) -> bool:
+def close_on_finite_rows(a, b, rel: float | None = None) -> bool:
     """``a`` ≈ ``b`` (relative ℓ2) on the rows (first dimension) where both are finite: a non-finite
-    example's gradient is zeroed by the private step, and is not compared."""
-    if a.shape != b.shape:
-        return False
-    rows = _finite_rows(a) & _finite_rows(b)
-    a, b = a[rows], b[rows]
-    return float((a - b).norm()) <= rel * max(float(a.norm()), float(b.norm())) + 1e-12
+    example's gradient is zeroed by the private step, and is not compared. One host read."""
+    return bool(close_on_finite_rows_any(a, [b], rel))
+
+
+def close_on_finite_rows_any(a, bs, rel: float | None = None):
+    """A 0-dim bool tensor on ``a``'s device: ``a`` ≈ one of ``bs`` in the sense of
+    :func:`close_on_finite_rows` (no host read; the caller reads the verdict once). ``rel`` defaults to
+    1e-4, or a few units of the inputs' precision for 16-bit tensors (bfloat16 rounds the batch mean's
+    1/B to 2⁻⁸ relative, a wrong loss differs by O(1))."""
+    import torch
+
+    from dpspec.mechanisms.noise_device import accumulation_dtype
+
+    if rel is None:
+        rel = max(1e-4, 4 * torch.finfo(a.dtype).eps) if a.is_floating_point() else 1e-4
+    acc = accumulation_dtype(a.dtype) if a.is_floating_point() else torch.float32
+    verdicts = []
+    for b in bs:
+        if a.shape != b.shape:
+            continue
+        rows = _finite_rows(a) & _finite_rows(b)
+        shape = rows.shape + (1,) * (a.dim() - rows.dim())
+        x = torch.where(rows.reshape(shape), a.to(acc), 0)  # the finite rows, without a data-dependent shape
+        y = torch.where(rows.reshape(shape), b.to(acc), 0)
+        verdicts.append((x - y).norm() <= rel * torch.maximum(x.norm(), y.norm()) + 1e-12)
+    if not verdicts:
+        return torch.zeros((), dtype=torch.bool, device=a.device)
+    return torch.stack(verdicts).any()
 
 
 def _finite_rows(t):

@@ -63,6 +63,7 @@ from dpspec.torch.guards import (
     UnnoisedParameterError,
     check_stepped_parameters,
     close_on_finite_rows,
+    close_on_finite_rows_any,
     same_values,
 )
 from dpspec.torch.validator import validate
@@ -209,7 +210,8 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
-        if close_on_finite_rows(G, R) or close_on_finite_rows(G, R * B):  # a non-finite example is zeroed, not compared
+        # a non-finite example is zeroed, not compared; the verdict is the step's one host read
+        if bool(close_on_finite_rows_any(G, [R, R * B])):
             return
         raise CriterionMismatchError(
             f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "
@@ -489,6 +491,7 @@ def make_private(
     seed: int | None = None,
     journal=None,
     max_physical_batch_size: int | None = None,
+    secure: bool = False,
 ):
     """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
 
@@ -504,6 +507,8 @@ def make_private(
     too (:class:`LedgerRewindError`, docs/training.md).
     ``max_physical_batch_size``: the loader yields each certified batch in chunks of at most that many
     rows and ``optimizer.step()`` steps once per batch (:mod:`dpspec.torch.virtual`; DP-SGD only).
+    ``secure``: the batches and the noise from the OS CSPRNG, the noise as integer noise on a power-of-two
+    grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; DP-SGD only, no seed).
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
     :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
     mech, backend_class = _resolve(compiled, target)
@@ -522,7 +527,8 @@ def make_private(
                 f"`{mech.name}`: the optimizer holds parameters that are not the model's, which the private step "
                 "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)"
             )
-    backend = backend_class(mech, model, optimizer, criterion, n, seed)
+    extra = {"secure": True} if secure else {}  # a backend without a secure mode is never asked for one
+    backend = backend_class(mech, model, optimizer, criterion, n, seed, **extra)
     if journal is not None:
         mech.ledger.attach_journal(journal)
     bs = getattr(data_loader, "batch_size", None)

@@ -13,9 +13,11 @@ The certified step is unchanged: the logical batch is drawn as the certificate s
 step), each example is clipped alone in every chunk, the clipped sums of the chunks are added, and
 the noise σC is drawn once, the ledger charged once and the batch checked once (its caps, the
 batch-of-this-step rule) at the logical batch's last chunk — the same call to
-``DpSgd.private_gradients`` as without chunks, on the same generator. The result equals the
-unchunked step up to the order of the floating-point additions of the clipped sum (the noise, the
-batch and the ledger are bit-identical). Only DP-SGD trainings: SRPP-SGD's step is its own.
+``DpSgd.private_gradients`` as without chunks, on the same generator. The noise, the batch and the
+ledger are bit-identical to the unchunked step's; a physical batch size m defines one step, the same
+bit for bit here and in ``DpSgd.train(..., max_physical_batch_size=m)``; across different m the clipped
+sum agrees up to the order of its floating-point additions (docs/training.md says why no design that
+keeps the fast clipping paths makes it bit-identical). Only DP-SGD trainings: SRPP-SGD's step is its own.
 """
 
 from __future__ import annotations

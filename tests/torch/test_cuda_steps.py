@@ -84,3 +84,74 @@ def test_dpsgd_train_and_rules_on_cuda():
     ref = clipped_grad_sum(m, nn.functional.cross_entropy, X[:8], y[:8], clip=0.5, method="vmap")
     for k in ref.sums:
         assert torch.allclose(got.sums[k], ref.sums[k], rtol=1e-6, atol=1e-12), k
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_secure_mode_on_cuda(dtype):
+    """Secure mode on the device: the noise is formed there (the OS bytes copied once per tensor), on the grid,
+    in the sums' dtype; on the same bytes it is the CPU's result (float64 transcendental functions may differ
+    in the last place, which moves a rounded coordinate only rarely)."""
+    import hashlib
+
+    from dpspec.mechanisms import secure_noise_training as sn
+
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    sums = {"w": torch.randn(64, 33, generator=g), "b": torch.randn(7, generator=g)}
+
+    def stream():
+        data, pos = hashlib.shake_256(b"cuda").digest(1 << 16), [0]
+
+        def read(n):
+            pos[0] += n
+            return data[pos[0] - n : pos[0]]
+
+        return read
+
+    outs = []
+    for where in ("cpu", "cuda"):
+        sn.urandom, real = stream(), sn.urandom
+        try:
+            outs.append(sn.SecureGaussianNoise().add({k: v.to(where) for k, v in sums.items()}, 1.3, 0.7))
+        finally:
+            sn.urandom = real
+    for k in sums:
+        assert outs[1][k].device.type == "cuda" and outs[1][k].dtype == torch.float32
+        assert int((outs[0][k] != outs[1][k].cpu()).sum()) <= 1
+    torch.manual_seed(0)
+    m = Encoder().to(dev, dtype)
+    X, y = data(dev)
+    model, opt, loader = dt.make_private(
+        dpspec.compile(SPEC), m, torch.optim.SGD(m.parameters(), lr=0.1), TensorDataset(X, y), secure=True
+    )
+    while opt.steps_remaining:
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    assert all(p.device.type == "cuda" and p.dtype == dtype and torch.isfinite(p.float()).all() for p in m.parameters())
+
+
+def test_relational_tables_on_cuda():
+    import numpy as np
+
+    from dpspec.relational import RelationalGraph, cap_degrees, node_disjoint_split
+    from dpspec.relational.encoders import MLPEncoder, SubsetEncoder
+    from dpspec.relational.trainer import RelationalTrainer, TrainConfig
+
+    rng = np.random.default_rng(0)
+    n = 120
+    E = np.stack(np.triu_indices(n, 1), 1)
+    E = E[rng.random(len(E)) < 0.05]
+    sp = node_disjoint_split(RelationalGraph.build(n, E, features=rng.random((n, 10))), 0.25, seed=0)
+    tr = sp.train.with_edges(cap_degrees(sp.train.edges, sp.train.num_nodes, 5, 0))
+    for ghost in (True, False):
+        enc = MLPEncoder(sp.train.features, hidden=8, out=4, seed=1)
+        enc.module.to("cuda")
+        sub = SubsetEncoder(enc, np.arange(tr.num_nodes))
+        cfg = TrainConfig(batch_size=10, clipping="static", clip=0.5, sigma=1.0, steps=3)
+        t = RelationalTrainer(tr, sub, cfg, use_ghost=ghost)
+        assert enc.X.device.type == "cuda" and sub.ids.device.type == "cuda"
+        t.train()
+        assert all(p.device.type == "cuda" and torch.isfinite(p).all() for p in enc.module.parameters())
+        assert t.embed(ids=np.arange(5)).shape == (5, 4)

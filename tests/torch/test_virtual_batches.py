@@ -134,3 +134,34 @@ def test_a_chunk_must_be_stepped_on_and_the_context_manager_form():
             next(it)
     with pytest.raises(ValueError):
         dt.VirtualDataLoader(loader, 0)
+
+
+@pytest.mark.parametrize("m_phys", [3, 40])
+def test_a_physical_batch_size_defines_one_step_bit_for_bit(m_phys):
+    """What holds bit for bit (docs/training.md, "Large batches"): the step with physical batch size m is one
+    function of (batch, seed, m) — make_private's virtual loader and DpSgd.train(max_physical_batch_size=m)
+    give the same parameters exactly — and a physical size of at least the batch is the unchunked step."""
+    X, y = data()
+    mech = dpspec.compile(SPEC).mechanism
+    a = model()
+    mech.train(a, X, y, seed=5, max_physical_batch_size=m_phys)
+    b = model()
+    c = dpspec.compile(SPEC)
+    pm, opt, loader = dt.make_private(
+        c,
+        b,
+        torch.optim.SGD(b.parameters(), lr=mech.learning_rate, momentum=mech.momentum),
+        TensorDataset(X, y),
+        seed=5,
+        max_physical_batch_size=m_phys,
+    )
+    while opt.steps_remaining:
+        for x, t in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(pm(x), t).backward()
+            opt.step()
+    assert torch.equal(flat(a), flat(b))
+    if m_phys >= 40:  # never chunked: the plain step, bit for bit
+        ref = model()
+        dpspec.compile(SPEC).mechanism.train(ref, X, y, seed=5)
+        assert torch.equal(flat(ref), flat(a))

@@ -429,6 +429,17 @@ def _dpsgd_assumptions(scheme: str, K: int, rel: str) -> list[Assumption]:
             statement="RDP adds up over the adaptively chosen steps",
             source=Source(paper="Mironov 2017", ref="Prop. 1"),
         ),
+        Assumption(
+            id="noise_sampling",
+            statement="the noise is treated as exact real-valued Gaussian sampling. By default it is drawn by "
+            "torch's generator on the parameters' device (seeded, not cryptographic) in float32 or wider "
+            "(float32 for 16-bit models) and added in floating point, whose rounding is outside the analysis; "
+            "in secure mode (secure=True) the batches and the noise come from the OS CSPRNG and the noise is "
+            "integer noise on a power-of-two grid added exactly to the rounded clipped sum (its scale raised by "
+            "at most 2^-10 to cover the rounding), so no output bit depends on the data through a rounding, and "
+            "the Box-Muller sampler's law is treated as the rounded Gaussian (docs/training.md)",
+            source=Source(paper="Mironov 2012", ref="On significance of the least significant bits"),
+        ),
     ]
     if scheme == "poisson":
         out.append(

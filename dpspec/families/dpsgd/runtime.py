@@ -48,6 +48,33 @@ class TrainingReport:
     # for vmap/loop, why the per-layer rules did not cover the model
     clipping: str = ""
     clipping_fallback: str = ""
+    # where the noise came from: "generator" (torch's, seeded) or "secure" (the OS CSPRNG, integer noise on a
+    # power-of-two grid: dpspec.mechanisms.secure_noise_training); in secure mode the noise std in the
+    # gradient's units (σC raised by at most 2^-10 for the grid's rounding)
+    noise: str = "generator"
+    # (step, count) with the count still on the device: read once by settle(), not at every step
+    pending_nonfinite: list = field(default_factory=list, repr=False, compare=False)
+
+    def note_nonfinite(self, step: int, count) -> None:
+        """Record a step's count of zeroed non-finite examples (an int, or a 0-dim tensor left on the device
+        until :meth:`settle`)."""
+        if isinstance(count, int):
+            if count:
+                self.nonfinite_events.append((step, count))
+        else:
+            self.pending_nonfinite.append((step, count))
+
+    def settle(self) -> TrainingReport:
+        """Read the counts left on the device (one host read for all of them) into ``nonfinite_events``."""
+        if self.pending_nonfinite:
+            import torch
+
+            steps = [t for t, _ in self.pending_nonfinite]
+            counts = torch.stack([c.reshape(()) for _, c in self.pending_nonfinite])
+            self.pending_nonfinite = []
+            self.nonfinite_events.extend((t, int(k)) for t, k in zip(steps, counts.tolist()) if k)
+            self.nonfinite_events.sort()
+        return self
 
 
 @dataclass(frozen=True)
@@ -280,7 +307,15 @@ class DpSgd(LedgerOwner):
 
         cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
         summed = self._nonfinite_policy(cs)
+        secure = getattr(generator, "secure", False)
+        if secure and comm is not None:
+            raise ValueError(
+                f"`{self.name}`: secure mode runs in one process (the grid's integer noise is not split "
+                "across ranks); train without comm"
+            )
         self.ledger.charge(1)
+        if secure:  # OS-CSPRNG integer noise on a grid, added exactly (dpspec.mechanisms.secure_noise_training)
+            return generator.add(summed, self.noise_multiplier, self.clip_norm), cs
         std = self.noise_std
         if comm is not None:
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
@@ -327,8 +362,11 @@ class DpSgd(LedgerOwner):
         noisy, cs = self._noisy_sum(model, loss_fn, xb, yb, generator, comm, clipped)
         if report is not None:
             report.clipping, report.clipping_fallback = cs.method, cs.fallback
-        if report is not None and cs.nonfinite:
-            report.nonfinite_events.append((self.ledger.steps_taken - 1, int(cs.nonfinite)))
+            if getattr(generator, "secure", False):
+                report.noise = "secure"
+                report.injected_noise_std.append(generator.last.get("noise_std", self.noise_std))
+        if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
+            report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
         denom = self._normaliser(n)
         return {k: v / denom for k, v in noisy.items()}
 
@@ -346,6 +384,7 @@ class DpSgd(LedgerOwner):
         steps: int | None = None,
         comm=None,
         max_physical_batch_size: int | None = None,
+        secure: bool = False,
     ) -> TrainingReport:
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
@@ -355,7 +394,9 @@ class DpSgd(LedgerOwner):
         global batch, clips its shard, and the noise is added once per step (docs/distributed.md);
         every rank keeps the same ledger, checked with the batch at every step.
         ``max_physical_batch_size``: clip each step's (logical) batch in chunks of at most that many rows
-        and noise the summed clipped gradients once — the same certified step in bounded memory."""
+        and noise the summed clipped gradients once — the same certified step in bounded memory.
+        ``secure``: draw the batches and the noise from the OS CSPRNG, the noise as integer noise on a
+        power-of-two grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; no seed, one process)."""
         import torch
 
         from dpspec.mechanisms.noise_device import device_generator, parameter_device
@@ -363,8 +404,11 @@ class DpSgd(LedgerOwner):
         if loss_fn is None:
             loss_fn = torch.nn.functional.cross_entropy
         n = len(X)
-        rng = np.random.default_rng(seed)
-        gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
+        if secure:
+            rng, gen = _secure_sources(self.name, seed, comm)
+        else:
+            rng = np.random.default_rng(seed)
+            gen = device_generator(int(rng.integers(2**62)), parameter_device(model))
         opt = torch.optim.SGD(
             [p for p in model.parameters() if p.requires_grad], lr=self.learning_rate, momentum=self.momentum
         )
@@ -377,26 +421,43 @@ class DpSgd(LedgerOwner):
             comm.broadcast_parameters(model)
         from dpspec.progress import progress as bar
 
-        for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
-            if comm is not None:
-                comm.check_step(idx, self.ledger, t)
-                local = comm.shard(idx)
-                xb, yb = X[local], y[local]
-            else:
-                xb, yb = X[idx], y[idx]
-            cs = (
-                None
-                if max_physical_batch_size is None
-                else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
-            )
-            grads = self.private_gradients(
-                model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
-            )
-            for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
-                p.grad = grads[k].to(p.dtype)
-            opt.step()
-            rep.batch_sizes.append(len(idx))
+        try:
+            for t, idx in enumerate(bar(batches, total=total, desc=f"train {self.name}", unit="step")):
+                if comm is not None:
+                    comm.check_step(idx, self.ledger, t)
+                    local = comm.shard(idx)
+                    xb, yb = X[local], y[local]
+                else:
+                    xb, yb = X[idx], y[idx]
+                cs = (
+                    None
+                    if max_physical_batch_size is None
+                    else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
+                )
+                grads = self.private_gradients(
+                    model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
+                )
+                for k, p in zip(names, (p for p in model.parameters() if p.requires_grad)):
+                    p.grad = grads[k].to(p.dtype)
+                opt.step()
+                rep.batch_sizes.append(len(idx))
+        finally:
+            rep.settle()  # the non-finite counts, read once for the run
         return rep
+
+
+def _secure_sources(name: str, seed, comm=None):
+    """(sampler, noise) of secure mode, both reading the OS CSPRNG; a seed or a data-parallel run is refused."""
+    if seed is not None:
+        raise ValueError(
+            f"`{name}`: secure mode draws every random bit from the operating system (os.urandom) and takes "
+            "no seed; a seeded run is reproducible by whoever knows the seed"
+        )
+    if comm is not None:
+        raise ValueError(f"`{name}`: secure mode runs in one process; train without comm")
+    from dpspec.mechanisms.secure_noise_training import SecureGaussianNoise, SecureSampler
+
+    return SecureSampler(), SecureGaussianNoise()
 
 
 def steps_for_epochs(epochs: float, rate: float) -> int:

@@ -15,14 +15,22 @@ def backend(mech) -> type:
 class DpSgdBackend:
     """``optimizer.step()`` is ``DpSgd.private_gradients`` then the user's optimizer on the noisy gradient."""
 
-    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
+    def __init__(self, mech, model, optimizer, criterion, n: int, seed, secure: bool = False):
         if optimizer is None:
             raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
         self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
         self.ledger = mech.ledger
-        self.nonfinite_examples = 0  # examples whose gradient was non-finite and zeroed (private; never publish)
-        self.rng = np.random.default_rng(seed)
-        self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
+        self.secure = bool(secure)
+        # examples whose gradient was non-finite and zeroed (private; never publish): a device tensor while
+        # unread, so that a step makes no host read for it
+        self._nonfinite = 0
+        if self.secure:  # the OS CSPRNG for the batches and the noise (dpspec.mechanisms.secure_noise_training)
+            from dpspec.families.dpsgd.runtime import _secure_sources
+
+            self.rng, self.gen = _secure_sources(mech.name, seed)
+        else:
+            self.rng = np.random.default_rng(seed)
+            self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
         self.describe = {
@@ -30,6 +38,12 @@ class DpSgdBackend:
             "without_replacement": f"{int(mech.batch_size or 0)} of {n} without replacement",
             "full_batch": "the full batch",
         }.get(mech.sampling, mech.sampling)
+
+    @property
+    def nonfinite_examples(self) -> int:
+        if not isinstance(self._nonfinite, int):
+            self._nonfinite = int(self._nonfinite)  # the one read, when asked for
+        return self._nonfinite
 
     def draw(self) -> np.ndarray:
         return next(self.mech.batches(self.n, self.rng, 1))
@@ -46,22 +60,23 @@ class DpSgdBackend:
         grads = self.mech.private_gradients(
             self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx, clipped=clipped, report=report
         )
-        self.nonfinite_examples += sum(k for _, k in report.nonfinite_events)
+        self._nonfinite = self._nonfinite + sum(k for _, k in report.nonfinite_events)
+        for _, k in report.pending_nonfinite:
+            self._nonfinite = self._nonfinite + k
         for k, p in self.model.named_parameters():
             if p.requires_grad:
                 p.grad = grads[k].to(device=p.device, dtype=p.dtype)
         self.inner.step()
 
     def state_dict(self) -> dict:
-        return {
-            "ledger": self.ledger.state_dict(),
-            "optimizer": self.inner.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "generator": self.gen.get_state(),
-        }
+        state = {"ledger": self.ledger.state_dict(), "optimizer": self.inner.state_dict()}
+        if not self.secure:  # secure mode has no generator state to save (or to leak)
+            state.update(rng=self.rng.bit_generator.state, generator=self.gen.get_state())
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.ledger.load_state_dict(state["ledger"])
         self.inner.load_state_dict(state["optimizer"])
-        self.rng.bit_generator.state = state["rng"]
-        self.gen.set_state(state["generator"])
+        if not self.secure and "rng" in state:  # a secure run's state resumes with this run's own generators
+            self.rng.bit_generator.state = state["rng"]
+            self.gen.set_state(state["generator"])

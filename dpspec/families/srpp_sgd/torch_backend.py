@@ -17,7 +17,14 @@ def backend(mech) -> type:
 class SrppBackend:
     """``optimizer.step()`` is the SRPP-SGD optimizer's own step (its certificate fixes the optimizer)."""
 
-    def __init__(self, mech, model, optimizer, criterion, n: int, seed):
+    def __init__(self, mech, model, optimizer, criterion, n: int, seed, secure: bool = False):
+        if secure:
+            from dpspec.torch.private import UnsupportedTrainingError
+
+            raise UnsupportedTrainingError(
+                f"`{mech.name}` is an SRPP-SGD training: secure mode (OS-CSPRNG integer noise on a grid) covers "
+                "DP-SGD trainings only (docs/training.md)"
+            )
         s = mech.plan.sampling
         if n != s.dataset_size:
             raise DataMismatchError(

@@ -231,15 +231,15 @@ def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
         sc = (c[None, :] / (norm + 1e-12)).clamp(max=1.0).masked_fill(bad[:, None], 0)
         scales = {k: sc[:, j] for j, k in enumerate(names)}
         over = (norm > c[None, :]).any(dim=1)
-    nbad, nover = torch.stack([bad.sum(), over.sum()]).tolist()  # the step's one host read (reporting)
     sums = {}
     for k in names:
-        ss = [_part_sum(p, scales[k], bad if nbad else None) for p in parts[k]]
+        # the non-finite rows are zeroed on the device whether or not there are any (no host read per step;
+        # the counts are read only when reported: ClippedSum.deferred)
+        ss = [_part_sum(p, scales[k], bad) for p in parts[k]]
         v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
         sums[k] = v.reshape(params[k].shape)
-    idx = torch.nonzero(bad).flatten().tolist() if nbad else []
     losses = losses.detach().masked_fill(bad, float("nan"))
-    return result(sums, B, int(nbad), idx, norm.detach(), losses, "rules", nover / B, out.detach())
+    return result.deferred(sums, B, bad, over, norm.detach(), losses, "rules", out.detach())
 
 
 def _reference(model, loss_fn, xb, yb, names, per_example_grads):
