@@ -255,3 +255,44 @@ def test_autocast_sums_stay_float32_on_the_other_paths(method):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         cs = clipped_grad_sum(m, ce, x[:, 0].float(), y, clip=0.5, method=method)
     assert cs.method == method and all(v.dtype == torch.float32 for v in cs.sums.values())
+
+
+def test_a_float32_disagreement_is_rechecked_in_float64(monkeypatch):
+    # deep float32 models on GPU kernels differ between a batch and each example alone by more than
+    # float32's tolerance with no coupling: the check is repeated on a float64 copy, which decides
+    torch.manual_seed(0)
+    m = Attention(need_weights=False)  # float32
+    x, y = batch("tok")
+    seen: list = []
+    compare = engine._compare
+
+    def spy(*a):
+        seen.append(a[-1])
+        if a[-1] == torch.float32:  # as if float32 rounding exceeded the tolerance
+            return False, "gradient sum differs", True
+        return compare(*a)
+
+    monkeypatch.setattr(engine, "_compare", spy)
+    ok, why = engine.verified(m, ce, x, y, dict(m.named_parameters()), per_example_grads)
+    assert seen == [torch.float32, torch.float64]
+    assert ok and why == ""
+    assert next(m.parameters()).dtype == torch.float32  # the model itself is untouched
+    assert clipped_grad_sum(m, ce, x, y, clip=1.0).method == "rules"
+
+
+def test_a_coupled_model_fails_the_float64_recheck_too(monkeypatch):
+    torch.manual_seed(0)
+    m = Coupled()  # float32
+    x, y = batch("seq")
+    x = x[:, 0].float()
+    seen: list = []
+    compare = engine._compare
+
+    def spy(*a):
+        seen.append(a[-1])
+        return compare(*a)
+
+    monkeypatch.setattr(engine, "_compare", spy)
+    ok, why = engine.verified(m, ce, x, y, dict(m.named_parameters()), per_example_grads)
+    assert not ok and "differ" in why
+    assert seen == [torch.float32, torch.float64]

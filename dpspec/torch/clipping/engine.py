@@ -26,6 +26,8 @@ __all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 _VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 PROBE_EXAMPLES = 4
+FLOAT32_RTOL = 1e-3  # the check's tolerance in float32 (rounding ~1e-6, a coupled batch O(1))
+FLOAT64_RTOL = 1e-7
 
 
 def plan(model):
@@ -256,10 +258,15 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
     """Whether the rules agree with vmap (each example alone) on this model: checked once per model (on
     the first examples of ``xb``, dropout off), then cached. ``per_example_grads``: the vmap reference
     (``dpspec.mechanisms.per_example.per_example_grads``). Raises :class:`Unsupported` if a layer
-    has no rule."""
+    has no rule.
+
+    The check is structural (a layer that mixes examples gives O(1) differences). It runs in the
+    model's precision (float32 for a 16-bit model); where float32 disagrees beyond its tolerance, it is
+    repeated once on a float64 copy, whose rounding (~1e-15) cannot hide a structural difference: deep
+    float32 models on GPU kernels (attention, TF32 convolutions) differ between a batch and each example
+    alone by more than float32's tolerance without any coupling."""
     import torch
 
-    names = list(params)
     sig = tuple((k, tuple(p.shape)) for k, p in params.items())
     hit = _VERDICTS.get(model)
     if hit is not None and hit[0] == sig:
@@ -267,22 +274,42 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
     plan(model)
     k = min(int(xb.shape[0]), PROBE_EXAMPLES)
     xs, ys = xb[:k], yb[:k]
-    key = model
-    if next(iter(params.values())).dtype in (torch.bfloat16, torch.float16):
-        # the check is structural: a float32 copy of a 16-bit model (whose rounding would hide it)
+    dtype = next(iter(params.values())).dtype
+    probe = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+    ok, why, finite = _compare(model, loss_fn, xs, ys, params, per_example_grads, probe)
+    if not finite:
+        return False, why
+    if not ok and probe != torch.float64:
+        ok64, why64, finite64 = _compare(model, loss_fn, xs, ys, params, per_example_grads, torch.float64)
+        if finite64:
+            ok, why = ok64, why64 if not ok64 else ""
+    _VERDICTS[model] = (sig, ok, why)
+    return ok, why
+
+
+def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[bool, str, bool]:
+    """(agree, why not, finite): the rules against vmap on ``xs`` with the model in ``probe`` precision
+    (a copy where that is not the parameters' dtype)."""
+    import torch
+
+    names = list(params)
+    if next(iter(params.values())).dtype != probe:
+        # a copy in the probe's precision (16-bit rounding would hide a structural difference)
         import copy
 
-        model = copy.deepcopy(model).float()
-        params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        xs = xs.float() if xs.is_floating_point() else xs
-        ys = ys.float() if ys.is_floating_point() else ys
-    acc = next(iter(params.values())).dtype
+        trainable = set(params)
+        model = copy.deepcopy(model).to(probe)
+        params = {n: p for n, p in model.named_parameters() if n in trainable and p.requires_grad}
+        xs = xs.to(probe) if xs.is_floating_point() else xs
+        ys = ys.to(probe) if ys.is_floating_point() else ys
+    acc = probe
     # in train mode (eval mode may take other paths: nn.TransformerEncoderLayer's fused kernel), with the
     # dropout of torch's own layers off (a random mask differs between the batch and each example alone)
     drops: list = [(m, m.p) for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
     drops += [(m, m.dropout) for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
     for m, _ in drops:
         setattr(m, "p" if hasattr(m, "p") else "dropout", 0.0)
+    k = int(xs.shape[0])
     dev = next(iter(params.values())).device
     try:  # in full precision: an autocast region around the step would hide a structural difference
         with torch.autocast(dev.type, enabled=False):
@@ -299,20 +326,16 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
         for m, p in drops:
             setattr(m, "p" if hasattr(m, "p") else "dropout", p)
     # a structural error gives O(1) differences; rounding ~1e-15 (float64), ~1e-6 (float32)
-    rtol = 1e-7 if acc == torch.float64 else 1e-3
-    ok, why = True, ""
+    rtol = FLOAT64_RTOL if acc == torch.float64 else FLOAT32_RTOL
     fin = torch.isfinite(ref_sq).all() and torch.isfinite(sq).all()
     if not bool(fin):
-        return False, "non-finite values in the probe (not cached: checked again on the next batch)"
-    elif not torch.allclose(sq, ref_sq, rtol=rtol, atol=rtol * float(ref_sq.abs().max()) + 1e-30):
-        ok, why = False, "per-example norms differ from each example alone (a layer couples the batch?)"
-    else:
-        for n in names:
-            if not torch.allclose(sums[n], ref_sum[n], rtol=rtol, atol=rtol * float(ref_sum[n].abs().max()) + 1e-30):
-                ok, why = False, f"gradient sum of `{n}` differs from each example alone"
-                break
-    _VERDICTS[key] = (sig, ok, why)
-    return ok, why
+        return False, "non-finite values in the probe (not cached: checked again on the next batch)", False
+    if not torch.allclose(sq, ref_sq, rtol=rtol, atol=rtol * float(ref_sq.abs().max()) + 1e-30):
+        return False, "per-example norms differ from each example alone (a layer couples the batch?)", True
+    for n in names:
+        if not torch.allclose(sums[n], ref_sum[n], rtol=rtol, atol=rtol * float(ref_sum[n].abs().max()) + 1e-30):
+            return False, f"gradient sum of `{n}` differs from each example alone", True
+    return True, "", True
 
 
 def forget(model) -> None:
