@@ -18,7 +18,8 @@ the mechanism (or its accounting) leaks more than the certificate says.
 Built-in auditors: ``gaussian`` (answers 0 and Δe₁), ``dpsgd`` (gradient canary, k steps of a block
 linear model), ``swm`` (the two secret-conditioned laws of the worst world and pair, observation
 (V, ⟨Y, V⟩) for Joint-SRPP or per slice for Ave-SRPP) and ``gcon`` (one edge flipped between two
-low-degree training nodes). :mod:`dpspec.audit.mutations` builds deliberately broken mechanisms for
+low-degree training nodes); ``tune`` (the selection procedure of a tuning, with stand-in runs:
+:mod:`dpspec.tuning.audit`). :mod:`dpspec.audit.mutations` builds deliberately broken mechanisms for
 the power check. New mechanisms plug in with :func:`register_auditor` (see
 :mod:`dpspec.audit.base` for the interface and the rules a target must follow).
 """
@@ -35,6 +36,7 @@ def _register_family_auditors() -> None:
     for f in FAMILIES.values():
         if f.auditor:
             load(f.auditor)
+    load("dpspec.tuning.audit")  # a `tune` certificate: the selection procedure (not a family)
 
 
 _register_family_auditors()
