@@ -382,9 +382,7 @@ def selection_dp(
         eps, best, _ = convert(sel.alphas, sel.rdp, d, conversion)
         bounds.append((f"{sel.theorem.split(', over')[0]}; {CONVERSIONS[conversion]}", eps, sel, best, "rdp"))
     if profile is not None and d > 0.0 and runs.kind != "fixed":
-        from .selection_profile import profile_selection_epsilon
-
-        r = profile_selection_epsilon(profile, runs, d, try_epsilons=try_epsilons)
+        r = profile.selection_epsilon(runs, d, try_epsilons=try_epsilons)
         if math.isfinite(r.epsilon):
             bounds.append((r.theorem, r.epsilon, None, None, "profile"))
     if pure_epsilon is not None:

@@ -184,6 +184,11 @@ class Profile:
         i = np.searchsorted(self.eps, x, side="right") - 1
         return np.where(i >= 0, self.delta[np.maximum(i, 0)], 1.0)
 
+    def selection_epsilon(self, runs: RunCount, delta: float, try_epsilons: Sequence[float] = ()) -> ProfileSelection:
+        """The privacy-profile bound's ε at ``delta`` for best-of-K runs of this profile
+        (:func:`profile_selection_epsilon`)."""
+        return profile_selection_epsilon(self, runs, delta, try_epsilons=try_epsilons)
+
     def epsilon(self, delta: float) -> float:
         """The smallest ε this profile certifies at ``delta``: on the chord (in t = e^ε) between the last grid
         point above ``delta`` and the first at or below it (δ is convex in t, so the chord bounds it); inf when
