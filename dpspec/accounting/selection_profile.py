@@ -304,16 +304,17 @@ def profile_from_pld(pld, delta_floor: float = 1e-14, step: float = STEP) -> Pro
     mu = pld.gdp_mu
     theorem = "PLD (pessimistic dominating pairs, Zhu, Dong & Wang 2022 Thm 10)"
     if mu is not None:
-        grid, vals = [], []
+        pts: list[float] = []
+        vals: list[float] = []
         e = 0.0
         while e <= EPS_MAX:
             dl = _gaussian_delta_upper(mu, e)
-            grid.append(e)
+            pts.append(e)
             vals.append(dl)
             if dl <= delta_floor:
                 break
             e += step
-        return Profile(np.array(grid), np.array(vals), theorem + " (exact μ-GDP profile)")
+        return Profile(np.array(pts), np.array(vals), theorem + " (exact μ-GDP profile)")
     if pld.total_steps == 0:
         return Profile(np.array([0.0]), np.array([0.0]), theorem)
     if pld.discretization is None and pld.grid < PLD_GRID:
@@ -390,16 +391,20 @@ def _nodes(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
 
 def _g_bar(profile: Profile, v: np.ndarray) -> np.ndarray:
     """Ḡ(v): a lower bound on P_X(upper tail) given P_{X'}(upper tail) = v (the set {y' > y} and the profile in
-    both orders), rounded down."""
+    both orders), rounded down: e^{-ε}(v - D(ε)) and 1 - D(ε) - e^{ε}(1 - v) (the second written so that it has no
+    cancellation where it is positive), each lowered by a bound on its rounding."""
     e, d = profile.eps, profile.delta
     v = np.asarray(v, float)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
-        a = np.exp(-e)[None, :] * (v - d[None, :])
-        b = np.exp(e)[None, :] * v - np.expm1(e)[None, :] - d[None, :]
+        ee = np.exp(-e)[None, :]
+        a = ee * (v - d[None, :])
+        a = a - 8 * ULP * ee * (v + d[None, :])
+        w = np.exp(e)[None, :] * (1.0 - v)
+        b = 1.0 - d[None, :] - w
+        b = b - 8 * ULP * (2.0 + w)
         b = np.where(np.isfinite(b), b, -np.inf)
     best = np.maximum(np.max(a, axis=1), np.max(b, axis=1))
-    mag = np.abs(v[:, 0]) * 4 + 4
-    return np.clip(best - 16 * ULP * mag, 0.0, 1.0)
+    return np.clip(best, 0.0, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -492,7 +497,7 @@ def _dual(pr: _Prepared, eps: float) -> tuple[float, np.ndarray]:
     hx, hy = x[h], y[h]
     seg = np.diff(hy) / np.diff(hx)
     s0 = float(seg[0]) if seg.size else 0.0
-    s_inf = max(pr.psi1, float(seg[-1]) if seg.size else 0.0)
+    s_inf = max(pr.psi1, float(np.max(pr.W)), float(seg[-1]) if seg.size else 0.0)
     slopes = np.concatenate([seg, [s_inf]])
     jumps = np.maximum(np.diff(slopes), 0.0)  # at the hull's vertices after 0
     f_at = pr.f[h[1:] - 1]
