@@ -427,8 +427,10 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             scale = float(given_sigma) / math.sqrt(2.0)
         elif own_target:
             scale = sens / (share * e_t) * (1 + 1e-12)
-        else:
+        elif random:
             scale = sens / (share * run_eps) * (1 + 1e-12)
+        else:
+            scale = sens / (share * float(g.epsilon or 0.0) / k) * (1 + 1e-12)
         scores.append((scale, _laplace_epsilon(sens, scale), 0.0))
     per = [(e + (sc[1] if sc else 0.0), d + (sc[2] if sc else 0.0)) for (e, d), sc in zip(train_per, scores)]
     eps_run, delta_run = max(e for e, _ in per), max(d for _, d in per)
@@ -503,7 +505,7 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             "stop_early": tu.stop_early,
             "per_run_epsilon": eps_run,
             "per_run_delta": delta_run,
-            "price_of_tuning": eps_total / eps_run if eps_run > 0 else 0.0,
+            "price_of_tuning": (eps_total / eps_run if eps_run > 0 else 0.0) if random else float(k),
             "stop_early_max_runs": cap,
         }
     )
@@ -575,8 +577,9 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         notion=_notion(g),
         mechanism=MechanismRecord(
             name="tune",
-            description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): {runs.describe()} runs, each with a "
-            f"candidate drawn from {len(combos)}, the best by `{tu.select.score}` ({tu.select.on} score) output",
+            description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): "
+            f"{runs.describe() if random else k} runs, each with a candidate drawn from {len(combos)}, the best by "
+            f"`{tu.select.score}` ({tu.select.on} score) output",
             parameters=params,
             calibrated=not own_target,
         ),
