@@ -15,11 +15,15 @@ privacy", ICLR). Its guarantee, from the runs' certified RDP curves (``dpspec.ac
 3. one run is the mixture "draw a candidate, run it": its curve is the per-order maximum over the
    candidates (quasi-convexity of Rényi divergence, van Erven & Harremoës 2014 Thm 13);
 4. best-of-K: Papernot & Steinke 2022 Thm 2 (truncated negative binomial K) or Thm 6 (Poisson K), or
-   k-fold composition for a fixed count; then RDP → (ε, δ) (Balle et al. 2020 Thm 21).
+   k-fold composition for a fixed count; then RDP → (ε, δ) (Balle et al. 2020 Thm 21);
+5. for a random K and an (ε, δ) target, also the privacy-profile bound (``dpspec.accounting.selection_profile``)
+   from one run's profile: the mixture over the candidates of their PLD profiles (DP-SGD: the training's PLD
+   composed with the score's Gaussian), pointwise at most the profile of the RDP envelope; the certified ε is the
+   smaller of the two bounds, and ``parameters.accountant`` says which.
 
 Calibration: one noise multiplier z for every candidate (the smallest, to relative 1e-3, whose procedure
-meets the target; the upper end of the final bracket), unless the noise is given (then certified) or the
-training states its own per-run target (then each candidate is calibrated to it by its family and the
+meets the target under either bound; the upper end of the final bracket), unless the noise is given (then
+certified) or the training states its own per-run target (then each candidate is calibrated to it by its family and the
 procedure is certified from those runs). The final certificate is computed from every candidate compiled
 at the chosen noise; the search itself only shortens the work by compiling candidates that differ in
 ``learning_rate``/``momentum`` alone once, and the final result is re-evaluated in full.
