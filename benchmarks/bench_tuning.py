@@ -2,8 +2,9 @@
 
 1. Accounting: for one DP-SGD run (Adult-sized: q = 256/30162, 3 epochs, σ/C = 1.0, δ = 1e-5), the
    whole-procedure ε of best-of-K over its single-run ε ("price of tuning") for 10, 30 and 100 expected
-   runs: Poisson (Papernot & Steinke 2022 Thm 6), geometric and logarithmic (truncated negative binomial,
-   Thm 2) and a fixed count (composition); and the inverse: the single-run ε a whole-procedure ε = 8 affords.
+   runs: Poisson, geometric and logarithmic, each under Papernot & Steinke 2022 (Thms 6 and 2, RDP) and under
+   the privacy-profile bound (from the run's PLD; docs/tuning.md), and a fixed count (composition); and the
+   inverse: the single-run ε a whole-procedure ε = 8 affords.
 2. Accuracy: DP-SGD logistic regression with the learning rate and clipping norm tuned, at a total ε:
    - tuned (covered): the `tune` block, Poisson(10) runs, private noisy validation score, whole ε certified;
    - untuned default: one run of the default candidate at the same total ε;
@@ -34,39 +35,63 @@ DEFAULT = {"learning_rate": 0.2, "clipping": 1.0}
 
 
 def price_table() -> None:
+    """Whole-procedure ε / one run's ε for one DP-SGD run, under each bound: Papernot & Steinke 2022 (RDP, its
+    Thms 6 and 2, converted by Balle et al. 2020 Thm 21) and the privacy-profile bound (from the run's PLD profile;
+    the certified ε of a tuning is the smaller). One run's ε is its own certified one: min(RDP, PLD)."""
     from dpspec.accounting import dp_from_curve, dpsgd_rdp_curve
+    from dpspec.accounting.pld import pld_dpsgd
     from dpspec.accounting.selection import RunCount, calibrate_selection, selection_dp
+    from dpspec.accounting.selection_profile import profile_from_pld, profile_selection_epsilon
 
     n, b, epochs, z, delta = 30162, 256, 3, 1.0, 1e-5
     q = b / n
     steps = math.ceil(epochs / q)
     curve = dpsgd_rdp_curve(z, q, steps)
-    single = dp_from_curve(curve, delta).epsilon
-    print(f"one DP-SGD run: q = {q:.5f}, {steps} steps, σ/C = {z}, δ = {delta:g}: ε = {single:.4f}")
+    pld = pld_dpsgd(z, q, steps)
+    prof = profile_from_pld(pld, delta_floor=1e-12)
+    single = min(dp_from_curve(curve, delta).epsilon, pld.epsilon(delta).epsilon)
+    print(f"one DP-SGD run: q = {q:.5f}, {steps} steps, σ/C = {z}, δ = {delta:g}: ε = {single:.4f} (min of RDP, PLD)")
+    print("price of tuning = whole-procedure ε / one run's ε;  PS22 = Papernot & Steinke 2022 (RDP),")
+    print("profile = the privacy-profile bound (docs/tuning.md); the certificate takes the smaller")
     print(
-        f"{'expected runs':>14} {'poisson':>10} {'geometric':>10} {'logarithmic':>12} {'fixed':>10}"
-        "   (whole ε / one run's ε)"
+        f"{'expected runs':>14} | {'poisson PS22':>12} {'profile':>8} | {'geometric PS22':>14} {'profile':>8} | "
+        f"{'logarithmic PS22':>16} {'profile':>8} | {'fixed':>6}"
     )
     for mean in (10, 30, 100):
-        gamma_log = _log_gamma_for_mean(mean)
-        rows = [
-            RunCount.poisson(mean),
-            RunCount.tnb(1.0, 1.0 / mean),
-            RunCount.tnb(0.0, gamma_log),
-            RunCount.fixed(mean),
-        ]
-        eps = [selection_dp(curve, r, delta).epsilon for r in rows]
+        rows = [RunCount.poisson(mean), RunCount.tnb(1.0, 1.0 / mean), RunCount.tnb(0.0, _log_gamma_for_mean(mean))]
+        cells = []
+        for r in rows:
+            ps = selection_dp(curve, r, delta).epsilon
+            pr = profile_selection_epsilon(prof, r, delta).epsilon
+            cells.append((ps / single, pr / single))
+        fixed = selection_dp(curve, RunCount.fixed(mean), delta).epsilon / single
         print(
-            f"{mean:>14} "
-            + " ".join(f"{e / single:>10.3f}" if i != 2 else f"{e / single:>12.3f}" for i, e in enumerate(eps))
+            f"{mean:>14} | {cells[0][0]:>12.3f} {cells[0][1]:>8.3f} | {cells[1][0]:>14.3f} {cells[1][1]:>8.3f} | "
+            f"{cells[2][0]:>16.3f} {cells[2][1]:>8.3f} | {fixed:>6.2f}"
         )
-    print("\nsingle-run ε a whole-procedure ε = 8 affords (σ/C calibrated for the procedure):")
+    print("\nsingle-run ε a whole-procedure ε = 8 affords (one σ/C, the smallest whose procedure meets it):")
     for mean in (10, 30, 100):
-        zz, _ = calibrate_selection(
-            lambda s: dpsgd_rdp_curve(s, q, steps), RunCount.poisson(mean), 8.0, delta, rel_tol=1e-3
+        runs = RunCount.poisson(mean)
+        zz, _ = calibrate_selection(lambda s: dpsgd_rdp_curve(s, q, steps), runs, 8.0, delta, rel_tol=1e-3)
+
+        def meets(s: float, runs=runs) -> bool:
+            return profile_selection_epsilon(profile_from_pld(pld_dpsgd(s, q, steps), 1e-12), runs, delta).epsilon <= 8
+
+        lo, hi = zz / 2, zz
+        while hi - lo > 1e-3 * hi:
+            m = 0.5 * (lo + hi)
+            lo, hi = (lo, m) if meets(m) else (m, hi)
+        one_rdp = min(
+            dp_from_curve(dpsgd_rdp_curve(zz, q, steps), delta).epsilon, pld_dpsgd(zz, q, steps).epsilon(delta).epsilon
         )
-        one = dp_from_curve(dpsgd_rdp_curve(zz, q, steps), delta).epsilon
-        print(f"  poisson(mean = {mean:>3}): σ/C = {zz:.4f}, one run ε = {one:.3f} (price {8.0 / one:.2f}x)")
+        one_pr = min(
+            dp_from_curve(dpsgd_rdp_curve(hi, q, steps), delta).epsilon, pld_dpsgd(hi, q, steps).epsilon(delta).epsilon
+        )
+        print(
+            f"  poisson(mean = {mean:>3}): PS22 σ/C = {zz:.4f}, one run ε = {one_rdp:.3f} "
+            f"(price {8.0 / one_rdp:.2f}x); profile σ/C = {hi:.4f}, one run ε = {one_pr:.3f} "
+            f"(price {8.0 / one_pr:.2f}x)"
+        )
 
 
 def _log_gamma_for_mean(mean: float) -> float:

@@ -343,7 +343,10 @@ class SelectionResult:
         theorem: the bound that attained the minimum.
         bounds: every bound evaluated: (theorem, ε).
         curve: the procedure's RDP curve (None when the runs have no RDP curve).
-        best_alpha: the order attaining the RDP → DP conversion (None for a pure bound).
+        best_alpha: the order attaining the RDP → DP conversion (None for a pure or privacy-profile bound).
+        accountant: which bound gave ``epsilon``: "rdp" (Papernot & Steinke 2022 with the conversion),
+            "profile" (the privacy-profile bound, :mod:`dpspec.accounting.selection_profile`) or "pure".
+        by_accountant: the ε of each bound evaluated, by accountant.
     """
 
     epsilon: float
@@ -352,6 +355,8 @@ class SelectionResult:
     bounds: tuple[tuple[str, float], ...]
     curve: RdpCurve | None
     best_alpha: float | None
+    accountant: str = "rdp"
+    by_accountant: tuple[tuple[str, float], ...] = ()
 
 
 def selection_dp(
@@ -361,22 +366,30 @@ def selection_dp(
     *,
     pure_epsilon: float | None = None,
     conversion: str = "balle2020",
+    profile=None,
+    try_epsilons: Sequence[float] = (),
 ) -> SelectionResult:
-    """(ε, δ) of best-of-K runs: the minimum of the RDP bound (converted with ``conversion``) and,
-    when every run is ``pure_epsilon``-DP, the pure bound. ``run_curve`` is one run's certified
-    curve (the candidates' envelope)."""
+    """(ε, δ) of best-of-K runs: the minimum of the RDP bound (converted with ``conversion``), when every run
+    is ``pure_epsilon``-DP the pure bound, and, for a random number of runs, when one run's privacy profile
+    ``profile`` (:class:`dpspec.accounting.selection_profile.Profile`) is given, the privacy-profile bound
+    (``try_epsilons``: values it also tries, e.g. a target, so that a target the bound meets is never missed by
+    the bisection's tolerance). ``run_curve`` is one run's certified curve (the candidates' envelope)."""
     d = V.real("delta", delta, lo=0.0, hi=1.0, hi_open=True)
     V.choice("conversion", conversion, tuple(CONVERSIONS))
-    bounds: list[tuple[str, float, RdpCurve | None, float | None]] = []
+    bounds: list[tuple[str, float, RdpCurve | None, float | None, str]] = []
     if run_curve is not None and d > 0.0:
         sel = selection_curve(run_curve, runs)
         eps, best, _ = convert(sel.alphas, sel.rdp, d, conversion)
-        bounds.append((f"{sel.theorem.split(', over')[0]}; {CONVERSIONS[conversion]}", eps, sel, best))
+        bounds.append((f"{sel.theorem.split(', over')[0]}; {CONVERSIONS[conversion]}", eps, sel, best, "rdp"))
+    if profile is not None and d > 0.0 and runs.kind != "fixed":
+        r = profile.selection_epsilon(runs, d, try_epsilons=try_epsilons)
+        if math.isfinite(r.epsilon):
+            bounds.append((r.theorem, r.epsilon, None, None, "profile"))
     if pure_epsilon is not None:
         pe = pure_selection_epsilon(pure_epsilon, runs)
         if pe is not None:
             theorem = THEOREM_PURE_FIXED if runs.kind == "fixed" else THEOREM_PURE_TNB
-            bounds.append((theorem, pe, None, None))
+            bounds.append((theorem, pe, None, None, "pure"))
     if not bounds:
         raise ValueError("no valid selection bound: give an RDP curve with delta > 0, or a pure epsilon")
     best_bound = min(bounds, key=lambda b: b[1])
@@ -388,6 +401,8 @@ def selection_dp(
         bounds=tuple((b[0], float(b[1])) for b in bounds),
         curve=curve,
         best_alpha=best_bound[3],
+        accountant=best_bound[4],
+        by_accountant=tuple((b[4], float(b[1])) for b in bounds),
     )
 
 

@@ -18,7 +18,8 @@ the mechanism (or its accounting) leaks more than the certificate says.
 Built-in auditors: ``gaussian`` (answers 0 and Δe₁), ``dpsgd`` (gradient canary, k steps of a block
 linear model), ``swm`` (the two secret-conditioned laws of the worst world and pair, observation
 (V, ⟨Y, V⟩) for Joint-SRPP or per slice for Ave-SRPP) and ``gcon`` (one edge flipped between two
-low-degree training nodes). :mod:`dpspec.audit.mutations` builds deliberately broken mechanisms for
+low-degree training nodes); ``tune`` (the selection procedure of a tuning, with stand-in runs:
+:mod:`dpspec.tuning.audit`). :mod:`dpspec.audit.mutations` builds deliberately broken mechanisms for
 the power check. New mechanisms plug in with :func:`register_auditor` (see
 :mod:`dpspec.audit.base` for the interface and the rules a target must follow).
 """
@@ -30,12 +31,15 @@ from .stats import cp_lower, cp_upper, epsilon_from_rates, epsilon_lower_bound, 
 
 def _register_family_auditors() -> None:
     """Import each family's auditor module (dpspec.families), which registers it; torch stays lazy."""
+    from importlib import import_module
+
     from dpspec.families import FAMILIES
     from dpspec.families.hooks import load_hook
 
     for f in FAMILIES.values():
         if f.auditor:
             load_hook(f.auditor, "auditor")
+    import_module("dpspec.tuning.audit")  # a `tune` certificate: the selection procedure (not a family)
 
 
 _register_family_auditors()

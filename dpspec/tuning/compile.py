@@ -15,11 +15,15 @@ privacy", ICLR). Its guarantee, from the runs' certified RDP curves (``dpspec.ac
 3. one run is the mixture "draw a candidate, run it": its curve is the per-order maximum over the
    candidates (quasi-convexity of Rényi divergence, van Erven & Harremoës 2014 Thm 13);
 4. best-of-K: Papernot & Steinke 2022 Thm 2 (truncated negative binomial K) or Thm 6 (Poisson K), or
-   k-fold composition for a fixed count; then RDP → (ε, δ) (Balle et al. 2020 Thm 21).
+   k-fold composition for a fixed count; then RDP → (ε, δ) (Balle et al. 2020 Thm 21);
+5. for a random K and an (ε, δ) target, also the privacy-profile bound (``dpspec.accounting.selection_profile``)
+   from one run's profile: the mixture over the candidates of their PLD profiles (DP-SGD: the training's PLD
+   composed with the score's Gaussian), pointwise at most the profile of the RDP envelope; the certified ε is the
+   smaller of the two bounds, and ``parameters.accountant`` says which.
 
 Calibration: one noise multiplier z for every candidate (the smallest, to relative 1e-3, whose procedure
-meets the target; the upper end of the final bracket), unless the noise is given (then certified) or the
-training states its own per-run target (then each candidate is calibrated to it by its family and the
+meets the target under either bound; the upper end of the final bracket), unless the noise is given (then
+certified) or the training states its own per-run target (then each candidate is calibrated to it by its family and the
 procedure is certified from those runs). The final certificate is computed from every candidate compiled
 at the chosen noise; the search itself only shortens the work by compiling candidates that differ in
 ``learning_rate``/``momentum`` alone once, and the final result is re-evaluated in full.
@@ -205,6 +209,101 @@ def _run_curve(out: CompiledTarget, score_z: float | None, group: int):
     )
 
 
+THEOREM_MIXTURE_PROFILE = (
+    "one run draws its candidate: its privacy profile is the mixture Σ w_i δ_i of the candidates' (the candidate "
+    "is part of the output), bounded pointwise by the candidates' PLD profiles and by their RDP envelope's"
+)
+
+
+def _deltas_of(g) -> tuple[float, ...]:
+    """The δ at which a tuning certifies (the spec's and the extra reporting points)."""
+    if not isinstance(g, ir.DpGuarantee):
+        return ()
+    return (float(g.delta), *(x for x in EXTRA_DELTAS if x != g.delta))
+
+
+def _run_pld(out: CompiledTarget, score_z: float | None, group: int):
+    """A candidate's run as a PLD: its DP-SGD training (rebuilt from the compiled mechanism's certified numbers, as
+    the family's compile builds it) composed with its private score's Gaussian release (sensitivity the group
+    size); None for a family without a PLD here."""
+    from dpspec.accounting.pld import pld_compose, pld_gaussian
+    from dpspec.accounting.pld_select import dpsgd_pld
+
+    if out.certificate.mechanism.name != "dpsgd":
+        return None
+    m = out.mechanism
+    try:
+        scheme, rel = m.sampling, m.relation
+        acc = "poisson" if scheme != "without_replacement" else ("wor_substitution" if rel == "substitution" else "wor")
+        pld = dpsgd_pld(
+            m.noise_multiplier,
+            m.sample_rate,
+            m.steps,
+            acc,
+            m.group_size,
+            m.dataset_size if acc != "poisson" else None,
+        )
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if pld is None:
+        return None
+    if score_z is not None:
+        pld = pld_compose(pld, pld_gaussian(score_z, sensitivity=float(group), relation=pld.relation))
+    return pld
+
+
+def _pld_profile(out: CompiledTarget, score_z: float | None, group: int, floor: float, cache: dict):
+    from dpspec.accounting.selection_profile import profile_from_pld
+
+    pld = _run_pld(out, score_z, group)
+    if pld is None:
+        return None
+    key = (
+        tuple((st.kind, st.sigma, st.count, st.rate, st.shift, st.group_size) for st in pld.steps),
+        pld.relation,
+        floor,
+    )
+    if key not in cache:
+        try:
+            cache[key] = profile_from_pld(pld, delta_floor=floor)
+        except (ValueError, OverflowError, ArithmeticError, MemoryError, RuntimeError):
+            cache[key] = None
+    return cache[key]
+
+
+def _run_profile(outs, env_curve, score_zs, group: int, weights, runs, deltas, cache: dict):
+    """One run's profile (see ``compile_tuning.run_profile``)."""
+    from dpspec.accounting.selection_profile import Profile, profile_from_rdp
+
+    floor = _profile_floor(deltas, runs)
+    parts = [_pld_profile(o, z, group, floor, cache) for o, z in zip(outs, score_zs)]
+    from_rdp = profile_from_rdp(env_curve)
+    if any(p is None for p in parts):
+        return from_rdp
+    return Profile.minimum(Profile.mixture(parts, weights), from_rdp)
+
+
+def _pld_key(out: CompiledTarget, score_z: float | None, group: int):
+    """What identifies a candidate's run PLD (its steps and relation); None without one."""
+    pld = _run_pld(out, score_z, group)
+    if pld is None:
+        return None
+    return (tuple((st.kind, st.sigma, st.count, st.rate, st.shift, st.group_size) for st in pld.steps), pld.relation)
+
+
+def _profile_floor(deltas, runs) -> float:
+    """How far down a run's profile is evaluated: 1e-3 of the smallest certified δ over E[K]."""
+    return max(1e-30, min(deltas, default=1e-6) * 1e-3 / max(1.0, runs.mean()))
+
+
+def _profile_epsilon(
+    out: CompiledTarget, score_z: float | None, group: int, delta: float, floor: float, cache
+) -> float:
+    """One candidate's run certified from its PLD profile at ``delta`` (inf without a PLD)."""
+    prof = _pld_profile(out, score_z, group, floor, cache)
+    return prof.epsilon(delta) if prof is not None else math.inf
+
+
 def _has_rdp(t: ir.Training) -> bool:
     """Whether the training's family is certified by an RDP curve that composes (else: (ε, δ) only)."""
     from dpspec.families import family
@@ -217,9 +316,14 @@ THEOREM_BASIC = "basic composition (Dwork, Kenthapadi, McSherry, Mironov & Naor 
 
 
 def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos, data, u) -> CompiledTarget:
-    """A family certified in (ε, δ) only (no RDP curve): a fixed number k of runs, each (ε_r, δ_r)-DP, composes
-    to (k ε_r, k δ_r) (basic composition); a run drawn from the candidates is (max ε_i, max δ_i)-DP (a mixture of
-    the candidates' output distributions); selecting the best is post-processing.
+    """A family certified in (ε, δ) only (no RDP curve).
+
+    A fixed number k of runs, each (ε_r, δ_r)-DP, composes to (k ε_r, k δ_r) (basic composition); a run drawn from
+    the candidates is (max ε_i, max δ_i)-DP (a mixture of the candidates' output distributions); selecting the best
+    is post-processing. A random number of runs (Poisson, truncated negative binomial): every (ε_i, δ_i)-DP run is a
+    post-processing of the (ε_i, δ_i) randomized-response pair (Kairouz, Oh & Viswanath 2015 Thm 2.4), so its
+    privacy profile is at most that pair's; one run's profile is the candidates' mixture, and the privacy-profile
+    bound for best-of-K (``dpspec.accounting.selection_profile``) certifies the procedure at the tuning's δ.
 
     The score is public (stated, not covered), or private: a sum of per-item values in [0, 1] that one unit
     changes by at most Δ (the group size for record and group units, the family's ``tune_score`` hook otherwise),
@@ -229,32 +333,37 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
     training, and at small ε its noise is smaller than the analytic Gaussian's: standard deviation 28 against 68
     for Δ = 2 at ε_s = 0.1, δ_s = 2.5e-6.)
 
-    Calibration: the per-run share (ε/k, δ/k) (rounded down by a relative 1e-12) goes SCORE_SHARE of ε to the
-    score and the rest, with all of δ/k, to the training, compiled by its family; with the training's own target
-    the score gets SCORE_SHARE of that target's ε on top; a given ``score_noise`` (a standard deviation, √2 b)
-    is certified at its ε = Δ/b."""
+    Calibration: the per-run share — (ε/k, δ/k) for k fixed runs (rounded down by a relative 1e-12); for a random
+    count the (ε_r, δ_r) with the largest ε_r whose randomized-response profile meets the target through the
+    bound, over δ_r ∈ δ/E[K] × {0.02, 0.05, 0.1, 0.2, 0.4} (:func:`_random_run_share`) — goes SCORE_SHARE of ε to
+    the score and the rest, with all of δ_r, to the training, compiled by its family; with the training's own
+    target the score gets SCORE_SHARE of that target's ε on top; a given ``score_noise`` (a standard deviation,
+    √2 b) is certified at its ε = Δ/b. The procedure is then certified from the candidates' own certified
+    (ε_i, δ_i)."""
     from dpspec.tuning.runtime import Candidate, TunedTraining
 
     g = tu.guarantee
     private = tu.select.on == "private"
     score = _score_bound(t, u) if private else None
-    if runs.kind != "fixed" or (private and score is None) or not isinstance(g, ir.DpGuarantee):
+    if (private and score is None) or not isinstance(g, ir.DpGuarantee):
         _fail(
             "DPS952",
-            f"`{t.name}` ({t.mechanism}) is certified in (ε, δ) only: it is tuned with a fixed number of "
-            "runs, an (ε, δ) guarantee (basic composition) and a public score or a private one its family bounds",
+            f"`{t.name}` ({t.mechanism}) is certified in (ε, δ) only: it is tuned under an (ε, δ) guarantee, with a "
+            "public score or a private one its family bounds",
             tu,
-            "runs",
-            hint="write `runs fixed(count = k)` (and `select best(score = ..., on = public)` if the score's "
-            "sensitivity is not known)",
+            "guarantee" if not isinstance(g, ir.DpGuarantee) else "select",
+            hint="write `guarantee dp(epsilon = 4, delta = 1e-5)` (and `select best(score = ..., on = public)` if "
+            "the score's sensitivity is not known)",
         )
     assert isinstance(g, ir.DpGuarantee)
-    k = runs.count
+    random = runs.kind != "fixed"
+    k = runs.count if not random else 0
     own_target = "guarantee" in t.field_spans
     share = SCORE_SHARE if private else 0.0
     sens = score[0] if score is not None else 0.0
     given_sigma = tu.select.score_noise if private else None
     score_eps = 0.0
+    run_eps = 0.0  # the per-run ε share (training and score together), when calibrated
     if own_target:
         per_g = None
     else:
@@ -266,7 +375,19 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
                 "guarantee",
                 hint="give the whole procedure's target: `guarantee dp(epsilon = 4, delta = 1e-5)`",
             )
-        eps_r, delta_r = float(g.epsilon or 0.0) / k * (1 - 1e-12), g.delta / k * (1 - 1e-12)
+        if random:
+            eps_r, delta_r = _random_run_share(runs, float(g.epsilon or 0.0), float(g.delta))
+            if eps_r <= 0.0:
+                _fail(
+                    "DPS959",
+                    f"no per-run (ε, δ) meets ε = {g.epsilon:g} for the whole tuning",
+                    tu,
+                    "guarantee",
+                    hint="raise the target ε or δ, or make fewer runs",
+                )
+        else:
+            eps_r, delta_r = float(g.epsilon or 0.0) / k * (1 - 1e-12), g.delta / k * (1 - 1e-12)
+        run_eps = eps_r
         if given_sigma is not None:
             score_eps = _laplace_epsilon(sens, float(given_sigma) / math.sqrt(2.0))
             if not score_eps < eps_r:
@@ -310,13 +431,35 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             scale = float(given_sigma) / math.sqrt(2.0)
         elif own_target:
             scale = sens / (share * e_t) * (1 + 1e-12)
+        elif random:
+            scale = sens / (share * run_eps) * (1 + 1e-12)
         else:
             scale = sens / (share * float(g.epsilon or 0.0) / k) * (1 + 1e-12)
         scores.append((scale, _laplace_epsilon(sens, scale), 0.0))
     per = [(e + (sc[1] if sc else 0.0), d + (sc[2] if sc else 0.0)) for (e, d), sc in zip(train_per, scores)]
     eps_run, delta_run = max(e for e, _ in per), max(d for _, d in per)
-    eps_total = k * eps_run * (1 + 4e-16 * k)
-    delta_total = k * delta_run
+    profile_theorem = None
+    if random:
+        from dpspec.accounting.selection_profile import Profile, profile_from_dp, profile_selection_epsilon
+
+        prof = Profile.mixture([profile_from_dp([pt]) for pt in per], tu.weights)
+        res = profile_selection_epsilon(
+            prof, runs, float(g.delta), try_epsilons=() if g.epsilon is None else (float(g.epsilon),)
+        )
+        eps_total, delta_total = certified_epsilon(res.epsilon), float(g.delta)
+        profile_theorem = res.theorem
+        if not math.isfinite(eps_total):
+            _fail(
+                "DPS959",
+                f"the runs' (ε, δ) = ({eps_run:.6g}, {delta_run:.3g}) give no finite ε at δ = {g.delta:g} for the "
+                "whole tuning",
+                tu,
+                "guarantee",
+                hint="give the runs a smaller δ, raise the tuning's δ, or make fewer runs",
+            )
+    else:
+        eps_total = k * eps_run * (1 + 4e-16 * k)
+        delta_total = k * delta_run
     if delta_total > g.delta * (1 + 1e-12):
         _fail(
             "DPS959",
@@ -333,25 +476,45 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             "guarantee",
             hint="raise the target ε or make fewer runs",
         )
+    # early stopping: at most `cap` runs, certified by basic composition within the certified (ε, δ)
+    if random:
+        cap = int(min(eps_total / eps_run if eps_run > 0 else 10_000, g.delta / delta_run if delta_run > 0 else 10_000))
+        cap = max(0, min(cap, 10_000))
+        while cap > 0 and (cap * eps_run * (1 + 4e-16 * cap) > eps_total or cap * delta_run > g.delta):
+            cap -= 1
+    else:
+        cap = k
+    cap_eps = cap * eps_run * (1 + 4e-16 * cap) if cap else 0.0
     params: dict[str, Any] = {
         "training": t.name,
         "family": t.mechanism,
         "runs": runs.describe(),
         "runs_kind": runs.kind,
-        "runs_mean": float(k),
-        "runs_count": k,
-        "candidates": len(combos),
-        "draw": "weighted" if tu.weights is not None else "uniform",
-        "select": f"best({tu.select.score})",
-        "score": tu.select.score,
-        "score_on": tu.select.on,
-        "release_score": tu.select.release_score,
-        "stop_early": tu.stop_early,
-        "per_run_epsilon": eps_run,
-        "per_run_delta": delta_run,
-        "price_of_tuning": float(k),
-        "stop_early_max_runs": k,
+        "runs_mean": float(runs.mean()),
     }
+    if runs.kind == "fixed":
+        params["runs_count"] = k
+    elif runs.kind == "poisson":
+        params["runs_mu"] = runs.mu
+    else:
+        params.update({"runs_eta": runs.eta, "runs_gamma": runs.gamma})
+    params.update(
+        {
+            "candidates": len(combos),
+            "draw": "weighted" if tu.weights is not None else "uniform",
+            "select": f"best({tu.select.score})",
+            "score": tu.select.score,
+            "score_on": tu.select.on,
+            "release_score": tu.select.release_score,
+            "stop_early": tu.stop_early,
+            "per_run_epsilon": eps_run,
+            "per_run_delta": delta_run,
+            "price_of_tuning": (eps_total / eps_run if eps_run > 0 else 0.0) if random else float(k),
+            "stop_early_max_runs": cap,
+        }
+    )
+    if random:
+        params["accountant"] = "profile"
     if private:
         params["score_sensitivity"] = sens
     for i, (combo, (e, d), (e_t, d_t), sc) in enumerate(zip(combos, per, train_per, scores)):
@@ -365,24 +528,52 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
             params[f"candidate_{i}_score_epsilon"] = sc[1]
         if tu.weights is not None:
             params[f"candidate_{i}_weight"] = float(tu.weights[i])
+    score_text = (
+        f"; private score: Laplace noise, sensitivity {sens:g}, (Δ/b, 0)-DP (Dwork & Roth 2014 Thm 3.6), "
+        "composed with its run"
+        if private
+        else ""
+    )
+    if random:
+        assert profile_theorem is not None
+        head = [
+            profile_theorem,
+            f"each run: its (ε_i, δ_i) through {THEOREM_KOV_RUN}; mixture of the candidates{score_text}",
+        ]
+    else:
+        head = [
+            f"mixture of the candidates: (max ε_i, max δ_i)-DP; {THEOREM_BASIC}, {k} runs; selection is post-processing"
+            + score_text
+        ]
     guarantee = GuaranteeRecord(
         target=_target(g),
         dp=[DpPoint(epsilon=eps_total, delta=float(g.delta))],
-        theorems=[
-            f"mixture of the candidates: (max ε_i, max δ_i)-DP; {THEOREM_BASIC}, {k} runs; selection is post-processing"
-            + (
-                f"; private score: Laplace noise, sensitivity {sens:g}, (Δ/b, 0)-DP (Dwork & Roth 2014 Thm 3.6), "
-                "composed with its run"
-                if private
-                else ""
-            )
-        ]
-        + [finals[0].certificate.guarantee.theorems[0]]
+        theorems=head + [finals[0].certificate.guarantee.theorems[0]]
         if finals[0].certificate.guarantee.theorems
-        else [],
+        else head,
         epsilon=eps_total,
         delta=float(g.delta),
     )
+    if random:
+        method = (
+            "privacy-profile bound for best-of-K from the runs' certified (ε, δ) (their randomized-response pairs' "
+            "profiles, mixed over the candidates; dpspec.accounting.selection_profile)"
+        )
+        calibration = (
+            None
+            if own_target
+            else f"each candidate calibrated by its family to (ε_r, δ_r) = ({run_eps:.6g}, {delta_r:.3g}), the share "
+            "with the largest ε_r whose randomized-response profile meets the target"
+        )
+    else:
+        method = "basic composition of the runs' certified (ε, δ)"
+        calibration = (
+            None
+            if own_target
+            else f"each candidate calibrated by its family to (ε/{k}, δ/{k}) (both rounded down by a relative 1e-12)"
+        )
+    if private and calibration is not None and given_sigma is None:
+        calibration += f", of which a share {share:g} of ε goes to the score"
     record = TargetCertificate(
         name=tu.name,
         kind="train",
@@ -390,8 +581,9 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         notion=_notion(g),
         mechanism=MechanismRecord(
             name="tune",
-            description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): {k} runs, each with a candidate drawn "
-            f"from {len(combos)}, the best by `{tu.select.score}` ({tu.select.on} score) output",
+            description=f"hyper-parameter tuning of `{t.name}` ({t.mechanism}): "
+            f"{runs.describe() if random else k} runs, each with a candidate drawn from {len(combos)}, the best by "
+            f"`{tu.select.score}` ({tu.select.on} score) output",
             parameters=params,
             calibrated=not own_target,
         ),
@@ -399,14 +591,10 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         assumptions=_assumptions(tu, private, sens, score[1] if score else None),
         formulas=_basic_formulas(k, eps_run, eps_total, sens, scores),
         numerics=Numerics(
-            method="basic composition of the runs' certified (ε, δ)"
-            + (" (each run's training and its noisy score, composed)" if private else ""),
+            method=method + (" (each run's training and its noisy score, composed)" if private else ""),
             abs_error_bound=0.0,
             alpha_grid="none (the runs are certified in (ε, δ) only)",
-            calibration=None
-            if own_target
-            else f"each candidate calibrated by its family to (ε/{k}, δ/{k}) (both rounded down by a relative 1e-12)"
-            + (f", of which a share {share:g} of ε goes to the score" if private and given_sigma is None else ""),
+            calibration=calibration,
         ),
         warnings=[]
         if private
@@ -440,24 +628,61 @@ def _compile_dp_only(ctx, tu: ir.Tuning, t: ir.Training, protected, runs, combos
         delta=float(g.delta),
         alpha=None,
         stop_early=tu.stop_early,
-        stop_early_max_runs=k,
+        stop_early_max_runs=cap,
         points=((float(g.delta), eps_total),),
-        stop_early_points=(eps_total,),
-        accountant=f"basic composition of {k} runs (Dwork & Roth 2014 Thm 3.16)",
+        stop_early_points=(cap_eps,),
+        accountant="privacy-profile bound for best-of-K (docs/tuning.md)"
+        if random
+        else f"basic composition of {k} runs (Dwork & Roth 2014 Thm 3.16)",
     )
     return CompiledTarget(tu.name, "train", record, mech)
 
 
+THEOREM_KOV_RUN = "the (ε_i, δ_i) randomized-response pair (Kairouz, Oh & Viswanath 2015 Thm 2.4)"
+#: the per-run δ shares tried for a random number of runs, as fractions of δ / E[K]
+RANDOM_DELTA_SHARES = (0.02, 0.05, 0.1, 0.2, 0.4)
+
+
+def _random_run_share(runs, epsilon: float, delta: float) -> tuple[float, float]:
+    """The per-run (ε_r, δ_r) for a random number of runs: for each δ_r of RANDOM_DELTA_SHARES × δ / E[K], the
+    largest ε_r (bisection, relative 1e-4, the lower end kept) whose (ε_r, δ_r) randomized-response profile meets
+    (``epsilon``, ``delta``) through the privacy-profile bound; the pair with the largest ε_r ((0, 0): none)."""
+    from dpspec.accounting.selection_profile import profile_from_dp, profile_selection_delta
+
+    best = (0.0, 0.0)
+    mean = max(1.0, runs.mean())
+    for f in RANDOM_DELTA_SHARES:
+        d_r = f * delta / mean
+
+        def ok(e: float, d_r: float = d_r) -> bool:
+            return profile_selection_delta(profile_from_dp([(e, d_r)]), runs, epsilon) <= delta
+
+        lo, hi = 0.0, epsilon
+        if ok(hi):
+            lo = hi
+        else:
+            while hi - lo > 1e-4 * hi:
+                m = 0.5 * (lo + hi)
+                lo, hi = (m, hi) if ok(m) else (lo, m)
+        if lo > best[0]:
+            best = (lo * (1 - 1e-9), d_r)
+    return best
+
+
 def _basic_formulas(k: int, eps_run: float, eps_total: float, sens: float, scores) -> list:
-    """The basic composition of the k runs and each private score's Laplace ε, as closed forms ``verify``
-    re-evaluates with sympy from the recorded numbers."""
+    """The basic composition of the k runs (k = 0: a random number of runs, no such formula) and each private
+    score's Laplace ε, as closed forms ``verify`` re-evaluates with sympy from the recorded numbers."""
     from dpspec.compiler import formulas as F
 
-    out = [
-        F.formula(
-            "basic_composition_epsilon", F.BASIC_COMPOSITION, {"count": k, "epsilon_run": eps_run}, value=eps_total
-        )
-    ]
+    out = (
+        [
+            F.formula(
+                "basic_composition_epsilon", F.BASIC_COMPOSITION, {"count": k, "epsilon_run": eps_run}, value=eps_total
+            )
+        ]
+        if k > 0
+        else []
+    )
     first = next((sc for sc in scores if sc is not None), None)
     if first is not None:
         out.append(F.formula("pure_dp_epsilon", F.PURE_DP_EPSILON, {"Delta": sens, "b": first[0]}, value=first[1]))
@@ -584,6 +809,16 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         sel = S.selection_curve(curve, runs)
         return _rdp_at(sel.alphas, sel.rdp, g.alpha)
 
+    profile_cache: dict = {}
+
+    def run_profile(outs: list[CompiledTarget], env_curve):
+        """One run's certified privacy profile: the mixture over the candidates (with the draw's weights) of each
+        candidate's PLD profile (its training composed with its private score's Gaussian), where every candidate
+        has a PLD; its pointwise minimum with the profile of the candidates' RDP envelope."""
+        return _run_profile(
+            outs, env_curve, [score_z(o) for o in outs], group, tu.weights, runs, _deltas_of(g), profile_cache
+        )
+
     def score_z(out: CompiledTarget) -> float | None:
         """The private score's noise (standard deviation on the sum): as given, or the default share."""
         if not private_score:
@@ -615,20 +850,30 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
                 )
             cache: dict[str, CompiledTarget] = {}
 
-            def envelope_at(zz: float):
-                curves = []
+            def runs_at(zz: float) -> list[CompiledTarget]:
+                outs = []
                 for i, combo in enumerate(combos):
                     key_combo = tuple(None if c.key in OPTIMISER_ONLY else v for c, v in zip(tu.candidates, combo))
                     key = f"{zz!r}|{key_combo!r}"
                     if key not in cache:
                         cache[key] = compile_run(lambda gg, c=combo, j=i: apply_candidate(t, tu, c, j, zz, gg))
-                    curves.append(_run_curve(cache[key], score_z(cache[key]), group))
-                return S.candidate_envelope(curves)
+                    outs.append(cache[key])
+                return outs
 
             def meets(zz: float) -> bool:
-                res = procedure(envelope_at(zz))
+                outs = runs_at(zz)
+                env_z = S.candidate_envelope([_run_curve(o, score_z(o), group) for o in outs])
+                res = procedure(env_z)
                 eps = res.epsilon if isinstance(res, S.SelectionResult) else res
-                return eps <= float(g.epsilon or 0.0)
+                if eps <= float(g.epsilon or 0.0):
+                    return True
+                if not isinstance(g, ir.DpGuarantee) or runs.kind == "fixed":
+                    return False
+                # the privacy-profile bound at the target ε (one evaluation, no bisection)
+                from dpspec.accounting.selection_profile import profile_selection_delta
+
+                prof = run_profile(outs, env_z)
+                return profile_selection_delta(prof, runs, float(g.epsilon or 0.0)) <= g.delta
 
             lo, hi = Z_RANGE
             if not meets(hi):
@@ -666,15 +911,24 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     env = S.candidate_envelope(curves)
     alphas = env.alphas
     points: list[DpPoint] = []
+    profile = None
+    by_acc: dict[str, float] = {}
+    accountant = "rdp"
     if isinstance(g, ir.DpGuarantee):
-        main = S.selection_dp(env, runs, g.delta)
+        if runs.kind != "fixed":
+            profile = run_profile(finals, env)
+        target_eps = () if g.epsilon is None else (float(g.epsilon),)
+        main = S.selection_dp(env, runs, g.delta, profile=profile, try_epsilons=target_eps)
         sel_curve = main.curve
         theorem = main.theorem
-        for dl in [g.delta, *[x for x in EXTRA_DELTAS if x != g.delta]]:
-            r = S.selection_dp(env, runs, dl)
+        accountant = main.accountant
+        by_acc = dict(main.by_accountant)
+        points.append(DpPoint(epsilon=certified_epsilon(main.epsilon, procedure_error(env, runs)), delta=g.delta))
+        for dl in [x for x in EXTRA_DELTAS if x != g.delta]:
+            r = S.selection_dp(env, runs, dl, profile=profile)
             points.append(DpPoint(epsilon=certified_epsilon(r.epsilon, procedure_error(env, runs)), delta=dl))
         certified = points[0].epsilon
-        best_alpha = main.best_alpha
+        best_alpha = main.best_alpha if accountant == "rdp" else None
         if g.epsilon is not None and certified > g.epsilon:
             _fail(
                 "DPS959",
@@ -723,10 +977,22 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     if private_score:
         params["score_sensitivity"] = group
     per_delta = g.delta if isinstance(g, ir.DpGuarantee) else None
-    params["per_run_epsilon"] = max(per_run)
     if per_delta is not None:
         params["per_run_delta"] = per_delta
+    if isinstance(g, ir.DpGuarantee) and profile is not None:
+        # one run's own certified ε: the minimum of its RDP conversion and its profile's (the mixture's profile is
+        # a bound for every candidate's run only on average, so each candidate's is taken: the largest)
+        per_run = [
+            min(e, _profile_epsilon(o, score_z(o), group, g.delta, _profile_floor(_deltas_of(g), runs), profile_cache))
+            for e, o in zip(per_run, finals)
+        ]
+    params["per_run_epsilon"] = max(per_run)
     params["price_of_tuning"] = certified / max(per_run) if max(per_run) > 0 else 0.0
+    if isinstance(g, ir.DpGuarantee):
+        params["accountant"] = accountant
+        params["epsilon_rdp_bound"] = by_acc.get("rdp", math.inf)
+        if "profile" in by_acc:
+            params["epsilon_profile_bound"] = by_acc["profile"]
     for i, (combo, out, e) in enumerate(zip(combos, finals, per_run)):
         params[f"candidate_{i}"] = candidate_text(tu, combo)
         params[f"candidate_{i}_epsilon"] = e
@@ -748,7 +1014,12 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     cert_points: list[tuple[float | None, float]] = (
         [(pt.delta, pt.epsilon) for pt in points] if isinstance(g, ir.DpGuarantee) else [(None, certified)]
     )
-    stop_runs, stop_eps_all = _early_stop_cap(env, cert_points, g)
+    common = None
+    if tu.stop_early and isinstance(g, ir.DpGuarantee):
+        keys = {_pld_key(o, score_z(o), group) for o in finals}
+        if len(keys) == 1 and None not in keys:
+            common = _run_pld(finals[0], score_z(finals[0]), group)
+    stop_runs, stop_eps_all = _early_stop_cap(env, cert_points, g, common)
     stop_eps = stop_eps_all[0]
     params["stop_early_max_runs"] = stop_runs
     warnings = []
@@ -769,13 +1040,27 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         rdp_epsilons=list(map(float, sel_curve.rdp)),
         dp=points,
         best_alpha=best_alpha,
-        theorems=[S.THEOREM_ENVELOPE, theorem, *(out.certificate.guarantee.theorems[0] for out in finals[:1])],
+        theorems=(
+            [S.THEOREM_ENVELOPE, theorem]
+            if accountant != "profile"
+            else [
+                theorem,
+                THEOREM_MIXTURE_PROFILE,
+                f"also evaluated: {S.THEOREM_POISSON if runs.kind == 'poisson' else S.THEOREM_TNB}",
+            ]
+        )
+        + [out.certificate.guarantee.theorems[0] for out in finals[:1]],
     )
     if isinstance(g, ir.DpGuarantee):
         guarantee = guarantee.model_copy(update={"epsilon": certified, "delta": g.delta})
     else:
         guarantee = guarantee.model_copy(update={"alpha": g.alpha, "epsilon": certified})
-    formulas = _selection_formulas(env, sel_curve, runs, g, best_alpha, points)
+    rdp_alpha, rdp_value = best_alpha, points[0].epsilon if points else None
+    if isinstance(g, ir.DpGuarantee) and accountant != "rdp":
+        # the RDP bound's own order and value: its formulas are checked at what it gives, not at the certified ε
+        rdp_res = S.selection_dp(env, runs, g.delta)
+        rdp_alpha, rdp_value = rdp_res.best_alpha, rdp_res.epsilon
+    formulas = _selection_formulas(env, sel_curve, runs, g, rdp_alpha, rdp_value)
     record = TargetCertificate(
         name=tu.name,
         kind="train",
@@ -793,7 +1078,13 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
         guarantee=guarantee,
         assumptions=_assumptions(tu, private_score, group),
         numerics=Numerics(
-            method="per-run curves from the family's certificate; envelope; selection bound per order",
+            method="per-run curves from the family's certificate; envelope; selection bound per order"
+            + (
+                "; privacy-profile bound from the runs' profiles (dpspec.accounting.selection_profile): "
+                f"certified ε = min over the bounds, here {accountant}"
+                if profile is not None
+                else ""
+            ),
             abs_error_bound=procedure_error(env, runs),
             alpha_grid=_grid_text(np.asarray(alphas)),
             conversion="Balle et al. 2020 Thm 21" if isinstance(g, ir.DpGuarantee) else None,
@@ -834,7 +1125,7 @@ def compile_tuning(ctx: Context, tu: ir.Tuning, data) -> CompiledTarget:
     return CompiledTarget(tu.name, "train", record, mech, np.asarray(alphas), np.asarray(sel_curve.rdp))
 
 
-def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
+def _selection_formulas(env, sel_curve, runs, g, best_alpha, rdp_value) -> list:
     """The selection bound at the order the conversion used (or the guarantee's α), and the conversion, as
     closed forms ``verify`` re-evaluates with sympy from the recorded numbers."""
     from dpspec.accounting.selection import delta_at, poisson_eps_hat, selection_curve, tnb_hat, tnb_log_mean
@@ -894,13 +1185,13 @@ def _selection_formulas(env, sel_curve, runs, g, best_alpha, points) -> list:
                 value=out_v,
             )
         )
-    if isinstance(g, ir.DpGuarantee) and points and points[0].epsilon > 0:
+    if isinstance(g, ir.DpGuarantee) and rdp_value is not None and rdp_value > 0:
         out.append(
             F.formula(
                 "rdp_to_dp",
                 F.BALLE_CONVERSION,
                 {"rdp": float(sel_curve.rdp[i]), "alpha": lam_used, "delta": g.delta},
-                value=points[0].epsilon,
+                value=rdp_value,
             )
         )
     return out
@@ -944,15 +1235,28 @@ def _run_epsilon(curve, g) -> float:
     return _rdp_at(curve.alphas, curve.rdp, g.alpha)
 
 
-def _early_stop_cap(env, certified: list[tuple[float | None, float]], g) -> tuple[int, list[float]]:
+def _early_stop_cap(env, certified: list[tuple[float | None, float]], g, run_pld=None) -> tuple[int, list[float]]:
     """The largest T <= 10 000 whose T-run composition (valid for any stopping rule within T runs) is within the
     certified ε at every certified point (δ, ε) (or at α), and that composition's ε at each point (0 runs, ε = 0,
-    when even one run exceeds it)."""
+    when even one run exceeds it). The composition's ε is RDP's (Mironov 2017 Prop 1), or, where every candidate's
+    run has the same PLD ``run_pld``, the smaller of that and the T-fold PLD composition's (the profile of
+    :func:`dpspec.accounting.selection_profile.profile_from_pld`, at each δ)."""
     from dpspec.accounting.selection import RunCount, selection_curve, selection_dp
 
     def eps(k: int) -> list[float]:
         if isinstance(g, ir.DpGuarantee):
-            return [selection_dp(env, RunCount.fixed(k), g.delta if d is None else d).epsilon for d, _ in certified]
+            out = [selection_dp(env, RunCount.fixed(k), g.delta if d is None else d).epsilon for d, _ in certified]
+            if run_pld is not None:
+                from dpspec.accounting.pld import Pld, PldStep
+                from dpspec.accounting.selection_profile import profile_from_pld
+
+                steps = tuple(
+                    PldStep(st.kind, st.sigma, st.count * k, st.rate, st.shift, st.group_size) for st in run_pld.steps
+                )
+                floor = min(g.delta if d is None else d for d, _ in certified) * 1e-2
+                prof = profile_from_pld(Pld(steps=steps, relation=run_pld.relation), delta_floor=floor)
+                out = [min(e, prof.epsilon(g.delta if d is None else d)) for e, (d, _) in zip(out, certified)]
+            return out
         sel = selection_curve(env, RunCount.fixed(k))
         return [_rdp_at(sel.alphas, sel.rdp, g.alpha)]
 

@@ -119,15 +119,16 @@ def tune_names_a_training(ctx: Context):
     bad=_BASE.replace("privacy people { unit record  dataset_size 60000 }", "privacy links { unit edge  graph cora }")
     + "train g { protect links  mechanism gcon  regularization 0.2 }\n"
     "tune search { train g  candidates { regularization [0.1, 0.2] }  runs poisson(mean = 2)  "
-    "select best(score = accuracy)  guarantee dp(epsilon = 8, delta = 1e-6) }\n",
+    "select best(score = accuracy, on = public)  guarantee rdp(alpha = 8, epsilon = 2) }\n",
     good=_GOOD,
 )
 def tuned_family_composes(ctx: Context):
-    """The selection bounds (Papernot & Steinke 2022) take each run's Rényi DP curve. A family certified in
-    (ε, δ) only (GCON's objective perturbation) is tuned by basic composition instead: a fixed number of runs
-    and a public score, or a private score whose sensitivity the family states (its ``tune_score`` hook). A
-    notion that does not compose (SRPP-SGD's Pufferfish privacy) cannot be tuned; the
-    tuning's own guarantee must be (ε, δ)-DP or Rényi DP."""
+    """The selection bounds take each run's Rényi DP curve (Papernot & Steinke 2022) or its privacy profile. A
+    family certified in (ε, δ) only (GCON's objective perturbation) is tuned under an (ε, δ) guarantee, with a
+    public score or a private score whose sensitivity the family states (its ``tune_score`` hook): a fixed number
+    of runs by basic composition, a random number by the privacy-profile bound from each run's (ε, δ) (its
+    randomized-response pair's profile). A notion that does not compose (SRPP-SGD's Pufferfish privacy) cannot be
+    tuned; the tuning's own guarantee must be (ε, δ)-DP or Rényi DP."""
     from dpspec.families import family
 
     trains = _trainings(ctx)
@@ -145,17 +146,25 @@ def tuned_family_composes(ctx: Context):
             continue
         f = family(t.mechanism)
         dp_only = f is not None and "dp" in f.notions and not (f.composable and "rdp" in f.notions)
-        if dp_only and tu.runs.kind == "fixed" and (tu.select.on == "public" or family_score(t) is not None):
-            continue  # (ε, δ) runs: basic composition of a fixed number of them (dpspec.tuning.compile)
+        if dp_only and (tu.select.on == "public" or family_score(t) is not None):
+            if isinstance(tu.guarantee, ir.RdpGuarantee):
+                yield diag(
+                    "DPS952",
+                    f"`{t.name}` ({t.mechanism}) is certified in (ε, δ) only, so its tuning is certified in (ε, δ)",
+                    tu,
+                    "guarantee",
+                    hint="write `guarantee dp(epsilon = 4, delta = 1e-5)`",
+                )
+            continue  # (ε, δ) runs: basic composition, or the privacy-profile bound (dpspec.tuning.compile)
         if f is None or not f.composable or "rdp" not in f.notions:
             yield diag(
                 "DPS952",
                 f"`{t.name}` ({t.mechanism}) is not certified by a Rényi DP curve, which the selection bounds need",
                 tu,
                 "train",
-                hint="a family certified in (ε, δ) only is tuned with `runs fixed(count = k)` (basic composition) "
-                "and a public score or a private one its family bounds; a family whose notion does not "
-                "compose (Pufferfish) cannot be tuned: fix its settings on public data",
+                hint="a family certified in (ε, δ) only is tuned under an (ε, δ) guarantee with a public score or "
+                "a private one its family bounds; a family whose notion does not compose (Pufferfish) cannot be "
+                "tuned: fix its settings on public data",
             )
 
 

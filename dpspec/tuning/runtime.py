@@ -244,6 +244,59 @@ class TunedTraining:
             return float(total + rng.laplace(0.0, cand.score_noise))
         return float(total + rng.normal(0.0, cand.score_noise))
 
+    # --- the procedure (shared by ``run`` and the audit's ``simulate``) ---------------------------------------
+
+    def _draw_runs(self, rng: np.random.Generator) -> int:
+        """K, from the certified run-count distribution."""
+        return int(self.runs.sample(rng))
+
+    def _k_public(self) -> bool:
+        """K (the runs made and their candidates) is released only where the certificate covers it: a fixed count, or
+        the composition bound of early stopping."""
+        return self.stop_early or self.runs.kind == "fixed"
+
+    def _procedure(self, rng, train_one, score_fn, *, stop=None, charge=None, limit_of=None) -> TuningResult:
+        """Draw K; for each of the runs made draw a candidate, train it (``train_one(index, candidate)``), score it;
+        keep the best. ``limit_of(K)``: the runs made (early stopping's cap); ``charge()``: before each run."""
+        drawn = self._draw_runs(rng)
+        limit = limit_of(drawn) if limit_of is not None else drawn
+        best: tuple[float, int, Any] | None = None
+        history: list[int] = []
+        stopped = False
+        for j in range(limit):
+            if charge is not None:
+                charge()
+            i = int(rng.choice(len(self.candidates), p=self.weights))
+            history.append(i)
+            cand = self.candidates[i]
+            model = train_one(i, cand)
+            s = self._score(cand, score_fn(model), rng)
+            if best is None or s > best[0]:
+                best = (s, i, model)
+            del model
+            if stop is not None and j + 1 < limit and stop(best[0], j + 1):
+                stopped = True
+                break
+        k_public = self._k_public()
+        return TuningResult(
+            model=best[2] if best else None,
+            settings=dict(self.candidates[best[1]].values) if best else None,
+            candidate=best[1] if best else None,
+            score=best[0] if best and self.release_score else None,
+            runs_drawn=drawn if k_public else None,
+            runs_done=len(history) if k_public else None,
+            stopped_early=stopped or (self.stop_early and limit < drawn),
+            epsilon=self.epsilon,
+            delta=self.delta,
+            history=history if k_public else None,
+        )
+
+    def simulate(self, train_one, score_fn, rng: np.random.Generator) -> TuningResult:
+        """One draw of the procedure's output for an audit (:mod:`dpspec.tuning.audit`): the same selection as
+        :meth:`run` — K, the candidates and the score noise from ``rng`` — with ``train_one(index, candidate)``
+        standing in for a training, outside the ledger (no run is charged, no certificate is written)."""
+        return self._procedure(rng, train_one, score_fn)
+
     def run(
         self,
         train_fn: Callable[[Any, dict], Any],
@@ -275,42 +328,19 @@ class TunedTraining:
         if not self.stop_early:
             self.ledger.charge(1)  # one procedure per compiled object: a second run would spend it again
         rng = np.random.default_rng(secrets.randbits(128))  # the operating system's entropy, never the caller's
-        drawn = int(self.runs.sample(rng))
-        limit = min(drawn, self.ledger.remaining) if self.stop_early else drawn
-        best: tuple[float, int, Any] | None = None
-        history: list[int] = []
-        stopped = False
-        for j in range(limit):
+
+        def train_one(i: int, cand: Candidate):
+            mech = _fresh_run(cand.mechanism, self._run_budgets[i])  # this run's own ledger
+            return train_fn(mech, dict(cand.values))
+
+        def charge() -> None:
             if self.stop_early:
                 self.ledger.charge(1)  # at most the cap's runs, over every call
-            i = int(rng.choice(len(self.candidates), p=self.weights))
-            history.append(i)
-            cand = self.candidates[i]
-            mech = _fresh_run(cand.mechanism, self._run_budgets[i])  # this run's own ledger
-            model = train_fn(mech, dict(cand.values))
-            s = self._score(cand, score_fn(model), rng)
-            if best is None or s > best[0]:
-                best = (s, i, model)
-            del model
-            if stop is not None and j + 1 < limit and stop(best[0], j + 1):
-                stopped = True
-                break
+
+        limit_of = (lambda drawn: min(drawn, self.ledger.remaining)) if self.stop_early else (lambda drawn: drawn)
+        result = self._procedure(rng, train_one, score_fn, stop=stop, charge=charge, limit_of=limit_of)
         spent = self.ledger.privacy_spent(self.points[0][0] if self.points else None)
-        # K (and so the number of runs made and the list of their candidates) is released only where the
-        # certificate covers it: a fixed count, or the composition bound of early stopping
-        k_public = self.stop_early or self.runs.kind == "fixed"
-        result = TuningResult(
-            model=best[2] if best else None,
-            settings=dict(self.candidates[best[1]].values) if best else None,
-            candidate=best[1] if best else None,
-            score=best[0] if best and self.release_score else None,
-            runs_drawn=drawn if k_public else None,
-            runs_done=len(history) if k_public else None,
-            stopped_early=stopped or (self.stop_early and limit < drawn),
-            epsilon=spent.epsilon,
-            delta=self.delta,
-            history=history if k_public else None,
-        )
+        result.epsilon = spent.epsilon
         if self.ledger.certificate_hash is not None:
             result.run_certificate = self.run_certificate()
         return result

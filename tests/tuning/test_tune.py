@@ -51,6 +51,35 @@ def _independent(params, rate, steps, runs, delta, alphas):
     return rdp_to_dp(sel.alphas, sel.rdp, delta)[0]
 
 
+def _independent_profile(params, rate, steps, runs, delta, alphas, try_eps=()):
+    """The privacy-profile bound from the accountants directly: each candidate's DP-SGD PLD at the recorded noise
+    composed with its score's Gaussian, their mixture, its minimum with the RDP envelope's profile, the bound."""
+    from dpspec.accounting.pld import pld_compose, pld_dpsgd, pld_gaussian
+    from dpspec.accounting.selection import candidate_envelope
+    from dpspec.accounting.selection_profile import (
+        Profile,
+        profile_from_pld,
+        profile_from_rdp,
+        profile_selection_epsilon,
+    )
+
+    floor = 1e-10 * 1e-3 / max(1.0, runs.mean())  # the smallest certified δ is 1e-10
+    profs, curves = [], []
+    for i in range(params["candidates"]):
+        z = params[f"candidate_{i}_noise_multiplier"]
+        zs = params.get(f"candidate_{i}_score_noise")
+        pld = pld_dpsgd(z, rate, steps)
+        c = dpsgd_rdp_curve(z, rate, steps, alphas=alphas)
+        rho = c.rdp
+        if zs is not None:
+            pld = pld_compose(pld, pld_gaussian(zs, 1.0))
+            rho = rho + alphas / (2 * zs * zs)
+        profs.append(profile_from_pld(pld, delta_floor=floor))
+        curves.append(RdpCurve(alphas=alphas, rdp=rho, theorem="x", method="x", abs_error=c.abs_error))
+    prof = Profile.minimum(Profile.mixture(profs), profile_from_rdp(candidate_envelope(curves)))
+    return profile_selection_epsilon(prof, runs, delta, try_epsilons=try_eps).epsilon
+
+
 def test_issue_spec_compiles_verifies_and_explains(issue):
     r = issue.certificate.results[0]
     p = r.mechanism.parameters
@@ -73,15 +102,22 @@ def test_issue_certificate_equals_an_independent_recomputation(issue):
     alphas = np.asarray(r.guarantee.rdp_alphas)
     steps = math.ceil(3 * 60000 / 256)
     assert p["candidate_0_steps"] == steps
-    eps = _independent(p, 256 / 60000, steps, RunCount.poisson(10), 1e-6, alphas)
-    assert r.guarantee.epsilon >= eps
-    assert r.guarantee.epsilon == pytest.approx(eps, rel=1e-9)
-    # calibration is tight: slightly less noise misses the target
+    runs = RunCount.poisson(10)
+    eps = _independent(p, 256 / 60000, steps, runs, 1e-6, alphas)
+    assert p["epsilon_rdp_bound"] >= eps and p["epsilon_rdp_bound"] == pytest.approx(eps, rel=1e-9)
+    prof = _independent_profile(p, 256 / 60000, steps, runs, 1e-6, alphas, (8.0,))
+    assert p["epsilon_profile_bound"] == pytest.approx(prof, rel=1e-9)
+    # the certified ε is the smaller bound (here the privacy-profile one), and says so
+    assert r.guarantee.epsilon == min(p["epsilon_rdp_bound"], p["epsilon_profile_bound"]) <= 8.0
+    assert p["accountant"] == "profile" and r.guarantee.theorems[0].startswith("privacy-profile bound")
+    assert p["per_run_epsilon"] < r.guarantee.epsilon
+    # calibration is tight: slightly less noise misses the target under both bounds
     q = dict(p)
     for i in range(p["candidates"]):
         q[f"candidate_{i}_noise_multiplier"] = p["noise_multiplier"] * (1 - 3e-3)
         q[f"candidate_{i}_score_noise"] = p[f"candidate_{i}_score_noise"] * (1 - 3e-3)
-    assert _independent(q, 256 / 60000, steps, RunCount.poisson(10), 1e-6, alphas) > 8.0
+    assert _independent(q, 256 / 60000, steps, runs, 1e-6, alphas) > 8.0
+    assert _independent_profile(q, 256 / 60000, steps, runs, 1e-6, alphas, (8.0,)) > 8.0
 
 
 def test_tampered_certificate_fails_verify(issue):
@@ -127,8 +163,11 @@ def test_per_run_targets_certify_the_procedure():
     z = p["candidate_0_noise_multiplier"]
     run = dpsgd_rdp_curve(z, 0.05, 5, alphas=alphas)
     assert run.rdp[list(alphas).index(8.0)] <= 0.5  # each run meets its own target
-    eps = _independent(p, 0.05, 5, RunCount.tnb(1.0, 0.2), 1e-5, alphas)
-    assert r.guarantee.epsilon == pytest.approx(eps, rel=1e-9) and r.guarantee.epsilon >= eps
+    runs = RunCount.tnb(1.0, 0.2)
+    eps = _independent(p, 0.05, 5, runs, 1e-5, alphas)
+    prof = _independent_profile(p, 0.05, 5, runs, 1e-5, alphas)
+    assert p["epsilon_rdp_bound"] == pytest.approx(eps, rel=1e-9) and p["epsilon_rdp_bound"] >= eps
+    assert r.guarantee.epsilon == pytest.approx(min(eps, prof), rel=1e-9)
 
 
 def test_lowering_of_ranges_draws_and_geometric_runs():
@@ -235,7 +274,13 @@ def test_run_certificate_never_states_less_than_the_procedure_spent(runs, stop_e
         assert p["stop_early_max_runs"] >= 1 and res.runs_done <= p["stop_early_max_runs"]
         # what was run: at most `runs_done` runs, whose composition bounds any stopping rule
         done = _independent(p, 0.05, 5, RunCount.fixed(max(res.runs_done, 1)), 1e-5, alphas)
-        assert spent >= done and spent <= r.guarantee.epsilon
+        from dpspec.accounting.pld import pld_compose, pld_dpsgd, pld_gaussian
+
+        one = pld_compose(
+            pld_dpsgd(p["candidate_0_noise_multiplier"], 0.05, 5), pld_gaussian(p["candidate_0_score_noise"], 1.0)
+        )
+        done_pld = pld_compose(*[one] * max(res.runs_done, 1)).epsilon(1e-5).epsilon
+        assert spent >= min(done, done_pld) - 1e-9 and spent <= r.guarantee.epsilon
     else:
         assert spent == r.guarantee.epsilon  # the procedure as certified, whatever K came out
     assert rc.certified[0].epsilon == r.guarantee.epsilon
@@ -329,16 +374,53 @@ def test_an_epsilon_delta_family_is_tuned_by_basic_composition():
     assert any("basic composition" in t for t in r.guarantee.theorems)
     assert dpspec.verify(c.certificate).ok
     for runs, select, rule in (
+        # an (ε, δ)-only family is tuned under an (ε, δ) guarantee
         ("runs poisson(mean = 3)", "select best(score = f1, on = public)", "DPS952"),
-        ("runs poisson(mean = 3)", "select best(score = f1)", "DPS952"),
         # public-graph inference propagates over every edge: a validation score on it has no known sensitivity
         ("runs fixed(count = 3)", "select best(score = f1)", "DPS956"),
+        ("runs poisson(mean = 3)", "select best(score = f1)", "DPS956"),
     ):
         text = GCON_TUNE.replace("RUNS", runs).replace("SELECT", select)
         if rule == "DPS956":
             text = text.replace("pseudo_labels true", "pseudo_labels true  inference public_graph")
+        else:
+            text = text.replace("guarantee dp(epsilon = 4, delta = 1e-4)", "guarantee rdp(alpha = 8, epsilon = 4)")
         spec = dpspec.loads(text)
         assert rule in {d.rule for d in spec.diagnostics}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "runs,kind",
+    [
+        ("runs poisson(mean = 3)", RunCount.poisson(3.0)),
+        ("runs truncated_negative_binomial(eta = 1, gamma = 0.1)", RunCount.tnb(1.0, 0.1)),
+    ],
+)
+def test_an_epsilon_delta_family_with_a_random_number_of_runs_is_certified_by_its_profile(runs, kind):
+    """GCON (no RDP curve) with a random number of runs: each run's certified (ε_i, δ_i) (training and Laplace
+    score) through its randomized-response pair's profile, mixed over the candidates, and the privacy-profile
+    bound — recomputed here from the recorded per-run numbers; the per-run share is tight (a larger one misses the
+    target) and larger than a fixed count of the same mean would get."""
+    from dpspec.accounting.selection_profile import Profile, profile_from_dp, profile_selection_epsilon
+
+    c = dpspec.compile(dpspec.loads(GCON_TUNE.replace("RUNS", runs).replace("SELECT", "select best(score = f1)")))
+    r = c.certificate.results[0]
+    p = r.mechanism.parameters
+    per = [(p[f"candidate_{i}_epsilon"], p[f"candidate_{i}_delta"]) for i in range(p["candidates"])]
+    for i, (e, d) in enumerate(per):  # a run is its training and its Laplace score, composed
+        assert e == pytest.approx(p[f"candidate_{i}_training_epsilon"] + p[f"candidate_{i}_score_epsilon"], rel=1e-12)
+        assert d == p[f"candidate_{i}_training_delta"]
+    prof = Profile.mixture([profile_from_dp([pt]) for pt in per])
+    eps = profile_selection_epsilon(prof, kind, 1e-4, try_epsilons=(4.0,)).epsilon
+    assert r.guarantee.epsilon == pytest.approx(eps, rel=1e-12) and r.guarantee.epsilon <= 4.0
+    assert p["accountant"] == "profile" and r.guarantee.theorems[0].startswith("privacy-profile bound")
+    # the share: 5 % more per-run ε misses the target; a fixed count of the mean would give ε/3 per run
+    e_r, d_r = max(e for e, _ in per), max(d for _, d in per)
+    worse = profile_selection_epsilon(profile_from_dp([(e_r * 1.05, d_r)]), kind, 1e-4).epsilon
+    assert worse > 4.0 * (1 - 1e-3)
+    assert e_r > 4.0 / kind.mean()
+    assert dpspec.verify(c.certificate).ok
 
 
 def test_each_run_of_a_candidate_has_its_own_ledger():
