@@ -131,6 +131,7 @@ def _predicate_labels(table, sec: ir.Secret) -> tuple[np.ndarray, tuple[str, ...
     from dpspec.pufferfish.secrets import PREDICATE_VALUES, predicate_labels
 
     pr = sec.predicate
+    assert pr is not None  # callers pass a predicate or proportion secret, each lowered with its predicate
     if pr.column not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
@@ -281,6 +282,8 @@ def build_query(table, q: ir.BoundedQuery):
         query = cls(list(range(k)), k, l2=q.regularization or 1e-2, feature_lo=b[0], feature_hi=b[1])
         return np.column_stack([X, y]), query
     if q.function == "callable":
+        # callable(…) states its target and dimension (the lowering's signature requires both, DPS113)
+        assert q.target is not None and q.dimension is not None
         fn = _import(q.target, q, "target")
         X = _columns(table, q, q.columns) if k else np.zeros((len(table), 0))
         b = _bounds(q, q.dimension) if q.bounds else None

@@ -48,6 +48,10 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
+    # GCON certifies (ε, δ)-DP (DPS121) and takes no noise, so the guarantee states its target ε (DPS124)
+    assert isinstance(g, ir.DpGuarantee) and g.epsilon is not None
+    # the propagation and Λ are stated (DPS726)
+    assert st.propagation is not None and st.regularization is not None
     if unit_decl.data is None:
         _fail("DPS726", f"`{unit_decl.name}` names no graph", unit_decl, hint="add `graph cora` to the privacy block")
     try:

@@ -47,7 +47,8 @@ SPP_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
 def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
     from dpspec import pufferfish as pf
 
-    worlds, n_samples = [], None
+    worlds: list[pf.World] = []
+    n_samples: int | None = None
     for w in sc.worlds:
         try:
             if isinstance(w, RECORD_WORLDS) and q.function in ("logistic_regression", "linear_svm", "callable"):
@@ -218,6 +219,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
             hint="protect a `scenario` block, or use `mechanism gaussian` for a privacy unit",
         )
     g = r.guarantee
+    assert isinstance(g, ir.SrppGuarantee)  # the family certifies SRPP only (DPS121)
     q = r.query
     if q is None:
         _fail("DPS413", "an SWM release needs a `query`", r, hint="add `query mean(age, bounds = [17, 90])`")
@@ -280,6 +282,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
         labels, X = np.array([], dtype=object), np.zeros((0, 0))
         _x, query = build_query(_EmptyTable(), q)
     worlds, n_samples = build_worlds(sc, X, labels, values, query, q)
+    pairs: list[tuple[str, ...]] | str
     if isinstance(sc.pairs, ir.ExplicitPairs):
         pairs = [tuple(p) for p in sc.pairs.items]
         bad = [v for p in pairs for v in p if v not in values]
@@ -317,7 +320,8 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     except ValueError as e:
         _fail("DPS105", str(e), r, hint="check the query's bounds, the slices and the guarantee's numbers")
     calibrated = r.noise is None
-    if not calibrated:
+    if r.noise is not None:
+        assert r.noise.sigma is not None  # a release's noise is a standard deviation (DPS124)
         sigma2 = r.noise.sigma**2
         eps = S.swm_epsilon(
             sigma2, calib.calibration_deltas, calib.weights, g.alpha, flavour, monte_carlo=calib.monte_carlo
@@ -325,6 +329,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
         calib = dataclasses.replace(calib, sigma2=sigma2, epsilon=eps)
     else:
         eps = calib.epsilon_at(g.alpha)
+        assert g.epsilon is not None  # without noise the guarantee states its target ε (DPS124)
         if eps > g.epsilon:
             _fail(
                 "DPS201",
@@ -399,7 +404,7 @@ def _certificate(
         what = f"the secret `{sec.attribute}` (whether {predicate_text(sec.predicate)}: true or false)"
     pairs = scenario.resolved_pairs()
     worlds = [w.name for w in scenario.worlds]
-    readings = {
+    readings: dict[type, str] = {
         ir.EmpiricalWorld: "of one record drawn from the data",
         ir.BalancedWorld: "of one record drawn from a class-balanced subsample",
         ir.GroupsWorld: "that selects the whole released group of records",

@@ -14,17 +14,21 @@ floating-point attacks; see the certificate's assumptions).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
 from dpspec.mechanisms.release import Released, ReleaseReport
 
+if TYPE_CHECKING:
+    from dpspec.pufferfish import SWMMechanism
+
 
 @dataclass(frozen=True)
 class SwmRelease:
     columns: tuple[str, ...]
-    mechanism: object  # dpspec.pufferfish.SWMMechanism
+    mechanism: SWMMechanism
     name: str = "release"
     #: the certificate's reading (``output``): "aggregate" refuses release_records; ``records``: the n an
     #: aggregate mean's noise was calibrated for (Δ ∝ 1/n), so release() refuses any other size
@@ -70,10 +74,10 @@ class SwmRelease:
         from dpspec.data.bind import fingerprint
 
         q = self.mechanism.query
-        lo, hi = getattr(q, "lo", None), getattr(q, "hi", None)
+        lo, hi, cols = getattr(q, "lo", None), getattr(q, "hi", None), getattr(q, "columns", None)
         clamped = 0
-        if lo is not None and getattr(q, "columns", None) is not None:
-            V = X[:, list(q.columns)]
+        if lo is not None and cols is not None:
+            V = X[:, list(cols)]
             clamped = int(((V < lo) | (V > hi)).sum())
         report = ReleaseReport(
             self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X), "given to release()"

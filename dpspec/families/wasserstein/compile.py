@@ -74,6 +74,7 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
             hint="protect a `scenario` block",
         )
     q, g = r.query, r.guarantee
+    assert isinstance(g, ir.PufferfishGuarantee)  # the family certifies ε-Pufferfish only (DPS121)
     if q is None:
         _fail("DPS413", "a Wasserstein release needs a `query`", r, hint="add `query mean(age, bounds = [17, 90])`")
     if q.function not in QUERIES:
@@ -285,6 +286,7 @@ def _check_mean_secret(sc: ir.Scenario, q: ir.BoundedQuery, table) -> None:
     """DPS437: a mean secret is covered by Lemma E for a mean or sum whose columns include the secret's."""
     sec = sc.secret
     col = sec.mean_of
+    assert col is not None  # called for a mean secret only
     if col not in table.columns:
         from dpspec.diagnostics import did_you_mean
 

@@ -13,17 +13,21 @@ floating-point attacks; see the certificate's assumptions).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
 from dpspec.mechanisms.release import Released, ReleaseReport
 
+if TYPE_CHECKING:
+    from dpspec.pufferfish.queries import Query
+
 
 @dataclass(frozen=True)
 class WassersteinRelease:
     columns: tuple[str, ...]
-    query: object  # a dpspec.pufferfish query (Mean, Sum, Histogram)
+    query: Query  # a dpspec.pufferfish query (Mean, Sum, Histogram)
     scales: tuple[float, ...]  # Laplace scale per output coordinate, from the certificate
     output: str = "aggregate"
     records: int | None = None  # the certified n of an aggregate whose noise scales like 1/n
@@ -49,10 +53,10 @@ class WassersteinRelease:
         from dpspec.data.bind import fingerprint
 
         q = self.query
-        lo, hi = getattr(q, "lo", None), getattr(q, "hi", None)
+        lo, hi, cols = getattr(q, "lo", None), getattr(q, "hi", None), getattr(q, "columns", None)
         clamped = 0
-        if lo is not None and getattr(q, "columns", None) is not None:
-            V = X[:, list(q.columns)]
+        if lo is not None and cols is not None:
+            V = X[:, list(cols)]
             clamped = int(((V < lo) | (V > hi)).sum())
         rep = ReleaseReport(
             self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X), "given to release()"
