@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
-from dpspec.mechanisms.release import Released, ReleaseReport
+from dpspec.mechanisms.release import Released, ReleaseReport, query_columns
 
 if TYPE_CHECKING:
     from dpspec.pufferfish.queries import Query
@@ -39,11 +39,6 @@ class WassersteinRelease:
         if len(self.scales) != int(self.query.dim) or not all(s >= 0 and np.isfinite(s) for s in self.scales):
             raise ValueError("one finite non-negative Laplace scale per output coordinate is required")
         object.__setattr__(self, "_ledger", PrivacyLedger(self.name, 1, self._spent, unit="output"))
-
-    def _matrix(self, data) -> np.ndarray:
-        from dpspec.families.swm.runtime import SwmRelease
-
-        return SwmRelease._matrix(self, data)  # the same column reading and DPS148 refusals
 
     def _noise(self, shape, rng) -> np.ndarray:
         rng = np.random.default_rng(rng)
@@ -69,7 +64,7 @@ class WassersteinRelease:
             raise DataMismatchError(
                 f"`{self.name}` is certified per record (`output per_record`); use release_records [DPS148]"
             )
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         if self.records is not None and X.shape[0] != self.records:
             raise DataMismatchError(
                 f"`{self.name}` is certified for the aggregate of {self.records} records (its noise "
@@ -86,7 +81,7 @@ class WassersteinRelease:
                 f"`{self.name}` is certified for the dataset's aggregate (`output aggregate`): its "
                 "noise does not cover one answer per record [DPS148]"
             )
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         self._ledger.charge(1)
         v = np.asarray(self.query.per_record(X), float)
         return self._report(X, v + self._noise(v.shape, rng))
