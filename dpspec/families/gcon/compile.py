@@ -127,6 +127,7 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
 def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertificate:
     st = t.settings_as(GconSettings)
     from dpspec.compiler import formulas as F
+    from dpspec.families.gcon import formulas as own
 
     g = t.guarantee
     protected = Protected(
@@ -176,7 +177,7 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     formulas = [
         F.formula(
             "beta_eq18",
-            F.GCON_BETA,
+            own.BETA_EQ18,
             {
                 "epsilon": op["epsilon"],
                 "epsL": op["epsilon_lambda"],
@@ -192,7 +193,7 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
         ),
         F.formula(
             "c_theta_eq23",
-            F.GCON_C_THETA,
+            own.C_THETA_EQ23,
             {
                 "n1": p["num_train"],
                 "omega": op["budget_split"],

@@ -140,11 +140,12 @@ def _selection_delta(noise: str, thr: float, b: float) -> float:
 
 def _formulas(dz: Design, points) -> list:
     from dpspec.compiler import formulas as F
+    from dpspec.families.statistics import formulas as own
 
     out = []
     if dz.noise == "exponential":
         out.append(
-            F.formula("exponential_epsilon", F.EXPONENTIAL_EPSILON, {"Delta": 1.0, "b": dz.scale}, value=dz.pure_eps)
+            F.formula("exponential_epsilon", own.EXPONENTIAL_EPSILON, {"Delta": 1.0, "b": dz.scale}, value=dz.pure_eps)
         )
     elif dz.noise in A.PURE:
         parts = [(dz.sensitivity, dz.scale)] + ([(1.0, dz.count_scale)] if dz.count_scale is not None else [])
@@ -168,7 +169,7 @@ def _formulas(dz: Design, points) -> list:
         out.append(
             F.formula(
                 name,
-                F.FORMULAS[name],
+                own.FORMULAS[name],
                 {"T": dz.threshold, "b": dz.scale},
                 value=_selection_delta(dz.noise, dz.threshold, dz.scale) * (1 + 1e-12),
             )
@@ -720,6 +721,7 @@ def pair_records(names: list[str], parts: list[tuple], delta: float) -> tuple[st
     theorems of those pairs, and the truncation bound of each discrete Gaussian pair at δ as a formula
     (``verify`` re-evaluates it at 40 digits)."""
     from dpspec.compiler import formulas as F
+    from dpspec.families.statistics import formulas as own
 
     pairs, gmus, owners = _pld_inputs(parts)
     texts, theorems = [], []
@@ -746,7 +748,7 @@ def pair_records(names: list[str], parts: list[tuple], delta: float) -> tuple[st
         if PAIR_THEOREMS[kind] not in theorems:
             theorems.append(PAIR_THEOREMS[kind])
     formulas = [
-        F.formula("discrete_gaussian_tail_bound", F.DISCRETE_GAUSSIAN_TAIL_BOUND, {"K": K, "s": sg}, value=bound)
+        F.formula("discrete_gaussian_tail_bound", own.DISCRETE_GAUSSIAN_TAIL_BOUND, {"K": K, "s": sg}, value=bound)
         for sg, K, bound in A.pld_truncations(pairs, gmus, delta)
     ]
     return "; ".join(texts), theorems, formulas

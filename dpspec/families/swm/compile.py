@@ -395,6 +395,7 @@ def _certificate(
     r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint
 ) -> TargetCertificate:
     from dpspec.compiler import formulas as F
+    from dpspec.families.swm import formulas as own
 
     sec = sc.secret
     what = f"the secret `{sec.attribute}`" + (
@@ -479,7 +480,7 @@ def _certificate(
         formulas.append(
             F.formula(
                 "epsilon_ave_srpp",
-                F.SWM_AVE_EPSILON,
+                own.AVE_EPSILON,
                 {"alpha": g.alpha, "Dbar2": _max_bar(calib), "sigma2": calib.sigma2},
                 value=eps,
             )
