@@ -127,7 +127,7 @@ def compile_mqm(r: ir.Release, sc, bound_data):
     T = int(X.shape[0])
     if T < 2:
         _fail("DPS418", "a chain needs at least two steps", sc, "data", hint="check the data")
-    labels, values = S._secret_labels(table, sc)
+    labels, values = S.secret_labels(table, sc)
     lo, hi = q.bounds[0]
     L = (hi - lo) / T if q.function == "mean" else (hi - lo)
     eps = float(g.epsilon)

@@ -42,7 +42,7 @@ __all__ = ["SwmAudit", "SwmSliceAudit", "scenario_for"]
 def scenario_for(ctx: AuditContext):
     """Rebuild (worlds, query, profile, release IR) from the compiled spec, as the compiler did."""
     from dpspec.check.framework import Context
-    from dpspec.compiler.scenario import _secret_labels, build_query
+    from dpspec.compiler.scenario import build_query, secret_labels
     from dpspec.data.bind import load_table
     from dpspec.families.swm.compile import build_profile, build_worlds
     from dpspec.ir import models as ir
@@ -59,7 +59,7 @@ def scenario_for(ctx: AuditContext):
     if sc.data is None:
         raise AuditError("the scenario has only sampled worlds; the audit needs exact conditional laws")
     table = load_table(sc.data, ctx.data)
-    labels, values = _secret_labels(table, sc)
+    labels, values = secret_labels(table, sc)
     assert rel.query is not None  # an SWM release states its query (DPS413)
     X, query = build_query(table, rel.query)
     worlds, _ = build_worlds(sc, X, labels, values, query, rel.query)

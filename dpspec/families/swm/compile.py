@@ -31,11 +31,11 @@ from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.scenario import (
     RECORD_WORLDS,
-    _import,
-    _secret_labels,
     build_query,
+    import_target,
     predicate_text,
     prior_ranges,
+    secret_labels,
     world_name,
 )
 from dpspec.ir import models as ir
@@ -86,7 +86,7 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
                     )
                 )
             else:
-                fn = _import(w.target, w, "target")
+                fn = import_target(w.target, w, "target")
                 worlds.append(pf.SamplerWorld(fn, values, exhaustive=w.exhaustive, name=f"sampler({w.target})"))
                 n_samples = w.samples
                 if not w.exhaustive and not w.samples:
@@ -267,7 +267,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
             hint="check the file: a header row, then one record per line",
         )
     if table is not None:
-        labels, values = _secret_labels(table, sc)
+        labels, values = secret_labels(table, sc)
         X, query = build_query(table, q)
     else:
         values = sc.secret.values

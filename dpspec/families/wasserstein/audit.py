@@ -36,10 +36,10 @@ def _rebuild(ctx: AuditContext):
     if sc.secret.share and sc.secret.mean_of is not None:  # a mean secret: no labels; the values are means
         labels, values = np.array([], dtype=object), tuple(sc.secret.values)
     elif sc.secret.share:  # a proportion secret: the records' predicate labels; the secret values are proportions
-        labels, _tf = S._predicate_labels(table, sc.secret)
+        labels, _tf = S.predicate_secret_labels(table, sc.secret)
         values = tuple(sc.secret.values)
     else:
-        labels, values = S._secret_labels(table, sc)
+        labels, values = S.secret_labels(table, sc)
     assert rel.query is not None  # a Wasserstein release states its query (the compile step refuses one without)
     X, query = S.build_query(table, rel.query)
     return rel, sc, X, labels, values, query
