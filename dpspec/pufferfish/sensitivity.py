@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from dpspec.accounting.swm import SoundnessError, dkw_radius
+from dpspec.accounting.concentration import dkw_radius
+from dpspec.accounting.swm import SoundnessError
 
 from .profiles import check_directions
 from .wasserstein import w_inf_dkw_upper_sorted_rows, w_inf_sorted_rows
