@@ -2,6 +2,8 @@
 
     families, ir, diagnostics, limits, errors  (leaves: the family table and the IR import nothing heavy;
                                             the IR reads the table, never a family's folder)
+    a family folder (dpspec/families/<f>/)  (imported by no shared module: the stages reach it through the
+                                            registry; its underscore names stay inside it)
     accounting                              (numerics only: no other dpspec stage)
     runtime: mechanisms, relational, srpp, pufferfish, distributed, and a family folder's runtime side
                                             (never the front end or the compiler)
@@ -178,3 +180,89 @@ def test_importing_the_runtime_loads_no_compiler():
             "'dpspec.lower', 'dpspec.parse'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+FAMILY_FOLDERS = frozenset(p.parent.name for p in (PKG / "families").glob("*/__init__.py"))
+
+
+def _folder_of(module: str) -> str | None:
+    """The family folder that ``module`` (or a name imported from it) lies in, or None."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["dpspec", "families"] and len(parts) > 2 and parts[2] in FAMILY_FOLDERS else None
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses_of_folders(p: Path) -> set[str]:
+    """What file ``p`` takes from a family folder by an underscore name: ``from dpspec.families.f.m import _x``, a
+    private module (``dpspec.families.f._m``), or ``M._x`` on a name ``M`` bound to a folder's module."""
+    tree = ast.parse(p.read_text(encoding="utf-8"))
+    out, aliases = set(), {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                if _folder_of(a.name):
+                    if any(_private(x) for x in a.name.split(".")):
+                        out.add(a.name)
+                    aliases[a.asname or a.name] = a.name
+        elif isinstance(n, ast.ImportFrom) and (n.module or n.level):
+            module = _absolute(p, n.level, n.module)
+            for a in n.names:
+                full = f"{module}.{a.name}"
+                if not _folder_of(full):
+                    continue
+                if any(_private(x) for x in full.split(".")):
+                    out.add(full)
+                aliases[a.asname or a.name] = full
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases:
+            if _private(n.attr):
+                out.add(f"{aliases[n.value.id]}.{n.attr}")
+    return out
+
+
+def test_a_family_folders_underscore_names_stay_inside_it():
+    """A module outside ``dpspec/families/<f>/`` (a shared stage, or another family's folder) uses only the public
+    names of ``<f>``: what two families or a stage share is public (``dpspec.mechanisms.release.query_columns``
+    rather than another runtime's ``_matrix``)."""
+    for p in sorted(PKG.rglob("*.py")):
+        own = _folder_of(_module(p))
+        bad = {m for m in _private_uses_of_folders(p) if _folder_of(m) != own}
+        assert not bad, f"{p.relative_to(ROOT)} uses the private names {sorted(bad)}"
+
+
+def test_the_shared_stages_reach_a_family_folder_only_through_the_registry():
+    """No module outside the family folders (the stages, the runtime packages, the registry and its hook types)
+    imports a family folder, at module or function level: it finds a family's code through the registry
+    (``dpspec.families.FAMILIES``, ``load``, ``dpspec.families.hooks.load_hook``), so adding, moving or removing a
+    family edits no shared module. (A family folder may import another's public names: the Markov Quilt
+    Mechanism releases through the Wasserstein runtime.)"""
+    for p in sorted(PKG.rglob("*.py")):
+        if _folder_of(_module(p)):
+            continue
+        bad = {m for m in _imports(p, False) if _folder_of(m)}
+        assert not bad, f"{p.relative_to(ROOT)} imports the family folder(s) {sorted(bad)}"
+
+
+def test_the_folder_rules_can_fail(tmp_path):
+    """The two checks above see a private name, a private module, an attribute of a folder's module and a plain
+    import of a folder."""
+    assert {"gcon", "swm", "dpsgd"} <= FAMILY_FOLDERS
+    f = tmp_path / "x.py"
+    f.write_text(
+        "from dpspec.families.swm.runtime import _hidden, Runtime\n"
+        "import dpspec.families.gcon._private_mod\n"
+        "from dpspec.families.dpsgd import runtime as R\n"
+        "R._secure_sources()\n"
+        "def f():\n    from dpspec.families.gcon import compile\n",
+        encoding="utf-8",
+    )
+    uses = _private_uses_of_folders(f)
+    assert uses == {
+        "dpspec.families.swm.runtime._hidden",
+        "dpspec.families.gcon._private_mod",
+        "dpspec.families.dpsgd.runtime._secure_sources",
+    }
+    assert {m for m in _imports(f, False) if _folder_of(m)} >= {"dpspec.families.gcon.compile"}

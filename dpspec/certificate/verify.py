@@ -584,8 +584,14 @@ UP_PARAMETERS = frozenset(
         "overflow_probability",
     }
 )
-#: formulas with check "close" whose value is a noise scale or a loss cap (may only be rounded up)
-UP_CLOSE_FORMULAS = frozenset({"sigma2_thm5_6", "naive_cap"})
+
+
+def _rounded_up() -> frozenset[str]:
+    """The formulas checked "close" whose value is a noise scale or a loss cap (may only be rounded up): each
+    family's ``ROUNDED_UP`` (:func:`dpspec.compiler.formulas.rounded_up`)."""
+    from dpspec.compiler import formulas as F
+
+    return F.rounded_up()
 
 
 def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula_names: list | None = None) -> str:
@@ -619,7 +625,7 @@ def direction(path: tuple, formula_checks: dict[str, str] | None = None, formula
         kind = (formula_checks or {}).get(name) if name is not None else None
         if p[1:] == ["checks"] and path[-1] == 0:  # the order α of a check
             return EXACT
-        if kind == "upper_bound" or name in UP_CLOSE_FORMULAS:
+        if kind == "upper_bound" or name in _rounded_up():
             return UP
     return EXACT
 
@@ -739,7 +745,7 @@ def _formulas(cert: Certificate, rep: VerifyReport, clean: set[str]) -> None:
                         )
                     else:
                         rep.checks.append(f"{r.name}: {f.name} re-evaluated with sympy ({float(exact):.4g} ≤ δ)")
-                elif f.check == "close" and f.name not in UP_CLOSE_FORMULAS:
+                elif f.check == "close" and f.name not in _rounded_up():
                     if abs(mp.mpf(f.value) - exact) > REL_TOL * abs(exact):
                         rep.fail(f"{r.name}: {f.name}: recorded {f.value!r}, re-evaluated {float(exact)!r}")
                     else:

@@ -6,7 +6,25 @@ the conflict (DP-SGD's is DPS128).
 from __future__ import annotations
 
 from dpspec.check.framework import Context, diag, rule, trainings_of
-from dpspec.families.srpp_sgd.rules import FLIP, two_runs
+
+
+def two_runs(disc_a: str, disc_b: str, extra: str = "") -> str:
+    """Two SRPP-SGD runs of one scenario, composed: the examples of DPS144 here and of SRPP-SGD's DPS143."""
+    runs = "".join(
+        f"train {name} {{\n  protect       prevalence\n  mechanism     srpp_sgd\n  dataset_size  1400\n"
+        f"  discrepancy   {disc}\n  sampling      without_replacement(batch_size = 64)\n"
+        f"  clipping      flat(C = 1.0)\n  steps         100\n{extra if name == 'a' else ''}  learning_rate 0.1\n"
+        "  guarantee     sa_ave_srpp(alpha = 16, epsilon = 4)\n}\n"
+        for name, disc in (("a", disc_a), ("b", disc_b))
+    )
+    return (
+        "scenario prevalence {\n  secret share in {low, high}\n}\n"
+        + runs
+        + "compose both { parts [a, b]  guarantee sa_ave_srpp(alpha = 16) }\n"
+    )
+
+
+FLIP = "label_flip(differing = 20)"
 
 
 @rule(

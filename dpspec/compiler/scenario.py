@@ -14,12 +14,26 @@ import numpy as np
 from dpspec.compiler.errors import fail as _fail
 from dpspec.ir import models as ir
 
+__all__ = [
+    "RECORD_WORLDS",
+    "build_query",
+    "import_target",
+    "predicate_secret_labels",
+    "predicate_text",
+    "prior_ranges",
+    "secret_labels",
+    "world_name",
+]
+
 #: priors under which X | s is one record (the others independent): per-record or, with
 #: ``output aggregate``, the dataset's aggregate through Lemma A (dpspec.pufferfish.aggregate)
 RECORD_WORLDS = (ir.EmpiricalWorld, ir.BalancedWorld, ir.BernoulliWorld, ir.CategoricalWorld)
 
 
-def _import(target: str, node, field: str):
+def import_target(target: str, node, field: str):
+    """The callable a spec names as ``"module:function"`` (a sampler world, a callable query), imported through
+    the code-hook gate (refused while code hooks are off, as in ``verify``); a malformed or missing target is
+    DPS104 / DPS108 at ``node``'s ``field``."""
     from dpspec.compiler.hooks import import_hook
 
     mod, _, fn = target.partition(":")
@@ -43,7 +57,9 @@ def _import(target: str, node, field: str):
 # --- data → records, secret labels ------------------------------------------------------------------
 
 
-def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]:
+def secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The secret's value for each record of ``table`` and the secret's values (declared, or the quantile bins):
+    a record-level secret only (a membership or proportion secret is refused here, DPS433 / DPS437)."""
     sec = sc.secret
     if sec.membership:
         _fail(
@@ -60,7 +76,7 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
             hint="use `mechanism wasserstein` with `output aggregate` and `prior empirical`",
         )
     if sec.predicate is not None:
-        return _predicate_labels(table, sec)
+        return predicate_secret_labels(table, sec)
     if sec.attribute not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
@@ -126,11 +142,12 @@ def _secret_labels(table, sc: ir.Scenario) -> tuple[np.ndarray, tuple[str, ...]]
     return labels, tuple(values)
 
 
-def _predicate_labels(table, sec: ir.Secret) -> tuple[np.ndarray, tuple[str, ...]]:
+def predicate_secret_labels(table, sec: ir.Secret) -> tuple[np.ndarray, tuple[str, ...]]:
     """Labels true/false of ``secret name = column op value`` (dpspec.pufferfish.secrets)."""
     from dpspec.pufferfish.secrets import PREDICATE_VALUES, predicate_labels
 
     pr = sec.predicate
+    assert pr is not None  # callers pass a predicate or proportion secret, each lowered with its predicate
     if pr.column not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
@@ -281,7 +298,9 @@ def build_query(table, q: ir.BoundedQuery):
         query = cls(list(range(k)), k, l2=q.regularization or 1e-2, feature_lo=b[0], feature_hi=b[1])
         return np.column_stack([X, y]), query
     if q.function == "callable":
-        fn = _import(q.target, q, "target")
+        # callable(…) states its target and dimension (the lowering's signature requires both, DPS113)
+        assert q.target is not None and q.dimension is not None
+        fn = import_target(q.target, q, "target")
         X = _columns(table, q, q.columns) if k else np.zeros((len(table), 0))
         b = _bounds(q, q.dimension) if q.bounds else None
         sup = pf.BoxSupport(b[0], b[1]) if b is not None else None

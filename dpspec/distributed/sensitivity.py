@@ -93,6 +93,7 @@ def dask_sliced_sensitivity_report(
 
     radii, lo_all, hi_all = {}, None, None
     if estimator == "dkw":
+        assert rho is not None and support is not None  # validated_inputs refuses DKW without them (DPS402)
         cells = set(sizes) if dkw_cells is None else set(dkw_cells)
         radii = {key: (dkw_radius(n, rho) if key in cells else 0.0) for key, n in sizes.items()}
         lo_all, hi_all = support.project(U)
@@ -110,8 +111,8 @@ def dask_sliced_sensitivity_report(
 
     unordered: dict = {}
     for idx, (w, si, sj) in enumerate(instances):
-        key = (w, si, sj) if _order(si, sj) else (w, sj, si)
-        unordered.setdefault(key, []).append(idx)
+        pair = (w, si, sj) if _order(si, sj) else (w, sj, si)
+        unordered.setdefault(pair, []).append(idx)
     rows = {}
     for w, a, b in unordered:
         A, B = proj[(w, a)], proj[(w, b)]
@@ -140,7 +141,7 @@ def dask_sliced_sensitivity_report(
         for key, z in Zd.items():
             maxnorm_d[key] = z.map_blocks(_row_norm_sq, drop_axis=1, dtype=float).max()
     keys = list(rows)
-    kw = {} if scheduler is None else {"scheduler": scheduler}
+    kw: dict[str, str | int] = {} if scheduler is None else {"scheduler": scheduler}
     if num_workers is not None:
         kw["num_workers"] = num_workers
     computed = dask.compute([rows[q] for q in keys], {q: v for q, v in maxnorm_d.items()}, **kw)
@@ -159,6 +160,7 @@ def dask_sliced_sensitivity_report(
                 Z[r] = vals[q]
     dkw = None
     if estimator == "dkw":
+        assert rho is not None  # validated_inputs refuses DKW without it
         dkw = {"rho_per_band": float(rho), "radii": {f"{q[0]}|{q[1]}": v for q, v in radii.items()}}
     return SensitivityReport(
         deltas=Z.max(axis=0),

@@ -91,6 +91,9 @@ class Family:
     #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
     #: object on generated data and prints one line
     demo: str = ""
+    #: module defining ``FORMULAS`` (name -> sympy text) of the closed forms the family's certificates carry, which
+    #: ``dpspec verify`` re-evaluates (``dpspec.compiler.formulas``), and optionally ``ROUNDED_UP``
+    formulas: str = ""
     #: the package holding the family's own folder (default ``dpspec.families.<name>`` when that folder
     #: exists); its files fill every hook left empty above (``FOLDER_HOOKS``)
     package: str = ""
@@ -128,6 +131,7 @@ FOLDER_HOOKS: dict[str, tuple[str, str]] = {
     "torch_backend": ("torch_backend", "backend"),
     "demo": ("demo", "run"),
     "tune_score": ("tuning", "tune_score"),
+    "formulas": ("formulas", ""),
 }
 _LISTED_HOOKS = ("accountants", "rules")
 

@@ -26,6 +26,7 @@ hook (``Family``)      defined by                        type
 ``torch_backend``      ``torch_backend.py``: ``backend`` :class:`TorchBackend`
 ``demo``               ``demo.py``: ``run``              :class:`DemoRun`
 ``tune_score``         ``tuning.py``: ``tune_score``     :class:`TuneScore`
+``formulas``           ``formulas.py`` (module)          :class:`FormulaTable`
 =====================  ================================  ==============================================
 
 At run time this module imports only the standard library and the registry (``dpspec.families``, whose
@@ -157,6 +158,14 @@ class DistributedWorkload(Protocol):
     def run(self, comm: Any, cfg: dict[str, Any] | None = None, /) -> dict[str, Any]: ...
 
 
+class FormulaTable(Protocol):
+    """The closed forms a family's certificates carry (``formulas.py``): ``FORMULAS``, name -> sympy text, which
+    ``dpspec verify`` re-evaluates (:mod:`dpspec.compiler.formulas`); a module may add ``ROUNDED_UP``, the
+    names of its "close" formulas whose recorded value may only be rounded up (a noise scale, a cap)."""
+
+    FORMULAS: dict[str, str]
+
+
 #: the callable hooks: kind -> the Protocol its object's signature must fit
 CALLABLE_HOOKS: dict[str, type] = {
     "compile": CompileTarget,
@@ -171,7 +180,7 @@ CALLABLE_HOOKS: dict[str, type] = {
     "tune_score": TuneScore,
 }
 #: the hooks that are modules (a ``Family`` lists ``accountants`` and ``rules``, one module each)
-MODULE_HOOKS = ("accountants", "auditor", "rules", "distributed_example")
+MODULE_HOOKS = ("accountants", "auditor", "rules", "distributed_example", "formulas")
 #: the hooks that are classes
 CLASS_HOOKS = ("settings_model", "runtime")
 
@@ -220,6 +229,17 @@ def check(kind: str, path: str, obj: object) -> None:
             and callable(getattr(obj, "run", None))
         )
         what = "a module defining WORKLOAD, DEFAULTS and run"
+    elif kind == "formulas":
+        table = getattr(obj, "FORMULAS", None)
+        rounded: object = getattr(obj, "ROUNDED_UP", frozenset())
+        ok = (
+            isinstance(obj, ModuleType)
+            and isinstance(table, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in table.items())
+            and isinstance(rounded, frozenset)
+            and rounded <= set(table)
+        )
+        what = "a module defining FORMULAS (name -> text) and, optionally, ROUNDED_UP (a frozenset of its names)"
     elif kind in MODULE_HOOKS:
         ok, what = isinstance(obj, ModuleType), "a module"
     else:
@@ -261,6 +281,8 @@ def load_hook(path: str, kind: Literal["torch_backend"]) -> TorchBackend: ...
 def load_hook(path: str, kind: Literal["demo"]) -> DemoRun: ...
 @overload
 def load_hook(path: str, kind: Literal["tune_score"]) -> TuneScore: ...
+@overload
+def load_hook(path: str, kind: Literal["formulas"]) -> FormulaTable: ...
 def load_hook(path: str, kind: str) -> Any:
     """The hook of ``kind`` that ``path`` (a ``Family`` field: ``"package.module:attribute"`` or a module)
     names, imported now and checked (:func:`check`): ``dpspec.families.load`` with the hook's type."""

@@ -1381,6 +1381,8 @@ def _mean_secret(r: Reporter, v: ast.Definition):
     """``secret avg_age = mean(age, bounds = [17, 90]) in {40, 45}``: a dataset-level secret, the mean of a
     column (Lemma E of the Wasserstein PROOF.md); its values are the candidate means, as decimal text."""
     c = v.value
+    # the caller sends only `mean(...) in {...}` here
+    assert isinstance(c, ast.Membership) and isinstance(c.element, ast.Call)
     sig = Signature(
         (P("column", V.label, True), P("bounds", V.pair_of_numbers)), example="mean(age, bounds = [17, 90])"
     )
@@ -1424,6 +1426,8 @@ def _mean_secret(r: Reporter, v: ast.Definition):
 
 def _threshold_secret(r: Reporter, c: ast.Comparison):
     """``secret x = mean(age) > 40`` or ``fraction(where = …) > 0.5``: refused (DPS444, PROOF.md §3.8)."""
+    # the caller sends only `mean(...) op value` or `fraction(...) op value` here
+    assert isinstance(c.left, ast.Call)
     what = "mean" if c.left.name == "mean" else "proportion"
     return r.error(
         "DPS444",

@@ -32,6 +32,7 @@ Two implementations of the clipped sum, checked against each other in the tests:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "trainable_parameters",
@@ -150,8 +151,9 @@ class ClippedSum:
         self.outputs = outputs
         # why the per-layer rules (dpspec.torch.clipping) were not used, when method is vmap or loop under auto
         self.fallback = fallback
-        self._counts = (nonfinite, list(nonfinite_index), clipped_fraction)
-        self._masks = None  # (bad, over): (B,) device masks, read on demand
+        # (nonfinite, nonfinite_index, clipped_fraction) once read; None while they are on the device
+        self._counts: tuple[int, list, float] | None = (nonfinite, list(nonfinite_index), clipped_fraction)
+        self._masks: tuple[Any, Any] | None = None  # (bad, over): (B,) device masks, read on demand
 
     @classmethod
     def deferred(cls, sums, batch: int, bad, over, norms, losses, method: str, outputs=None, fallback: str = ""):
@@ -163,6 +165,7 @@ class ClippedSum:
 
     def _read(self) -> tuple:
         if self._counts is None:  # one host read (two when some example is non-finite)
+            assert self._masks is not None  # `deferred` sets the masks whenever it clears the counts
             bad, over = self._masks
             nbad, nover = (int(v) for v in _stack_counts(bad, over).tolist())
             idx = _nonzero_list(bad) if nbad else []
@@ -186,6 +189,7 @@ class ClippedSum:
         """The number of zeroed non-finite examples: a 0-dim tensor on the device while it is not read (no
         host round trip), else an int."""
         if self._counts is None:
+            assert self._masks is not None  # `deferred` sets the masks whenever it clears the counts
             return self._masks[0].sum()
         return self._counts[0]
 

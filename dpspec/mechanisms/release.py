@@ -1,12 +1,14 @@
 """What a one-shot release returns: the noised answer and the private report of what it read.
 
 Shared by the release families' runtime classes (the Gaussian release, the sliced Wasserstein and
-Wasserstein mechanisms)."""
+Wasserstein mechanisms), with the column reading of those that read a matrix (:func:`query_columns`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,34 @@ def release_table(name: str, data: Any, bound: Any, bound_source: str | None, da
         return as_table(data, data_name or name), "given to release()"
     except DataBindingError as e:
         raise DataMismatchError(f"`{name}`: {e} [DPS148]") from None
+
+
+def query_columns(name: str, columns: tuple[str, ...], data: Any) -> np.ndarray:
+    """The matrix of ``columns``, in order, that the release ``name`` reads from ``data`` (a Table, a dict of
+    columns, or a matrix whose columns are ``columns`` in order), refusing data without them
+    (``DataMismatchError``, DPS148) before anything is read."""
+    from dpspec.diagnostics import did_you_mean
+    from dpspec.mechanisms.errors import DataMismatchError
+
+    if not hasattr(data, "matrix") and not isinstance(data, dict):
+        X = np.asarray(data, dtype=float)
+        if X.ndim != 2 or X.shape[1] != len(columns):
+            raise DataMismatchError(
+                f"`{name}` reads {len(columns)} columns ({', '.join(columns)}); "
+                f"a matrix of shape {X.shape} does not have them [DPS148]"
+            )
+        return X
+    names = tuple(data.columns) if hasattr(data, "matrix") else tuple(data)
+    for c in columns:
+        if c not in names:
+            raise DataMismatchError(
+                f"`{name}` reads column `{c}`, which the data does not have ("
+                f"{did_you_mean(c, names, 'column') or 'its columns are ' + ', '.join(names)}) "
+                "[DPS148]"
+            )
+    if hasattr(data, "matrix"):
+        try:
+            return data.matrix(columns)
+        except ValueError as e:
+            raise DataMismatchError(f"`{name}`: {e} [DPS148]") from None
+    return np.column_stack([np.asarray(data[c], dtype=float) for c in columns])

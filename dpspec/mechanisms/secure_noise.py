@@ -351,8 +351,8 @@ class SecureGaussian:
             if abs(n) >= limit:
                 raise ValueError(f"the answer {x!r} is too large for an exact grid of step 2^-{self.k} in float64")
             out[i] = math.ldexp(float(n), -self.k)
-        out = out.reshape(a.shape)
-        return float(out) if out.ndim == 0 else out
+        shaped = out.reshape(a.shape)
+        return float(shaped) if shaped.ndim == 0 else shaped
 
 
 @lru_cache(maxsize=64)

@@ -11,6 +11,7 @@ releases, and audits.
     pf.calibrate(scenario, query, profile, alpha=4, epsilon=1, flavour="joint_exact")
 """
 
+from dpspec.accounting.concentration import dkw_radius
 from dpspec.accounting.swm import (
     PAPER,
     RULES,
@@ -20,7 +21,6 @@ from dpspec.accounting.swm import (
     ave_srd,
     calibrate_swm,
     compose_static_releases,
-    dkw_radius,
     gaussian_renyi_shift,
     gwm_sigma2,
     joint_srd,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from dpspec.accounting.swm import PAPER, Assumption, SoundnessError, SWMCalibrat
 from .profiles import SliceProfile
 from .sensitivity import check_pairs, sliced_sensitivity_report
 from .worlds import World, all_distinct_pairs
+
+if TYPE_CHECKING:
+    from .queries import Query
 
 __all__ = ["Scenario", "collect_outputs", "calibrate", "release", "SWMMechanism", "data_delta0"]
 
@@ -181,6 +185,7 @@ def calibrate(
     rho = None
     dkw_cells = None
     if use_dkw:
+        assert gamma is not None  # refused above without it (DPS403)
         gamma_est = float(gamma) / 2.0 if mc else float(gamma)
         dkw_cells = [k for k in samples if k[0] in sampled] if sampled else list(samples)
         rho = gamma_est / (len(dkw_cells) * profile.m)
@@ -223,6 +228,7 @@ def calibrate(
                 raise SoundnessError(f"an exact Δ^u = {np.max(deltas):.6g} exceeds Δ0 = {delta0:.6g}", rule="DPS404")
         # Δ^u ≤ Δ0 for every u, so min(Δ̂, Δ0) is still an upper estimate.
         deltas, inst = np.minimum(deltas, delta0), np.minimum(inst, delta0)
+        assert gamma is not None  # refused above without it (DPS403)
         monte_carlo = (float(gamma), float(delta0))
         notes.append(f"Δ0 = {delta0:.6g} ({src})")
 
@@ -305,7 +311,7 @@ def release(value, calibration: SWMCalibration, rng=None) -> np.ndarray:
 class SWMMechanism:
     """A runnable Gaussian SWM: ``mech.release(dataset)`` = query(dataset) + 𝒩(0, σ² I)."""
 
-    query: object
+    query: Query
     calibration: SWMCalibration
 
     def release(self, dataset, rng=None) -> np.ndarray:

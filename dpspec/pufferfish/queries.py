@@ -352,7 +352,7 @@ class Histogram(Query):
     Values outside [edges[0], edges[-1]] are clipped into the end bins (declared bounds).
     """
 
-    def __init__(self, column: int, edges: Sequence[float], *, name: str | None = None):
+    def __init__(self, column: int, edges: Sequence[float] | np.ndarray, *, name: str | None = None):
         (self.column,) = _check_columns([column], "Histogram")
         e = np.asarray(edges, dtype=float)
         if e.ndim != 1 or e.size < 2 or not np.all(np.diff(e) > 0) or not np.all(np.isfinite(e)):
@@ -500,7 +500,7 @@ def fit_linear_svm(X, y, *, l2: float = 1e-2, feature_lo=None, feature_hi=None, 
 
 
 class _ModelQuery(Query):
-    _fitter = None
+    _fitter: Callable[..., np.ndarray] | None = None  # each model query sets its fitting function
     _f0 = 1.0
 
     def __init__(
@@ -525,6 +525,7 @@ class _ModelQuery(Query):
     def __call__(self, dataset) -> np.ndarray:
         X = _as_dataset(dataset)
         fit = type(self)._fitter
+        assert fit is not None  # LogisticRegressionQuery and LinearSVMQuery set theirs
         return fit(
             X[:, self.feature_columns],
             X[:, self.label_column],

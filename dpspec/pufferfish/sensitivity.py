@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from dpspec.accounting.swm import SoundnessError, dkw_radius
+from dpspec.accounting.concentration import dkw_radius
+from dpspec.accounting.swm import SoundnessError
 
 from .profiles import check_directions
 from .wasserstein import w_inf_dkw_upper_sorted_rows, w_inf_sorted_rows
@@ -210,6 +211,7 @@ def sliced_sensitivity_report(
     radii = {}
     lo_all = hi_all = None
     if estimator == "dkw":
+        assert rho is not None and support is not None  # validated_inputs refuses DKW without them (DPS402)
         cells = set(sizes) if dkw_cells is None else set(dkw_cells)
         radii = {k: (dkw_radius(n, rho) if k in cells else 0.0) for k, n in sizes.items()}
         lo_all, hi_all = support.project(U)
@@ -239,6 +241,7 @@ def sliced_sensitivity_report(
                 buf = np.empty((k, sizes[(w, s)]))
                 proj[s] = _project_sorted(samples[(w, s)], Uc, buf)
                 if estimator == "dkw":
+                    assert lo_all is not None and hi_all is not None  # projected above under DKW
                     lo, hi = lo_all[c0 : c0 + k], hi_all[c0 : c0 + k]
                     tol = 1e-9 * (1.0 + np.abs(lo) + np.abs(hi))
                     if np.any(buf[:, 0] < lo - tol) or np.any(buf[:, -1] > hi + tol):
@@ -254,6 +257,7 @@ def sliced_sensitivity_report(
                 if estimator == "plugin":
                     vals = w_inf_sorted_rows(proj[a], proj[b], cache)
                 else:
+                    assert lo_all is not None and hi_all is not None  # projected above under DKW
                     vals = w_inf_dkw_upper_sorted_rows(
                         proj[a], proj[b], radii[(w, a)], radii[(w, b)], lo_all[c0 : c0 + k], hi_all[c0 : c0 + k]
                     )
@@ -270,6 +274,7 @@ def sliced_sensitivity_report(
     directions_bar.close()
     dkw = None
     if estimator == "dkw":
+        assert rho is not None  # validated_inputs refuses DKW without it
         dkw = {"rho_per_band": float(rho), "radii": {f"{k[0]}|{k[1]}": v for k, v in radii.items()}}
     return SensitivityReport(
         deltas=Z.max(axis=0),

@@ -53,7 +53,9 @@ CLIP_MODES = ("static", "standard", "freq")
 
 def static_threshold(C: float, K: int, k_neg: int) -> float:
     """C / (K + 2) with private negatives (k_neg > 0), C / K without."""
-    return C * tuple_threshold("static", K, k_neg, "wor" if k_neg > 0 else "none")
+    t = tuple_threshold("static", K, k_neg, "wor" if k_neg > 0 else "none")
+    assert t is not None  # the static rule has a per-tuple threshold (only FREQ-CLIP has none)
+    return C * t
 
 
 def freq_counts(batch: TupleBatch) -> tuple[dict, np.ndarray]:

@@ -71,7 +71,8 @@ class GhostClipper:
                 h.remove()
         p0 = next(iter(self.layers[0].parameters()))
         sq = torch.zeros(b, device=p0.device, dtype=accumulation_dtype(p0.dtype))
-        cache = []
+        # (layer, inputs, output gradients, a LayerNorm's normalised inputs)
+        cache: list[tuple[nn.Linear | nn.LayerNorm, torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
         for m in self.layers:
             x = self._acts[id(m)]
             d = self._grads.get(id(m))
@@ -106,13 +107,14 @@ class GhostClipper:
         norms = sq.clamp(min=0).sqrt()
         f = thresholds_fn(norms)
         out = {}
-        for m, X, D, xhat in cache:
+        for m, X, D, normalised in cache:
             if isinstance(m, nn.Linear):
                 out[m.weight] = torch.einsum("bro,bri,b->oi", D, X, f)
                 if m.bias is not None:
                     out[m.bias] = torch.einsum("bro,b->o", D, f)
             else:
-                out[m.weight] = torch.einsum("brh,b->h", xhat * D, f)
+                assert normalised is not None  # a LayerNorm's entry keeps its normalised inputs
+                out[m.weight] = torch.einsum("brh,b->h", normalised * D, f)
                 if m.bias is not None:
                     out[m.bias] = torch.einsum("brh,b->h", D, f)
         return out, norms, losses.detach()

@@ -323,6 +323,7 @@ class RelationalTrainer:
                 self.shards.append((self.result.steps, batch.pos.copy()))
             p0 = next(iter(params.values()))
             acc = accumulation_dtype(p0.dtype)  # the step's tensors: the parameters' device, float32 or wider
+            total: torch.Tensor | None  # the clipped sum: None until the ghost or the vmap path forms it
             if batch.size == 0:
                 total = torch.zeros(P, device=p0.device, dtype=acc)
                 loss_val = float("nan")

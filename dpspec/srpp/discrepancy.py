@@ -40,6 +40,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -124,12 +125,12 @@ def _law(s: Sampling, d: int) -> tuple[np.ndarray, np.ndarray, str]:
 
     N = s.dataset_size
     if s.scheme == "wor":
-        B = s.batch_size
+        B = s.batch
         k = np.arange(0, min(B, d) + 1)
         lp = hypergeom.logpmf(k, N, d, B)
         return k / B, lp, "K ~ Hypergeometric(N, d, B) (WOR)"
     if s.scheme == "wr":
-        B = s.batch_size
+        B = s.batch
         k = np.arange(0, B + 1)
         lp = binom.logpmf(k, B, d / N)
         return k / B, lp, "K ~ Bin(B, d/N) (WR, Prop I.1)"
@@ -193,9 +194,9 @@ class LocalizedInfluence(DiscrepancyModel):
         if s.scheme == "wr" and D > 0:
             raise _wr_huc_error()
         if s.scheme == "wor":
-            K = min(s.batch_size, D)
+            K = min(s.batch, D)
             return Cap(
-                K / s.batch_size,
+                K / s.batch,
                 "huc",
                 f"{PAPER} eq. (42): K_t = min(B, D_max) (WOR, Prop I.1)",
                 assumptions=(self._assumption(),),
@@ -236,7 +237,7 @@ class LocalizedInfluence(DiscrepancyModel):
             ),
         )
         if s.scheme == "wor":
-            B = s.batch_size
+            B = s.batch
             if self.sa_bound == "eq42":
                 k2 = float(min(B, D) ** 2)
                 src = f"{PAPER} eq. (42): K̄² = min(B², D_max²)"
@@ -245,7 +246,7 @@ class LocalizedInfluence(DiscrepancyModel):
                 src = f"{PAPER} App. W.3 / D.3: E[K²] of Hypergeometric(N, D_max, B) (F20), sup at d = D_max [D]"
             return Cap(k2 / B**2, "sa", src, assumptions=a, details={"k2": k2, "B": B})
         if s.scheme == "wr":
-            B = s.batch_size
+            B = s.batch
             if self.sa_bound == "eq42":
                 k2 = float(min(B, D) ** 2)
                 src = f"{PAPER} eq. (42)"
@@ -262,6 +263,8 @@ class LocalizedInfluence(DiscrepancyModel):
                 assumptions=a,
                 details={"k2": k2, "normalizer": s.normalizer},
             )
+        # Sampling refuses a realised normalisation without an empty-batch rule (DPS502)
+        assert s.empty_batch is not None
         v = poisson_realized_kappa2(N, D, s.rate, s.empty_batch)
         return Cap(
             v,
@@ -442,7 +445,7 @@ class IIDRecords(DiscrepancyModel):
             )
         d = self.tail_delta
         if s.scheme == "wor":
-            B = s.batch_size
+            B = s.batch
             if self.tail_method == "hoeffding":
                 K = min(B, B * self.tv + math.sqrt(0.5 * B * math.log(1.0 / d)))
                 src = f"{PAPER} eq. (41) (Hoeffding; conservative for WOR)"
@@ -462,9 +465,9 @@ class IIDRecords(DiscrepancyModel):
         # Poisson, expected normalisation: K ~ Bin(N, qτ)
         N = s.dataset_size
         if self.tail_method == "hoeffding":
-            K = min(N, N * s.rate * self.tv + math.sqrt(0.5 * N * math.log(1.0 / d)))
+            K = min(N, N * s.q * self.tv + math.sqrt(0.5 * N * math.log(1.0 / d)))
         else:
-            K = _binom_upper(N, s.rate * self.tv, d)
+            K = _binom_upper(N, s.q * self.tv, d)
         return Cap(
             K / s.normalizer,
             "huc",
@@ -485,7 +488,7 @@ class IIDRecords(DiscrepancyModel):
                 "sa_reading='high_probability' for a bound that holds except with a reported probability",
             )
             if s.scheme in ("wor", "wr"):
-                B = s.batch_size
+                B = s.batch
                 k2 = binomial_k2(B, self.tv)
                 return Cap(
                     k2 / B**2,
@@ -496,7 +499,7 @@ class IIDRecords(DiscrepancyModel):
                     details={"k2": k2, "B": B},
                 )
             if s.normalization == "expected":
-                k2 = binomial_k2(N, s.rate * self.tv)
+                k2 = binomial_k2(N, s.q * self.tv)
                 return Cap(
                     k2 / s.normalizer**2,
                     "sa",
@@ -593,6 +596,10 @@ def mc_sa_cap(samples, range_max: float, gamma: float, instances: int = 1) -> tu
     return mean + slack, mean, slack
 
 
+@overload
+def mc_tail_cap(samples, delta: float, gamma: float, instances: int = 1, *, upper: float) -> float: ...
+@overload
+def mc_tail_cap(samples, delta: float, gamma: float, instances: int = 1, upper: None = None) -> float | None: ...
 def mc_tail_cap(samples, delta: float, gamma: float, instances: int = 1, upper: float | None = None) -> float | None:
     """DKW tail cap: the ⌈(1 − (δ − ε))M⌉-th order statistic, valid at level δ with probability
     ≥ 1 − γ — ZV25 Lemma D.2 (and Cor D.2 with γ/N_t). Returns ``upper`` (the a.s. cap, e.g. B) when
@@ -706,7 +713,7 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
                 idx = s.draw(rng)
                 K = int(mask[idx].sum())  # WR: repeated indices count repeatedly (App. I)
                 if s.scheme in ("wor", "wr"):
-                    out[a, m] = K / s.batch_size
+                    out[a, m] = K / s.batch
                 elif s.normalization == "expected":
                     out[a, m] = K / s.normalizer
                 else:
@@ -719,7 +726,7 @@ class MonteCarloDiscrepancy(DiscrepancyModel):
     def _kappa_range(self, s: Sampling) -> float:
         N = s.dataset_size
         if s.scheme in ("wor", "wr"):
-            B = s.batch_size
+            B = s.batch
             return min(B, self.range_max) / B if (self.range_max is not None and s.scheme == "wor") else 1.0
         if s.normalization == "expected":
             cnt = N if self.range_max is None else min(N, self.range_max)

@@ -169,6 +169,7 @@ class SrppSgdPlan:
         """C for flat clipping, √Σ C_e² for per-layer clipping (the per-example ℓ2 bound)."""
         if self.clip is not None:
             return self.clip
+        assert self.per_layer_clips is not None  # __post_init__: exactly one of clip and per_layer_clips
         return math.sqrt(sum(c * c for c in self.per_layer_clips))
 
     def lipschitz(self) -> np.ndarray:
@@ -214,6 +215,7 @@ class SrppSgdPlan:
         if self.clip is not None:
             d["clipping"] = {"kind": "flat_l2", "clip": self.clip}
         else:
+            assert self.per_layer_clips is not None  # __post_init__: exactly one of clip and per_layer_clips
             d["clipping"] = {"kind": "per_layer", "clips": list(self.per_layer_clips), "total": self.total_clip}
         if self.profile is not None:
             d["profile"] = self.profile.describe()
@@ -446,6 +448,7 @@ def realized_epsilon(
         return amplified_epsilon(1.0, unit_caps(p_plan) / v, k, lp, alpha)
     h, w, glob, cap = plan_caps(p_plan, model, accountant)
     if plan.per_layer_clips is not None and plan.slice_policy == "global":
+        assert glob is not None  # plan_caps returns the global caps under per-layer clipping
         h = glob[:, None]
         w = np.ones(1)
     return srpp_sgd_epsilon_from_variances(h, v, alpha, flavour, w)

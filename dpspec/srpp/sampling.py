@@ -104,17 +104,29 @@ class Sampling:
     # --- derived -------------------------------------------------------------------------------
 
     @property
+    def batch(self) -> int:
+        """B of a fixed-size scheme (``wor``, ``wr``): ``__post_init__`` refuses these without an integer B."""
+        assert self.batch_size is not None, "a Poisson scheme has no fixed batch size"
+        return self.batch_size
+
+    @property
+    def q(self) -> float:
+        """The sampling rate: ``__post_init__`` sets it for every scheme (B/N for ``wor``, ``wr``)."""
+        assert self.rate is not None
+        return self.rate
+
+    @property
     def normalizer(self) -> float:
         """B̄: the constant the clipped sum is divided by (None-like for Poisson realized → 0.0)."""
         if self.scheme in ("wor", "wr"):
-            return float(self.batch_size)
+            return float(self.batch)
         if self.normalization == "expected":
-            return self.rate * self.dataset_size
+            return self.q * self.dataset_size
         return 0.0
 
     @property
     def expected_batch(self) -> float:
-        return float(self.batch_size) if self.batch_size is not None else self.rate * self.dataset_size
+        return float(self.batch_size) if self.batch_size is not None else self.q * self.dataset_size
 
     def steps_per_epoch(self) -> int:
         return max(1, math.ceil(self.dataset_size / self.expected_batch))
@@ -142,7 +154,7 @@ class Sampling:
         if self.scheme == "wr":
             return rng.integers(0, n, size=self.batch_size)
         while True:
-            idx = np.flatnonzero(rng.random(n) < self.rate)
+            idx = np.flatnonzero(rng.random(n) < self.q)
             if idx.size > 0 or self.empty_batch != "resample":
                 return idx
 

@@ -107,10 +107,21 @@ def validate(model: nn.Module, *, strict: bool = False) -> list[ModuleIssue]:
 
 
 def _replacement(m: nn.Module) -> nn.Module:
+    # fix() replaces the layers validate() refuses: batch norms, and instance norms with running statistics
+    assert isinstance(m, (*_BATCHNORM, *_INSTANCENORM))
+    new: nn.GroupNorm | nn.InstanceNorm1d | nn.InstanceNorm2d | nn.InstanceNorm3d
     if isinstance(m, _BATCHNORM):
         new = nn.GroupNorm(_groups(m), m.num_features, eps=m.eps, affine=m.affine)
     else:
-        new = type(m)(m.num_features, eps=m.eps, momentum=m.momentum, affine=m.affine, track_running_stats=False)
+        # torch annotates InstanceNorm's momentum as float, but its _NormBase takes None (a cumulative average)
+        # and stores it as given: the layer's own momentum is passed on unchanged
+        new = type(m)(
+            m.num_features,
+            eps=m.eps,
+            momentum=m.momentum,  # type: ignore[arg-type]
+            affine=m.affine,
+            track_running_stats=False,
+        )
     if m.affine and getattr(m, "weight", None) is not None:
         new.weight.data.copy_(m.weight.data)
         new.bias.data.copy_(m.bias.data)

@@ -141,6 +141,12 @@ class DpSgd(LedgerOwner):
         object.__setattr__(self, "_guard", BatchGuard(self.name, batch_size=fixed, what="example"))
 
     @property
+    def _fixed_batch(self) -> int:
+        """B of without-replacement sampling (``__post_init__`` takes it as the batch guard's size)."""
+        assert self.batch_size is not None
+        return int(self.batch_size)
+
+    @property
     def noise_std(self) -> float:
         """Standard deviation of the noise added to the clipped gradient sum (σ·C)."""
         return self.noise_multiplier * self.clip_norm
@@ -155,24 +161,27 @@ class DpSgd(LedgerOwner):
     def _spent(self, steps: int, delta: float | None) -> Spent:
         from dpspec import accounting as acc
 
-        if delta is None and self.delta is None and self.alpha is None:
+        at_delta = delta if delta is not None else self.delta
+        if at_delta is None and self.alpha is None:
             raise ValueError(f"`{self.name}`: give the δ at which to report ε")
-        use_rdp = delta is None and self.delta is None
+        use_rdp = at_delta is None
         name = self._accountant_name()
         rate = 1.0 if self.sampling == "full_batch" else self.sample_rate
-        base = dict(target=self.name, steps=steps, budget_steps=self.steps)
         if steps == 0:
             return Spent(
+                target=self.name,
+                steps=steps,
+                budget_steps=self.steps,
                 notion="renyi_dp" if use_rdp else "approximate_dp",
                 epsilon=0.0,
-                delta=None if use_rdp else (delta if delta is not None else self.delta),
+                delta=at_delta,
                 alpha=self.alpha if use_rdp else None,
                 note="no step taken",
                 accountant=name,
-                **base,
             )
         alphas = None if self.rdp_alphas is None else np.asarray(self.rdp_alphas, dtype=float)
-        if use_rdp and alphas is not None and self.alpha not in set(alphas.tolist()):
+        if at_delta is None and alphas is not None and self.alpha not in set(alphas.tolist()):
+            assert self.alpha is not None  # checked above: without a δ the report is at α
             alphas = np.sort(np.append(alphas, self.alpha))
         curve = acc.dpsgd_rdp_curve(
             self.noise_multiplier,
@@ -183,16 +192,18 @@ class DpSgd(LedgerOwner):
             dataset_size=self.dataset_size if name != "poisson" else None,
             alphas=alphas,
         )
-        if use_rdp:
+        if at_delta is None:
             i = int(np.flatnonzero(np.asarray(curve.alphas) == self.alpha)[0])
             return Spent(
+                target=self.name,
+                steps=steps,
+                budget_steps=self.steps,
                 notion="renyi_dp",
                 epsilon=float(np.asarray(curve.rdp)[i]),
                 alpha=self.alpha,
                 accountant=curve.theorem,
-                **base,
             )
-        d = float(delta if delta is not None else self.delta)
+        d = float(at_delta)
         res = acc.dp_from_curve(curve, d)
         eps, text = float(res.epsilon), f"{curve.theorem}; {res.conversion}"
         if self.accountant == "pld":
@@ -202,7 +213,15 @@ class DpSgd(LedgerOwner):
             cert = dict(self.certified).get(d)
             if cert is not None and cert < eps:
                 eps, text = cert, text + " (capped at the certificate's ε for the full run)"
-        return Spent(notion="approximate_dp", epsilon=eps, delta=d, accountant=text, **base)
+        return Spent(
+            target=self.name,
+            steps=steps,
+            budget_steps=self.steps,
+            notion="approximate_dp",
+            epsilon=eps,
+            delta=d,
+            accountant=text,
+        )
 
     def _pld_spent(self, steps: int, delta: float) -> tuple[float, str]:
         """PLD ε after ``steps`` steps (the certified PLD construction at t steps; cached)."""
@@ -228,7 +247,7 @@ class DpSgd(LedgerOwner):
         super().bind_certificate(certificate, name)
         rec = next((r for r in certificate.results if r.name == name), None)
         a = getattr(rec, "accounting", None) if rec is not None else None
-        if a is not None and a.accountant in ("rdp", "pld"):
+        if rec is not None and a is not None and a.accountant in ("rdp", "pld"):
             object.__setattr__(self, "accountant", a.accountant)
             object.__setattr__(self, "certified", tuple((p.delta, p.epsilon) for p in rec.guarantee.dp))
             self.__dict__.pop("_pld_cache", None)
@@ -242,7 +261,7 @@ class DpSgd(LedgerOwner):
         if self.sampling == "without_replacement" and self.dataset_size is not None and n != self.dataset_size:
             raise DataMismatchError(
                 f"`{self.name}`: the data has {n} examples but the certificate samples "
-                f"{int(self.batch_size)} of dataset_size = {self.dataset_size} per step; "
+                f"{self._fixed_batch} of dataset_size = {self.dataset_size} per step; "
                 "recompile with the right size"
             )
 
@@ -259,7 +278,7 @@ class DpSgd(LedgerOwner):
             if self.sampling == "poisson":
                 idx = np.flatnonzero(rng.random(n) < self.sample_rate)
             elif self.sampling == "without_replacement":
-                idx = rng.choice(n, size=int(self.batch_size), replace=False)
+                idx = rng.choice(n, size=self._fixed_batch, replace=False)
             else:
                 idx = np.arange(n)
             yield self._guard.issue(idx)
@@ -269,6 +288,7 @@ class DpSgd(LedgerOwner):
         return self._normaliser(n)
 
     def _normaliser(self, n: int | None) -> float:
+        assert self.normalizer is not None  # __post_init__ sets it or refuses the object (DPS160)
         return self.normalizer
 
     # --- one private step ---------------------------------------------------------------------------
@@ -283,15 +303,19 @@ class DpSgd(LedgerOwner):
             raise ValueError(
                 f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
             )
-        kw = dict(clip=None if self.per_layer_clip is not None else self.clip_norm, per_layer_clips=self.per_layer_clip)
+        clip = None if self.per_layer_clip is not None else self.clip_norm
+        layers = self.per_layer_clip
         m = None if max_physical_batch_size is None else int(max_physical_batch_size)
         if m is not None and m < 1:
             raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
         B = int(xb.shape[0])
         if m is None or B <= m:
-            return clipped_grad_sum(model, loss_fn, xb, yb, **kw)
+            return clipped_grad_sum(model, loss_fn, xb, yb, clip=clip, per_layer_clips=layers)
         return combine_clipped(
-            [clipped_grad_sum(model, loss_fn, xb[i : i + m], yb[i : i + m], **kw) for i in range(0, B, m)]
+            [
+                clipped_grad_sum(model, loss_fn, xb[i : i + m], yb[i : i + m], clip=clip, per_layer_clips=layers)
+                for i in range(0, B, m)
+            ]
         )
 
     def _nonfinite_policy(self, cs) -> dict:

@@ -111,6 +111,7 @@ class QueryPlan:
             clamped += int(out.sum())
             cols.append(np.clip(v, lo, hi))
         if self.function == "histogram":
+            assert self.bins is not None  # a histogram states its bins (DPS129)
             lo, hi = self.bounds[0]
             edges = np.linspace(lo, hi, self.bins + 1)
             idx = np.clip(np.searchsorted(edges, cols[0], side="right") - 1, 0, self.bins - 1)
@@ -118,6 +119,7 @@ class QueryPlan:
         # math.fsum: the correctly rounded sum, so float re-ordering cannot add to the sensitivity
         sums = np.array([math.fsum(v.tolist()) for v in cols])
         if self.function == "mean":
+            assert self.dataset_size is not None  # a mean divides by the public n (DPS129)
             sums = sums / float(self.dataset_size)
         return sums, clamped, missing, raw
 
@@ -296,6 +298,8 @@ class GaussianRelease:
             eps = float(GR.rdp_curve([self.alpha], mu)[0]) if outputs else 0.0  # as the certificate computes it
             return Spent(self.name, "renyi_dp", outputs, 1, eps, alpha=self.alpha)
         d = delta if delta is not None else self.delta
+        if d is None:
+            raise ValueError(f"`{self.name}`: give the δ at which to report ε")
         eps = GR.epsilon_of_delta(mu, d) if outputs else 0.0
         return Spent(self.name, "approximate_dp", outputs, 1, eps, delta=d)
 

@@ -144,6 +144,7 @@ class GconAudit(AuditTarget):
             size = float(np.linalg.norm(shift))
             if best is None or size > best[0]:
                 best = (size, (int(u), int(v)), not present, shift)
+        assert best is not None  # the candidates are pairs of training nodes, and a GCON split has two or more
         return best[1], best[2], best[3]
 
     # --- AuditTarget -------------------------------------------------------------------------------
@@ -206,12 +207,12 @@ def mutate(mechanism, kind: str, factor: float | None):
     output noise than certified)."""
     import dataclasses
 
-    from dpspec.audit.mutations import as_class
+    from dpspec.audit.mutations import as_class, factor_of
     from dpspec.families.gcon.runtime import GconMechanism
 
     if kind != "noise_scaled":
         return None
-    k = float(factor)
+    k = factor_of(kind, factor)
     base = mechanism
 
     @dataclasses.dataclass(frozen=True)

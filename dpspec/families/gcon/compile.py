@@ -48,6 +48,10 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
     from dpspec.data import DataNotFoundError
 
     g = t.guarantee
+    # GCON certifies (ε, δ)-DP (DPS121) and takes no noise, so the guarantee states its target ε (DPS124)
+    assert isinstance(g, ir.DpGuarantee) and g.epsilon is not None
+    # the propagation and Λ are stated (DPS726)
+    assert st.propagation is not None and st.regularization is not None
     if unit_decl.data is None:
         _fail("DPS726", f"`{unit_decl.name}` names no graph", unit_decl, hint="add `graph cora` to the privacy block")
     try:
@@ -123,6 +127,7 @@ def compile_gcon(ctx, t: ir.Training, unit_decl: ir.PrivacyUnitDecl, bound):
 def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertificate:
     st = t.settings_as(GconSettings)
     from dpspec.compiler import formulas as F
+    from dpspec.families.gcon import formulas as own
 
     g = t.guarantee
     protected = Protected(
@@ -172,7 +177,7 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
     formulas = [
         F.formula(
             "beta_eq18",
-            F.GCON_BETA,
+            own.BETA_EQ18,
             {
                 "epsilon": op["epsilon"],
                 "epsL": op["epsilon_lambda"],
@@ -188,7 +193,7 @@ def _certificate(t, unit_decl, ds, p, cal, op, amp, assumptions) -> TargetCertif
         ),
         F.formula(
             "c_theta_eq23",
-            F.GCON_C_THETA,
+            own.C_THETA_EQ23,
             {
                 "n1": p["num_train"],
                 "omega": op["budget_split"],

@@ -66,7 +66,7 @@ def normalise_rows(X: Any, *, zero_rows: str = "error") -> np.ndarray:
     return X
 
 
-def check_row_normalised(X: np.ndarray, tol: float = 1e-9) -> None:
+def check_row_normalised(X: Any, tol: float = 1e-9) -> None:
     """Raise DPS715 unless every row has L2 norm in [1 - tol, 1 + tol]."""
     if sp.issparse(X):
         X = X.toarray()
@@ -108,7 +108,7 @@ def tfidf_features(
     L2-normalised (all-zero rows stay zero). Returns ``(X, vocabulary)``."""
     docs = [[t for t in _TOKEN.findall(str(s).lower()) if t not in _STOP] for s in texts]
     n = len(docs)
-    df = Counter()
+    df: Counter[str] = Counter()
     for toks in docs:
         df.update(set(toks))
     cand = [(w, f) for w, f in df.items() if f >= min_df and f <= max_df * n]

@@ -71,6 +71,12 @@ class Loss:
         loss_constants(self.name, self.num_classes, self.huber_delta)  # validates (DPS703/704)
 
     @property
+    def _huber(self) -> float:
+        """δ_l of the pseudo-Huber loss: ``__post_init__`` refuses that loss without it (DPS704)."""
+        assert self.huber_delta is not None
+        return float(self.huber_delta)
+
+    @property
     def constants(self) -> tuple[float, float, float]:
         return loss_constants(self.name, self.num_classes, self.huber_delta)
 
@@ -79,7 +85,7 @@ class Loss:
         c = self.num_classes
         if self.name == "msml":
             return (np.logaddexp(0.0, s) - y * s) / c
-        dl = float(self.huber_delta)
+        dl = self._huber
         t = (s - y) / dl
         return dl * dl * (np.sqrt(1.0 + t * t) - 1.0) / c
 
@@ -88,7 +94,7 @@ class Loss:
         c = self.num_classes
         if self.name == "msml":
             return (special.expit(s) - y) / c
-        dl = float(self.huber_delta)
+        dl = self._huber
         t = (s - y) / dl
         return (s - y) / (c * np.sqrt(1.0 + t * t))
 
@@ -98,7 +104,7 @@ class Loss:
         if self.name == "msml":
             p = special.expit(s)
             return p * (1.0 - p) / c
-        dl = float(self.huber_delta)
+        dl = self._huber
         t = (s - y) / dl
         return 1.0 / (c * (1.0 + t * t) ** 1.5)
 

@@ -33,6 +33,7 @@ def plan(t: ir.Training, ds) -> dict:
             f"graph `{ds.name}` has raw text, not features: it needs an encoder",
             hint="use `encoder mlp(...)` (a TF-IDF of the text feeds the encoder)",
         )
+    assert st.propagation is not None  # a GCON training states its propagation (DPS726)
     steps = list(st.propagation.steps)
     n1 = int(ds.num_nodes) if st.pseudo_labels else int(len(train_idx))
     return {

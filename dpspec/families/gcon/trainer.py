@@ -273,9 +273,21 @@ def train_gcon(
     d1 = X.shape[1]
     d = len(ms) * d1
     n1 = int(loss_idx.size)
-    kw = dict(loss=cfg.loss, budget_split=cfg.budget_split, xi=cfg.xi, huber_delta=cfg.huber_delta)
     if cfg.assume_exact_minimiser:
-        cal = gcon_calibration(cfg.epsilon, cfg.delta, c, d, n1, cfg.restart, ms, cfg.regularization, **kw)
+        cal = gcon_calibration(
+            cfg.epsilon,
+            cfg.delta,
+            c,
+            d,
+            n1,
+            cfg.restart,
+            ms,
+            cfg.regularization,
+            loss=cfg.loss,
+            budget_split=cfg.budget_split,
+            xi=cfg.xi,
+            huber_delta=cfg.huber_delta,
+        )
         amp = None
     else:
         full = gcon_release_calibration(
@@ -289,7 +301,10 @@ def train_gcon(
             cfg.regularization,
             amp_fraction=cfg.amp_fraction,
             grad_tol=cfg.grad_tol,
-            **kw,
+            loss=cfg.loss,
+            budget_split=cfg.budget_split,
+            xi=cfg.xi,
+            huber_delta=cfg.huber_delta,
         )
         cal, amp = full["objective_perturbation"], full["amp"]
 

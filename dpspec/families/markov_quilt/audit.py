@@ -30,7 +30,9 @@ class MqmAudit(AuditTarget):
             raise AuditError("the audit needs the compiled spec (the chain's class)")
         spec_ir = ctx.compiled.spec.ir
         rel = next((t for t in spec_ir.targets() if t.name == ctx.name), None)
+        assert isinstance(rel, ir.Release)  # the audited certificate is one of this spec's releases
         sc = Context(spec_ir).resolve_protects(rel)
+        assert isinstance(sc, ir.Scenario)  # the mechanism protects a scenario (DPS120: its units are secrets)
         w = next((w for w in sc.worlds if isinstance(w, ir.MarkovWorld) and w.transitions), None)
         if w is None:
             raise AuditError("only classes given by explicit transition matrices have a member to draw from")
@@ -38,7 +40,7 @@ class MqmAudit(AuditTarget):
         self.states = np.array([float(s) for s in w.states])
         p = ctx.record.mechanism.parameters
         self.T, self.node, self.eps = int(p["records"]), int(p["worst_node"]), float(p["epsilon"])
-        pi = self.chain.initial
+        pi = self.chain.start
         P = self.chain.transition
         self.reverse = (pi[None, :] * P.T) / pi[:, None]
         self.x1, self.x0 = 1, 0

@@ -78,7 +78,7 @@ def gk16_gamma(P: np.ndarray) -> tuple[float, float]:
 
 def _end_gammas(chain: MarkovChain) -> tuple[float, float]:
     """(Γ_{0,1}, Γ_{T−1,T−2}): the influence of X_1 on X_0 and of X_{T−2} on X_{T−1}."""
-    P, q = chain.transition, chain.initial
+    P, q = chain.transition, chain.start
     first = []
     for b in range(chain.k):
         w = q * P[:, b]

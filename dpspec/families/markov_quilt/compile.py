@@ -19,6 +19,7 @@ from dpspec.certificate.model import (
     Numerics,
     Protected,
     QueryRecord,
+    Scalar,
     Source,
     TargetCertificate,
 )
@@ -71,6 +72,7 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             hint="protect a `scenario` block",
         )
     q, g = r.query, r.guarantee
+    assert isinstance(g, ir.PufferfishGuarantee)  # the family certifies ε-Pufferfish only (DPS121)
     worlds = [w for w in sc.worlds if isinstance(w, ir.MarkovWorld)]
     if not worlds or len(worlds) != len(sc.worlds):
         _fail(
@@ -125,7 +127,7 @@ def compile_mqm(r: ir.Release, sc, bound_data):
     T = int(X.shape[0])
     if T < 2:
         _fail("DPS418", "a chain needs at least two steps", sc, "data", hint="check the data")
-    labels, values = S._secret_labels(table, sc)
+    labels, values = S.secret_labels(table, sc)
     lo, hi = q.bounds[0]
     L = (hi - lo) / T if q.function == "mean" else (hi - lo)
     eps = float(g.epsilon)
@@ -176,7 +178,7 @@ def compile_mqm(r: ir.Release, sc, bound_data):
             )
     worst = max(cals, key=lambda c: c.scale)
     scale = worst.scale
-    params = {
+    params: dict[str, Scalar] = {
         "output": "aggregate",
         "epsilon": eps,
         "scale_0": scale,

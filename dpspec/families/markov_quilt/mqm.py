@@ -44,6 +44,7 @@ influence of random reversible chains.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -85,6 +86,12 @@ class MarkovChain:
     @property
     def k(self) -> int:
         return self.transition.shape[0]
+
+    @property
+    def start(self) -> np.ndarray:
+        """The law of the first state: ``initial``, or the stationary law, which ``__post_init__`` stores there."""
+        assert self.initial is not None
+        return self.initial
 
 
 def _closed_classes(pos: list[list[bool]]) -> list[list[int]]:
@@ -238,11 +245,11 @@ def rounding_slack(T: int, k: int) -> float:
 
 def _laws(chain: MarkovChain, T: int) -> np.ndarray:
     if chain.stationary_start:  # p_t = π for every t, exactly (iterating π P^t would drift by rounding)
-        return np.tile(chain.initial, (T, 1))
+        return np.tile(chain.start, (T, 1))
     p = np.empty((T, chain.k))
-    p[0] = chain.initial
+    p[0] = chain.start
     pat = np.empty((T, chain.k), dtype=bool)
-    pat[0] = chain.initial > 0
+    pat[0] = chain.start > 0
     step = (chain.transition > 0).astype(np.int64)
     for t in range(1, T):
         p[t] = p[t - 1] @ chain.transition
@@ -360,7 +367,8 @@ def calibrate_mqm(chains, T: int, epsilon: float, *, lipschitz: float | None = N
                     sig[i], quilt[i], infl[i] = (s - 1) / (eps - e), ("both", a, b), e
             s += 1
 
-    todo, done = range(T), set()
+    todo: Sequence[int] = range(T)
+    done: set[int] = set()
     if all(ch.stationary_start for ch, _pw, _p in data):
         # stationary starts: p_t = π for every t, so a node's influences depend on i only through which
         # quilts fit. With D = ⌊σ_m·ε⌋ + 1 for the middle node m, every node at distance ≥ D from both

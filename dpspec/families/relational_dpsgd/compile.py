@@ -389,12 +389,13 @@ def compile_relational(ctx, t: ir.Training, unit_decl, bound):
         ),
     )
     from dpspec.compiler import formulas as F
+    from dpspec.families.relational_dpsgd import formulas as own
 
     a_best = float(res.dp.best_alpha)
     formulas = [
         F.formula(
             "naive_cap",
-            F.RELATIONAL_NAIVE_CAP,
+            own.NAIVE_CAP,
             {"T": steps, "alpha": a_best, "sens": sens, "sigma": sigma},
             value=steps * a_best * sens * sens / (2 * sigma * sigma),
             check="close",

@@ -95,9 +95,17 @@ class RelationalMechanism(LedgerOwner):
         d = self.delta if delta is None else float(delta)
         if d is None:
             raise ValueError(f"`{self.name}`: give the δ at which to report ε")
-        base = dict(target=self.name, notion="approximate_dp", steps=steps, budget_steps=self.steps, delta=d)
         if steps == 0:
-            return Spent(epsilon=0.0, note="no step taken", accountant="none", **base)
+            return Spent(
+                target=self.name,
+                notion="approximate_dp",
+                steps=steps,
+                budget_steps=self.steps,
+                delta=d,
+                epsilon=0.0,
+                note="no step taken",
+                accountant="none",
+            )
         cfg = self.config()
         p_over = overflow_probability(cfg, steps)
         if not d - p_over > 0:
@@ -105,10 +113,14 @@ class RelationalMechanism(LedgerOwner):
         res = relational_accountants(cfg, self.sigma, steps, d - p_over, SEARCH_ALPHAS)
         note = f"accounted at δ − {p_over:.3g} (NEG-SAMPLE-WOR overflow over {steps} steps)" if p_over > 0 else ""
         return Spent(
+            target=self.name,
+            notion="approximate_dp",
+            steps=steps,
+            budget_steps=self.steps,
+            delta=d,
             epsilon=float(res.dp.epsilon + 0.0),
             note=note,
             accountant=f"{res.best} (pointwise minimum of the valid accountants: {', '.join(sorted(res.accountants))})",
-            **base,
         )
 
     # --- training -----------------------------------------------------------------------------------

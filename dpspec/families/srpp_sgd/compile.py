@@ -340,13 +340,14 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
     if "noise_multiplier_first" in cal.injected:
         params["noise_multiplier_first"] = cal.injected["noise_multiplier_first"]
     from dpspec.compiler import formulas as F
+    from dpspec.families.srpp_sgd import formulas as own
 
     formulas = []
     if cal.accountant != "amplified" and cal.flavour in ("ave", "joint") and calibrated:
         formulas.append(
             F.formula(
                 "sigma2_thm5_6",
-                F.SRPP_SIGMA2,
+                own.SIGMA2,
                 {"alpha": g.alpha, "H": cal.h_total, "epsilon": g.epsilon},
                 value=cal.sigma2,
                 check="close",
@@ -355,7 +356,7 @@ def compile_srpp(ctx, t: ir.Training, protected, n: int):
     if cal.accountant != "amplified" and cal.flavour in ("ave", "joint"):
         formulas.append(
             F.formula(
-                "epsilon_alpha", F.SRPP_EPSILON, {"alpha": g.alpha, "H": cal.h_total, "sigma2": cal.sigma2}, value=eps
+                "epsilon_alpha", own.EPSILON, {"alpha": g.alpha, "H": cal.h_total, "sigma2": cal.sigma2}, value=eps
             )
         )
     warnings = list(cal.warnings)

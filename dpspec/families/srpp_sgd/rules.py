@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpspec.check.framework import Context, diag, register_front_end, rule, trainings_with
 from dpspec.check.rules import dataset_size
 from dpspec.check.rules_accounting import AccountantRules
+from dpspec.check.rules_schedule import FLIP, two_runs
 from dpspec.families.srpp_sgd.settings import SrppSgdSettings
 from dpspec.ir import models as ir
 
@@ -248,25 +249,6 @@ def _describe_discrepancy(key) -> str:
     }[disc["kind"]]
     text = f"{disc['kind']}({', '.join(f'{a} = {disc[a]:g}' for a in args if disc.get(a) is not None)})"
     return text + (f" on {n} records" if n else "")
-
-
-def two_runs(disc_a: str, disc_b: str, extra: str = "") -> str:
-    """Two SRPP-SGD runs of one scenario, composed (the examples of DPS143 and DPS144)."""
-    runs = "".join(
-        f"train {name} {{\n  protect       prevalence\n  mechanism     srpp_sgd\n  dataset_size  1400\n"
-        f"  discrepancy   {disc}\n  sampling      without_replacement(batch_size = 64)\n"
-        f"  clipping      flat(C = 1.0)\n  steps         100\n{extra if name == 'a' else ''}  learning_rate 0.1\n"
-        "  guarantee     sa_ave_srpp(alpha = 16, epsilon = 4)\n}\n"
-        for name, disc in (("a", disc_a), ("b", disc_b))
-    )
-    return (
-        "scenario prevalence {\n  secret share in {low, high}\n}\n"
-        + runs
-        + "compose both { parts [a, b]  guarantee sa_ave_srpp(alpha = 16) }\n"
-    )
-
-
-FLIP = "label_flip(differing = 20)"
 
 
 @rule(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class SrppBackend:
         self.ledger = mech.ledger
         self.opt = mech.optimizer(model, criterion, seed=seed)
         self.inner = self.opt.opt
-        self._it = None
+        self._it: Iterator[np.ndarray] | None = None
         self.rate = float(s.rate)
         self.describe = f"{s.scheme} sampling, rate {s.rate:.6g}"
 

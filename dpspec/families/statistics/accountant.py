@@ -37,6 +37,7 @@ the least integer k with P(|X| > k) = 2r^{k+1}/(1 + r) ≤ 0.05 (r = e^{−1/t})
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import special
@@ -230,7 +231,7 @@ def pld_truncations(pairs: list[tuple[str, float, float]], mus: list[float], del
     return out
 
 
-def compose(pure_eps: list[float], mus: list[float], delta: float, rhos: list[float] = ()) -> float:
+def compose(pure_eps: list[float], mus: list[float], delta: float, rhos: Sequence[float] = ()) -> float:
     """Certified ε at δ of pure ε_i-DP parts, μ_j-GDP parts and ρ_k-zCDP parts composed adaptively (module
     doc): without zCDP parts, Σ ε_i + ε_GDP(√Σμ_j², δ); with them, Σ ε_i + ε_zCDP(Σμ_j²/2 + Σρ_k, δ)."""
     total = math.fsum(pure_eps)

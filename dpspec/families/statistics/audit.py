@@ -170,10 +170,10 @@ def mutate(mechanism, kind: str, factor: float | None):
     queries)."""
     plan = mechanism.plan
     if kind == "noise_scaled":
-        cs = mechanism.count_scale
-        return dataclasses.replace(
-            mechanism, scale=mechanism.scale * float(factor), count_scale=None if cs is None else cs * float(factor)
-        )
+        from dpspec.audit.mutations import factor_of
+
+        cs, k = mechanism.count_scale, factor_of(kind, factor)
+        return dataclasses.replace(mechanism, scale=mechanism.scale * k, count_scale=None if cs is None else cs * k)
     if kind == "missing_clamp" and plan.bounds is not None:
         return dataclasses.replace(
             mechanism, plan=dataclasses.replace(plan, bounds=(-math.inf, math.inf), integer=False)

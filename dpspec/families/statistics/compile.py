@@ -140,11 +140,12 @@ def _selection_delta(noise: str, thr: float, b: float) -> float:
 
 def _formulas(dz: Design, points) -> list:
     from dpspec.compiler import formulas as F
+    from dpspec.families.statistics import formulas as own
 
     out = []
     if dz.noise == "exponential":
         out.append(
-            F.formula("exponential_epsilon", F.EXPONENTIAL_EPSILON, {"Delta": 1.0, "b": dz.scale}, value=dz.pure_eps)
+            F.formula("exponential_epsilon", own.EXPONENTIAL_EPSILON, {"Delta": 1.0, "b": dz.scale}, value=dz.pure_eps)
         )
     elif dz.noise in A.PURE:
         parts = [(dz.sensitivity, dz.scale)] + ([(1.0, dz.count_scale)] if dz.count_scale is not None else [])
@@ -168,7 +169,7 @@ def _formulas(dz: Design, points) -> list:
         out.append(
             F.formula(
                 name,
-                F.FORMULAS[name],
+                own.FORMULAS[name],
                 {"T": dz.threshold, "b": dz.scale},
                 value=_selection_delta(dz.noise, dz.threshold, dz.scale) * (1 + 1e-12),
             )
@@ -197,6 +198,7 @@ def design(
     """The release's noise and numbers for the budget (ε, δ): the lowest expected |error| among the noises
     its mechanism allows (``auto``), each calibrated so the release is (ε, δ)-DP."""
     q = r.query
+    assert q is not None  # a statistics release states its query (DPS155)
     fn = q.function
     column = q.columns[0] if q.columns else None
     bounds = tuple(map(float, q.bounds[0])) if q.bounds else None
@@ -207,6 +209,7 @@ def design(
         d = _design_one(noise, fn, column, bounds, q, epsilon, delta, use_n, selection, planning)
         if best is None or d.expected_abs_error < best.expected_abs_error:
             best = d
+    assert best is not None  # choose_noise names at least one noise
     return best
 
 
@@ -467,7 +470,7 @@ def _query_text(q: ir.BoundedQuery) -> str:
     return StatisticPlan(
         q.function,
         q.columns[0] if q.columns else None,
-        tuple(q.bounds[0]) if q.bounds else None,
+        q.bounds[0] if q.bounds else None,
         q.by,
         q.keys,
         w,
@@ -478,6 +481,7 @@ def _query_text(q: ir.BoundedQuery) -> str:
 def certificate(ctx: Context, r: ir.Release, dz: Design, alphas) -> TargetCertificate:
     protected, d, _u = _protected(ctx, r)
     g = r.guarantee
+    assert isinstance(g, ir.DpGuarantee)  # compile_release refuses any other target (DPS156)
     points = [DpPoint(epsilon=e, delta=dl) for dl in _deltas(g) if math.isfinite(e := dz.epsilon_at(dl))]
     rdp = _rdp(dz, alphas)
     theorems = [THEOREMS[dz.noise if dz.threshold is None else "selection"]]
@@ -494,15 +498,16 @@ def certificate(ctx: Context, r: ir.Release, dz: Design, alphas) -> TargetCertif
         delta=g.delta,
         theorems=theorems,
     )
-    if g.epsilon is not None and guarantee.epsilon > g.epsilon * (1 + 1e-9):
+    if g.epsilon is not None and points[0].epsilon > g.epsilon * (1 + 1e-9):
         _fail(
             "DPS201",
-            f"certified ε = {guarantee.epsilon:.6g} exceeds the target {g.epsilon:g}",
+            f"certified ε = {points[0].epsilon:.6g} exceeds the target {g.epsilon:g}",
             r,
             "guarantee",
             hint=_DPS201_HINT,
         )
     q = r.query
+    assert q is not None  # a statistics release states its query (DPS155)
     qr = QueryRecord(
         function=q.function,
         columns=list(q.columns),
@@ -579,6 +584,7 @@ def _table(r: ir.Release, d, bound):
             hint="bind a table (a dict of columns, a pandas DataFrame or a list of rows) or fix the data file",
         )
     q = r.query
+    assert q is not None  # a statistics release states its query (DPS155)
     for c, fld in [(c, "columns") for c in q.columns] + [(q.by, "by")] + [(q.where and q.where.column, "where")]:
         if c and c not in table.columns:
             _fail(
@@ -715,6 +721,7 @@ def pair_records(names: list[str], parts: list[tuple], delta: float) -> tuple[st
     theorems of those pairs, and the truncation bound of each discrete Gaussian pair at δ as a formula
     (``verify`` re-evaluates it at 40 digits)."""
     from dpspec.compiler import formulas as F
+    from dpspec.families.statistics import formulas as own
 
     pairs, gmus, owners = _pld_inputs(parts)
     texts, theorems = [], []
@@ -741,7 +748,7 @@ def pair_records(names: list[str], parts: list[tuple], delta: float) -> tuple[st
         if PAIR_THEOREMS[kind] not in theorems:
             theorems.append(PAIR_THEOREMS[kind])
     formulas = [
-        F.formula("discrete_gaussian_tail_bound", F.DISCRETE_GAUSSIAN_TAIL_BOUND, {"K": K, "s": sg}, value=bound)
+        F.formula("discrete_gaussian_tail_bound", own.DISCRETE_GAUSSIAN_TAIL_BOUND, {"K": K, "s": sg}, value=bound)
         for sg, K, bound in A.pld_truncations(pairs, gmus, delta)
     ]
     return "; ".join(texts), theorems, formulas

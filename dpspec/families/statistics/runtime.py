@@ -132,6 +132,18 @@ class StatisticPlan:
     q: float | None = None
     grid: int = 0  # quantile: number of candidates, evenly spaced over the bounds
 
+    @property
+    def column_bounds(self) -> tuple[float, float]:
+        """[lo, hi] of the column a sum, mean or quantile reads: each states its bounds (DPS155)."""
+        assert self.bounds is not None
+        return self.bounds
+
+    @property
+    def level(self) -> float:
+        """The q of a quantile: a quantile states 0 < q < 1 (DPS155)."""
+        assert self.q is not None
+        return self.q
+
     def text(self) -> str:
         args = [self.column] if self.column else []
         if self.q is not None:
@@ -199,6 +211,7 @@ class StatisticPlan:
             if self.keys is not None
             else tuple(sorted({v for v, m in zip(vals, mask) if m and v is not None}))
         )
+        index: dict[str | None, int]
         if self.keys is not None and table.is_numeric(self.by):
             index = {_number_key(float(k)) if _as_number(k) is not None else k: i for i, k in enumerate(keys)}
         else:
@@ -208,7 +221,7 @@ class StatisticPlan:
 
     def values(self, table, mask) -> tuple[np.ndarray, int, int]:
         """The clamped values of the column (all rows), clamped count and missing count over kept rows."""
-        lo, hi = self.bounds
+        lo, hi = self.column_bounds
         v = np.asarray(table.column(self.column), dtype=float)
         nan = np.isnan(v)
         v = np.where(nan, min(max(0.0, lo), hi), v)
@@ -225,10 +238,10 @@ class StatisticPlan:
         mask = self._mask(table)
         v, clamped, missing = self.values(table, mask)
         x = np.sort(v[mask])
-        lo, hi = self.bounds
+        lo, hi = self.column_bounds
         cand = np.linspace(lo, hi, self.grid)
         below = np.searchsorted(x, cand, side="left").astype(float)
-        return cand, -np.abs(below - self.q * len(x)), clamped, missing
+        return cand, -np.abs(below - self.level * len(x)), clamped, missing
 
     def evaluate(self, table):
         """(sums per group, counts per group or None, keys or None, clamped, missing, arrays read)."""
@@ -307,7 +320,7 @@ def _evaluate_lazy(plan: StatisticPlan, lf, target: str):
         q = q.filter(pl.col(plan.by).is_not_null())
     aggs = [pl.len().alias("n")]
     if plan.column:
-        lo, hi = plan.bounds
+        lo, hi = plan.column_bounds
         raw = pl.col(plan.column).cast(pl.Float64)
         miss = raw.is_null() | raw.is_nan()
         v = pl.when(miss).then(min(max(0.0, lo), hi)).otherwise(raw)
@@ -394,7 +407,7 @@ class StatisticRelease:
         plan = StatisticPlan(
             function=q.function,
             column=q.columns[0] if q.columns else None,
-            bounds=tuple(map(float, q.bounds[0])) if q.bounds else None,
+            bounds=(float(q.bounds[0][0]), float(q.bounds[0][1])) if q.bounds else None,
             by=p.get("by"),
             keys=keys,
             where=where,
@@ -499,7 +512,9 @@ class StatisticRelease:
         released mean and the true one both lie in [lo, hi])."""
         from dpspec.families.statistics.accountant import error_bound
 
-        lo, hi = self.plan.bounds
+        lo, hi = self.plan.column_bounds
+        # a mean without a public n is certified with a noisy count, and its certificate records that scale
+        assert self.count_scale is not None
         es = error_bound(self.noise, self.scale, 0.025)
         ec = error_bound(self.noise, self.count_scale, 0.025)
         c = np.asarray(c_noisy, float)

@@ -36,6 +36,7 @@ _TOL = 1e-3  # the certified ε is within this relative distance below the targe
 
 def weights(c: ir.Composition, designs: list) -> list[float]:
     s = c.split
+    assert s is not None  # only a composition that splits its budget is planned here
     if s.kind == "weights":
         return [float(w) for w in s.weights]
     if s.kind == "optimal":
@@ -51,6 +52,8 @@ def _n(ctx, r):
 def plan(ctx: Context, c: ir.Composition, releases: list[ir.Release]) -> dict[str, ir.DpGuarantee]:
     """Each part's (ε_i, δ_i) (module doc)."""
     g = c.guarantee
+    # a split composition states a target dp(epsilon = …, delta = …) (DPS151)
+    assert isinstance(g, ir.DpGuarantee) and g.epsilon is not None
     eps, delta = float(g.epsilon), float(g.delta)
     probe = [design(ctx, r, eps / len(releases), delta, _n(ctx, r), planning=True) for r in releases]
     w = weights(c, probe)

@@ -42,7 +42,7 @@ __all__ = ["SwmAudit", "SwmSliceAudit", "scenario_for"]
 def scenario_for(ctx: AuditContext):
     """Rebuild (worlds, query, profile, release IR) from the compiled spec, as the compiler did."""
     from dpspec.check.framework import Context
-    from dpspec.compiler.scenario import _secret_labels, build_query
+    from dpspec.compiler.scenario import build_query, secret_labels
     from dpspec.data.bind import load_table
     from dpspec.families.swm.compile import build_profile, build_worlds
     from dpspec.ir import models as ir
@@ -55,10 +55,12 @@ def scenario_for(ctx: AuditContext):
     if not isinstance(rel, ir.Release):
         raise AuditError(f"`{ctx.name}` is not a release in the spec")
     sc = Context(spec_ir).resolve_protects(rel)
+    assert isinstance(sc, ir.Scenario)  # an SWM release protects a scenario (DPS120: its units are secrets)
     if sc.data is None:
         raise AuditError("the scenario has only sampled worlds; the audit needs exact conditional laws")
     table = load_table(sc.data, ctx.data)
-    labels, values = _secret_labels(table, sc)
+    labels, values = secret_labels(table, sc)
+    assert rel.query is not None  # an SWM release states its query (DPS413)
     X, query = build_query(table, rel.query)
     worlds, _ = build_worlds(sc, X, labels, values, query, rel.query)
     profile = build_profile(rel.slices, query.dim, rel)
@@ -118,6 +120,7 @@ class _Common:
         self.aggregate_n = int(p["records"]) if p.get("output") == "aggregate" and not self.per_group else None
         rng = np.random.default_rng(12345)
         if self.aggregate_n is not None:
+            assert isinstance(world, EmpiricalWorld)  # a groups world has no aggregate_n
             self.pool = world.records
             Zi = self._aggregates(world.records_of(si), max_components, rng)
             Zj = self._aggregates(world.records_of(sj), max_components, rng)
@@ -127,12 +130,18 @@ class _Common:
         self.Zi = Zi if len(Zi) <= max_components else Zi[rng.choice(len(Zi), max_components, replace=False)]
         self.Zj = Zj if len(Zj) <= max_components else Zj[rng.choice(len(Zj), max_components, replace=False)]
         self.mi, self.mj = Zi.mean(axis=0), Zj.mean(axis=0)
-        self.records = {0: None, 1: None} if self.per_group else {1: world.records_of(si), 0: world.records_of(sj)}
-        self.datasets = {1: world.datasets[si], 0: world.datasets[sj]} if self.per_group else None
+        # per group: the secret's whole dataset; else the records of the secret's class
+        self.records: dict[int, np.ndarray | None]
+        self.datasets: dict[int, np.ndarray] | None
+        if isinstance(world, DeterministicWorld):
+            self.records, self.datasets = {0: None, 1: None}, {1: world.datasets[si], 0: world.datasets[sj]}
+        else:
+            self.records, self.datasets = {1: world.records_of(si), 0: world.records_of(sj)}, None
         self.wname = wname
 
     def _dataset(self, own: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One dataset of the aggregate experiment: a record drawn from ``own``, then n − 1 from the pool."""
+        assert self.aggregate_n is not None  # the aggregate experiment only
         first = own[rng.integers(0, len(own))][None, :]
         return np.vstack([first, self.pool[rng.integers(0, len(self.pool), self.aggregate_n - 1)]])
 
@@ -144,13 +153,15 @@ class _Common:
         """n runtime releases on X ~ P(X | s, θ) (s = sᵢ for world 1, sⱼ for world 0)."""
         if self.aggregate_n is not None:
             own = self.records[world]
+            assert own is not None  # a record-level world keeps each class's records
             return np.vstack(
                 [np.asarray(mech.simulate(self._dataset(own, rng), rng), float).reshape(1, -1) for _ in range(n)]
             )
-        if self.per_group:
+        if self.datasets is not None:  # per group
             D = self.datasets[world]
             return np.vstack([np.asarray(mech.simulate(D, rng), float).reshape(1, -1) for _ in range(n)])
         R = self.records[world]
+        assert R is not None  # a record-level world keeps each class's records
         idx = rng.integers(0, len(R), size=n)
         return np.asarray(mech.simulate(R[idx], rng, per_record=True), float)
 
@@ -330,21 +341,22 @@ def mutate(mechanism, kind: str, factor: float | None):
     import dataclasses
 
     from dpspec.accounting.swm import swm_sigma2
+    from dpspec.audit.mutations import factor_of
     from dpspec.families.swm.runtime import SwmRelease
     from dpspec.pufferfish import SWMMechanism
 
     if kind != "delta_underestimated":
         return None
-    factor = float(factor)
+    k = factor_of(kind, factor)
     cal = mechanism.mechanism.calibration
     mc = cal.monte_carlo
     s2 = swm_sigma2(
-        cal.calibration_deltas * factor,
+        cal.calibration_deltas * k,
         cal.weights,
         cal.alpha,
         cal.epsilon,
         cal.flavour,
-        monte_carlo=None if mc is None else (mc[0], mc[1] * factor),
+        monte_carlo=None if mc is None else (mc[0], mc[1] * k),
     )
     bad = dataclasses.replace(cal, sigma2=s2)
     return SwmRelease(mechanism.columns, SWMMechanism(mechanism.mechanism.query, bad), name=mechanism.name)

@@ -31,11 +31,11 @@ from dpspec.compiler.common import CompiledTarget
 from dpspec.compiler.errors import fail as _fail
 from dpspec.compiler.scenario import (
     RECORD_WORLDS,
-    _import,
-    _secret_labels,
     build_query,
+    import_target,
     predicate_text,
     prior_ranges,
+    secret_labels,
     world_name,
 )
 from dpspec.ir import models as ir
@@ -47,7 +47,8 @@ SPP_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
 def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
     from dpspec import pufferfish as pf
 
-    worlds, n_samples = [], None
+    worlds: list[pf.World] = []
+    n_samples: int | None = None
     for w in sc.worlds:
         try:
             if isinstance(w, RECORD_WORLDS) and q.function in ("logistic_regression", "linear_svm", "callable"):
@@ -85,7 +86,7 @@ def build_worlds(sc: ir.Scenario, X, labels, values, query, q: ir.BoundedQuery):
                     )
                 )
             else:
-                fn = _import(w.target, w, "target")
+                fn = import_target(w.target, w, "target")
                 worlds.append(pf.SamplerWorld(fn, values, exhaustive=w.exhaustive, name=f"sampler({w.target})"))
                 n_samples = w.samples
                 if not w.exhaustive and not w.samples:
@@ -218,6 +219,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
             hint="protect a `scenario` block, or use `mechanism gaussian` for a privacy unit",
         )
     g = r.guarantee
+    assert isinstance(g, ir.SrppGuarantee)  # the family certifies SRPP only (DPS121)
     q = r.query
     if q is None:
         _fail("DPS413", "an SWM release needs a `query`", r, hint="add `query mean(age, bounds = [17, 90])`")
@@ -265,7 +267,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
             hint="check the file: a header row, then one record per line",
         )
     if table is not None:
-        labels, values = _secret_labels(table, sc)
+        labels, values = secret_labels(table, sc)
         X, query = build_query(table, q)
     else:
         values = sc.secret.values
@@ -280,6 +282,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
         labels, X = np.array([], dtype=object), np.zeros((0, 0))
         _x, query = build_query(_EmptyTable(), q)
     worlds, n_samples = build_worlds(sc, X, labels, values, query, q)
+    pairs: list[tuple[str, ...]] | str
     if isinstance(sc.pairs, ir.ExplicitPairs):
         pairs = [tuple(p) for p in sc.pairs.items]
         bad = [v for p in pairs for v in p if v not in values]
@@ -317,7 +320,8 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
     except ValueError as e:
         _fail("DPS105", str(e), r, hint="check the query's bounds, the slices and the guarantee's numbers")
     calibrated = r.noise is None
-    if not calibrated:
+    if r.noise is not None:
+        assert r.noise.sigma is not None  # a release's noise is a standard deviation (DPS124)
         sigma2 = r.noise.sigma**2
         eps = S.swm_epsilon(
             sigma2, calib.calibration_deltas, calib.weights, g.alpha, flavour, monte_carlo=calib.monte_carlo
@@ -325,6 +329,7 @@ def compile_swm(ctx, r: ir.Release, sc: ir.Scenario, bound_data):
         calib = dataclasses.replace(calib, sigma2=sigma2, epsilon=eps)
     else:
         eps = calib.epsilon_at(g.alpha)
+        assert g.epsilon is not None  # without noise the guarantee states its target ε (DPS124)
         if eps > g.epsilon:
             _fail(
                 "DPS201",
@@ -390,6 +395,7 @@ def _certificate(
     r, sc, g, calib, flavour, calibrated, eps, X, labels, values, scenario, fingerprint
 ) -> TargetCertificate:
     from dpspec.compiler import formulas as F
+    from dpspec.families.swm import formulas as own
 
     sec = sc.secret
     what = f"the secret `{sec.attribute}`" + (
@@ -399,7 +405,7 @@ def _certificate(
         what = f"the secret `{sec.attribute}` (whether {predicate_text(sec.predicate)}: true or false)"
     pairs = scenario.resolved_pairs()
     worlds = [w.name for w in scenario.worlds]
-    readings = {
+    readings: dict[type, str] = {
         ir.EmpiricalWorld: "of one record drawn from the data",
         ir.BalancedWorld: "of one record drawn from a class-balanced subsample",
         ir.GroupsWorld: "that selects the whole released group of records",
@@ -474,7 +480,7 @@ def _certificate(
         formulas.append(
             F.formula(
                 "epsilon_ave_srpp",
-                F.SWM_AVE_EPSILON,
+                own.AVE_EPSILON,
                 {"alpha": g.alpha, "Dbar2": _max_bar(calib), "sigma2": calib.sigma2},
                 value=eps,
             )

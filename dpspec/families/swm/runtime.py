@@ -14,17 +14,21 @@ floating-point attacks; see the certificate's assumptions).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
-from dpspec.mechanisms.release import Released, ReleaseReport
+from dpspec.mechanisms.release import Released, ReleaseReport, query_columns
+
+if TYPE_CHECKING:
+    from dpspec.pufferfish import SWMMechanism
 
 
 @dataclass(frozen=True)
 class SwmRelease:
     columns: tuple[str, ...]
-    mechanism: object  # dpspec.pufferfish.SWMMechanism
+    mechanism: SWMMechanism
     name: str = "release"
     #: the certificate's reading (``output``): "aggregate" refuses release_records; ``records``: the n an
     #: aggregate mean's noise was calibrated for (Δ ∝ 1/n), so release() refuses any other size
@@ -39,41 +43,14 @@ class SwmRelease:
     def sigma(self) -> float:
         return self.mechanism.calibration.sigma
 
-    def _matrix(self, data) -> np.ndarray:
-        """The query's columns of ``data``, refusing data without them (DPS148) before anything is read."""
-        from dpspec.diagnostics import did_you_mean
-
-        if not hasattr(data, "matrix") and not isinstance(data, dict):
-            X = np.asarray(data, dtype=float)
-            if X.ndim != 2 or X.shape[1] != len(self.columns):
-                raise DataMismatchError(
-                    f"`{self.name}` reads {len(self.columns)} columns ({', '.join(self.columns)}); "
-                    f"a matrix of shape {X.shape} does not have them [DPS148]"
-                )
-            return X
-        names = tuple(data.columns) if hasattr(data, "matrix") else tuple(data)
-        for c in self.columns:
-            if c not in names:
-                raise DataMismatchError(
-                    f"`{self.name}` reads column `{c}`, which the data does not have ("
-                    f"{did_you_mean(c, names, 'column') or 'its columns are ' + ', '.join(names)}) "
-                    "[DPS148]"
-                )
-        if hasattr(data, "matrix"):
-            try:
-                return data.matrix(self.columns)
-            except ValueError as e:
-                raise DataMismatchError(f"`{self.name}`: {e} [DPS148]") from None
-        return np.column_stack([np.asarray(data[c], dtype=float) for c in self.columns])
-
     def _released(self, X: np.ndarray, value) -> Released:
         from dpspec.data.bind import fingerprint
 
         q = self.mechanism.query
-        lo, hi = getattr(q, "lo", None), getattr(q, "hi", None)
+        lo, hi, cols = getattr(q, "lo", None), getattr(q, "hi", None), getattr(q, "columns", None)
         clamped = 0
-        if lo is not None and getattr(q, "columns", None) is not None:
-            V = X[:, list(q.columns)]
+        if lo is not None and cols is not None:
+            V = X[:, list(cols)]
             clamped = int(((V < lo) | (V > hi)).sum())
         report = ReleaseReport(
             self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X), "given to release()"
@@ -83,7 +60,7 @@ class SwmRelease:
     def release(self, data, rng=None) -> Released:
         """query(data) + N(0, σ² I), once per object; ``Released(value, report)`` — the report's
         counts and fingerprint are private (see :class:`~dpspec.mechanisms.release.ReleaseReport`)."""
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         if self.records is not None and X.shape[0] != self.records:
             raise DataMismatchError(
                 f"`{self.name}` is certified for the aggregate of {self.records} records (its noise "
@@ -99,7 +76,7 @@ class SwmRelease:
                 f"`{self.name}` is certified for the dataset's aggregate (`output aggregate`): "
                 "its noise does not cover one answer per record [DPS148]"
             )
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         self._ledger.charge(1)
         return self._released(X, self.mechanism.release_records(X, rng))
 
@@ -107,7 +84,7 @@ class SwmRelease:
         """One independent run's output on ``data``, outside the ledger: for audits that draw many
         runs on the scenario's own worlds (``dpspec audit``). Each call is another release; never use
         it to publish anything."""
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         return self.mechanism.release_records(X, rng) if per_record else self.mechanism.release(X, rng)
 
     def privacy_spent(self, delta: float | None = None) -> Spent:

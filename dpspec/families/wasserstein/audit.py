@@ -21,22 +21,26 @@ def _rebuild(ctx: AuditContext):
     from dpspec.check.framework import Context
     from dpspec.compiler import scenario as S
     from dpspec.data.bind import load_table
+    from dpspec.ir import models as ir
 
     if ctx.compiled is None:
         raise AuditError("the audit needs the compiled spec (the scenario's laws)")
     spec_ir = ctx.compiled.spec.ir
     rel = next((t for t in spec_ir.targets() if t.name == ctx.name), None)
+    assert isinstance(rel, ir.Release)  # the audited certificate is one of this spec's releases
     sc = Context(spec_ir).resolve_protects(rel)
+    assert isinstance(sc, ir.Scenario)  # a Wasserstein release protects a scenario (DPS120: its units are secrets)
     if sc.secret.membership:
         raise AuditError("membership secrets are not audited yet")
     table = load_table(sc.data, ctx.data)
     if sc.secret.share and sc.secret.mean_of is not None:  # a mean secret: no labels; the values are means
         labels, values = np.array([], dtype=object), tuple(sc.secret.values)
     elif sc.secret.share:  # a proportion secret: the records' predicate labels; the secret values are proportions
-        labels, _tf = S._predicate_labels(table, sc.secret)
+        labels, _tf = S.predicate_secret_labels(table, sc.secret)
         values = tuple(sc.secret.values)
     else:
-        labels, values = S._secret_labels(table, sc)
+        labels, values = S.secret_labels(table, sc)
+    assert rel.query is not None  # a Wasserstein release states its query (the compile step refuses one without)
     X, query = S.build_query(table, rel.query)
     return rel, sc, X, labels, values, query
 
@@ -66,7 +70,7 @@ class PufferfishLaplaceAudit(AuditTarget):
         self.base_mean = float(np.mean(X[:, self.mean_cols[0]])) if self.mean and self.mean_cols else 0.0
         G = np.asarray(query.per_record(X), float)
         w = 1.0 / (self.scales / max(float(np.max(self.scales)), 1e-300))  # ∝ 1/range: the calibration's norm
-        best = (-1.0, None, None)
+        best: tuple[float, str | None, str | None] = (-1.0, None, None)
         pairs = {tuple(map(str, q)) for q in ctx.record.sensitivity.pairs}
         for a, b in pairs:
             if self.mean:  # Lemma E: the pair's W∞ is n·|μ − μ′| times a constant

@@ -74,6 +74,7 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
             hint="protect a `scenario` block",
         )
     q, g = r.query, r.guarantee
+    assert isinstance(g, ir.PufferfishGuarantee)  # the family certifies ε-Pufferfish only (DPS121)
     if q is None:
         _fail("DPS413", "a Wasserstein release needs a `query`", r, hint="add `query mean(age, bounds = [17, 90])`")
     if q.function not in QUERIES:
@@ -133,12 +134,12 @@ def compile_wasserstein(ctx, r: ir.Release, sc, bound_data):
             _check_mean_secret(sc, q, table)
             labels = np.array([], dtype=object)
         else:
-            labels, _tf = S._predicate_labels(table, sec)
+            labels, _tf = S.predicate_secret_labels(table, sec)
         values = tuple(sec.values)
     elif sec.membership:
         labels, values = np.array([], dtype=object), ("in", "out")
     else:
-        labels, values = S._secret_labels(table, sc)
+        labels, values = S.secret_labels(table, sc)
     pairs = (
         [tuple(p) for p in sc.pairs.items] if isinstance(sc.pairs, ir.ExplicitPairs) else pf.all_distinct_pairs(values)
     )
@@ -285,6 +286,7 @@ def _check_mean_secret(sc: ir.Scenario, q: ir.BoundedQuery, table) -> None:
     """DPS437: a mean secret is covered by Lemma E for a mean or sum whose columns include the secret's."""
     sec = sc.secret
     col = sec.mean_of
+    assert col is not None  # called for a mean secret only
     if col not in table.columns:
         from dpspec.diagnostics import did_you_mean
 
@@ -404,7 +406,7 @@ def _laws(w, G, X, labels, values, query, q, name, table) -> dict:
         return {s: G[labels == s] for s in values if np.any(labels == s)}
     if isinstance(w, ir.GroupsWorld):
         return {s: np.asarray(query(X[labels == s]), float).reshape(1, -1) for s in values if np.any(labels == s)}
-    fn = S._import(w.target, w, "target")
+    fn = S.import_target(w.target, w, "target")
     sw = pf.SamplerWorld(fn, values, exhaustive=True, name=name)
     out = {}
     for s in values:

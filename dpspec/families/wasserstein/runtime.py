@@ -13,17 +13,21 @@ floating-point attacks; see the certificate's assumptions).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpspec.mechanisms.ledger import DataMismatchError, PrivacyLedger, Spent
-from dpspec.mechanisms.release import Released, ReleaseReport
+from dpspec.mechanisms.release import Released, ReleaseReport, query_columns
+
+if TYPE_CHECKING:
+    from dpspec.pufferfish.queries import Query
 
 
 @dataclass(frozen=True)
 class WassersteinRelease:
     columns: tuple[str, ...]
-    query: object  # a dpspec.pufferfish query (Mean, Sum, Histogram)
+    query: Query  # a dpspec.pufferfish query (Mean, Sum, Histogram)
     scales: tuple[float, ...]  # Laplace scale per output coordinate, from the certificate
     output: str = "aggregate"
     records: int | None = None  # the certified n of an aggregate whose noise scales like 1/n
@@ -36,11 +40,6 @@ class WassersteinRelease:
             raise ValueError("one finite non-negative Laplace scale per output coordinate is required")
         object.__setattr__(self, "_ledger", PrivacyLedger(self.name, 1, self._spent, unit="output"))
 
-    def _matrix(self, data) -> np.ndarray:
-        from dpspec.families.swm.runtime import SwmRelease
-
-        return SwmRelease._matrix(self, data)  # the same column reading and DPS148 refusals
-
     def _noise(self, shape, rng) -> np.ndarray:
         rng = np.random.default_rng(rng)
         return rng.laplace(0.0, 1.0, size=shape) * np.asarray(self.scales)
@@ -49,10 +48,10 @@ class WassersteinRelease:
         from dpspec.data.bind import fingerprint
 
         q = self.query
-        lo, hi = getattr(q, "lo", None), getattr(q, "hi", None)
+        lo, hi, cols = getattr(q, "lo", None), getattr(q, "hi", None), getattr(q, "columns", None)
         clamped = 0
-        if lo is not None and getattr(q, "columns", None) is not None:
-            V = X[:, list(q.columns)]
+        if lo is not None and cols is not None:
+            V = X[:, list(cols)]
             clamped = int(((V < lo) | (V > hi)).sum())
         rep = ReleaseReport(
             self.name, getattr(q, "name", "query"), int(X.shape[0]), clamped, 0, fingerprint(X), "given to release()"
@@ -65,7 +64,7 @@ class WassersteinRelease:
             raise DataMismatchError(
                 f"`{self.name}` is certified per record (`output per_record`); use release_records [DPS148]"
             )
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         if self.records is not None and X.shape[0] != self.records:
             raise DataMismatchError(
                 f"`{self.name}` is certified for the aggregate of {self.records} records (its noise "
@@ -82,7 +81,7 @@ class WassersteinRelease:
                 f"`{self.name}` is certified for the dataset's aggregate (`output aggregate`): its "
                 "noise does not cover one answer per record [DPS148]"
             )
-        X = self._matrix(data)
+        X = query_columns(self.name, self.columns, data)
         self._ledger.charge(1)
         v = np.asarray(self.query.per_record(X), float)
         return self._report(X, v + self._noise(v.shape, rng))

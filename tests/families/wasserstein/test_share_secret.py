@@ -17,7 +17,7 @@ import dpspec
 from dpspec.diagnostics import SpecError
 from dpspec.pufferfish.share import binomial_w_inf
 
-SPECS = Path(__file__).resolve().parents[2] / "specs"
+SPECS = Path(__file__).resolve().parents[3] / "specs"
 
 CHAIN = (
     "scenario s {{\n  data   synthetic(generator = markov_chain, size = {n}, seed = 2)\n"
