@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import mpmath as mp
-import numpy as np
 import pytest
 
 from dpspec.accounting.selection import RunCount
@@ -17,23 +16,24 @@ from dpspec.accounting.selection_profile import profile_from_dp, profile_selecti
 mp.mp.dps = 50
 
 
-def _mp_pgf(runs: RunCount, x):
-    """φ(x) = E[x^K] at 50 digits (closed forms: Papernot & Steinke 2022 §2)."""
-    x = mp.mpf(x)
+def _mp_pgf_tail(runs: RunCount, u):
+    """φ(1 - u) = E[(1 - u)^K] at 50 digits (closed forms: Papernot & Steinke 2022 §2), written in u so that
+    1 - (1-γ)(1-u) = γ + (1-γ)u keeps its digits for tiny γ."""
+    u = mp.mpf(u)
     if runs.kind == "poisson":
-        return mp.e ** (mp.mpf(runs.mu) * (x - 1))
+        return mp.e ** (-mp.mpf(runs.mu) * u)
     eta, gamma = mp.mpf(runs.eta), mp.mpf(runs.gamma)
-    t = (1 - gamma) * x
+    b = gamma + (1 - gamma) * u
     if eta == 0:
-        return mp.log(1 - t) / mp.log(gamma)
-    return ((1 - t) ** (-eta) - 1) / (gamma ** (-eta) - 1)
+        return mp.log(b) / mp.log(gamma)
+    return (b ** (-eta) - 1) / (gamma ** (-eta) - 1)
 
 
 def _atom_on_top(runs: RunCount, delta0: float) -> float:
     """A lower bound on δ(ε), every ε, of best-of-K over (ε₀, δ₀)-DP runs: the (ε₀, δ₀) randomized-response pair's
     atom of mass δ₀ that only X can output, ranked first: the best run is that atom with probability
     φ(1) - φ(1 - δ₀) under X and never under X'."""
-    return float(_mp_pgf(runs, 1) - _mp_pgf(runs, 1 - mp.mpf(delta0)))
+    return float(1 - _mp_pgf_tail(runs, delta0))
 
 
 EXTREME_RUNS = [
