@@ -38,8 +38,10 @@ The implementation chooses c from the comonotone placement (the highest privacy 
 order, which is the worst case when the cost is supermodular) and g̃ as the lower convex hull of
 max_j (S_j - c_j) evaluated at the profile's nodes (rounded up; the hull of upper bounds on a convex
 function bounds it). Any c is valid, so this choice affects tightness only. Floating-point: node locations
-t are rounded up, D values up, Ḡ down, W up, W' down, and the final sum is raised by 64 ulps of the sum of
-the absolute values of its terms.
+t are rounded up, D values up, Ḡ down, W up, W' down (Ψ̄ is evaluated as exp of its logarithm, so that no
+intermediate overflows, within (64 + 8M) ulps relative where M bounds the magnitudes its logarithm sums), and
+the final sum is raised by its rounding. A bound that is not a finite number (Ψ̄ or e^ε Ψ̄ beyond a double, at
+absurd run counts) is δ = 1: a NaN passes no test "<= δ" and fails none.
 
 Profiles (:class:`Profile`): from a PLD (:func:`profile_from_pld`: the certified δ of the pessimistic PLD at
 every grid loss, max over the neighbouring directions), from an RDP curve (:func:`profile_from_rdp`: Balle
@@ -63,8 +65,9 @@ from ._logmath import ULP
 from .selection import RunCount
 
 THEOREM_PROFILE = (
-    "privacy-profile bound for best-of-K (output density q·φ'(F), Papernot & Steinke 2022 §3; hockey-stick "
-    "form after Koskela, Redberg & Wang 2024; proof: docs/tuning.md, the privacy-profile bound)"
+    "privacy-profile bound for best-of-K (dpspec's own theorem, proved in docs/tuning.md, the privacy-profile bound, "
+    "from the output density q·φ'(F) of Papernot & Steinke 2022 §3; a bound of the kind Koskela, Redberg & Wang 2024 "
+    "introduced, not a theorem of theirs)"
 )
 THEOREM_KOV = (
     "Kairouz, Oh & Viswanath 2015 Thm 2.4 (the (ε, δ) randomized-response pair dominates every (ε, δ)-DP mechanism)"

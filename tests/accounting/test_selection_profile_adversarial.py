@@ -143,7 +143,9 @@ def _mp_exact(runs: RunCount, p, q, eps: float) -> float:
     """δ(ε) of best-of-K, both orders of the neighbours, the released output being the selected piece."""
     a, b = _mp_best(runs, p), _mp_best(runs, q)
     t = mp.e ** mp.mpf(eps)
-    return float(max(mp.fsum(max(x - t * y, 0) for x, y in zip(a, b)), mp.fsum(max(y - t * x, 0) for x, y in zip(a, b))))
+    return float(
+        max(mp.fsum(max(x - t * y, 0) for x, y in zip(a, b)), mp.fsum(max(y - t * x, 0) for x, y in zip(a, b)))
+    )
 
 
 def _pieces(P, Q, types, m: int):
@@ -278,12 +280,16 @@ def test_searched_orders_of_split_pieces_never_exceed_the_bound(name, pair, runs
                 worst = math.inf
                 break
             keep = x > 0
-            terms = [a * mp.log(mp.mpf(float(u))) + (1 - a) * mp.log(mp.mpf(float(w))) for u, w in zip(x[keep], y[keep])]
+            terms = [
+                a * mp.log(mp.mpf(float(u))) + (1 - a) * mp.log(mp.mpf(float(w))) for u, w in zip(x[keep], y[keep])
+            ]
             worst = max(worst, float(mp.log(mp.fsum(mp.e**z for z in terms))) / (a - 1))
         rdp.append(worst * (1 + 1e-12))
     rdp = np.array(rdp)
     ok = np.isfinite(rdp)
-    curve = RdpCurve(alphas=alphas[ok], rdp=rdp[ok], theorem="exact", method="exact", abs_error=0.0) if ok.any() else None
+    curve = (
+        RdpCurve(alphas=alphas[ok], rdp=rdp[ok], theorem="exact", method="exact", abs_error=0.0) if ok.any() else None
+    )
     atom = float(max(P[Q == 0].sum(), Q[P == 0].sum()))
     for delta in (0.2, 0.05) if atom == 0.0 else (2 * _atom_on_top(runs, atom),):
         certified = [profile_selection_epsilon(prof, runs, delta).epsilon]
