@@ -518,7 +518,8 @@ def _dual(pr: _Prepared, eps: float) -> tuple[float, np.ndarray]:
     are kept, and a slope increment rounded below 0 is raised to 0 (which only raises g̃ beyond it). The sum
     g̃(0) + g̃'(0+) + Σ jumps·D + Σ c·Δu is raised by the rounding of the slopes (each within 4 ulps relative,
     each jump's error weighted by the D it multiplies) and of the sum."""
-    thr = math.exp(eps) * pr.Wp  # S_k(ℓ) = (W_k ℓ - thr_k)_+
+    # δ(ε) is nonincreasing in ε, so the bound at 700 holds beyond (where e^ε would overflow)
+    thr = math.exp(min(eps, 700.0)) * pr.Wp  # S_k(ℓ) = (W_k ℓ - thr_k)_+
     if not (np.all(np.isfinite(pr.W)) and np.all(np.isfinite(thr)) and math.isfinite(pr.psi1)):
         return 1.0, np.zeros(pr.du.size)  # Ψ̄ or e^ε Ψ̄ beyond a double: no bound (fail closed)
     c = _potentials(pr, thr)
@@ -619,7 +620,7 @@ def profile_selection_epsilon(
     if b0 <= dl:
         return ProfileSelection(0.0, dl, b0, theorem)
     hi = 1.0
-    top = float(profile.eps[-1]) + math.log(max(pr.psi1, 1.0)) + 60.0
+    top = float(profile.eps[-1]) + math.log(min(max(pr.psi1, 1.0), 1e308)) + 60.0  # finite: the doubling stops
     bh = bound(hi)
     while bh > dl:
         if hi > top:

@@ -379,3 +379,12 @@ def test_pld_profile_bounds_both_orders_of_a_sampled_gaussian(score_z):
         assert got >= worst, (eps, got, fwd, rev)
         assert got <= worst + 0.02  # the grid's slack, not a different mechanism
     assert differ  # the two orders really differ here
+
+
+def test_a_huge_epsilon_is_bounded_not_an_overflow():
+    """e^ε overflows a double beyond ε ≈ 709; δ(ε) is nonincreasing, so the bound there is the bound at 700 (still
+    above the atom's exact value)."""
+    runs = RunCount.tnb(1.0, 0.1)
+    prof = profile_from_dp([(1.0, 1e-6)])
+    d = profile_selection_delta(prof, runs, 1000.0)
+    assert _atom_on_top(runs, 1e-6) <= d == profile_selection_delta(prof, runs, 700.0)
