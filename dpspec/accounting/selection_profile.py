@@ -38,8 +38,10 @@ The implementation chooses c from the comonotone placement (the highest privacy 
 order, which is the worst case when the cost is supermodular) and g̃ as the lower convex hull of
 max_j (S_j - c_j) evaluated at the profile's nodes (rounded up; the hull of upper bounds on a convex
 function bounds it). Any c is valid, so this choice affects tightness only. Floating-point: node locations
-t are rounded up, D values up, Ḡ down, W up, W' down, and the final sum is raised by 64 ulps of the sum of
-the absolute values of its terms.
+t are rounded up, D values up, Ḡ down, W up, W' down (Ψ̄ is evaluated as exp of its logarithm, so that no
+intermediate overflows, within (64 + 8M) ulps relative where M bounds the magnitudes its logarithm sums), and
+the final sum is raised by its rounding. A bound that is not a finite number (Ψ̄ or e^ε Ψ̄ beyond a double, at
+absurd run counts) is δ = 1: a NaN passes no test "<= δ" and fails none.
 
 Profiles (:class:`Profile`): from a PLD (:func:`profile_from_pld`: the certified δ of the pessimistic PLD at
 every grid loss, max over the neighbouring directions), from an RDP curve (:func:`profile_from_rdp`: Balle
@@ -63,8 +65,9 @@ from ._logmath import ULP
 from .selection import RunCount
 
 THEOREM_PROFILE = (
-    "privacy-profile bound for best-of-K (output density q·φ'(F), Papernot & Steinke 2022 §3; hockey-stick "
-    "form after Koskela, Redberg & Wang 2024; proof: docs/tuning.md, the privacy-profile bound)"
+    "privacy-profile bound for best-of-K (dpspec's own theorem, proved in docs/tuning.md, the privacy-profile bound, "
+    "from the output density q·φ'(F) of Papernot & Steinke 2022 §3; a bound of the kind Koskela, Redberg & Wang 2024 "
+    "introduced, not a theorem of theirs)"
 )
 THEOREM_KOV = (
     "Kairouz, Oh & Viswanath 2015 Thm 2.4 (the (ε, δ) randomized-response pair dominates every (ε, δ)-DP mechanism)"
@@ -104,28 +107,63 @@ def pgf(runs: RunCount, z) -> np.ndarray:
     return np.expm1(-eta * l1) / math.expm1(-eta * math.log(gamma))
 
 
+def _log_psi(runs: RunCount, v) -> tuple[np.ndarray, np.ndarray]:
+    """log Ψ̄(v) and a bound M(v) on the magnitudes its terms sum from (each computed within a few ulps relative of
+    itself, so log Ψ̄ within ~M ulps absolute). In log space so that no intermediate overflows where Ψ̄ itself is a
+    double: the truncated negative binomial's γ^{-(η+1)} overflows at E[K] ≈ 2900 for η = 300, where Ψ̄(0) = E[K]
+    does not."""
+    v = np.asarray(v, float)
+    with np.errstate(divide="ignore"):
+        if runs.kind == "fixed":
+            k = runs.count
+            if k == 1:
+                return np.zeros_like(v), np.ones_like(v)
+            lg = math.log(k) + (k - 1) * np.log1p(-v)
+            return lg, math.log(k) + np.abs(lg) + 1.0
+        if runs.kind == "poisson":
+            mv = runs.mu * v
+            return math.log(runs.mu) - mv, abs(math.log(runs.mu)) + mv + 1.0
+        eta, gamma = runs.eta, runs.gamma
+        beta = 1.0 - gamma
+        if eta == 0.0:
+            # A = (1-γ)/log(1/γ)
+            log_a = math.log(beta) - math.log(-math.log(gamma))
+            mag_a = abs(math.log(beta)) + abs(math.log(-math.log(gamma)))
+        else:
+            # A = η(1-γ)/(γ^{-η} - 1) = η(1-γ)/expm1(x), x = -η log γ (same sign as η): log|expm1(x)| without overflow
+            x = -eta * math.log(gamma)
+            log_em1 = x + math.log(-math.expm1(-x)) if x > 0 else math.log(-math.expm1(x))
+            log_a = math.log(abs(eta) * beta) - log_em1
+            mag_a = abs(math.log(abs(eta) * beta)) + abs(x) + abs(log_em1) + 1.0
+        lb = (eta + 1.0) * np.log(gamma + beta * v)
+        return log_a - lb, mag_a + np.abs(lb) + 1.0
+
+
 def pgf_prime_tail(runs: RunCount, v) -> np.ndarray:
     """Ψ̄(v) = φ'(1 - v), v ∈ [0, 1]: nonincreasing, Ψ̄(0) = E[K]. Truncated negative binomial:
     A (γ + (1-γ) v)^{-(η+1)} with A = η(1-γ)/(γ^{-η} - 1) (η = 0: (1-γ)/log(1/γ)); Poisson: μ e^{-μ v};
-    fixed k: k (1-v)^{k-1}."""
-    v = np.asarray(v, float)
-    if runs.kind == "fixed":
-        k = runs.count
-        return k * (1.0 - v) ** (k - 1) if k > 1 else np.ones_like(v)
-    if runs.kind == "poisson":
-        return runs.mu * np.exp(-runs.mu * v)
-    eta, gamma = runs.eta, runs.gamma
-    beta = 1.0 - gamma
-    a = beta / -math.log(gamma) if eta == 0.0 else eta * beta / math.expm1(-eta * math.log(gamma))
-    return a * (gamma + beta * v) ** (-(eta + 1.0))
+    fixed k: k (1-v)^{k-1}. Evaluated as exp of its logarithm (:func:`_log_psi`); inf only where Ψ̄ exceeds a
+    double."""
+    lg, _ = _log_psi(runs, v)
+    with np.errstate(over="ignore"):
+        return np.exp(lg)
+
+
+def _psi_rel_err(runs: RunCount, v) -> np.ndarray:
+    """A bound on the relative rounding error of :func:`pgf_prime_tail`: exp of a logarithm summed from terms of
+    total magnitude M is within (M + 1) ulps relative (each term within 2 ulps of itself, exp within 1), taken 8x
+    with 64 ulps on top."""
+    lg, mag = _log_psi(runs, v)
+    # Ψ̄ = 0 exactly where its logarithm is -inf (fixed k at v = 1)
+    return (64.0 + 8.0 * np.where(np.isfinite(lg), mag, 0.0)) * ULP
 
 
 def _psi_up(runs: RunCount, v) -> np.ndarray:
-    return pgf_prime_tail(runs, v) * (1.0 + 64.0 * ULP)
+    return pgf_prime_tail(runs, v) * (1.0 + _psi_rel_err(runs, v))
 
 
 def _psi_down(runs: RunCount, v) -> np.ndarray:
-    return pgf_prime_tail(runs, v) * (1.0 - 64.0 * ULP)
+    return pgf_prime_tail(runs, v) * np.maximum(1.0 - _psi_rel_err(runs, v), 0.0)
 
 
 def selection_bins(runs: RunCount) -> np.ndarray:
@@ -480,7 +518,10 @@ def _dual(pr: _Prepared, eps: float) -> tuple[float, np.ndarray]:
     are kept, and a slope increment rounded below 0 is raised to 0 (which only raises g̃ beyond it). The sum
     g̃(0) + g̃'(0+) + Σ jumps·D + Σ c·Δu is raised by the rounding of the slopes (each within 4 ulps relative,
     each jump's error weighted by the D it multiplies) and of the sum."""
-    thr = math.exp(eps) * pr.Wp  # S_k(ℓ) = (W_k ℓ - thr_k)_+
+    # δ(ε) is nonincreasing in ε, so the bound at 700 holds beyond (where e^ε would overflow)
+    thr = math.exp(min(eps, 700.0)) * pr.Wp  # S_k(ℓ) = (W_k ℓ - thr_k)_+
+    if not (np.all(np.isfinite(pr.W)) and np.all(np.isfinite(thr)) and math.isfinite(pr.psi1)):
+        return 1.0, np.zeros(pr.du.size)  # Ψ̄ or e^ε Ψ̄ beyond a double: no bound (fail closed)
     c = _potentials(pr, thr)
     ac = np.abs(c)
     g = np.empty(pr.t.size)
@@ -502,10 +543,17 @@ def _dual(pr: _Prepared, eps: float) -> tuple[float, np.ndarray]:
     jumps = np.maximum(np.diff(slopes), 0.0)  # at the hull's vertices after 0
     f_at = pr.f[h[1:] - 1]
     terms = np.concatenate([[hy[0], s0], jumps * f_at, c * pr.du])
+    if not np.all(np.isfinite(terms)):
+        return 1.0, c  # fail closed (math.fsum would return NaN or raise)
     total = math.fsum(terms.tolist())
     slope_err = 8 * ULP * (np.abs(slopes[:-1]) + np.abs(slopes[1:]))
     err = 8 * ULP * abs(s0) + math.fsum((slope_err * f_at).tolist()) + 8 * ULP * math.fsum(np.abs(terms).tolist())
-    return max(total + err, 0.0), c
+    out = total + err
+    if not math.isfinite(out):
+        # an overflow (Ψ̄ beyond a double) or a NaN: no bound, so δ = 1 (a NaN would pass no test "<= δ" and fail
+        # none, and the bisection would certify whatever it started from)
+        return 1.0, c
+    return max(out, 0.0), c
 
 
 def _primal(pr: _Prepared, eps: float) -> float:
@@ -572,7 +620,7 @@ def profile_selection_epsilon(
     if b0 <= dl:
         return ProfileSelection(0.0, dl, b0, theorem)
     hi = 1.0
-    top = float(profile.eps[-1]) + math.log(max(pr.psi1, 1.0)) + 60.0
+    top = float(profile.eps[-1]) + math.log(min(max(pr.psi1, 1.0), 1e308)) + 60.0  # finite: the doubling stops
     bh = bound(hi)
     while bh > dl:
         if hi > top:
