@@ -111,14 +111,32 @@ class RunCount:
             return float(self.count)
         if self.kind == "poisson":
             return self.mu
-        return math.exp(tnb_log_mean(self.eta, self.gamma))
+        lm = tnb_log_mean(self.eta, self.gamma)
+        return math.exp(lm) if lm < _LOG_DBL_MAX else math.inf  # E[K] above a double: no exception
+
+    def log_mean(self) -> float:
+        """log E[K] (finite for every valid distribution, where E[K] itself may exceed a double)."""
+        if self.kind == "fixed":
+            return math.log(self.count)
+        if self.kind == "poisson":
+            return math.log(self.mu)
+        return tnb_log_mean(self.eta, self.gamma)
 
     def describe(self) -> str:
         if self.kind == "fixed":
             return f"fixed({self.count})"
         if self.kind == "poisson":
             return f"poisson(mean = {self.mu:g})"
-        return f"truncated_negative_binomial(eta = {self.eta:g}, gamma = {self.gamma:g}), mean {self.mean():.6g}"
+        lm = self.log_mean()
+        if lm < _LOG_DBL_MAX:
+            mean = f"{math.exp(lm):.6g}"
+        else:  # written as a power of ten from its logarithm: E[K] is beyond a double
+            e10 = lm / math.log(10.0)
+            exp10, mant = math.floor(e10), f"{10.0 ** (e10 - math.floor(e10)):.6g}"
+            if float(mant) >= 10.0:  # the mantissa rounded up to 10
+                exp10, mant = exp10 + 1, "1"
+            mean = f"{mant}e+{exp10}"
+        return f"truncated_negative_binomial(eta = {self.eta:g}, gamma = {self.gamma:g}), mean {mean}"
 
     def pmf(self, k: int) -> float:
         """P[K = k]."""
@@ -129,18 +147,115 @@ class RunCount:
         return tnb_pmf(k, self.eta, self.gamma)
 
     def sample(self, rng: np.random.Generator) -> int:
-        """One draw of K (inversion of the CDF for the truncated negative binomial)."""
+        """One draw of K from exactly the stated distribution (:func:`tnb_sample` for the truncated negative
+        binomial; numpy's Poisson sampler for Poisson K)."""
         if self.kind == "fixed":
             return self.count
         if self.kind == "poisson":
-            return int(rng.poisson(self.mu))
-        u = float(rng.random())
-        k, acc = 1, 0.0
-        while True:
-            acc += tnb_pmf(k, self.eta, self.gamma)
-            if u < acc or k > 10_000_000:
-                return k
-            k += 1
+            return _poisson(rng, self.mu)
+        return tnb_sample(rng, self.eta, self.gamma)
+
+
+_LOG_DBL_MAX = 709.0  # below log(DBL_MAX) ≈ 709.78: exp of anything smaller is finite
+
+#: numpy's Poisson sampler is used up to this mean (its own limit is about 9.2e18, an int64); above it the
+#: exact reduction of :func:`_poisson` takes over
+POISSON_DIRECT_MAX = 2.0**60
+
+
+def _poisson(rng: np.random.Generator, lam: float, direct_max: float = POISSON_DIRECT_MAX) -> int:
+    """One Poisson(``lam``) draw, any finite ``lam`` >= 0, as a Python int.
+
+    Up to ``direct_max``, numpy's sampler (PTRS, Hörmann 1993, for means >= 10; multiplication of uniforms
+    below). Above it, the exact reduction of Ahrens & Dieter 1974 (Devroye 1986 §X.3.3): with n < λ, the time X
+    of the n-th arrival of a unit-rate Poisson process is Gamma(n); if X < λ the count is n plus a Poisson(λ - X)
+    count on the rest, else it is Binomial(n - 1, λ/X) (the first n - 1 arrivals are uniform on [0, X]), a
+    binomial reduced the same way by :func:`_binomial` while its count exceeds an int64. In exact arithmetic every
+    step is exact; reached only with probability at most E[K] / 2^60 under the compile-time bound on E[K]."""
+    k = 0
+    while lam > direct_max:
+        n = float(math.floor(0.875 * lam))  # a double that is an integer: Gamma(n) has exactly this shape
+        x = float(rng.standard_gamma(n))
+        if x < lam:
+            k += int(n)
+            lam -= x
+        else:
+            return k + _binomial(rng, int(n) - 1, lam / x)
+    return k + int(rng.poisson(lam))
+
+
+def _binomial(rng: np.random.Generator, n: int, p: float) -> int:
+    """One Binomial(``n``, ``p``) draw for any integer n >= 0 (numpy's sampler below 2^62). Above, the order
+    statistic reduction (Devroye 1986 §X.4.3): the i-th smallest of n uniforms is Beta(i, n + 1 - i); at or below
+    p, the count is i plus Binomial(n - i, (p - Y)/(1 - Y)), else Binomial(i - 1, p / Y)."""
+    k = 0
+    while n >= 2**62:
+        i = n // 2
+        y = float(rng.beta(float(i), float(n + 1 - i)))
+        if y <= p:
+            k += i
+            n, p = n - i, min(1.0, max(0.0, (p - y) / (1.0 - y)))
+        else:
+            n, p = i - 1, min(1.0, p / y)
+    return k + int(rng.binomial(n, p))
+
+
+def tnb_sample(rng: np.random.Generator, eta: float, gamma: float) -> int:
+    """One draw of K ~ D_{η,γ} (Papernot & Steinke 2022 §2), exact in exact arithmetic, for every η > -1.
+
+    The Gamma–Poisson mixture: Σ_{k>=1} P[Poisson(Y) = k] with Y of density ∝ y^{η-1} e^{-y/θ}, θ = (1-γ)/γ,
+    gives ∫ y^{η-1} e^{-y/θ} e^{-y} y^k / k! dy = Γ(k+η)/k! · (1-γ)^{k+η}, i.e. P[K = k] ∝ (1-γ)^k Γ(k+η)/Γ(k+1):
+    the law of :func:`tnb_pmf`, for every k >= 1 and every η > -1 (for η <= 0 the y-measure is not finite but
+    its restriction to k >= 1 is). Conditioning on K >= 1 tilts Y by P[Poisson(Y) >= 1] = 1 - e^{-y}
+    = ∫_0^1 y e^{-yt} dt, so with b = 1/θ = γ/(1-γ):
+
+    1. T on [0, 1] with density ∝ (b + t)^{-(η+1)} (the t-marginal of y^η e^{-y(b+t)}), by inversion:
+       b + T = b (1 - U (1 - γ^η))^{-1/η} (η ≠ 0), b γ^{-U} (η = 0);
+    2. Y | T ~ Gamma(η + 1, rate b + T);
+    3. K | Y ~ Poisson(Y) conditioned on K >= 1: the first arrival S of a rate-Y process on [0, 1] given one
+       arrives there (S = -log(1 - U'(1 - e^{-Y}))/Y) and K = 1 + Poisson(Y (1 - S)), Y (1 - S) =
+       Y + log1p(U' expm1(-Y)).
+
+    No rejection, no truncation, the same cost for every (η, γ) (rejecting K = 0 from NB(η, γ) costs 1/(1-γ^η)
+    draws, unbounded as η → 0; numpy's logseries(1 - γ) would lose γ to the rounding of 1 - γ).
+
+    Floating point, as with the project's other continuous samplers: the draws are exact up to the rounding of
+    double arithmetic — U, U' are 53-bit uniforms, the inversions use log1p/expm1 (a few ulps relative), and
+    numpy's Gamma (Marsaglia & Tsang 2000) and Poisson (:func:`_poisson`) samplers are exact in exact
+    arithmetic; the sampled law is the certified one up to these few-ulp perturbations of its continuous
+    intermediates, and for the event Y >= e^709 (probability at most E[K] e^{-709}), drawn as Y = e^709. A Y
+    below the smallest double gives K = 1, its conditional probability being 1 - O(Y)."""
+    eta = V.real("eta", eta, lo=-1.0, lo_open=True)
+    gamma = V.real("gamma", gamma, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    lg = math.log(gamma)
+    log_b = lg - math.log1p(-gamma)
+    u = float(rng.random())
+    if eta == 0.0:
+        log_rate = log_b - u * lg
+    else:
+        if eta > 0.0:
+            c = -math.expm1(eta * lg)  # 1 - γ^η in (0, 1)
+            log_rate = log_b - math.log1p(-u * c) / eta
+        else:  # log(1 + u (γ^η - 1)) with γ^η - 1 = e^{η lg} - 1 possibly beyond a double
+            x = eta * lg  # > 0
+            log_gm1 = x + math.log1p(-math.exp(-x)) if x > 1.0 else math.log(math.expm1(x))
+            t = math.log(u) + log_gm1 if u > 0.0 else -math.inf
+            log_one_plus = t + math.log1p(math.exp(-t)) if t > 0.0 else math.log1p(math.exp(t))
+            log_rate = log_b - log_one_plus / eta
+    # Y = G / rate with G ~ Gamma(η + 1, 1); in logs, as the rate can be subnormal for tiny γ
+    g = float(rng.standard_gamma(eta + 1.0))
+    if g == 0.0:
+        y = 0.0
+    else:
+        ly = math.log(g) - log_rate
+        y = math.exp(ly) if ly < _LOG_DBL_MAX else math.inf
+    u2 = float(rng.random())
+    if y == math.inf:
+        # Y beyond a double: P[Y >= e^709] <= E[Y] e^{-709} <= E[K] e^{-709} (E[K | Y] = Y/(1 - e^{-Y}) >= Y), below
+        # 1e-301 under the compile-time bound E[K] <= 1e6; K is then drawn as 1 + Poisson(e^709)
+        return 1 + _poisson(rng, math.exp(_LOG_DBL_MAX))
+    rest = max(0.0, y + math.log1p(u2 * math.expm1(-y)))
+    return 1 + _poisson(rng, rest)
 
 
 def tnb_log_mean(eta: float, gamma: float) -> float:
@@ -152,7 +267,12 @@ def tnb_log_mean(eta: float, gamma: float) -> float:
     if eta == 0.0:
         return math.log1p(-gamma) - lg - math.log(-lg)
     # 1 - γ^η = -expm1(η log γ): same sign as η, so the ratio η / (1 - γ^η) is positive
-    return math.log(eta / -math.expm1(eta * lg)) + math.log1p(-gamma) - lg
+    if eta > 0.0:
+        return math.log(eta / -math.expm1(eta * lg)) + math.log1p(-gamma) - lg
+    # η < 0: γ^η - 1 = expm1(x), x = η log γ > 0, may exceed a double (η near -1, γ subnormal): log(expm1(x))
+    x = eta * lg
+    log_em1 = x + math.log1p(-math.exp(-x)) if x > 1.0 else math.log(math.expm1(x))
+    return math.log(-eta) - log_em1 + math.log1p(-gamma) - lg
 
 
 def tnb_pmf(k: int, eta: float, gamma: float) -> float:

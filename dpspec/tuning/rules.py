@@ -54,6 +54,10 @@ register_front_end(
 #: each candidate is compiled; a larger grid is refused (DPS955)
 MAX_CANDIDATES = 1000
 
+#: the largest expected number of runs E[K] (DPS955): more runs are impractical, and the accounting's numerics
+#: (E[K] in a double, the privacy-profile floors δ/E[K]) are not validated beyond
+MAX_MEAN_RUNS = 1e6
+
 #: a candidate key → the family setting it sets (`noise_multiplier 1.1` is the train block's `noise` shortcut)
 _FAMILY_SETTING = {"noise_multiplier": "noise"}
 
@@ -280,8 +284,9 @@ def one_target(ctx: Context):
 )
 def tuning_numbers(ctx: Context):
     """Run counts: `fixed(count >= 1)`, `poisson(mean > 0)`, `truncated_negative_binomial(eta > -1,
-    0 < gamma < 1)`. Draw weights: one per candidate of the grid, non-negative, summing to 1. `score_noise` > 0.
-    At most 1000 candidates (each is compiled)."""
+    0 < gamma < 1)`, each with an expected number of runs E[K] of at most 10^6 (more runs are impractical, and the
+    accounting's numerics are not validated beyond). Draw weights: one per candidate of the grid, non-negative,
+    summing to 1. `score_noise` > 0. At most 1000 candidates (each is compiled)."""
     for tu in ctx.spec.tunings:
         r = tu.runs
         if r.kind == "fixed" and not (r.count or 0) >= 1:
@@ -317,6 +322,22 @@ def tuning_numbers(ctx: Context):
                     "gamma",
                     hint="a smaller gamma means more runs on average",
                 )
+        log_mean = _log_mean_runs(r)
+        if log_mean is not None and log_mean > math.log(MAX_MEAN_RUNS):
+            mean = f"{math.exp(log_mean):.6g}" if log_mean < 709.0 else f"e^{log_mean:.6g}"
+            yield diag(
+                "DPS955",
+                f"the expected number of runs is {mean}, above {MAX_MEAN_RUNS:g}",
+                r,
+                {"fixed": "count", "poisson": "mean"}.get(r.kind, "gamma"),
+                hint="make fewer runs"
+                + (
+                    ": a truncated negative binomial's mean grows as gamma falls (the geometric, eta = 1, has mean "
+                    "1/gamma)"
+                    if r.kind == "truncated_negative_binomial"
+                    else f", at most {MAX_MEAN_RUNS:g} on average"
+                ),
+            )
         n = math.prod(len(c.values) for c in tu.candidates)
         if n > MAX_CANDIDATES:
             yield diag(
@@ -346,6 +367,22 @@ def tuning_numbers(ctx: Context):
                 "score_noise",
                 hint="the standard deviation of the noise on the summed score, e.g. 50",
             )
+
+
+def _log_mean_runs(r) -> float | None:
+    """log E[K] of a run count whose parameters are valid (None otherwise), from logarithms: E[K] may exceed a
+    double (gamma = 1e-310), which must give this check's error, not an overflow."""
+    from dpspec.accounting.selection import tnb_log_mean
+
+    if r.kind == "fixed":
+        return math.log(r.count) if r.count is not None and r.count >= 1 else None
+    if r.kind == "poisson":
+        return math.log(r.mean) if r.mean is not None and 0 < r.mean < math.inf else None
+    if r.kind == "truncated_negative_binomial":
+        if r.eta is None or not -1 < r.eta < math.inf or r.gamma is None or not 0 < r.gamma < 1:
+            return None
+        return tnb_log_mean(float(r.eta), float(r.gamma))
+    return None
 
 
 @rule(
