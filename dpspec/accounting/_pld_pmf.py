@@ -47,6 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from ._logmath import logsumexp_rows
+
 U = 2.0**-53  # unit round-off of float64
 LOG_HALF = math.log(0.5)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -94,16 +96,11 @@ class StepPmf:
 
 
 def _lse(terms: list) -> np.ndarray:
-    """Elementwise log-sum-exp of a short list of equally shaped arrays (-inf safe)."""
+    """Elementwise log-sum-exp of a short list of equally shaped arrays (-inf safe): the shared kernel
+    over the stacked terms (summed one after another, as before)."""
     if len(terms) == 1:
         return terms[0]
-    m = np.maximum.reduce(terms)
-    m_safe = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-        tot = sum(np.exp(x - m_safe) for x in terms)
-        with np.errstate(divide="ignore"):
-            out = np.log(tot) + m_safe
-    return np.where(np.isneginf(m), -np.inf, np.where(np.isposinf(m), np.inf, out))
+    return logsumexp_rows(np.stack(terms), axis=0)
 
 
 def _g(y: np.ndarray, log_c: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._logmath import LOG_SQRT_2PI, ULP, log1mexp, log_g, log_g_rel_error, log_ndtr
+from ._logmath import LOG_SQRT_2PI, ULP, log1mexp, log_g, log_g_rel_error, log_ndtr, logsumexp_rows
 
 SAFETY = 10.0  # factor on the step-halving error estimate
 RTOL = 1e-11  # target relative discretisation error before refinement stops
@@ -68,7 +68,7 @@ def _mixture_parts(z: np.ndarray, lw: np.ndarray, sigma: float, k_axis: int = 0)
     if lw.ndim == 1:
         lw = np.expand_dims(lw, 1 - k_axis)
     s = (k * np.expand_dims(z, k_axis) - 0.5 * k * k) / (sigma * sigma)
-    logL = _lse0(lw + s, k_axis)
+    logL = logsumexp_rows(lw + s, k_axis)
     # L - 1 = sum_{k>=1} w_k expm1(s_k): each term is exact to a few ulps, no 1 - 1.
     sk, lw1 = (s[1:], lw[1:]) if k_axis == 0 else (s[:, 1:], lw[:, 1:])
     with np.errstate(over="ignore", divide="ignore", under="ignore"):
@@ -77,12 +77,6 @@ def _mixture_parts(z: np.ndarray, lw: np.ndarray, sigma: float, k_axis: int = 0)
         )
         v = np.sum(np.sign(sk) * np.exp(mag), axis=k_axis)
     return logL, v
-
-
-def _lse0(x: np.ndarray, axis: int = 0) -> np.ndarray:
-    m = np.max(x, axis=axis)
-    with np.errstate(under="ignore"):
-        return m + np.log(np.sum(np.exp(x - np.expand_dims(m, axis)), axis=axis))
 
 
 def _log_phi(z: np.ndarray, sigma: float) -> np.ndarray:
