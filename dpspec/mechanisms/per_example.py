@@ -75,6 +75,67 @@ def _acc(dtype):
     return accumulation_dtype(dtype)
 
 
+# --- the step's small kernels (shared with dpspec.torch.clipping and dpspec.torch.guards) ----------------
+# A private step runs a few hundred small kernels on a GPU; launching them from Python, not running them,
+# is its cost. These helpers compute the same numbers as the obvious code with fewer dispatched operations.
+
+_CONSTANTS: dict = {}
+
+
+def constant(value: float, like):
+    """A 0-dim tensor holding ``value`` in ``like``'s dtype, on its device: made once per (value, dtype,
+    device) and shared — a ``torch.where`` operand that needs no fill kernel per call (a Python number
+    there becomes a fresh device scalar each time). Read-only: never modify it in place."""
+    import torch
+
+    key = (repr(float(value)), like.dtype, like.device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        with torch.inference_mode(False), torch.no_grad():
+            t = _CONSTANTS[key] = torch.full((), float(value), dtype=like.dtype, device=like.device)
+    return t
+
+
+def clip_tensor(pcs, like):
+    """The per-layer clip norms as a (E,) tensor in ``like``'s dtype, on its device: made once per (norms,
+    dtype, device), not copied to the device at every step. Read-only."""
+    import torch
+
+    key = (tuple(pcs), like.dtype, like.device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        with torch.inference_mode(False), torch.no_grad():
+            t = _CONSTANTS[key] = torch.tensor(list(key[0]), dtype=like.dtype, device=like.device)
+    return t
+
+
+def zero_rows(x, bad):
+    """``x`` with the rows (dim 0) where ``bad`` is True set to 0, contiguous: the values and layout of
+    ``x.masked_fill(bad[:, None, ...], 0)`` in one kernel (masked_fill copies, then fills)."""
+    import torch
+
+    out = torch.where(bad.reshape((-1,) + (1,) * (x.dim() - 1)), constant(0.0, x), x)
+    return out.contiguous()
+
+
+def nonfinite(x):
+    """``~torch.isfinite(x)`` for a floating tensor: x − x is 0 exactly when x is finite (IEEE 754: ∞ − ∞
+    and NaN − anything are NaN), two kernels where isfinite and the negation launch five."""
+    return (x - x) != 0
+
+
+def weighted_sum(s, G):
+    """Σ_b s_b G_b for ``s`` (B,) and ``G`` (B, *shape): the one batched product that
+    ``torch.einsum("b,b...->...", s, G)`` reduces to (the same ``bmm`` on the same layouts, so the same
+    numbers), without einsum's permutes and views."""
+    import torch
+
+    if G.dim() < 2:
+        return torch.einsum("b,b...->...", s, G)
+    B = G.shape[0]
+    return torch.bmm(s.reshape(1, 1, B), G.reshape(1, B, -1)).reshape(G.shape[1:])
+
+
 def trainable_parameters(model) -> dict:
     """{name: detached tensor} of the trainable parameters; ValueError naming ``model`` if none."""
     params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
@@ -284,7 +345,8 @@ def _blocks(model):
     return [(k, v) for k, v in model.named_parameters() if v.requires_grad]
 
 
-def _check_clips(model, clip, per_layer_clips):
+def _check_clips(model, clip, per_layer_clips, params=None):
+    """(C, None) or (None, [C_e]); ``params``: the trainable parameters by name when the caller has them."""
     if (clip is None) == (per_layer_clips is None):
         raise ValueError("give exactly one of clip and per_layer_clips")
     if clip is not None:
@@ -292,7 +354,7 @@ def _check_clips(model, clip, per_layer_clips):
         if not (c > 0) or c != c or c == float("inf"):
             raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
         return c, None
-    blocks = _blocks(model)
+    blocks = _blocks(model) if params is None else params
     if len(per_layer_clips) != len(blocks):
         raise ValueError(f"per-layer clipping gives {len(per_layer_clips)} norms for {len(blocks)} parameter tensors")
     pcs = [float(c) for c in per_layer_clips]
@@ -320,29 +382,30 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         B = xb.shape[0]
         g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
         sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
-        bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
+        bad = nonfinite(sq).any(dim=1) | nonfinite(loss)
         # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
         for k in names:
             shape = (B,) + (1,) * (g[k].dim() - 1)
-            g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
-        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+            g[k] = torch.where(bad.reshape(shape), constant(0.0, g[k]), g[k])
+        zero = constant(0.0, sq)
+        sq = torch.where(bad[:, None], zero, sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
             scale = (clip / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad, scale.new_zeros(()), scale)
+            scale = torch.where(bad, zero, scale)
             for k in names:
-                sums[k] = torch.einsum("b,b...->...", scale, g[k])
+                sums[k] = weighted_sum(scale, g[k])
             norms, over = norm, norm > clip
         else:
             norm = sq.sqrt()
-            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            c = clip_tensor(pcs, norm)
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            scale = torch.where(bad[:, None], zero, scale)
             for j, k in enumerate(names):
-                sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
+                sums[k] = weighted_sum(scale[:, j], g[k])
             norms, over = norm, (norm > c[None, :]).any(dim=1)
-        loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
+        loss = torch.where(bad, constant(float("nan"), loss), loss.detach())
         return ClippedSum.deferred(sums, B, bad, over, norms.detach(), loss, "loop" if loop else "vmap", outputs)
 
 
@@ -365,12 +428,16 @@ def _per_example_loop(model, loss_fn, xb, yb):
     return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses), torch.stack(outs)
 
 
-def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
+def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> ClippedSum:
+    """``leaves``: :func:`_ghost_layers` of the model; ``names``: its trainable parameters' names, in order
+    (both computed here when not given)."""
     import torch
     import torch.nn as nn
-    from torch.func import vmap
 
-    leaves = _ghost_layers(model)
+    from dpspec.torch.clipping.engine import per_example_losses
+
+    if leaves is None:
+        leaves = _ghost_layers(model)
     acts: list[torch.Tensor] = []
     outs: list[torch.Tensor] = []
     lin_names: list[tuple[str, nn.Linear]] = []
@@ -387,9 +454,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
         else:
             a = mod(a)
     out = a
-    losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
-    bad = ~torch.isfinite(losses)
-    total = torch.where(bad, losses.new_zeros(()), losses).sum()
+    losses = per_example_losses(loss_fn, out, yb)
+    bad = nonfinite(losses)
+    total = torch.where(bad, constant(0.0, losses), losses).sum()
     grads = torch.autograd.grad(total, outs, allow_unused=True)
     B = xb.shape[0]
     deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(grads, outs)]
@@ -406,16 +473,17 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             if mod.bias is not None and mod.bias.requires_grad:
                 cols.append(dsq)
         sq = torch.stack(cols, dim=1)
-        bad = bad | ~torch.isfinite(sq).all(dim=1)
+        bad = bad | nonfinite(sq).any(dim=1)
         # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
-        acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
-        deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
-        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        zero, bad2 = constant(0.0, sq), bad[:, None]
+        acts = [torch.where(bad2, zero, x) for x in acts]
+        deltas = [torch.where(bad2, zero, d) for d in deltas]
+        sq = torch.where(bad2, zero, sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
             s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-            s_all = torch.where(bad, s_all.new_zeros(()), s_all)
+            s_all = torch.where(bad, zero, s_all)
             for (name, mod), x, d in zip(lin_names, acts, deltas):
                 ds = d * s_all[:, None]
                 if mod.weight.requires_grad:
@@ -425,9 +493,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             norms, over = norm, norm > clip
         else:
             norm = sq.sqrt()
-            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            c = clip_tensor(pcs, norm)
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            scale = torch.where(bad2, zero, scale)
             col = 0
             for (name, mod), x, d in zip(lin_names, acts, deltas):
                 if mod.weight.requires_grad:
@@ -437,9 +505,10 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
                     sums[f"{name}.bias"] = (d * scale[:, col : col + 1]).sum(dim=0)
                     col += 1
             norms, over = norm, (norm > c[None, :]).any(dim=1)
-        names = [k for k, _ in _blocks(model)]
+        if names is None:
+            names = [k for k, _ in _blocks(model)]
         sums = {k: sums[k] for k in names}
-        losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
+        losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
         return ClippedSum.deferred(sums, B, bad, over, norms.detach(), losses, "ghost", out.detach())
 
 
@@ -453,8 +522,12 @@ def clipped_grad_sum(
     """
     import torch
 
-    params = trainable_parameters(model)
-    clip, pcs = _check_clips(model, clip, per_layer_clips)
+    # the trainable parameters themselves (their names, shapes, dtype, device): the paths that read their
+    # values (vmap, loop) detach them; one walk of the model per call
+    params = dict(_blocks(model))
+    if not params:
+        trainable_parameters(model)  # its ValueError
+    clip, pcs = _check_clips(model, clip, per_layer_clips, params)
     if method not in ("auto", "vmap", "ghost", "rules", "loop"):
         raise ValueError(f"method must be 'auto', 'vmap', 'ghost', 'rules' or 'loop', got {method!r}")
     B = int(xb.shape[0])
@@ -462,11 +535,12 @@ def clipped_grad_sum(
         z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
         dev = next(iter(params.values())).device
         return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
-    if method == "ghost" and not ghost_supported(model):
+    leaves = _ghost_layers(model) if method in ("auto", "ghost") else None
+    if method == "ghost" and leaves is None:
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
-    if method in ("auto", "ghost") and ghost_supported(model):
+    if leaves is not None:
         try:
-            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs)
+            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves, list(params))
         except _GhostUnsupported:
             if method == "ghost":
                 raise ValueError("method='ghost' needs 2-D inputs to every nn.Linear layer") from None
