@@ -278,11 +278,12 @@ class DpSgd(LedgerOwner):
         many rows and added (a virtual batch: the same clipped sum, noised once by the caller)."""
         from dpspec.mechanisms.per_example import clipped_grad_sum, combine_clipped, trainable_parameters
 
-        params = trainable_parameters(model)
-        if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
-            raise ValueError(
-                f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
-            )
+        if self.per_layer_clip is not None:  # (flat clipping: clipped_grad_sum refuses a model with none)
+            params = trainable_parameters(model)
+            if len(self.per_layer_clip) != len(params):
+                raise ValueError(
+                    f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
+                )
         kw = dict(clip=None if self.per_layer_clip is not None else self.clip_norm, per_layer_clips=self.per_layer_clip)
         m = None if max_physical_batch_size is None else int(max_physical_batch_size)
         if m is not None and m < 1:
@@ -321,9 +322,10 @@ class DpSgd(LedgerOwner):
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
             # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
             return comm.noisy_sum(summed, lambda i, s: gaussian_like(s, std, generator)), cs
-        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device)
-        out = {k: s + gaussian_like(s, std, generator) for k, s in summed.items()}
-        return out, cs
+        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device); drawn in the parameters'
+        # order as one draw per tensor (the generator's stream), added with one kernel on a GPU
+        noise = {k: gaussian_like(s, std, generator) for k, s in summed.items()}
+        return _added(summed, noise), cs
 
     def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
         global_rows = rows
@@ -367,8 +369,7 @@ class DpSgd(LedgerOwner):
                 report.injected_noise_std.append(generator.last.get("noise_std", self.noise_std))
         if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
             report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
-        denom = self._normaliser(n)
-        return {k: v / denom for k, v in noisy.items()}
+        return _divided(noisy, self._normaliser(n))
 
     # --- a whole run -------------------------------------------------------------------------------
 
@@ -444,6 +445,44 @@ class DpSgd(LedgerOwner):
         finally:
             rep.settle()  # the non-finite counts, read once for the run
         return rep
+
+
+def _added(a: dict, b: dict) -> dict:
+    """{k: a[k] + b[k]}: the same sums (IEEE addition commutes), with one foreach kernel on a GPU (on the
+    CPU ``torch._foreach_add`` adds tensor by tensor)."""
+    import torch
+
+    keys = [k for k in a if torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].dtype == b[k].dtype]
+    out = {k: a[k] + b[k] for k in a if k not in set(keys)}
+    if keys:
+        out.update(zip(keys, torch._foreach_add([a[k] for k in keys], [b[k] for k in keys])))
+    return {k: out[k] for k in a}
+
+
+def _divided(noisy: dict, denom: float) -> dict:
+    """{k: v / denom} with the numbers of that division, in fewer kernels: on the CPU
+    ``torch._foreach_div`` divides tensor by tensor; on CUDA, where ``v / denom`` is computed as v times
+    1/denom rounded to v's compute precision (a CPU scalar divisor), one ``_foreach_mul`` per dtype by that
+    same reciprocal. Elsewhere one division per tensor."""
+    import torch
+
+    keys = [k for k, v in noisy.items() if torch.is_tensor(v)]
+    out = {k: v / denom for k, v in noisy.items() if k not in set(keys)}
+    groups: dict = {}
+    for k in keys:
+        v = noisy[k]
+        groups.setdefault((v.device, v.dtype), []).append(k)
+    for (dev, dtype), ks in groups.items():
+        vs = [noisy[k] for k in ks]
+        if dev.type == "cpu":
+            out.update(zip(ks, torch._foreach_div(vs, denom)))
+        elif dev.type == "cuda" and dtype in (torch.float32, torch.float64):
+            # at::native div_true_kernel_cuda: opmath_t(1) / opmath_t(denom), then a multiplication
+            inv = float(np.float32(1.0) / np.float32(denom)) if dtype == torch.float32 else 1.0 / float(denom)
+            out.update(zip(ks, torch._foreach_mul(vs, inv)))
+        else:
+            out.update((k, v / denom) for k, v in zip(ks, vs))
+    return {k: out[k] for k in noisy}
 
 
 def _secure_sources(name: str, seed, comm=None):
