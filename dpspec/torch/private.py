@@ -162,8 +162,11 @@ class _Session:
     def fetch(self, idx: np.ndarray):
         ds = self.dataset
         if isinstance(ds, torch.utils.data.TensorDataset):
-            ii = torch.as_tensor(idx, dtype=torch.long)
-            batch = tuple(t[ii] for t in ds.tensors)
+            ii = {torch.device("cpu"): torch.as_tensor(idx, dtype=torch.long)}  # the sampler's indices (host)
+            for t in ds.tensors:  # one copy per device holding the data, not one per tensor indexed
+                if t.device not in ii:
+                    ii[t.device] = ii[torch.device("cpu")].to(t.device)
+            batch = tuple(t[ii[t.device]] for t in ds.tensors)
         elif len(idx):
             batch = self.collate_fn([ds[int(i)] for i in idx])
         else:  # an empty Poisson batch: the structure of one example, with 0 rows
