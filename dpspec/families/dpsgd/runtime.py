@@ -453,36 +453,63 @@ def _added(a: dict, b: dict) -> dict:
     import torch
 
     keys = [k for k in a if torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].dtype == b[k].dtype]
-    out = {k: a[k] + b[k] for k in a if k not in set(keys)}
+    out = {k: a[k] + b[k] for k in a.keys() - set(keys)}
     if keys:
         out.update(zip(keys, torch._foreach_add([a[k] for k in keys], [b[k] for k in keys])))
     return {k: out[k] for k in a}
 
 
 def _divided(noisy: dict, denom: float) -> dict:
-    """{k: v / denom} with the numbers of that division, in fewer kernels: on the CPU
-    ``torch._foreach_div`` divides tensor by tensor; on CUDA, where ``v / denom`` is computed as v times
-    1/denom rounded to v's compute precision (a CPU scalar divisor), one ``_foreach_mul`` per dtype by that
-    same reciprocal. Elsewhere one division per tensor."""
+    """{k: v / denom}, the numbers of that division, in fewer kernels: on the CPU ``torch._foreach_div``
+    (it divides tensor by tensor); on a GPU whose division by a number is a multiplication by a reciprocal
+    (CUDA: ``a * (1/b)`` for a CPU scalar b, the reciprocal rounded as the installed torch rounds it), one
+    ``torch._foreach_mul`` per dtype by that same reciprocal, read off the device once
+    (:func:`_division_reciprocal`); elsewhere one division per tensor."""
     import torch
 
     keys = [k for k, v in noisy.items() if torch.is_tensor(v)]
-    out = {k: v / denom for k, v in noisy.items() if k not in set(keys)}
+    out = {k: noisy[k] / denom for k in noisy.keys() - set(keys)}
     groups: dict = {}
     for k in keys:
         v = noisy[k]
         groups.setdefault((v.device, v.dtype), []).append(k)
     for (dev, dtype), ks in groups.items():
         vs = [noisy[k] for k in ks]
+        inv = None if dev.type == "cpu" else _division_reciprocal(float(denom), dtype, dev)
         if dev.type == "cpu":
             out.update(zip(ks, torch._foreach_div(vs, denom)))
-        elif dev.type == "cuda" and dtype in (torch.float32, torch.float64):
-            # at::native div_true_kernel_cuda: opmath_t(1) / opmath_t(denom), then a multiplication
-            inv = float(np.float32(1.0) / np.float32(denom)) if dtype == torch.float32 else 1.0 / float(denom)
+        elif inv is not None:
             out.update(zip(ks, torch._foreach_mul(vs, inv)))
         else:
             out.update((k, v / denom) for k, v in zip(ks, vs))
     return {k: out[k] for k in noisy}
+
+
+_RECIPROCALS: dict = {}
+
+
+def _division_reciprocal(denom: float, dtype, device) -> float | None:
+    """The number by which ``v / denom`` multiplies ``v`` on ``device`` — 1/denom as that kernel rounds it
+    (read off the device: 1 · r = r) — or None unless this device's division by a number is such a
+    multiplication. Decided once per (denom, dtype, device): 5 / 3 by a multiplication differs from the
+    correctly rounded quotient in float32 and float64, so the device's 5 / 3 tells which kernel it runs
+    (CUDA's for a CPU scalar: ``a * (1/b)``); a probe spanning the mantissa is compared too."""
+    key = (denom, dtype, str(device))
+    if key not in _RECIPROCALS:
+        import torch
+
+        r: float | None = None
+        if dtype in (torch.float32, torch.float64):
+            one = torch.ones((), dtype=dtype, device=device)
+            five = torch.full((), 5.0, dtype=dtype, device=device)
+            exact = float(np.float32(5.0) / np.float32(3.0)) if dtype == torch.float32 else 5.0 / 3.0
+            by_reciprocal = float((five * float((one / 3.0).item())).item())
+            if by_reciprocal != exact and float((five / 3.0).item()) == by_reciprocal:
+                r = float((one / denom).item())
+                probe = torch.linspace(1.0, 2.0, 1025, dtype=dtype, device=device) * 1.61803398875
+                r = r if bool(torch.equal(probe / denom, probe * r)) else None
+        _RECIPROCALS[key] = r
+    return _RECIPROCALS[key]
 
 
 def _secure_sources(name: str, seed, comm=None):
