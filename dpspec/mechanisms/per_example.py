@@ -111,11 +111,13 @@ def clip_tensor(pcs, like):
 
 def zero_rows(x, bad):
     """``x`` with the rows (dim 0) where ``bad`` is True set to 0, contiguous: the values and layout of
-    ``x.masked_fill(bad[:, None, ...], 0)`` in one kernel (masked_fill copies, then fills)."""
+    ``x.masked_fill(bad[:, None, ...], 0)`` in one kernel (masked_fill copies, then fills). ``bad``: (B,),
+    or already shaped (B, 1, …) to ``x``'s rank."""
     import torch
 
-    out = torch.where(bad.reshape((-1,) + (1,) * (x.dim() - 1)), constant(0.0, x), x)
-    return out.contiguous()
+    if bad.dim() != x.dim():
+        bad = bad.reshape((-1,) + (1,) * (x.dim() - 1))
+    return torch.where(bad, constant(0.0, x), x).contiguous()
 
 
 def nonfinite(x):
@@ -124,16 +126,17 @@ def nonfinite(x):
     return (x - x) != 0
 
 
-def weighted_sum(s, G):
+def weighted_sum(s, G, s3=None):
     """Σ_b s_b G_b for ``s`` (B,) and ``G`` (B, *shape): the one batched product that
     ``torch.einsum("b,b...->...", s, G)`` reduces to (the same ``bmm`` on the same layouts, so the same
-    numbers), without einsum's permutes and views."""
+    numbers), without einsum's permutes and views. ``s3``: ``s.reshape(1, 1, B)`` when the caller has it."""
     import torch
 
     if G.dim() < 2:
         return torch.einsum("b,b...->...", s, G)
     B = G.shape[0]
-    return torch.bmm(s.reshape(1, 1, B), G.reshape(1, B, -1)).reshape(G.shape[1:])
+    s3 = s.reshape(1, 1, B) if s3 is None else s3
+    return torch.bmm(s3, G.reshape(1, B, -1)).reshape(G.shape[1:])
 
 
 def trainable_parameters(model) -> dict:

@@ -57,8 +57,10 @@ def _per_example_weight(x, d, k, dil, pad, st):
     made directly: the same kernel on the same layouts, without vmap's per-call cost."""
     import torch
 
+    from dpspec.mechanisms.per_example import constant
+
     B, C_in, C_out = x.shape[0], x.shape[1], d.shape[1]
-    w = x.new_empty(()).expand(B * C_out, C_in, k[0], k[1])  # only its shape is read (no input gradient)
+    w = constant(0.0, x).expand(B * C_out, C_in, k[0], k[1])  # only its shape is read (no input gradient)
     g = torch.ops.aten.convolution_backward(
         d.reshape((1, B * C_out) + tuple(d.shape[2:])),
         x.reshape((1, B * C_in) + tuple(x.shape[2:])),

@@ -131,25 +131,53 @@ def _part_sq(p, B, grams=None):
     return (_gram(p.D, None) * same).sum(dim=(1, 2))
 
 
-def _mask(x, bad):
-    """``x`` with the rows of the non-finite examples zeroed (their scale is 0, but 0 · inf is NaN)."""
-    if bad is None:
-        return x
-    return zero_rows(x, bad)
+class _Shared:
+    """What the parts of one batch share, made once: the non-finite examples' mask in each rank, each
+    tensor with those rows zeroed (the q, k and v projections of self-attention share their input), and
+    the views of the scales (one dispatched operation each, instead of one per part)."""
+
+    def __init__(self, bad):
+        self.bad = bad
+        self._bads: dict = {}
+        self._masked: dict = {}
+        self._views: dict = {}
+
+    def mask(self, x):
+        """``x`` with the rows of the non-finite examples zeroed (their scale is 0, but 0 · inf is NaN)."""
+        if self.bad is None:
+            return x
+        key = (x.data_ptr(), x.dtype, tuple(x.shape), x.stride())
+        hit = self._masked.get(key)
+        if hit is None:  # x is kept with its masked copy: its memory is not reused meanwhile
+            b = self._bads.get(x.dim())
+            if b is None:
+                b = self._bads[x.dim()] = self.bad.reshape((-1,) + (1,) * (x.dim() - 1))
+            hit = self._masked[key] = (x, zero_rows(x, b))
+        return hit[1]
+
+    def view(self, s, shape):
+        """``s.reshape(shape)`` (``s`` is kept: its id names it)."""
+        key = (id(s), shape)
+        hit = self._views.get(key)
+        if hit is None:
+            hit = self._views[key] = (s, s.reshape(shape))
+        return hit[1]
 
 
-def _part_sum(p, s, bad):
-    """Σ_i s_i ∇_i of one part; ``bad``: the non-finite examples' mask, None when there are none."""
+def _part_sum(p, s, bad, shared=None):
+    """Σ_i s_i ∇_i of one part; ``bad``: the non-finite examples' mask, None when there are none;
+    ``shared``: the batch's :class:`_Shared` (made here when not given)."""
     import torch
 
+    sh = _Shared(bad) if shared is None else shared
     if isinstance(p, Outer):
         if p.G is not None:
-            return weighted_sum(s, _mask(p.G, bad))
-        D = _mask(p.D, bad) * s[:, None, None]
-        return D.reshape(-1, D.shape[-1]).t() @ _mask(p.A, bad).reshape(-1, p.A.shape[-1])
+            return weighted_sum(s, sh.mask(p.G), sh.view(s, (1, 1, -1)))
+        D = sh.mask(p.D) * sh.view(s, (-1, 1, 1))
+        return D.reshape(-1, D.shape[-1]).t() @ sh.mask(p.A).reshape(-1, p.A.shape[-1])
     if isinstance(p, Direct):
-        return weighted_sum(s, _mask(p.G, bad))
-    D = _mask(p.D, bad) * s[:, None, None]
+        return weighted_sum(s, sh.mask(p.G), sh.view(s, (1, 1, -1)))
+    D = sh.mask(p.D) * sh.view(s, (-1, 1, 1))
     out = torch.zeros(p.rows, D.shape[-1], dtype=D.dtype, device=D.device)
     return out.index_add_(0, p.idx.reshape(-1), D.reshape(-1, D.shape[-1]))
 
@@ -257,12 +285,14 @@ def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
         scales = {k: sc[:, j] for j, k in enumerate(names)}
         over = (norm > c[None, :]).any(dim=1)
     sums = {}
+    shared = _Shared(bad)
     for k in names:
         # the non-finite rows are zeroed on the device whether or not there are any (no host read per step;
         # the counts are read only when reported: ClippedSum.deferred)
-        ss = [_part_sum(p, scales[k], bad) for p in parts[k]]
+        ss = [_part_sum(p, scales[k], bad, shared) for p in parts[k]]
         v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
-        sums[k] = v.reshape(params[k].shape)
+        sums[k] = v if v.shape == params[k].shape else v.reshape(params[k].shape)
+    del shared
     losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
     return result.deferred(sums, B, bad, over, norm.detach(), losses, "rules", out.detach())
 
