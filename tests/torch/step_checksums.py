@@ -223,22 +223,24 @@ def configs(quick: bool = False):
                 out.append((key, lambda n=name, d=d, c=chunk: run_make_private(n, DTYPES[d], c)))
     for name in ("mlp", "cnn", "encoder", "mixed", "vmap"):
         out.append(
-            (f"make_private {name} float32 per_layer wor", lambda n=name: run_make_private(
-                n, torch.float32, None, "per_layer", "without_replacement"))
+            (
+                f"make_private {name} float32 per_layer wor",
+                lambda n=name: run_make_private(n, torch.float32, None, "per_layer", "without_replacement"),
+            )
         )
         if not quick:
             out.append(
-                (f"make_private {name} float64 per_layer chunk=5", lambda n=name: run_make_private(
-                    n, torch.float64, 5, "per_layer"))
+                (
+                    f"make_private {name} float64 per_layer chunk=5",
+                    lambda n=name: run_make_private(n, torch.float64, 5, "per_layer"),
+                )
             )
     for name in ("mlp", "cnn", "encoder", "vmap"):
         for d in dts:
             for chunk in (None, 5):
                 if quick and chunk:
                     continue
-                out.append(
-                    (f"train {name} {d} chunk={chunk}", lambda n=name, d=d, c=chunk: run_train(n, DTYPES[d], c))
-                )
+                out.append((f"train {name} {d} chunk={chunk}", lambda n=name, d=d, c=chunk: run_train(n, DTYPES[d], c)))
     return out
 
 
