@@ -84,7 +84,7 @@ def close_on_finite_rows_any(a, bs, rel: float | None = None):
     import torch
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
-    from dpspec.mechanisms.per_example import constant, nonfinite
+    from dpspec.torch.clipping.kernels import constant, nonfinite
 
     if rel is None:
         rel = max(1e-4, 4 * torch.finfo(a.dtype).eps) if a.is_floating_point() else 1e-4

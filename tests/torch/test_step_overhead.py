@@ -98,10 +98,10 @@ class Dispatched(TorchDispatchMode):
 
 
 def test_the_probes_count_what_they_are_meant_to():
-    from dpspec.mechanisms import per_example
-    from dpspec.mechanisms.per_example import clip_tensor, constant
+    from dpspec.torch.clipping import kernels
+    from dpspec.torch.clipping.kernels import clip_tensor, constant
 
-    per_example._CONSTANTS.clear()  # made again on demand
+    kernels._CONSTANTS.clear()  # made again on demand
     t = torch.zeros(3, dtype=torch.float64)
     with HostData() as h:
         constant(7.25, t)  # made once: one call, then none

@@ -57,7 +57,7 @@ def _per_example_weight(x, d, k, dil, pad, st):
     made directly: the same kernel on the same layouts, without vmap's per-call cost."""
     import torch
 
-    from dpspec.mechanisms.per_example import constant
+    from .kernels import constant
 
     B, C_in, C_out = x.shape[0], x.shape[1], d.shape[1]
     w = constant(0.0, x).expand(B * C_out, C_in, k[0], k[1])  # only its shape is read (no input gradient)

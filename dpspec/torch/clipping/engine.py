@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import weakref
 
-from dpspec.mechanisms.per_example import clip_tensor, constant, nonfinite, weighted_sum, zero_rows
-
 from . import Direct, Outer, Unsupported, rule_for, total
+from .kernels import clip_tensor, constant, nonfinite, weighted_sum, zero_rows
 
 __all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 
