@@ -125,7 +125,7 @@ def _part_sq(p, B, grams=None):
         p.G = torch.bmm(D.transpose(1, 2), A)  # the (B, d_out, d_in) gradients: kept for the sum
         return p.G.pow(2).sum(dim=(1, 2))
     if isinstance(p, Direct):
-        return p.G.reshape(B, -1).pow(2).sum(dim=1)
+        return (p.G if p.G.dim() == 2 else p.G.reshape(B, -1)).pow(2).sum(dim=1)
     same = (p.idx.unsqueeze(2) == p.idx.unsqueeze(1)).to(p.D.dtype)
     return (_gram(p.D, None) * same).sum(dim=(1, 2))
 
