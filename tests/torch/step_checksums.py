@@ -5,6 +5,9 @@ any result (an overhead cut) leaves every checksum as it was:
 
     python tests/torch/step_checksums.py OUT.json          # record
     python tests/torch/step_checksums.py OUT.json --check  # compare with a recording
+    python tests/torch/step_checksums.py OUT.json --device cuda [--check]  # on a GPU (deterministic kernels)
+
+To compare two commits, run this file from a checkout of each (it imports the dpspec beside it).
 
 ``tests/torch/test_step_overhead.py`` compares against ``tests/torch/data/step_checksums.json`` (recorded
 before the overhead cut), where this machine's kernels give the recording's non-private checksums.
@@ -34,6 +37,7 @@ train model {{ protect people  mechanism dpsgd  sampling {sampling}
   clipping {clipping}  steps 6  guarantee dp(epsilon = 4, delta = 1e-5) }}
 """
 N = 48
+DEVICE = torch.device("cpu")  # main(): --device
 
 
 class CNN(nn.Module):
@@ -136,7 +140,7 @@ def _digest(model) -> str:
     h = hashlib.sha256()
     for k, p in model.state_dict().items():
         h.update(k.encode())
-        h.update(p.detach().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:24]
 
 
@@ -154,7 +158,8 @@ def _setup(name, dtype, clipping, sampling):
         if nan:
             X[3].view(-1)[0] = float("nan")  # a non-finite example: zeroed by the step
     torch.manual_seed(0)
-    m = build().to(dtype)
+    m = build().to(DEVICE, dtype)
+    X, y = X.to(DEVICE), y.to(DEVICE)
     clip = "flat(C = 1.0)" if clipping == "flat" else _per_layer(m)
     samp = "poisson(rate = 0.25)" if sampling == "poisson" else "without_replacement(batch_size = 12)"
     return m, X, y, dpspec.compile(SPEC.format(n=N, sampling=samp, clipping=clip))
@@ -195,9 +200,10 @@ def run_nonprivate(name, dtype, steps=3):
     build, make, _ = MODELS[name]
     g = torch.Generator().manual_seed(1)
     X, y = make(g), torch.randint(0, 3, (N,), generator=g)
-    X = X.to(dtype) if X.is_floating_point() else X
+    X = (X.to(dtype) if X.is_floating_point() else X).to(DEVICE)
+    y = y.to(DEVICE)
     torch.manual_seed(0)
-    m = build().to(dtype)
+    m = build().to(DEVICE, dtype)
     opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.1)
     for i in range(steps):
         opt.zero_grad()
@@ -245,7 +251,16 @@ def configs(quick: bool = False):
 
 
 def main(argv) -> int:
+    global DEVICE
     torch.set_num_threads(1)
+    if "--device" in argv:
+        DEVICE = torch.device(argv[argv.index("--device") + 1])
+        if DEVICE.type == "cuda":  # the same kernels in every process
+            import os
+
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.cudnn.benchmark = False
     path = Path(argv[0])
     check = "--check" in argv
     got = {}
