@@ -11,7 +11,9 @@ For each model, in the same run, on the same device, data and batch size:
 Step times are medians over the timed steps after warm-up, the loops interleaved step by step (a load
 from other processes slows all alike); ratios are paired (each step against the non-private step of
 the same round, then the median). Peak memory (CUDA only) is ``torch.cuda.max_memory_allocated`` over
-two steps of each loop run alone.
+two steps of each loop run alone. **aten ops / step**: the operations one step dispatches below autograd
+(a ``TorchDispatchMode`` count, views included; the batch's fetch is not counted in either loop) — on a
+GPU each non-view one is a kernel launch or more, and their host cost is what bounds a small model's step.
 
 Models (the issue's; ``--full`` sizes): MLP 512→512→10 (B 256); MLP 512→1024→1024→10 (B 1024); CNN
 3×32×32 with three convolutions and GroupNorm (B 256); nn.TransformerEncoder 2 layers, d 256, seq 128
@@ -154,8 +156,19 @@ def forever(loader):
         yield from loader
 
 
+def _step(fetch, body):
+    """One step: ``body(*fetch())``; ``.parts`` keeps the two (the ops count leaves the fetch out)."""
+
+    def step():
+        body(*fetch())
+
+    step.parts = (fetch, body)
+    return step
+
+
 def loops(build, make, b, dev, total, secure=False):
-    """name → one-step callable, plus the clipping method dpspec picked."""
+    """name → one-step callable (``.parts``: its batch fetch and the step on the batch), plus the clipping
+    method dpspec picked."""
     n = 4 * b
     g = torch.Generator().manual_seed(0)
     X, y = make(n, g).to(dev), torch.randint(0, 10, (n,), generator=g).to(dev)
@@ -166,13 +179,12 @@ def loops(build, make, b, dev, total, secure=False):
     opt0 = torch.optim.SGD([p for p in m0.parameters() if p.requires_grad], lr=0.01)
     it0 = forever(DataLoader(TensorDataset(X, y), batch_size=b, shuffle=True, drop_last=True))
 
-    def nonprivate():
-        xb, yb = next(it0)
+    def nonprivate(xb, yb):
         opt0.zero_grad()
         ce(m0(xb), yb).backward()
         opt0.step()
 
-    fns["non-private"] = nonprivate
+    fns["non-private"] = _step(lambda: next(it0), nonprivate)
 
     c = dpspec.compile(SPEC.format(n=n, b=b, steps=total))
     sigma = c.mechanism.noise_multiplier
@@ -189,13 +201,12 @@ def loops(build, make, b, dev, total, secure=False):
         )
     it1 = forever(loader1)
 
-    def private():
-        xb, yb = next(it1)
+    def private(xb, yb):
         opt1.zero_grad()
         ce(pm(xb), yb).backward()
         opt1.step()
 
-    fns["dpspec"] = private
+    fns["dpspec"] = _step(lambda: next(it1), private)
     if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
         torch.manual_seed(0)
         m2 = build().to(dev)
@@ -210,13 +221,12 @@ def loops(build, make, b, dev, total, secure=False):
             )
         it2 = forever(loader2)
 
-        def private_secure():
-            xb, yb = next(it2)
+        def private_secure(xb, yb):
             opt2.zero_grad()
             ce(pm2(xb), yb).backward()
             opt2.step()
 
-        fns["dpspec secure"] = private_secure
+        fns["dpspec secure"] = _step(lambda: next(it2), private_secure)
     from dpspec.mechanisms.per_example import clipped_grad_sum
 
     cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
@@ -251,14 +261,32 @@ def loops(build, make, b, dev, total, secure=False):
             (model, opt, loader), crit = out, ce
         it = forever(loader)
 
-        def step(model=model, opt=opt, crit=crit, it=it):
-            xb, yb = next(it)
+        def step(xb, yb, model=model, opt=opt, crit=crit):
             opt.zero_grad()
             crit(model(xb), yb).backward()
             opt.step()
 
-        fns[f"opacus {mode}"] = step
+        fns[f"opacus {mode}"] = _step(lambda it=it: next(it), step)
     return fns, method
+
+
+def ops_per_step(fn) -> int:
+    """The aten operations one step of ``fn`` (a :func:`loops` callable) dispatches, its batch's fetch
+    left out (a ``TorchDispatchMode`` sees each operation below autograd, views included)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    fetch, body = fn.parts
+    batch = fetch()
+    with Count() as c:
+        body(*batch)
+    return c.n
 
 
 def measure(fns, dev, warm, steps):
@@ -304,16 +332,18 @@ def main() -> int:
         print(name, file=sys.stderr)
         fns, method = loops(build, make, b, dev, warm + steps + 4, secure=args.secure)
         ts, peak = measure(fns, dev, warm, steps)
+        ops = {k: ops_per_step(fns[k]) for k in ("dpspec", "non-private")}  # one more step of each
         med = {k: statistics.median(v) for k, v in ts.items()}
         ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
         vs_ghost = (
             statistics.median(a / r for a, r in zip(ts["dpspec"], ts["opacus ghost"])) if "opacus ghost" in ts else None
         )
-        rows.append((name, method, med, ratio, peak, vs_ghost))
+        rows.append((name, method, med, ratio, peak, vs_ghost, ops))
         print(
             "  "
             + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
             + (f"; dpspec / opacus ghost {vs_ghost:.2f}×" if vs_ghost else "")
+            + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
             + f"; clipping: {method}",
             file=sys.stderr,
         )
@@ -324,22 +354,24 @@ def main() -> int:
         "",
         f"torch {torch.__version__}; {'full' if args.full else 'quick (scaled-down)'} sizes; {steps} timed steps "
         f"after {warm} warm-up; `python benchmarks/bench_gpu.py{' --full' if args.full else ''}`. Ratios: paired "
-        "medians of (private step / non-private step of the same round). Peak memory: CUDA only.",
+        "medians of (private step / non-private step of the same round). Peak memory: CUDA only. aten ops / step: "
+        "the operations one step dispatches below autograd, views included, the batch's fetch left out.",
         "",
         "| model | non-private (ms) | "
         + " | ".join(f"{c} (ms, ×non-private)" for c in cols)
         + " | dpspec / Opacus ghost | peak GiB (non-private / "
         + " / ".join(cols)
-        + ") | dpspec clipping |",
-        "|" + "---|" * (len(cols) + 5),
+        + ") | aten ops / step (dpspec / non-private) | dpspec clipping |",
+        "|" + "---|" * (len(cols) + 6),
     ]
-    for name, method, med, ratio, peak, vs_ghost in rows:
+    for name, method, med, ratio, peak, vs_ghost, ops in rows:
         cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]
         mem = " / ".join(f"{peak[c]:.2f}" if c in peak else "—" for c in ["non-private"] + cols) if peak else "—"
         lines.append(
             f"| {name} | {med['non-private'] * 1e3:.2f} | "
             + " | ".join(cells)
-            + f" | {f'{vs_ghost:.2f}×' if vs_ghost else '—'} | {mem} | {method} |"
+            + f" | {f'{vs_ghost:.2f}×' if vs_ghost else '—'} | {mem}"
+            + f" | {ops['dpspec']} / {ops['non-private']} | {method} |"
         )
     text = "\n".join(lines) + "\n"
     print(text)

@@ -288,7 +288,8 @@ def _blocks(model):
     return [(k, v) for k, v in model.named_parameters() if v.requires_grad]
 
 
-def _check_clips(model, clip, per_layer_clips):
+def _check_clips(model, clip, per_layer_clips, params=None):
+    """(C, None) or (None, [C_e]); ``params``: the trainable parameters by name when the caller has them."""
     if (clip is None) == (per_layer_clips is None):
         raise ValueError("give exactly one of clip and per_layer_clips")
     if clip is not None:
@@ -296,7 +297,7 @@ def _check_clips(model, clip, per_layer_clips):
         if not (c > 0) or c != c or c == float("inf"):
             raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
         return c, None
-    blocks = _blocks(model)
+    blocks = _blocks(model) if params is None else params
     if len(per_layer_clips) != len(blocks):
         raise ValueError(f"per-layer clipping gives {len(per_layer_clips)} norms for {len(blocks)} parameter tensors")
     pcs = [float(c) for c in per_layer_clips]
@@ -307,6 +308,8 @@ def _check_clips(model, clip, per_layer_clips):
 
 def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedSum:
     import torch
+
+    from dpspec.torch.clipping.kernels import clip_tensor, constant, nonfinite, weighted_sum
 
     if loop:
         g, loss, outputs = _per_example_loop(model, loss_fn, xb, yb)
@@ -324,29 +327,30 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         B = xb.shape[0]
         g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
         sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
-        bad = ~torch.isfinite(sq).all(dim=1) | ~torch.isfinite(loss)
+        bad = nonfinite(sq).any(dim=1) | nonfinite(loss)
         # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
         for k in names:
             shape = (B,) + (1,) * (g[k].dim() - 1)
-            g[k] = torch.where(bad.reshape(shape), g[k].new_zeros(()), g[k])
-        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+            g[k] = torch.where(bad.reshape(shape), constant(0.0, g[k]), g[k])
+        zero = constant(0.0, sq)
+        sq = torch.where(bad[:, None], zero, sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
             scale = (clip / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad, scale.new_zeros(()), scale)
+            scale = torch.where(bad, zero, scale)
             for k in names:
-                sums[k] = torch.einsum("b,b...->...", scale, g[k])
+                sums[k] = weighted_sum(scale, g[k])
             norms, over = norm, norm > clip
         else:
             norm = sq.sqrt()
-            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            c = clip_tensor(pcs, norm)
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            scale = torch.where(bad[:, None], zero, scale)
             for j, k in enumerate(names):
-                sums[k] = torch.einsum("b,b...->...", scale[:, j], g[k])
+                sums[k] = weighted_sum(scale[:, j], g[k])
             norms, over = norm, (norm > c[None, :]).any(dim=1)
-        loss = torch.where(bad, loss.new_full((), float("nan")), loss.detach())
+        loss = torch.where(bad, constant(float("nan"), loss), loss.detach())
         return ClippedSum.deferred(sums, B, bad, over, norms.detach(), loss, "loop" if loop else "vmap", outputs)
 
 
@@ -369,12 +373,17 @@ def _per_example_loop(model, loss_fn, xb, yb):
     return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses), torch.stack(outs)
 
 
-def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
+def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> ClippedSum:
+    """``leaves``: :func:`_ghost_layers` of the model; ``names``: its trainable parameters' names, in order
+    (both computed here when not given)."""
     import torch
     import torch.nn as nn
-    from torch.func import vmap
 
-    leaves = _ghost_layers(model)
+    from dpspec.torch.clipping.engine import per_example_losses
+    from dpspec.torch.clipping.kernels import clip_tensor, constant, nonfinite
+
+    if leaves is None:
+        leaves = _ghost_layers(model)
     acts: list[torch.Tensor] = []
     outs: list[torch.Tensor] = []
     lin_names: list[tuple[str, nn.Linear]] = []
@@ -391,9 +400,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
         else:
             a = mod(a)
     out = a
-    losses = vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
-    bad = ~torch.isfinite(losses)
-    total = torch.where(bad, losses.new_zeros(()), losses).sum()
+    losses = per_example_losses(loss_fn, out, yb)
+    bad = nonfinite(losses)
+    total = torch.where(bad, constant(0.0, losses), losses).sum()
     grads = torch.autograd.grad(total, outs, allow_unused=True)
     B = xb.shape[0]
     deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(grads, outs)]
@@ -410,16 +419,17 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             if mod.bias is not None and mod.bias.requires_grad:
                 cols.append(dsq)
         sq = torch.stack(cols, dim=1)
-        bad = bad | ~torch.isfinite(sq).all(dim=1)
+        bad = bad | nonfinite(sq).any(dim=1)
         # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
-        acts = [torch.where(bad[:, None], x.new_zeros(()), x) for x in acts]
-        deltas = [torch.where(bad[:, None], d.new_zeros(()), d) for d in deltas]
-        sq = torch.where(bad[:, None], sq.new_zeros(()), sq)
+        zero, bad2 = constant(0.0, sq), bad[:, None]
+        acts = [torch.where(bad2, zero, x) for x in acts]
+        deltas = [torch.where(bad2, zero, d) for d in deltas]
+        sq = torch.where(bad2, zero, sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
             s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-            s_all = torch.where(bad, s_all.new_zeros(()), s_all)
+            s_all = torch.where(bad, zero, s_all)
             for (name, mod), x, d in zip(lin_names, acts, deltas):
                 ds = d * s_all[:, None]
                 if mod.weight.requires_grad:
@@ -429,9 +439,9 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
             norms, over = norm, norm > clip
         else:
             norm = sq.sqrt()
-            c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
+            c = clip_tensor(pcs, norm)
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad[:, None], scale.new_zeros(()), scale)
+            scale = torch.where(bad2, zero, scale)
             col = 0
             for (name, mod), x, d in zip(lin_names, acts, deltas):
                 if mod.weight.requires_grad:
@@ -441,9 +451,10 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs) -> ClippedSum:
                     sums[f"{name}.bias"] = (d * scale[:, col : col + 1]).sum(dim=0)
                     col += 1
             norms, over = norm, (norm > c[None, :]).any(dim=1)
-        names = [k for k, _ in _blocks(model)]
+        if names is None:
+            names = [k for k, _ in _blocks(model)]
         sums = {k: sums[k] for k in names}
-        losses = torch.where(bad, losses.new_full((), float("nan")), losses.detach())
+        losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
         return ClippedSum.deferred(sums, B, bad, over, norms.detach(), losses, "ghost", out.detach())
 
 
@@ -457,8 +468,12 @@ def clipped_grad_sum(
     """
     import torch
 
-    params = trainable_parameters(model)
-    clip, pcs = _check_clips(model, clip, per_layer_clips)
+    # the trainable parameters themselves (their names, shapes, dtype, device): the paths that read their
+    # values (vmap, loop) detach them; one walk of the model per call
+    params = dict(_blocks(model))
+    if not params:
+        trainable_parameters(model)  # its ValueError
+    clip, pcs = _check_clips(model, clip, per_layer_clips, params)
     if method not in ("auto", "vmap", "ghost", "rules", "loop"):
         raise ValueError(f"method must be 'auto', 'vmap', 'ghost', 'rules' or 'loop', got {method!r}")
     B = int(xb.shape[0])
@@ -466,11 +481,12 @@ def clipped_grad_sum(
         z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
         dev = next(iter(params.values())).device
         return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
-    if method == "ghost" and not ghost_supported(model):
+    leaves = _ghost_layers(model) if method in ("auto", "ghost") else None
+    if method == "ghost" and leaves is None:
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
-    if method in ("auto", "ghost") and ghost_supported(model):
+    if leaves is not None:
         try:
-            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs)
+            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves, list(params))
         except _GhostUnsupported:
             if method == "ghost":
                 raise ValueError("method='ghost' needs 2-D inputs to every nn.Linear layer") from None

@@ -79,30 +79,33 @@ def close_on_finite_rows_any(a, bs, rel: float | None = None):
     """A 0-dim bool tensor on ``a``'s device: ``a`` ≈ one of ``bs`` in the sense of
     :func:`close_on_finite_rows` (no host read; the caller reads the verdict once). ``rel`` defaults to
     1e-4, or a few units of the inputs' precision for 16-bit tensors (bfloat16 rounds the batch mean's
-    1/B to 2⁻⁸ relative, a wrong loss differs by O(1))."""
+    1/B to 2⁻⁸ relative, a wrong loss differs by O(1)). The candidates of ``a``'s shape are compared
+    together (stacked), in a fixed number of kernels whatever their number."""
     import torch
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
+    from dpspec.torch.clipping.kernels import constant, nonfinite
 
     if rel is None:
         rel = max(1e-4, 4 * torch.finfo(a.dtype).eps) if a.is_floating_point() else 1e-4
     acc = accumulation_dtype(a.dtype) if a.is_floating_point() else torch.float32
-    verdicts = []
-    for b in bs:
-        if a.shape != b.shape:
-            continue
-        rows = _finite_rows(a) & _finite_rows(b)
-        shape = rows.shape + (1,) * (a.dim() - rows.dim())
-        x = torch.where(rows.reshape(shape), a.to(acc), 0)  # the finite rows, without a data-dependent shape
-        y = torch.where(rows.reshape(shape), b.to(acc), 0)
-        verdicts.append((x - y).norm() <= rel * torch.maximum(x.norm(), y.norm()) + 1e-12)
-    if not verdicts:
+    bs = [b for b in bs if b.shape == a.shape]
+    if not bs:
         return torch.zeros((), dtype=torch.bool, device=a.device)
-    return torch.stack(verdicts).any()
-
-
-def _finite_rows(t):
-    return t.isfinite() if t.ndim <= 1 else t.isfinite().flatten(1).all(dim=1)
+    x = a.to(acc)
+    y = torch.stack([b.to(acc) for b in bs])  # (K, *a.shape)
+    K = len(bs)
+    # the rows (examples) where both are finite: a non-finite example is zeroed by the step, not compared
+    bad_x, bad_y = nonfinite(x), nonfinite(y)
+    if a.dim() > 1:
+        bad_x, bad_y = bad_x.flatten(1).any(dim=1), bad_y.flatten(2).any(dim=2)
+    rows = ~(bad_x | bad_y)  # (K, B)
+    shape = rows.shape + (1,) * (a.dim() - 1)
+    zero = constant(0.0, x)
+    x = torch.where(rows.reshape(shape), x, zero).reshape(K, -1)  # without a data-dependent shape
+    y = torch.where(rows.reshape(shape), y, zero).reshape(K, -1)
+    norm = torch.linalg.vector_norm
+    return (norm(x - y, dim=1) <= rel * torch.maximum(norm(x, dim=1), norm(y, dim=1)) + 1e-12).any()
 
 
 def same_values(x, drawn) -> bool:

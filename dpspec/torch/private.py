@@ -162,8 +162,11 @@ class _Session:
     def fetch(self, idx: np.ndarray):
         ds = self.dataset
         if isinstance(ds, torch.utils.data.TensorDataset):
-            ii = torch.as_tensor(idx, dtype=torch.long)
-            batch = tuple(t[ii] for t in ds.tensors)
+            ii = {torch.device("cpu"): torch.as_tensor(idx, dtype=torch.long)}  # the sampler's indices (host)
+            for t in ds.tensors:  # one copy per device holding the data, not one per tensor indexed
+                if t.device not in ii:
+                    ii[t.device] = ii[torch.device("cpu")].to(t.device)
+            batch = tuple(t[ii[t.device]] for t in ds.tensors)
         elif len(idx):
             batch = self.collate_fn([ds[int(i)] for i in idx])
         else:  # an empty Poisson batch: the structure of one example, with 0 rows
@@ -210,7 +213,11 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
-        # a non-finite example is zeroed, not compared; the verdict is the step's one host read
+        # a non-finite example is zeroed, not compared; the verdict is the step's one host read, made here
+        # because it decides before the ledger is charged and any noise drawn (read after the noise and the
+        # optimizer's kernels were queued, a refused step would be charged and applied). The clipping was
+        # queued by the forward, so the read waits for it; where the step is host-bound (small models on a
+        # GPU) the device has caught up by then and the read costs its latency only.
         if bool(close_on_finite_rows_any(G, [R, R * B])):
             return
         raise CriterionMismatchError(
@@ -234,8 +241,8 @@ class _Session:
             losses = torch.stack([one(o[i], y[i]) for i in range(o.shape[0])])
         return torch.autograd.grad(losses.sum(), o)[0]
 
-    def check_param_grads(self) -> None:
-        for k, p in self.module.named_parameters():
+    def check_param_grads(self, named: list | None = None) -> None:
+        for k, p in self.module.named_parameters() if named is None else named:
             g = p.grad
             if g is None or not p.requires_grad:
                 continue
@@ -254,10 +261,9 @@ class _Session:
         check = getattr(self.backend, "check_parameters", check_stepped_parameters)
         check(self.module, param_groups, self._grads_set if assigned is None else assigned, self.ledger.target)
 
-    def record_param_grads(self) -> None:
-        self._grads_set = {
-            k: (id(p.grad), p.grad._version) for k, p in self.module.named_parameters() if p.grad is not None
-        }
+    def record_param_grads(self, named: list | None = None) -> None:
+        named = self.module.named_parameters() if named is None else named
+        self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in named if p.grad is not None}
 
 
 def _empty_like(batch):
@@ -433,13 +439,14 @@ class PrivateOptimizer(torch.optim.Optimizer):
             )
         # DPS166, before anything is charged or moves: the groups the wrapped optimizer will step
         s.check_stepped_params(self.original_optimizer.param_groups)
-        s.check_param_grads()
+        named = list(s.module.named_parameters())  # one walk of the model for the two checks around the step
+        s.check_param_grads(named)
         s.check_loss(b)
         x = b.x_model if b.x_model is not None else b.x
         y = b.y.to(x.device) if torch.is_tensor(b.y) and torch.is_tensor(x) else b.y
         s.backend.step(x, y, b.idx, b.clipped)
         s.pending = None
-        s.record_param_grads()
+        s.record_param_grads(named)
 
     # --- the privacy ledger ---------------------------------------------------------------------------
 

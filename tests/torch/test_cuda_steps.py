@@ -155,3 +155,16 @@ def test_relational_tables_on_cuda():
         t.train()
         assert all(p.device.type == "cuda" and torch.isfinite(p).all() for p in enc.module.parameters())
         assert t.embed(ids=np.arange(5)).shape == (5, 4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_normaliser_in_one_kernel_is_the_division_on_cuda(dtype):
+    """The DP-SGD step divides its noisy sums by the certificate's normaliser with one foreach kernel where
+    the device's division is a multiplication by a reciprocal: the same bits as ``v / denom``."""
+    from dpspec.families.dpsgd.runtime import _divided
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    xs = {f"p{i}": torch.randn(1000 + i, generator=g, device="cuda", dtype=dtype) * 10.0 ** (i - 3) for i in range(6)}
+    for denom in (12.0, 0.3, 7.0, 16.0, 3e-3, 48 * 0.25):
+        got = _divided(xs, denom)
+        assert list(got) == list(xs) and all(torch.equal(got[k], xs[k] / denom) for k in xs)

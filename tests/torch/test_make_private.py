@@ -5,7 +5,6 @@ batch and the same noise), the MLP's and the GRU's also with a gradient computed
 clip, sum, the generator's noise, divided by the certificate's normaliser)."""
 
 import copy
-import warnings
 
 import numpy as np
 import pytest
@@ -225,7 +224,7 @@ def test_the_ledger_is_charged_per_step_and_the_budget_is_enforced():
     model, opt, loader = dt.make_private(c, m, torch.optim.SGD(m.parameters(), lr=0.1), dataset("mlp"), seed=0)
     assert len(loader) == 4  # one epoch: 1/q steps
     eps = []
-    for epoch in range(2):
+    for _epoch in range(2):
         for xb, yb in loader:
             ce(model(xb), yb).backward()
             opt.step()

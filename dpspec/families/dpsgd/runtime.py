@@ -298,11 +298,12 @@ class DpSgd(LedgerOwner):
         many rows and added (a virtual batch: the same clipped sum, noised once by the caller)."""
         from dpspec.mechanisms.per_example import clipped_grad_sum, combine_clipped, trainable_parameters
 
-        params = trainable_parameters(model)
-        if self.per_layer_clip is not None and len(self.per_layer_clip) != len(params):
-            raise ValueError(
-                f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
-            )
+        if self.per_layer_clip is not None:  # (flat clipping: clipped_grad_sum refuses a model with none)
+            params = trainable_parameters(model)
+            if len(self.per_layer_clip) != len(params):
+                raise ValueError(
+                    f"per-layer clipping gives {len(self.per_layer_clip)} norms for {len(params)} parameter tensors"
+                )
         clip = None if self.per_layer_clip is not None else self.clip_norm
         layers = self.per_layer_clip
         m = None if max_physical_batch_size is None else int(max_physical_batch_size)
@@ -345,9 +346,10 @@ class DpSgd(LedgerOwner):
             # distributed (dpspec.distributed): (xb, yb) is this rank's shard of the global batch;
             # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
             return comm.noisy_sum(summed, lambda i, s: gaussian_like(s, std, generator)), cs
-        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device)
-        out = {k: s + gaussian_like(s, std, generator) for k, s in summed.items()}
-        return out, cs
+        # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device); drawn in the parameters'
+        # order as one draw per tensor (the generator's stream), added with one kernel on a GPU
+        noise = {k: gaussian_like(s, std, generator) for k, s in summed.items()}
+        return _added(summed, noise), cs
 
     def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
         global_rows = rows
@@ -391,8 +393,7 @@ class DpSgd(LedgerOwner):
                 report.injected_noise_std.append(generator.last.get("noise_std", self.noise_std))
         if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
             report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
-        denom = self._normaliser(n)
-        return {k: v / denom for k, v in noisy.items()}
+        return _divided(noisy, self._normaliser(n))
 
     # --- a whole run -------------------------------------------------------------------------------
 
@@ -468,6 +469,71 @@ class DpSgd(LedgerOwner):
         finally:
             rep.settle()  # the non-finite counts, read once for the run
         return rep
+
+
+def _added(a: dict, b: dict) -> dict:
+    """{k: a[k] + b[k]}: the same sums (IEEE addition commutes), with one foreach kernel on a GPU (on the
+    CPU ``torch._foreach_add`` adds tensor by tensor)."""
+    import torch
+
+    keys = [k for k in a if torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].dtype == b[k].dtype]
+    out = {k: a[k] + b[k] for k in a.keys() - set(keys)}
+    if keys:
+        out.update(zip(keys, torch._foreach_add([a[k] for k in keys], [b[k] for k in keys])))
+    return {k: out[k] for k in a}
+
+
+def _divided(noisy: dict, denom: float) -> dict:
+    """{k: v / denom}, the numbers of that division, in fewer kernels: on the CPU ``torch._foreach_div``
+    (it divides tensor by tensor); on a GPU whose division by a number is a multiplication by a reciprocal
+    (CUDA: ``a * (1/b)`` for a CPU scalar b, the reciprocal rounded as the installed torch rounds it), one
+    ``torch._foreach_mul`` per dtype by that same reciprocal, read off the device once
+    (:func:`_division_reciprocal`); elsewhere one division per tensor."""
+    import torch
+
+    keys = [k for k, v in noisy.items() if torch.is_tensor(v)]
+    out = {k: noisy[k] / denom for k in noisy.keys() - set(keys)}
+    groups: dict = {}
+    for k in keys:
+        v = noisy[k]
+        groups.setdefault((v.device, v.dtype), []).append(k)
+    for (dev, dtype), ks in groups.items():
+        vs = [noisy[k] for k in ks]
+        inv = None if dev.type == "cpu" else _division_reciprocal(float(denom), dtype, dev)
+        if dev.type == "cpu":
+            out.update(zip(ks, torch._foreach_div(vs, denom)))
+        elif inv is not None:
+            out.update(zip(ks, torch._foreach_mul(vs, inv)))
+        else:
+            out.update((k, v / denom) for k, v in zip(ks, vs))
+    return {k: out[k] for k in noisy}
+
+
+_RECIPROCALS: dict = {}
+
+
+def _division_reciprocal(denom: float, dtype, device) -> float | None:
+    """The number by which ``v / denom`` multiplies ``v`` on ``device`` — 1/denom as that kernel rounds it
+    (read off the device: 1 · r = r) — or None unless this device's division by a number is such a
+    multiplication. Decided once per (denom, dtype, device): 5 / 3 by a multiplication differs from the
+    correctly rounded quotient in float32 and float64, so the device's 5 / 3 tells which kernel it runs
+    (CUDA's for a CPU scalar: ``a * (1/b)``); a probe spanning the mantissa is compared too."""
+    key = (denom, dtype, str(device))
+    if key not in _RECIPROCALS:
+        import torch
+
+        r: float | None = None
+        if dtype in (torch.float32, torch.float64):
+            one = torch.ones((), dtype=dtype, device=device)
+            five = torch.full((), 5.0, dtype=dtype, device=device)
+            exact = float(np.float32(5.0) / np.float32(3.0)) if dtype == torch.float32 else 5.0 / 3.0
+            by_reciprocal = float((five * float((one / 3.0).item())).item())
+            if by_reciprocal != exact and float((five / 3.0).item()) == by_reciprocal:
+                r = float((one / denom).item())
+                probe = torch.linspace(1.0, 2.0, 1025, dtype=dtype, device=device) * 1.61803398875
+                r = r if bool(torch.equal(probe / denom, probe * r)) else None
+        _RECIPROCALS[key] = r
+    return _RECIPROCALS[key]
 
 
 def _secure_sources(name: str, seed, comm=None):

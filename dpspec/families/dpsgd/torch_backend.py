@@ -60,7 +60,9 @@ class DpSgdBackend:
         grads = self.mech.private_gradients(
             self.model, self.criterion, x, y, self.n, generator=self.gen, idx=idx, clipped=clipped, report=report
         )
-        self._nonfinite = self._nonfinite + sum(k for _, k in report.nonfinite_events)
+        settled = sum(k for _, k in report.nonfinite_events)
+        if settled:  # (adding 0 to the device count would be a kernel per step)
+            self._nonfinite = self._nonfinite + settled
         for _, k in report.pending_nonfinite:
             self._nonfinite = self._nonfinite + k
         for k, p in self.model.named_parameters():

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Rule", "RULES", "register", "rule_for", "Outer", "Direct", "Embed", "Unsupported"]
+__all__ = ["Rule", "RULES", "register", "rule_for", "Outer", "Direct", "Embed", "Unsupported", "total"]
 
 
 class Unsupported(Exception):
@@ -86,6 +86,16 @@ class Rule:
 
     def parts(self, m, calls, deltas) -> dict:
         raise NotImplementedError
+
+
+def total(terms):
+    """The terms added in order: what ``sum(terms)`` computes, without its leading ``0 +`` (a kernel and a
+    pass over the data per call)."""
+    it = iter(terms)
+    out = next(it)
+    for t in it:
+        out = out + t
+    return out
 
 
 RULES: dict = {}

@@ -1,14 +1,15 @@
 """``nn.Conv1d`` / ``nn.Conv2d`` (groups = 1, zero padding): ∇W_i = Σ_l δ_{i,l} u_{i,l}ᵀ over the output
 positions l (u: the unfolded input patches). A convolution's weight is small (C_out × C_in·k), so its
-(B, C_out, C_in·k) per-example gradients are formed — by the convolution's own weight backward under
-``vmap``, faster than ``unfold`` — and reused for the clipped sum; only the large activations and
-output gradients of the batch are kept, never per-example copies of them."""
+(B, C_out, C_in·k) per-example gradients are formed — by the convolution's own weight backward on the
+batch folded into the channels (a grouped convolution, as ``vmap`` batches it), faster than ``unfold`` —
+and reused for the clipped sum; only the large activations and output gradients of the batch are kept,
+never per-example copies of them."""
 
 from __future__ import annotations
 
 import torch.nn as nn
 
-from . import Direct, Outer, Rule, register
+from . import Direct, Outer, Rule, register, total
 
 
 class ConvRule(Rule):
@@ -42,28 +43,38 @@ class ConvRule(Rule):
         out: dict = {}
         if m.weight.requires_grad:  # the (B, C_out, C_in·k) per-example gradients (small for a convolution)
             out["weight"] = [
-                Outer(None, None, G=sum(_per_example_weight(x, d, k, dil, pad, st) for x, d in zip(xs, ds)))
+                Outer(None, None, G=total(_per_example_weight(x, d, k, dil, pad, st) for x, d in zip(xs, ds)))
             ]
         if m.bias is not None and m.bias.requires_grad:
-            out["bias"] = [Direct(sum(d.reshape(B, C_out, -1).sum(dim=2) for d in ds))]
+            out["bias"] = [Direct(total(d.reshape(B, C_out, -1).sum(dim=2) for d in ds))]
         return out
 
 
 def _per_example_weight(x, d, k, dil, pad, st):
     """∇W_i = the weight gradient of a 2-d convolution on example i alone, for every i: PyTorch's
-    convolution backward (weight part only) under ``vmap``."""
+    convolution backward (weight part only) on the batch folded into the channels, as a convolution with
+    ``groups = B`` — the call ``vmap`` makes of example i's ``convolution_backward`` (its batching rule),
+    made directly: the same kernel on the same layouts, without vmap's per-call cost."""
     import torch
-    from torch.func import vmap
 
-    C_in, C_out = x.shape[1], d.shape[1]
-    w = x.new_empty((C_out, C_in, k[0], k[1]))
+    from .kernels import constant
 
-    def one(x1, d1):
-        return torch.ops.aten.convolution_backward(
-            d1[None], x1[None], w, None, list(st), list(pad), list(dil), False, [0, 0], 1, [False, True, False]
-        )[1]
-
-    return vmap(one)(x, d).reshape(x.shape[0], C_out, C_in * k[0] * k[1])
+    B, C_in, C_out = x.shape[0], x.shape[1], d.shape[1]
+    w = constant(0.0, x).expand(B * C_out, C_in, k[0], k[1])  # only its shape is read (no input gradient)
+    g = torch.ops.aten.convolution_backward(
+        d.reshape((1, B * C_out) + tuple(d.shape[2:])),
+        x.reshape((1, B * C_in) + tuple(x.shape[2:])),
+        w,
+        None,
+        list(st),
+        list(pad),
+        list(dil),
+        False,
+        [0, 0],
+        B,
+        [False, True, False],
+    )[1]
+    return g.reshape(B, C_out, C_in * k[0] * k[1])
 
 
 register(ConvRule())

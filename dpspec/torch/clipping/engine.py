@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import weakref
 
-from . import Direct, Outer, Unsupported, rule_for
+from . import Direct, Outer, Unsupported, rule_for, total
+from .kernels import clip_tensor, constant, nonfinite, weighted_sum, zero_rows
 
 __all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 
@@ -33,7 +34,11 @@ FLOAT64_RTOL = 1e-7
 def plan(model):
     """[(name, module, rule)] covering every trainable parameter, or :class:`Unsupported` (cached per
     model while its modules and its trainable parameters stay the same)."""
-    sig = (tuple(map(id, model.modules())), tuple((id(p), p.requires_grad) for p in model.parameters()))
+    # the modules and each one's parameters (and whether they are trainable), in one walk of the model
+    sig = tuple(
+        (id(m), tuple((id(p), p.requires_grad) for p in m._parameters.values() if p is not None))
+        for m in model.modules()
+    )
     hit = _PLANS.get(model)
     if hit is not None and hit[0] == sig:
         if isinstance(hit[1], Unsupported):
@@ -91,9 +96,21 @@ def supported(model) -> str | None:
     return None
 
 
-def _part_sq(p, B):
+def _gram(X, grams):
+    """X Xᵀ per example (B, T, T); ``grams`` caches it per tensor view within one batch (the q, k and v
+    projections of self-attention share their input)."""
     import torch
 
+    if grams is None:
+        return torch.bmm(X, X.transpose(1, 2))
+    key = (X.data_ptr(), X.dtype, tuple(X.shape), X.stride())
+    hit = grams.get(key)
+    if hit is None:  # X is kept with its Gram matrix: its memory is not reused by another tensor meanwhile
+        hit = grams[key] = (X, torch.bmm(X, X.transpose(1, 2)))
+    return hit[1]
+
+
+def _part_sq(p, B, grams=None):
     if isinstance(p, Outer):
         if p.G is not None:  # the rule formed the per-example gradients
             return p.G.pow(2).sum(dim=(1, 2))
@@ -102,34 +119,64 @@ def _part_sq(p, B):
         if T == 1:
             return A.pow(2).sum(dim=(1, 2)) * D.pow(2).sum(dim=(1, 2))
         if T * T <= di * do:  # ghost norm: (T × T) Gram matrices
-            return (torch.bmm(A, A.transpose(1, 2)) * torch.bmm(D, D.transpose(1, 2))).sum(dim=(1, 2))
+            return (_gram(A, grams) * _gram(D, grams)).sum(dim=(1, 2))
+        import torch
+
         p.G = torch.bmm(D.transpose(1, 2), A)  # the (B, d_out, d_in) gradients: kept for the sum
         return p.G.pow(2).sum(dim=(1, 2))
     if isinstance(p, Direct):
-        return p.G.reshape(B, -1).pow(2).sum(dim=1)
+        return (p.G if p.G.dim() == 2 else p.G.reshape(B, -1)).pow(2).sum(dim=1)
     same = (p.idx.unsqueeze(2) == p.idx.unsqueeze(1)).to(p.D.dtype)
-    return (torch.bmm(p.D, p.D.transpose(1, 2)) * same).sum(dim=(1, 2))
+    return (_gram(p.D, None) * same).sum(dim=(1, 2))
 
 
-def _mask(x, bad):
-    """``x`` with the rows of the non-finite examples zeroed (their scale is 0, but 0 · inf is NaN)."""
-    if bad is None:
-        return x
-    return x.masked_fill(bad.reshape((-1,) + (1,) * (x.dim() - 1)), 0)
+class _Shared:
+    """What the parts of one batch share, made once: the non-finite examples' mask in each rank, each
+    tensor with those rows zeroed (the q, k and v projections of self-attention share their input), and
+    the views of the scales (one dispatched operation each, instead of one per part)."""
+
+    def __init__(self, bad):
+        self.bad = bad
+        self._bads: dict = {}
+        self._masked: dict = {}
+        self._views: dict = {}
+
+    def mask(self, x):
+        """``x`` with the rows of the non-finite examples zeroed (their scale is 0, but 0 · inf is NaN)."""
+        if self.bad is None:
+            return x
+        key = (x.data_ptr(), x.dtype, tuple(x.shape), x.stride())
+        hit = self._masked.get(key)
+        if hit is None:  # x is kept with its masked copy: its memory is not reused meanwhile
+            b = self._bads.get(x.dim())
+            if b is None:
+                b = self._bads[x.dim()] = self.bad.reshape((-1,) + (1,) * (x.dim() - 1))
+            hit = self._masked[key] = (x, zero_rows(x, b))
+        return hit[1]
+
+    def view(self, s, shape):
+        """``s.reshape(shape)`` (``s`` is kept: its id names it)."""
+        key = (id(s), shape)
+        hit = self._views.get(key)
+        if hit is None:
+            hit = self._views[key] = (s, s.reshape(shape))
+        return hit[1]
 
 
-def _part_sum(p, s, bad):
-    """Σ_i s_i ∇_i of one part; ``bad``: the non-finite examples' mask, None when there are none."""
+def _part_sum(p, s, bad, shared=None):
+    """Σ_i s_i ∇_i of one part; ``bad``: the non-finite examples' mask, None when there are none;
+    ``shared``: the batch's :class:`_Shared` (made here when not given)."""
     import torch
 
+    sh = _Shared(bad) if shared is None else shared
     if isinstance(p, Outer):
         if p.G is not None:
-            return torch.einsum("b,boi->oi", s, _mask(p.G, bad))
-        D = _mask(p.D, bad) * s[:, None, None]
-        return D.reshape(-1, D.shape[-1]).t() @ _mask(p.A, bad).reshape(-1, p.A.shape[-1])
+            return weighted_sum(s, sh.mask(p.G), sh.view(s, (1, 1, -1)))
+        D = sh.mask(p.D) * sh.view(s, (-1, 1, 1))
+        return D.reshape(-1, D.shape[-1]).t() @ sh.mask(p.A).reshape(-1, p.A.shape[-1])
     if isinstance(p, Direct):
-        return torch.einsum("b,b...->...", s, _mask(p.G, bad))
-    D = _mask(p.D, bad) * s[:, None, None]
+        return weighted_sum(s, sh.mask(p.G), sh.view(s, (1, 1, -1)))
+    D = sh.mask(p.D) * sh.view(s, (-1, 1, 1))
     out = torch.zeros(p.rows, D.shape[-1], dtype=D.dtype, device=D.device)
     return out.index_add_(0, p.idx.reshape(-1), D.reshape(-1, D.shape[-1]))
 
@@ -176,8 +223,8 @@ def _grads(model, loss_fn, xb, yb, names):
     acc = accumulation_dtype(p0.dtype)
     out, captured = _capture(model, entries, xb, acc)
     losses = per_example_losses(loss_fn, out, yb)
-    bad = ~torch.isfinite(losses)
-    total = losses.masked_fill(bad, 0).sum()
+    bad = nonfinite(losses)
+    total = torch.where(bad, constant(0.0, losses), losses).sum()
     zs = [z for _, _, _, cs in captured for _, outs in cs for z in outs]
     if not zs:
         raise Unsupported("no trainable layer was called")
@@ -219,28 +266,33 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
 def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
     import torch
 
-    sq = torch.stack([sum(_part_sq(p, B) for p in parts[k]) for k in names], dim=1)  # (B, E)
-    bad = bad | ~torch.isfinite(sq).all(dim=1)
-    sq = sq.masked_fill(bad[:, None], 0)
+    grams: dict = {}  # Gram matrices shared by the parts of this batch
+    sq = torch.stack([total(_part_sq(p, B, grams) for p in parts[k]) for k in names], dim=1)  # (B, E)
+    del grams
+    bad = bad | nonfinite(sq).any(dim=1)
+    zero = constant(0.0, sq)
+    sq = torch.where(bad[:, None], zero, sq)
     if pcs is None:
         norm = sq.sum(dim=1).sqrt()
-        s = (clip / (norm + 1e-12)).clamp(max=1.0).masked_fill(bad, 0)
+        s = torch.where(bad, zero, (clip / (norm + 1e-12)).clamp(max=1.0))
         scales = {k: s for k in names}
         over = norm > clip
     else:
         norm = sq.sqrt()
-        c = torch.tensor(pcs, dtype=norm.dtype, device=norm.device)
-        sc = (c[None, :] / (norm + 1e-12)).clamp(max=1.0).masked_fill(bad[:, None], 0)
+        c = clip_tensor(pcs, norm)
+        sc = torch.where(bad[:, None], zero, (c[None, :] / (norm + 1e-12)).clamp(max=1.0))
         scales = {k: sc[:, j] for j, k in enumerate(names)}
         over = (norm > c[None, :]).any(dim=1)
     sums = {}
+    shared = _Shared(bad)
     for k in names:
         # the non-finite rows are zeroed on the device whether or not there are any (no host read per step;
         # the counts are read only when reported: ClippedSum.deferred)
-        ss = [_part_sum(p, scales[k], bad) for p in parts[k]]
+        ss = [_part_sum(p, scales[k], bad, shared) for p in parts[k]]
         v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
-        sums[k] = v.reshape(params[k].shape)
-    losses = losses.detach().masked_fill(bad, float("nan"))
+        sums[k] = v if v.shape == params[k].shape else v.reshape(params[k].shape)
+    del shared
+    losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
     return result.deferred(sums, B, bad, over, norm.detach(), losses, "rules", out.detach())
 
 

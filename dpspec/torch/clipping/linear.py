@@ -11,7 +11,7 @@ def batch_first(x, B: int, what: str):
     """``x`` as (B, T, d): dim 0 must be the batch (a layer fed (T, B, d) is not covered)."""
     if x.dim() < 2 or x.shape[0] != B:
         raise Unsupported(f"{what}: input of shape {tuple(x.shape)} has no leading batch dimension of {B}")
-    return x.reshape(B, -1, x.shape[-1])
+    return x if x.dim() == 3 else x.reshape(B, -1, x.shape[-1])
 
 
 def outer_parts(pairs, B: int, what: str):

@@ -1,0 +1,72 @@
+"""The private step's small operations with fewer dispatches, the same numbers (torch, imported lazily).
+
+A private step on a GPU runs a few hundred small kernels; launching them from Python — the dispatcher,
+the launch, a host→device copy of a Python number — is its cost, not running them. These helpers compute
+exactly what the obvious code computes (the same values, layouts and kernels for the results), with fewer
+dispatched operations. Shared by the per-layer rules, :mod:`dpspec.mechanisms.per_example` (ghost and vmap
+clipping) and :mod:`dpspec.torch.guards`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["constant", "clip_tensor", "zero_rows", "nonfinite", "weighted_sum"]
+
+
+_CONSTANTS: dict = {}
+
+
+def constant(value: float, like):
+    """A 0-dim tensor holding ``value`` in ``like``'s dtype, on its device: made once per (value, dtype,
+    device) and shared — a ``torch.where`` operand that needs no fill kernel per call (a Python number
+    there becomes a fresh device scalar each time). Read-only: never modify it in place."""
+    import torch
+
+    key = (repr(float(value)), like.dtype, like.device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        with torch.inference_mode(False), torch.no_grad():
+            t = _CONSTANTS[key] = torch.full((), float(value), dtype=like.dtype, device=like.device)
+    return t
+
+
+def clip_tensor(pcs, like):
+    """The per-layer clip norms as a (E,) tensor in ``like``'s dtype, on its device: made once per (norms,
+    dtype, device), not copied to the device at every step. Read-only."""
+    import torch
+
+    key = (tuple(pcs), like.dtype, like.device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        with torch.inference_mode(False), torch.no_grad():
+            t = _CONSTANTS[key] = torch.tensor(list(key[0]), dtype=like.dtype, device=like.device)
+    return t
+
+
+def zero_rows(x, bad):
+    """``x`` with the rows (dim 0) where ``bad`` is True set to 0, contiguous: the values and layout of
+    ``x.masked_fill(bad[:, None, ...], 0)`` in one kernel (masked_fill copies, then fills). ``bad``: (B,),
+    or already shaped (B, 1, …) to ``x``'s rank."""
+    import torch
+
+    if bad.dim() != x.dim():
+        bad = bad.reshape((-1,) + (1,) * (x.dim() - 1))
+    return torch.where(bad, constant(0.0, x), x).contiguous()
+
+
+def nonfinite(x):
+    """``~torch.isfinite(x)`` for a floating tensor: x − x is 0 exactly when x is finite (IEEE 754: ∞ − ∞
+    and NaN − anything are NaN), two kernels where isfinite and the negation launch five."""
+    return (x - x) != 0
+
+
+def weighted_sum(s, G, s3=None):
+    """Σ_b s_b G_b for ``s`` (B,) and ``G`` (B, *shape): the one batched product that
+    ``torch.einsum("b,b...->...", s, G)`` reduces to (the same ``bmm`` on the same layouts, so the same
+    numbers), without einsum's permutes and views. ``s3``: ``s.reshape(1, 1, B)`` when the caller has it."""
+    import torch
+
+    if G.dim() < 2:
+        return torch.einsum("b,b...->...", s, G)
+    B = G.shape[0]
+    s3 = s.reshape(1, 1, B) if s3 is None else s3
+    return torch.bmm(s3, G.reshape(1, B, -1)).reshape(G.shape[1:])
