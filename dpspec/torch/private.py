@@ -45,7 +45,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -67,6 +67,9 @@ from dpspec.torch.guards import (
     same_values,
 )
 from dpspec.torch.validator import validate
+
+if TYPE_CHECKING:
+    from dpspec.torch.virtual import VirtualDataLoader
 
 __all__ = [
     "make_private",
@@ -547,7 +550,7 @@ def make_private(
             stacklevel=2,
         )
     session = _Session(backend, model, criterion, dataset, collate)
-    loader = PrivateDataLoader(session)
+    loader: PrivateDataLoader | VirtualDataLoader = PrivateDataLoader(session)
     if max_physical_batch_size is not None:
         from dpspec.torch.virtual import VirtualDataLoader
 
