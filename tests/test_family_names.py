@@ -32,7 +32,10 @@ NOT_A_FAMILY = {("dpspec/lower/lowering.py", "gaussian"),
                 # the exact samplers' own names (secure mode), and `auto` as a value of per-example settings
                 ("dpspec/mechanisms/secure_noise.py", "discrete_laplace"),
                 ("dpspec/mechanisms/secure_noise.py", "discrete_gaussian"),
-                ("dpspec/mechanisms/per_example.py", "auto")}
+                ("dpspec/mechanisms/per_example.py", "auto"),
+                # the kinds of a tuning's score noise (Laplace or Gaussian), read off its certificate
+                ("dpspec/tuning/audit.py", "laplace"),
+                ("dpspec/tuning/audit.py", "gaussian")}
 
 HOOKS = ("curve", "steps_curve", "reverify", "distributed_example", "torch_backend", "demo")
 

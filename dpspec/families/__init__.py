@@ -88,6 +88,9 @@ class Family:
     #: is not a record or group (a sum of per-item values in [0, 1]): how much one protected unit can change it and
     #: what the score may read for that to hold (stated in the certificate); None: such a score is not covered
     tune_score: str = ""
+    #: ``f(mechanism) -> PrivacyLossDistribution | None``: a compiled training's certified PLD (rebuilt from the
+    #: mechanism's certified numbers), which a ``tune`` block turns into the run's privacy profile; None: no PLD
+    tune_pld: str = ""
     #: ``f(target, spec_name, mechanism, rng, quiet) -> None``: ``python -m dpspec.demo`` runs the compiled
     #: object on generated data and prints one line
     demo: str = ""
@@ -131,6 +134,7 @@ FOLDER_HOOKS: dict[str, tuple[str, str]] = {
     "torch_backend": ("torch_backend", "backend"),
     "demo": ("demo", "run"),
     "tune_score": ("tuning", "tune_score"),
+    "tune_pld": ("tuning", "tune_pld"),
     "formulas": ("formulas", ""),
 }
 _LISTED_HOOKS = ("accountants", "rules")

@@ -26,6 +26,7 @@ hook (``Family``)      defined by                        type
 ``torch_backend``      ``torch_backend.py``: ``backend`` :class:`TorchBackend`
 ``demo``               ``demo.py``: ``run``              :class:`DemoRun`
 ``tune_score``         ``tuning.py``: ``tune_score``     :class:`TuneScore`
+``tune_pld``           ``tuning.py``: ``tune_pld``       :class:`TunePld`
 ``formulas``           ``formulas.py`` (module)          :class:`FormulaTable`
 =====================  ================================  ==============================================
 
@@ -133,6 +134,13 @@ class TuneScore(Protocol):
     def __call__(self, training: ir.Training, /) -> tuple[float, str] | None: ...
 
 
+class TunePld(Protocol):
+    """``tune_pld(mechanism)``: a compiled training's certified privacy-loss distribution, rebuilt from the
+    mechanism's certified numbers (a ``tune`` block's run profile); None where the family has none for it."""
+
+    def __call__(self, mechanism: Any, /) -> Any: ...
+
+
 class Mutate(Protocol):
     """An auditor module's ``mutate(mechanism, kind, factor)``: a deliberately broken copy of
     ``mechanism`` (None when ``kind`` does not apply to it)."""
@@ -178,6 +186,7 @@ CALLABLE_HOOKS: dict[str, type] = {
     "torch_backend": TorchBackend,
     "demo": DemoRun,
     "tune_score": TuneScore,
+    "tune_pld": TunePld,
 }
 #: the hooks that are modules (a ``Family`` lists ``accountants`` and ``rules``, one module each)
 MODULE_HOOKS = ("accountants", "auditor", "rules", "distributed_example", "formulas")
@@ -281,6 +290,8 @@ def load_hook(path: str, kind: Literal["torch_backend"]) -> TorchBackend: ...
 def load_hook(path: str, kind: Literal["demo"]) -> DemoRun: ...
 @overload
 def load_hook(path: str, kind: Literal["tune_score"]) -> TuneScore: ...
+@overload
+def load_hook(path: str, kind: Literal["tune_pld"]) -> TunePld: ...
 @overload
 def load_hook(path: str, kind: Literal["formulas"]) -> FormulaTable: ...
 def load_hook(path: str, kind: str) -> Any:

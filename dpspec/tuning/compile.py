@@ -223,28 +223,16 @@ def _deltas_of(g) -> tuple[float, ...]:
 
 
 def _run_pld(out: CompiledTarget, score_z: float | None, group: int):
-    """A candidate's run as a PLD: its DP-SGD training (rebuilt from the compiled mechanism's certified numbers, as
-    the family's compile builds it) composed with its private score's Gaussian release (sensitivity the group
-    size); None for a family without a PLD here."""
+    """A candidate's run as a PLD: its training's certified PLD (the family's ``tune_pld`` hook) composed with
+    its private score's Gaussian release (sensitivity the group size); None for a family without the hook."""
     from dpspec.accounting.pld import pld_compose, pld_gaussian
-    from dpspec.accounting.pld_select import dpsgd_pld
+    from dpspec.families import FAMILIES
+    from dpspec.families.hooks import load_hook
 
-    if out.certificate.mechanism.name != "dpsgd":
+    fam = FAMILIES.get(out.certificate.mechanism.name)
+    if fam is None or not fam.tune_pld:
         return None
-    m = out.mechanism
-    try:
-        scheme, rel = m.sampling, m.relation
-        acc = "poisson" if scheme != "without_replacement" else ("wor_substitution" if rel == "substitution" else "wor")
-        pld = dpsgd_pld(
-            m.noise_multiplier,
-            m.sample_rate,
-            m.steps,
-            acc,
-            m.group_size,
-            m.dataset_size if acc != "poisson" else None,
-        )
-    except (AttributeError, TypeError, ValueError):
-        return None
+    pld = load_hook(fam.tune_pld, "tune_pld")(out.mechanism)
     if pld is None:
         return None
     if score_z is not None:
