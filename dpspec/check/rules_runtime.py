@@ -32,7 +32,7 @@ register_front_end(
     "DPS161",
     "more steps than the certificate covers",
     "run",
-    bad="(see tests/runtime/test_runtime_guards.py)",
+    bad="(see tests/runtime/test_ledger.py)",
     good=GOOD,
     explanation="Every trainer charges its privacy ledger before a step's noise is drawn; a step, a "
     "`batches(steps = …)` request, a `train(steps)` or a second run on the same object "
@@ -43,7 +43,7 @@ register_front_end(
     "DPS162",
     "a batch that breaks a per-batch cap of the certificate",
     "run",
-    bad="(see tests/runtime/test_runtime_guards.py)",
+    bad="(see tests/torch/test_virtual_batches.py and tests/review/test_issue13_review.py)",
     good=GOOD,
     explanation="A step's sensitivity assumes each record at most once per batch (DP-SGD, SRPP-SGD "
     "without replacement or Poisson), exactly B records for fixed-size sampling, and for "
@@ -56,7 +56,7 @@ register_front_end(
     "DPS163",
     "data or a checkpoint that differs from the certificate",
     "run",
-    bad="(see tests/runtime/test_runtime_guards.py)",
+    bad="(see tests/runtime/test_run_certificate.py)",
     good=GOOD,
     explanation="Where the certificate's analysis uses a size (sampling without replacement, "
     "SRPP-SGD's N, the capped graph of relational DP-SGD, GCON's calibration), data of "
