@@ -1286,19 +1286,22 @@ def data_binding(r: Reporter, v):
     return from_args(ir.SyntheticData, v, a)
 
 
+def _membership_labels(r: Reporter, m: ast.Membership, what: str, hint: str):
+    """(column label, value labels) of `column in {…}`; a collection that is not a set is DPS104."""
+    col = V.label(r, m.element)
+    vals = (
+        V.labels(r, m.collection)
+        if V.items_of(m.collection) is not None
+        else r.error(
+            "DPS104", f"expected {what} as a set, found {ast.describe(m.collection)}", sp(m.collection), hint=hint
+        )
+    )
+    return col, vals
+
+
 def secret(r: Reporter, v):
     if isinstance(v, ast.Membership):
-        attr = V.label(r, v.element)
-        vals = (
-            V.labels(r, v.collection)
-            if V.items_of(v.collection) is not None
-            else r.error(
-                "DPS104",
-                f"expected the secret's values as a set, found {ast.describe(v.collection)}",
-                sp(v.collection),
-                hint="write `secret race in {White, Black}`",
-            )
-        )
+        attr, vals = _membership_labels(r, v, "the secret's values", "write `secret race in {White, Black}`")
         if FAIL in (attr, vals):
             return FAIL
         return build(
@@ -1480,17 +1483,7 @@ def _predicate_secret(r: Reporter, v: ast.Definition):
         if pred is FAIL:
             return FAIL
     elif isinstance(c, ast.Membership):
-        col = V.label(r, c.element)
-        members = (
-            V.labels(r, c.collection)
-            if V.items_of(c.collection) is not None
-            else r.error(
-                "DPS104",
-                f"expected the values as a set, found {ast.describe(c.collection)}",
-                sp(c.collection),
-                hint="write `secret smoker = smoke in {daily, weekly}`",
-            )
-        )
+        col, members = _membership_labels(r, c, "the values", "write `secret smoker = smoke in {daily, weekly}`")
         if FAIL in (col, members):
             return FAIL
         pred = build(

@@ -144,19 +144,7 @@ def apply_candidate(
 
 
 def _compile_run(ctx: Context, tu: ir.Tuning, cand: ir.Training, data) -> CompiledTarget:
-    from dpspec.families import family, load
-
-    fam = family(cand.mechanism)
-    if fam is None or not fam.compile:
-        _fail(
-            "DPS952",
-            f"`{tu.train}` cannot be compiled, so it cannot be tuned",
-            tu,
-            "train",
-            hint="tune a training whose mechanism this build compiles",
-        )
-    assert fam is not None
-    out = load(fam.compile)(ctx, cand, data)
+    out = _compile_any(ctx, tu, cand, data)
     g = out.certificate.guarantee
     if (out.rdp_alphas is None or out.rdp_values is None) and g.rdp_alphas and len(g.rdp_alphas) == len(g.rdp_epsilons):
         # the certified ε(α) curve the certificate records (upper bounds, the guarantee's own curve)
