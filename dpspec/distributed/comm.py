@@ -316,6 +316,9 @@ def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, thr
     try:
         res = fn(comm, *args)
         torch.save(res, os.path.join(outdir, f"rank{rank}.pt"))
+        # every rank done before any tears its group down: a gloo peer whose connection is closed under it
+        # aborts the process (std::terminate), seen under load
+        comm.barrier()
     finally:
         comm.close()
 
