@@ -1,5 +1,6 @@
 """Runs the per-layer rules: one batched forward with the rules' captures, one backward to the
-layers' outputs, per-example norms from the parts, the clipped sum from the same parts.
+layers' outputs during which each layer's parts and per-example norms are formed (and what the sum
+does not need let go: see :class:`_Layer`), the clipped sum from the parts.
 
 Soundness of the batched forward: example i's gradient is read off the batched forward, which is
 example i's own only if no layer mixes the examples of a batch. BatchNorm is refused before
@@ -154,6 +155,10 @@ class _Shared:
             hit = self._masked[key] = (x, zero_rows(x, b))
         return hit[1]
 
+    def release(self) -> None:
+        """Drop the masked copies (those of one parameter's parts: the next parameter's are other tensors)."""
+        self._masked.clear()
+
     def view(self, s, shape):
         """``s.reshape(shape)`` (``s`` is kept: its id names it)."""
         key = (id(s), shape)
@@ -181,15 +186,17 @@ def _part_sum(p, s, bad, shared=None):
     return out.index_add_(0, p.idx.reshape(-1), D.reshape(-1, D.shape[-1]))
 
 
-def _capture(model, entries, xb, acc):
-    """The batched forward with every rule's capture: (output, [(name, module, rule, calls)])."""
+def _capture(model, entries, xb, acc, devtype):
+    """The batched forward with every rule's capture: (output, [:class:`_Layer`], gradient edges of the
+    layers' outputs that require a gradient)."""
     import torch
 
-    calls = {id(m): [] for _, m, _ in entries}
+    edges: list = []
+    B = int(xb.shape[0])
+    layers = {id(m): _Layer(n, m, r, acc, B, devtype, edges) for n, m, r in entries}
 
     def record(m, inputs, out):
-        outs = [o for o in rule_for(m).outputs(out)]
-        calls[id(m)].append((tuple(x.detach() if torch.is_tensor(x) else x for x in inputs), outs))
+        layers[id(m)].record(inputs, rule_for(m).outputs(out))
 
     undo = [r.install(m, record) for _, m, r in entries]
     try:
@@ -198,7 +205,102 @@ def _capture(model, entries, xb, acc):
     finally:
         for u in undo:
             u()
-    return out, [(n, m, r, calls[id(m)]) for n, m, r in entries]
+    return out, list(layers.values()), edges
+
+
+class _Layer:
+    """One trainable layer's calls in a batch, turned into its parts as soon as the backward has given the
+    gradients of all its outputs (a tensor hook on each output). The layer's inputs and output gradients
+    are then let go — only what the clipped sum needs stays (:func:`_compact`) — so the output gradients of
+    the whole model are never alive together: the backward frees each one once the layers below have used
+    it, as in a non-private step."""
+
+    __slots__ = (
+        *("name", "m", "r", "acc", "B", "devtype", "edges"),
+        *("calls", "deltas", "metas", "waiting", "parts", "sq", "error"),
+    )
+
+    def __init__(self, name, m, r, acc, B, devtype, edges):
+        self.name, self.m, self.r = name, m, r
+        self.acc, self.B, self.devtype, self.edges = acc, B, devtype, edges
+        self.calls: list = []  # per call: its inputs (detached)
+        self.deltas: list = []  # per call: [output gradient or None, …]
+        self.metas: list = []  # per call: [(shape, dtype, device), …] of its outputs (not the outputs: kept alive)
+        self.waiting = 0
+        self.parts: dict | None = None
+        self.sq: dict | None = None
+        self.error: BaseException | None = None
+
+    def record(self, inputs, outs) -> None:
+        import torch
+        from torch.autograd.graph import get_gradient_edge
+
+        j = len(self.calls)
+        self.calls.append(tuple(x.detach() if torch.is_tensor(x) else x for x in inputs))
+        self.deltas.append([None] * len(outs))
+        self.metas.append([(z.shape, z.dtype, z.device) for z in outs])
+        for i, z in enumerate(outs):
+            if z.requires_grad:
+                self.waiting += 1
+                z.register_hook(self._hook(j, i))
+                self.edges.append(get_gradient_edge(z))
+
+    def _hook(self, j, i):
+        def hook(g):
+            self.deltas[j][i] = g  # no graph is made in this backward: nothing to detach
+            self.waiting -= 1
+            if self.waiting == 0:
+                self.finish()
+
+        return hook
+
+    def finish(self) -> None:
+        """The layer's parts and per-example squared norms (once; an output that got no gradient counts as
+        zeros). An error is kept, and raised by :func:`_grads` after the backward (inside a backward hook the
+        autograd engine would wrap it)."""
+        if self.parts is not None or self.error is not None:
+            return
+        try:
+            self._finish()
+        except Exception as e:
+            self.error = e
+        finally:
+            self.calls, self.deltas = [], []
+
+    def _finish(self) -> None:
+        import torch
+
+        acc = self.acc
+
+        def cast(x):
+            return x.to(acc) if torch.is_tensor(x) and x.is_floating_point() else x
+
+        with torch.autocast(self.devtype, enabled=False):  # the rules' arithmetic in the accumulation dtype
+            deltas = [
+                tuple(
+                    cast(d if d is not None else torch.zeros(shape, dtype=dtype, device=dev))
+                    for d, (shape, dtype, dev) in zip(ds, ms)
+                )
+                for ds, ms in zip(self.deltas, self.metas)
+            ]
+            calls = [(tuple(cast(x) for x in inp), None) for inp in self.calls]
+            self.calls, self.deltas = [], []
+            parts = self.r.parts(self.m, calls, deltas)
+            del calls, deltas
+            grams: dict = {}  # Gram matrices shared by this layer's parts (q, k and v share their input)
+            self.sq = {k: total(_part_sq(p, self.B, grams) for p in ps) for k, ps in parts.items()}
+            del grams
+            for ps in parts.values():
+                for p in ps:
+                    _compact(p)
+            self.parts = parts
+
+
+def _compact(p) -> None:
+    """Let go of what the clipped sum does not need: an outer-product part whose per-example gradients were
+    formed keeps those only (its activations and output gradients are larger)."""
+    if isinstance(p, Outer) and p.G is not None:
+        p.A = p.D = None
 
 
 def per_example_losses(loss_fn, out, yb):
@@ -213,41 +315,41 @@ def per_example_losses(loss_fn, out, yb):
 
 
 def _grads(model, loss_fn, xb, yb, names):
-    """(out, losses, bad, {name: [parts]}) for the batch."""
+    """(out, losses, bad, {name: [parts]}, {name: (B,) squared norms}) for the batch: one forward, one
+    backward to the trainable layers' outputs, each layer's parts and norms made during that backward."""
     import torch
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
 
     entries = plan(model)
     p0 = next(p for p in model.parameters() if p.requires_grad)
-    acc = accumulation_dtype(p0.dtype)
-    out, captured = _capture(model, entries, xb, acc)
+    out, layers, edges = _capture(model, entries, xb, accumulation_dtype(p0.dtype), p0.device.type)
+    for ly in layers:
+        if not ly.calls:
+            raise Unsupported(f"{ly.name}: a trainable layer the forward did not call")
     losses = per_example_losses(loss_fn, out, yb)
     bad = nonfinite(losses)
-    total = torch.where(bad, constant(0.0, losses), losses).sum()
-    zs = [z for _, _, _, cs in captured for _, outs in cs for z in outs]
-    if not zs:
+    total_loss = torch.where(bad, constant(0.0, losses), losses).sum()
+    if not edges:
         raise Unsupported("no trainable layer was called")
-    gs = torch.autograd.grad(total, zs, allow_unused=True)
-    gs = [torch.zeros_like(z) if g is None else g for z, g in zip(zs, gs)]
-    it = iter(gs)
-    parts = {}
-
-    def cast(x):
-        return x.to(acc) if torch.is_tensor(x) and x.is_floating_point() else x
-
-    with torch.autocast(p0.device.type, enabled=False):  # the rules' arithmetic in the accumulation dtype
-        for name, m, r, cs in captured:
-            if not cs:
-                raise Unsupported(f"{name}: a trainable layer the forward did not call")
-            deltas = [tuple(cast(next(it)) for _ in outs) for _, outs in cs]
-            calls = [(tuple(cast(x) for x in inp), outs) for inp, outs in cs]
-            for k, ps in r.parts(m, calls, deltas).items():
-                parts[f"{name}.{k}" if name else k] = ps
+    if total_loss.requires_grad:
+        # to the layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs
+        # themselves: holding the outputs would keep them alive through the backward
+        torch.autograd.backward(total_loss, inputs=edges)
+    del edges, total_loss
+    parts, sq = {}, {}
+    for ly in layers:
+        ly.finish()  # a layer whose outputs got no gradient: zeros
+        if ly.error is not None:
+            raise ly.error
+        for k, ps in ly.parts.items():
+            key = f"{ly.name}.{k}" if ly.name else k
+            parts[key], sq[key] = ps, ly.sq[k]
+        ly.parts = ly.sq = None
     missing = [k for k in names if k not in parts]
     if missing:
         raise Unsupported(f"no rule gave the gradient of {missing}")
-    return out, losses, bad, parts
+    return out, losses, bad, parts, sq
 
 
 def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
@@ -258,17 +360,15 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
 
     names = list(params)
     B = int(xb.shape[0])
-    out, losses, bad, parts = _grads(model, loss_fn, xb, yb, names)
+    out, losses, bad, parts, sqs = _grads(model, loss_fn, xb, yb, names)
     with torch.autocast(out.device.type, enabled=False):  # norms and sums in the accumulation dtype
-        return _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result)
+        return _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result)
 
 
-def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
+def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result):
     import torch
 
-    grams: dict = {}  # Gram matrices shared by the parts of this batch
-    sq = torch.stack([total(_part_sq(p, B, grams) for p in parts[k]) for k in names], dim=1)  # (B, E)
-    del grams
+    sq = torch.stack([sqs.pop(k) for k in names], dim=1)  # (B, E)
     bad = bad | nonfinite(sq).any(dim=1)
     zero = constant(0.0, sq)
     sq = torch.where(bad[:, None], zero, sq)
@@ -287,8 +387,10 @@ def _clip_and_sum(out, losses, bad, parts, names, params, B, clip, pcs, result):
     shared = _Shared(bad)
     for k in names:
         # the non-finite rows are zeroed on the device whether or not there are any (no host read per step;
-        # the counts are read only when reported: ClippedSum.deferred)
-        ss = [_part_sum(p, scales[k], bad, shared) for p in parts[k]]
+        # the counts are read only when reported: ClippedSum.deferred); each parameter's parts are let go
+        # once its sum is formed, and so are their masked copies
+        ss = [_part_sum(p, scales[k], bad, shared) for p in parts.pop(k)]
+        shared.release()
         v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
         sums[k] = v if v.shape == params[k].shape else v.reshape(params[k].shape)
     del shared
@@ -365,8 +467,8 @@ def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[
     dev = next(iter(params.values())).device
     try:  # in full precision: an autocast region around the step would hide a structural difference
         with torch.autocast(dev.type, enabled=False):
-            _, losses, bad, parts = _grads(model, loss_fn, xs, ys, names)
-            sq = torch.stack([sum(_part_sq(p, k) for p in parts[n]) for n in names], dim=1)
+            _, losses, bad, parts, sqs = _grads(model, loss_fn, xs, ys, names)
+            sq = torch.stack([sqs[n] for n in names], dim=1)
             ones = torch.ones(k, dtype=acc, device=sq.device)
             sums = {}
             for n in names:
