@@ -21,7 +21,7 @@ from __future__ import annotations
 import weakref
 
 from . import Direct, Outer, Unsupported, rule_for, total
-from .kernels import clip_tensor, constant, nonfinite, weighted_sum, zero_rows
+from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, weighted_sum, zero_rows
 
 __all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 
@@ -275,7 +275,8 @@ class _Layer:
         def cast(x):
             return x.to(acc) if torch.is_tensor(x) and x.is_floating_point() else x
 
-        with torch.autocast(self.devtype, enabled=False):  # the rules' arithmetic in the accumulation dtype
+        # the rules' arithmetic in the accumulation dtype, its products in full float32 (ieee_matmul)
+        with torch.autocast(self.devtype, enabled=False), ieee_matmul():
             deltas = [
                 tuple(
                     cast(d if d is not None else torch.zeros(shape, dtype=dtype, device=dev))
@@ -361,7 +362,8 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
     names = list(params)
     B = int(xb.shape[0])
     out, losses, bad, parts, sqs = _grads(model, loss_fn, xb, yb, names)
-    with torch.autocast(out.device.type, enabled=False):  # norms and sums in the accumulation dtype
+    # norms and sums in the accumulation dtype, products in full float32 (ieee_matmul)
+    with torch.autocast(out.device.type, enabled=False), ieee_matmul():
         return _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result)
 
 
@@ -466,7 +468,7 @@ def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[
     k = int(xs.shape[0])
     dev = next(iter(params.values())).device
     try:  # in full precision: an autocast region around the step would hide a structural difference
-        with torch.autocast(dev.type, enabled=False):
+        with torch.autocast(dev.type, enabled=False), ieee_matmul():  # and in full float32 products
             _, losses, bad, parts, sqs = _grads(model, loss_fn, xs, ys, names)
             sq = torch.stack([sqs[n] for n in names], dim=1)
             ones = torch.ones(k, dtype=acc, device=sq.device)

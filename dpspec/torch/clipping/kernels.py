@@ -9,7 +9,9 @@ clipping) and :mod:`dpspec.torch.guards`.
 
 from __future__ import annotations
 
-__all__ = ["constant", "clip_tensor", "zero_rows", "nonfinite", "weighted_sum"]
+from contextlib import contextmanager
+
+__all__ = ["constant", "clip_tensor", "zero_rows", "nonfinite", "weighted_sum", "ieee_matmul"]
 
 
 _CONSTANTS: dict = {}
@@ -70,3 +72,40 @@ def weighted_sum(s, G, s3=None):
     B = G.shape[0]
     s3 = s.reshape(1, 1, B) if s3 is None else s3
     return torch.bmm(s3, G.reshape(1, B, -1)).reshape(G.shape[1:])
+
+
+@contextmanager
+def ieee_matmul():
+    """Float32 matrix products in full float32 inside (the caller's setting restored after).
+
+    A user may allow TensorFloat-32 (``torch.backends.cuda.matmul.allow_tf32``,
+    ``torch.set_float32_matmul_precision("high")``, ``torch.backends.cuda.matmul.fp32_precision = "tf32"``)
+    or bfloat16 (``"medium"``, oneDNN on CPU) in float32 products: their inputs are rounded to 10 or 8
+    mantissa bits (relative error up to 2⁻¹¹ or 2⁻⁹). The per-example norms and the clipped sum are
+    products too — Gram matrices, Σ_i s_i δ_iᵀ a_i, Σ_i s_i G_i — and the clipping bounds one example's
+    contribution to the sum only if the norm it was scaled by is the norm of what the sum adds: with
+    TF32 in the norms or the sum, an example could add about 10⁻³·C more than C. The forward and
+    backward are left as the user set them (an example's activations and output gradients, however
+    rounded, are its own); the norms and sums are computed inside this context."""
+    import torch
+
+    cm = torch.backends.cuda.matmul
+    mk = getattr(torch.backends.mkldnn, "matmul", None)
+    if hasattr(cm, "fp32_precision"):  # the per-backend precision API (torch ≥ 2.9); never mixed with the legacy one
+        saved = (cm.fp32_precision, None if mk is None else mk.fp32_precision)
+        cm.fp32_precision = "ieee"
+        if mk is not None:
+            mk.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            cm.fp32_precision = saved[0]
+            if mk is not None:
+                mk.fp32_precision = saved[1]
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # also turns allow_tf32 off
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)

@@ -1,0 +1,89 @@
+"""The per-example norms and the clipped sum are computed with full-float32 matrix products even where the
+user allowed TensorFloat-32 or bfloat16 products (``dpspec.torch.clipping.kernels.ieee_matmul``): with
+10-bit products in the norms or the sum, one example could add about 10⁻³·C more than C to the sum."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dpspec.mechanisms.per_example import clipped_grad_sum
+from dpspec.torch.clipping import engine
+from dpspec.torch.clipping.kernels import ieee_matmul
+
+pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop")
+
+NEW_API = hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+def _state():
+    cm, mk = torch.backends.cuda.matmul, torch.backends.mkldnn.matmul
+    if NEW_API:
+        return cm.fp32_precision, mk.fp32_precision
+    return torch.get_float32_matmul_precision(), cm.allow_tf32
+
+
+@pytest.fixture
+def user_precision():
+    """The user allows TF32 on CUDA and bfloat16 in oneDNN products (restored after the test)."""
+    saved = _state()
+    if NEW_API:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+    else:
+        torch.set_float32_matmul_precision("medium")
+    yield _state()
+    if NEW_API:
+        torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision = saved
+    else:
+        torch.set_float32_matmul_precision(saved[0])
+
+
+def _full() -> tuple:
+    return ("ieee", "ieee") if NEW_API else ("highest", False)
+
+
+def test_ieee_matmul_sets_full_precision_and_restores_the_users(user_precision):
+    assert user_precision != _full()
+    with ieee_matmul():
+        assert _state() == _full()
+    assert _state() == user_precision
+    with pytest.raises(KeyError):  # restored on an error too
+        with ieee_matmul():
+            raise KeyError
+    assert _state() == user_precision
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.enc = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.conv = nn.Conv1d(16, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.enc(self.emb(x))
+        return self.fc(torch.relu(self.conv(h.transpose(1, 2))).mean(dim=2))
+
+
+def test_the_rules_norms_and_sums_run_in_full_float32(monkeypatch, user_precision):
+    seen = []
+    for name in ("_part_sq", "_part_sum"):
+        inner = getattr(engine, name)
+
+        def wrapped(*a, inner=inner, name=name, **k):
+            seen.append((name, _state()))
+            return inner(*a, **k)
+
+        monkeypatch.setattr(engine, name, wrapped)
+    torch.manual_seed(0)
+    m = Block()
+    x, y = torch.randint(0, 50, (6, 10)), torch.randint(0, 3, (6,))
+    cs = clipped_grad_sum(m, F.cross_entropy, x, y, clip=1.0, method="rules")
+    assert cs.method == "rules"
+    assert {n for n, _ in seen} == {"_part_sq", "_part_sum"}
+    assert all(state == _full() for _, state in seen), seen
+    assert _state() == user_precision  # the user's setting is back after the step
