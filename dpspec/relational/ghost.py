@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpspec.mechanisms.noise_device import accumulation_dtype
+from dpspec.torch.clipping.kernels import ieee_matmul
 
 __all__ = ["GhostClipper"]
 
@@ -69,52 +70,53 @@ class GhostClipper:
         finally:
             for h in hs:
                 h.remove()
-        p0 = next(iter(self.layers[0].parameters()))
-        sq = torch.zeros(b, device=p0.device, dtype=accumulation_dtype(p0.dtype))
-        # (layer, inputs, output gradients, a LayerNorm's normalised inputs)
-        cache: list[tuple[nn.Linear | nn.LayerNorm, torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
-        for m in self.layers:
-            x = self._acts[id(m)]
-            d = self._grads.get(id(m))
-            if d is None:
-                d = torch.zeros(
-                    *x.shape[:-1],
-                    m.weight.shape[0] if isinstance(m, nn.Linear) else x.shape[-1],
-                    device=x.device,
-                    dtype=x.dtype,
-                )
-            X = x.reshape(b, -1, x.shape[-1]).to(sq.dtype)  # norms and sums in float32 or wider
-            D = d.reshape(b, -1, d.shape[-1]).to(sq.dtype)
-            if isinstance(m, nn.Linear):
-                R = X.shape[1]
-                if R * R <= X.shape[2] * D.shape[2]:
-                    gx = torch.bmm(X, X.transpose(1, 2))
-                    gd = torch.bmm(D, D.transpose(1, 2))
-                    sq = sq + (gx * gd).sum(dim=(1, 2))
+        with ieee_matmul():  # norms and sums in full-float32 products (TF32 would loosen the clipping)
+            p0 = next(iter(self.layers[0].parameters()))
+            sq = torch.zeros(b, device=p0.device, dtype=accumulation_dtype(p0.dtype))
+            # (layer, inputs, output gradients, a LayerNorm's normalised inputs)
+            cache: list[tuple[nn.Linear | nn.LayerNorm, torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
+            for m in self.layers:
+                x = self._acts[id(m)]
+                d = self._grads.get(id(m))
+                if d is None:
+                    d = torch.zeros(
+                        *x.shape[:-1],
+                        m.weight.shape[0] if isinstance(m, nn.Linear) else x.shape[-1],
+                        device=x.device,
+                        dtype=x.dtype,
+                    )
+                X = x.reshape(b, -1, x.shape[-1]).to(sq.dtype)  # norms and sums in float32 or wider
+                D = d.reshape(b, -1, d.shape[-1]).to(sq.dtype)
+                if isinstance(m, nn.Linear):
+                    R = X.shape[1]
+                    if R * R <= X.shape[2] * D.shape[2]:
+                        gx = torch.bmm(X, X.transpose(1, 2))
+                        gd = torch.bmm(D, D.transpose(1, 2))
+                        sq = sq + (gx * gd).sum(dim=(1, 2))
+                    else:
+                        G = torch.bmm(D.transpose(1, 2), X)
+                        sq = sq + (G * G).sum(dim=(1, 2))
+                    if m.bias is not None:
+                        sq = sq + (D.sum(1) ** 2).sum(1)
+                    cache.append((m, X, D, None))
                 else:
-                    G = torch.bmm(D.transpose(1, 2), X)
-                    sq = sq + (G * G).sum(dim=(1, 2))
-                if m.bias is not None:
-                    sq = sq + (D.sum(1) ** 2).sum(1)
-                cache.append((m, X, D, None))
-            else:
-                xhat = F.layer_norm(X, m.normalized_shape, None, None, m.eps)
-                gg = (xhat * D).sum(1)
-                sq = sq + (gg**2).sum(1)
-                if m.bias is not None:
-                    sq = sq + (D.sum(1) ** 2).sum(1)
-                cache.append((m, X, D, xhat))
-        norms = sq.clamp(min=0).sqrt()
-        f = thresholds_fn(norms)
-        out = {}
-        for m, X, D, normalised in cache:
-            if isinstance(m, nn.Linear):
-                out[m.weight] = torch.einsum("bro,bri,b->oi", D, X, f)
-                if m.bias is not None:
-                    out[m.bias] = torch.einsum("bro,b->o", D, f)
-            else:
-                assert normalised is not None  # a LayerNorm's entry keeps its normalised inputs
-                out[m.weight] = torch.einsum("brh,b->h", normalised * D, f)
-                if m.bias is not None:
-                    out[m.bias] = torch.einsum("brh,b->h", D, f)
+                    xhat = F.layer_norm(X, m.normalized_shape, None, None, m.eps)
+                    gg = (xhat * D).sum(1)
+                    sq = sq + (gg**2).sum(1)
+                    if m.bias is not None:
+                        sq = sq + (D.sum(1) ** 2).sum(1)
+                    cache.append((m, X, D, xhat))
+            norms = sq.clamp(min=0).sqrt()
+            f = thresholds_fn(norms)
+            out = {}
+            for m, X, D, normalised in cache:
+                if isinstance(m, nn.Linear):
+                    out[m.weight] = torch.einsum("bro,bri,b->oi", D, X, f)
+                    if m.bias is not None:
+                        out[m.bias] = torch.einsum("bro,b->o", D, f)
+                else:
+                    assert normalised is not None  # a LayerNorm's entry keeps its normalised inputs
+                    out[m.weight] = torch.einsum("brh,b->h", normalised * D, f)
+                    if m.bias is not None:
+                        out[m.bias] = torch.einsum("brh,b->h", D, f)
         return out, norms, losses.detach()

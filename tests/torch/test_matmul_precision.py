@@ -87,3 +87,24 @@ def test_the_rules_norms_and_sums_run_in_full_float32(monkeypatch, user_precisio
     assert {n for n, _ in seen} == {"_part_sq", "_part_sum"}
     assert all(state == _full() for _, state in seen), seen
     assert _state() == user_precision  # the user's setting is back after the step
+
+
+def test_the_relational_ghost_norms_and_sums_run_in_full_float32(monkeypatch, user_precision):
+    from dpspec.relational.ghost import GhostClipper
+
+    seen = []
+    inner = torch.einsum
+
+    def einsum(*a, **k):
+        seen.append(_state())
+        return inner(*a, **k)
+
+    torch.manual_seed(0)
+    enc = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 4))
+    x = torch.randn(5, 3, 6)  # 5 tuples of 3 rows
+    gc = GhostClipper(enc)
+    assert gc.supports
+    monkeypatch.setattr(torch, "einsum", einsum)
+    out, norms, _ = gc.run(lambda: enc(x).pow(2).sum(dim=(1, 2)), 5, lambda n: (1.0 / n).clamp(max=1.0))
+    assert len(seen) == 6 and all(state == _full() for state in seen), seen  # 2 Linear + 1 LayerNorm, w and b
+    assert _state() == user_precision
