@@ -21,7 +21,7 @@ from __future__ import annotations
 import weakref
 
 from . import Direct, Outer, Unsupported, rule_for, total
-from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, weighted_sum, zero_rows
+from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, segments, weighted_sum, zero_rows
 
 __all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 
@@ -289,7 +289,13 @@ class _Layer:
             parts = self.r.parts(self.m, calls, deltas)
             del calls, deltas
             grams: dict = {}  # Gram matrices shared by this layer's parts (q, k and v share their input)
-            self.sq = {k: total(_part_sq(p, self.B, grams) for p in ps) for k, ps in parts.items()}
+            # a parameter whose parts are all formed directly (biases, norm weights) is left to _direct: all of
+            # them are squared and summed in a few batched operations there, not a few each
+            self.sq = {
+                k: total(_part_sq(p, self.B, grams) for p in ps)
+                for k, ps in parts.items()
+                if not all(isinstance(p, Direct) for p in ps)
+            }
             del grams
             for ps in parts.values():
                 for p in ps:
@@ -317,7 +323,8 @@ def per_example_losses(loss_fn, out, yb):
 
 def _grads(model, loss_fn, xb, yb, names):
     """(out, losses, bad, {name: [parts]}, {name: (B,) squared norms}) for the batch: one forward, one
-    backward to the trainable layers' outputs, each layer's parts and norms made during that backward."""
+    backward to the trainable layers' outputs, each layer's parts and norms made during that backward
+    (the parameters formed directly have no norm yet: :func:`_direct`)."""
     import torch
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
@@ -345,7 +352,9 @@ def _grads(model, loss_fn, xb, yb, names):
             raise ly.error
         for k, ps in ly.parts.items():
             key = f"{ly.name}.{k}" if ly.name else k
-            parts[key], sq[key] = ps, ly.sq[k]
+            parts[key] = ps
+            if k in ly.sq:
+                sq[key] = ly.sq[k]
         ly.parts = ly.sq = None
     missing = [k for k in names if k not in parts]
     if missing:
@@ -367,10 +376,49 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
         return _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result)
 
 
+def _direct(parts, sqs, names, B):
+    """The parameters whose parts are all formed directly (every bias, the norms' weights): (their
+    (B, Σd) per-example gradients side by side, (B, K) their per-example squared norms — one product with
+    a 0/1 segment matrix —, their names, their widths), or None if there are fewer than two (whose norm is
+    then added to ``sqs``). One batched operation per step where each parameter took a few (a GPU step is
+    bound by launching them)."""
+    import torch
+
+    keys = [k for k in names if k not in sqs]
+    if len(keys) < 2:  # nothing to batch: the parameter's own norm, its sum by _part_sum
+        for k in keys:
+            sqs[k] = total(_part_sq(p, B) for p in parts[k])
+        return None
+    blocks = [p.G.reshape(B, -1) for k in keys for p in parts[k]]
+    G = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
+    widths = [sum(int(p.G[0].numel()) for p in parts[k]) for k in keys]
+    for k in keys:
+        del parts[k]
+    ind, _ = segments(widths, G)
+    return G, (G * G) @ ind, keys, widths
+
+
+def _stack_norms(sqs, direct, names):
+    """(B, E) squared norms in the parameters' order: the others' stacked, the directly formed ones'
+    beside them, the columns put in order by one gather (no per-column views)."""
+    import torch
+
+    rest = [k for k in names if k in sqs]
+    if direct is None:
+        return torch.stack([sqs.pop(k) for k in rest], dim=1)
+    _, dsq, keys, _ = direct
+    sq = dsq if not rest else torch.cat([torch.stack([sqs.pop(k) for k in rest], dim=1), dsq], dim=1)
+    order = rest + keys
+    if order == list(names):
+        return sq
+    return sq.index_select(1, clip_tensor([float(order.index(k)) for k in names], sq).long())
+
+
 def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result):
     import torch
 
-    sq = torch.stack([sqs.pop(k) for k in names], dim=1)  # (B, E)
+    direct = _direct(parts, sqs, names, B)
+    sq = _stack_norms(sqs, direct, names)  # (B, E)
     bad = bad | nonfinite(sq).any(dim=1)
     zero = constant(0.0, sq)
     sq = torch.where(bad[:, None], zero, sq)
@@ -387,7 +435,21 @@ def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, res
         over = (norm > c[None, :]).any(dim=1)
     sums = {}
     shared = _Shared(bad)
+    if direct is not None:  # Σ_i s_i G_i of every directly formed parameter, in one product
+        G, _, keys, widths = direct
+        Gm = shared.mask(G)
+        if pcs is None:
+            row = (shared.view(s, (1, -1)) @ Gm).reshape(-1)
+        else:  # each column scaled by its parameter's scale
+            _, cols = segments(widths, G, [names.index(k) for k in keys])
+            row = (sc.index_select(1, cols) * Gm).sum(dim=0)
+        for k, v in zip(keys, row.split(widths)):
+            sums[k] = v if v.shape == params[k].shape else v.reshape(params[k].shape)
+        shared.release()
+        del G, Gm, direct
     for k in names:
+        if k in sums:
+            continue
         # the non-finite rows are zeroed on the device whether or not there are any (no host read per step;
         # the counts are read only when reported: ClippedSum.deferred); each parameter's parts are let go
         # once its sum is formed, and so are their masked copies
@@ -396,6 +458,7 @@ def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, res
         v = ss[0] if len(ss) == 1 else torch.cat([x.reshape(-1) for x in ss])
         sums[k] = v if v.shape == params[k].shape else v.reshape(params[k].shape)
     del shared
+    sums = {k: sums[k] for k in names}  # in the parameters' order (the noise is drawn in it)
     losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
     return result.deferred(sums, B, bad, over, norm.detach(), losses, "rules", out.detach())
 
@@ -470,7 +533,8 @@ def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[
     try:  # in full precision: an autocast region around the step would hide a structural difference
         with torch.autocast(dev.type, enabled=False), ieee_matmul():  # and in full float32 products
             _, losses, bad, parts, sqs = _grads(model, loss_fn, xs, ys, names)
-            sq = torch.stack([sqs[n] for n in names], dim=1)
+            # each parameter's norm from its parts one by one (the step batches the directly formed ones)
+            sq = torch.stack([sqs[n] if n in sqs else total(_part_sq(p, k) for p in parts[n]) for n in names], dim=1)
             ones = torch.ones(k, dtype=acc, device=sq.device)
             sums = {}
             for n in names:

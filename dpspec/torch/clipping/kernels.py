@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-__all__ = ["constant", "clip_tensor", "zero_rows", "nonfinite", "weighted_sum", "ieee_matmul"]
+__all__ = ["constant", "clip_tensor", "segments", "zero_rows", "nonfinite", "weighted_sum", "ieee_matmul"]
 
 
 _CONSTANTS: dict = {}
@@ -41,6 +41,27 @@ def clip_tensor(pcs, like):
     if t is None:
         with torch.inference_mode(False), torch.no_grad():
             t = _CONSTANTS[key] = torch.tensor(list(key[0]), dtype=like.dtype, device=like.device)
+    return t
+
+
+def segments(widths, like, owners=None):
+    """(indicator, columns) for consecutive segments of the given widths: the (Σw, S) 0/1 matrix whose
+    product with a (B, Σw) tensor sums each segment's columns, and the (Σw,) index of each column's owner
+    (``owners[segment]``; by default the segment's own index). Made once per (widths, owners, dtype,
+    device), in ``like``'s dtype, on its device. Read-only."""
+    import torch
+
+    widths = tuple(int(w) for w in widths)
+    owners = tuple(range(len(widths))) if owners is None else tuple(int(o) for o in owners)
+    key = ("segments", widths, owners, like.dtype, like.device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        with torch.inference_mode(False), torch.no_grad():
+            seg = torch.repeat_interleave(torch.arange(len(widths)), torch.tensor(widths))
+            ind = torch.zeros(len(seg), len(widths), dtype=like.dtype)
+            ind[torch.arange(len(seg)), seg] = 1
+            cols = torch.tensor(owners, dtype=torch.long)[seg]
+            t = _CONSTANTS[key] = (ind.to(like.device), cols.to(like.device))
     return t
 
 
