@@ -10,10 +10,19 @@ For each model, in the same run, on the same device, data and batch size:
 
 Step times are medians over the timed steps after warm-up, the loops interleaved step by step (a load
 from other processes slows all alike); ratios are paired (each step against the non-private step of
-the same round, then the median). Peak memory (CUDA only) is ``torch.cuda.max_memory_allocated`` over
-two steps of each loop run alone. **aten ops / step**: the operations one step dispatches below autograd
-(a ``TorchDispatchMode`` count, views included; the batch's fetch is not counted in either loop) — on a
-GPU each non-view one is a kernel launch or more, and their host cost is what bounds a small model's step.
+the same round, then the median). **Peak step memory** (:func:`step_peak_mib`, any device): the most a
+step (its batch's fetch included) allocates above what is allocated when it starts, in MiB, after the
+warm-up and timed steps, so what the other loops, the models and the previous steps hold is not
+counted. On CUDA ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, less
+``memory_allocated`` at the start (the larger of two steps); elsewhere the allocator's events recorded by
+``torch.profiler`` (``profile_memory=True``), their running sum's maximum over one step (the step before
+it profiled too, so that the tensors it leaves are seen freed). What a loop keeps from one step to the
+next is in the start, not in this figure: Opacus hooks keeps every per-example gradient (``grad_sample``,
+B × the parameters) until the next ``zero_grad``, which frees it inside the step before the new ones
+are made. **aten ops / step**: the operations one
+step dispatches below autograd (a ``TorchDispatchMode`` count, views included; the batch's fetch is not
+counted in either loop) — on a GPU each non-view one is a kernel launch or more, and their host cost is
+what bounds a small model's step.
 
 Models (the issue's; ``--full`` sizes): MLP 512→512→10 (B 256); MLP 512→1024→1024→10 (B 1024); CNN
 3×32×32 with three convolutions and GroupNorm (B 256); nn.TransformerEncoder 2 layers, d 256, seq 128
@@ -30,6 +39,7 @@ Writes benchmarks/results/bench_gpu_<device>.md.
 from __future__ import annotations
 
 import argparse
+import gc
 import platform
 import statistics
 import sys
@@ -289,6 +299,61 @@ def ops_per_step(fn) -> int:
     return c.n
 
 
+MEASURED = "bench_gpu.measured_step"
+
+
+def _profiled_peak_bytes(fn, dev) -> int:
+    """The allocator-level peak of the second of two calls of ``fn`` above its start, in bytes, from
+    ``torch.profiler``'s memory events: each ``[memory]`` event is one allocation (``nbytes > 0``) or free
+    (``nbytes < 0``); in time order, the running sum of those on ``dev``'s device type inside the second
+    call is what is allocated above its start, and its maximum (0 if nothing is allocated) is the peak.
+    The profiler records the free of a block only if it recorded its allocation, so the first call runs
+    under it too: the tensors a step leaves to the next (``.grad``, the pending batch) are then seen freed
+    (a block made before the first call and freed in the second is not, and would count as still held)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+        with record_function(MEASURED):
+            fn()
+    events = list(prof.profiler.kineto_results.events())
+    (mark,) = [e for e in events if e.name() == MEASURED]
+    kind = dev.type.upper()
+    mem = [
+        e
+        for e in events
+        if e.name() == "[memory]"
+        and str(e.device_type()).rsplit(".", 1)[-1] == kind
+        and mark.start_ns() <= e.start_ns() <= mark.end_ns()
+    ]
+    total = peak = 0
+    for e in sorted(mem, key=lambda e: e.start_ns()):
+        total += e.nbytes()
+        peak = max(peak, total)
+    return peak
+
+
+def step_peak_mib(fn, dev) -> float:
+    """The peak memory one step ``fn()`` allocates above what is allocated when it starts, in MiB, on
+    ``dev`` (``fn`` is called twice; call it after a warm-up step, so that optimizer state, cached constants
+    and lazily built kernels are allocated already). On CUDA from the caching allocator's statistics
+    (``max_memory_allocated`` after ``reset_peak_memory_stats``, less ``memory_allocated`` before the call;
+    the larger of the two calls), elsewhere from the allocator's events recorded by ``torch.profiler`` over
+    the second call (:func:`_profiled_peak_bytes`)."""
+    gc.collect()  # garbage of earlier steps freed now, not during the step
+    if dev.type != "cuda":
+        return _profiled_peak_bytes(fn, dev) / 2**20
+    peak = 0
+    for _ in range(2):
+        sync(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        before = torch.cuda.memory_allocated(dev)
+        fn()
+        sync(dev)
+        peak = max(peak, torch.cuda.max_memory_allocated(dev) - before)
+    return peak / 2**20
+
+
 def measure(fns, dev, warm, steps):
     for fn in fns.values():
         for _ in range(warm):
@@ -301,15 +366,7 @@ def measure(fns, dev, warm, steps):
             fn()
             sync(dev)
             ts[k].append(time.perf_counter() - t0)
-    peak = {}
-    if dev.type == "cuda":
-        for k, fn in fns.items():
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(dev)
-            for _ in range(2):
-                fn()
-            sync(dev)
-            peak[k] = torch.cuda.max_memory_allocated(dev) / 2**30
+    peak = {k: step_peak_mib(fn, dev) for k, fn in fns.items()}  # MiB above the step's start, each loop alone
     return ts, peak
 
 
@@ -344,6 +401,8 @@ def main() -> int:
             + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
             + (f"; dpspec / opacus ghost {vs_ghost:.2f}×" if vs_ghost else "")
             + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
+            + "; peak step MiB above start "
+            + ", ".join(f"{k} {v:.2f}" for k, v in peak.items())
             + f"; clipping: {method}",
             file=sys.stderr,
         )
@@ -354,23 +413,33 @@ def main() -> int:
         "",
         f"torch {torch.__version__}; {'full' if args.full else 'quick (scaled-down)'} sizes; {steps} timed steps "
         f"after {warm} warm-up; `python benchmarks/bench_gpu.py{' --full' if args.full else ''}`. Ratios: paired "
-        "medians of (private step / non-private step of the same round). Peak memory: CUDA only. aten ops / step: "
+        "medians of (private step / non-private step of the same round). Peak step MiB above start: the most one "
+        "step allocates above what is allocated when it starts, its batch's fetch included ("
+        + (
+            "`torch.cuda.max_memory_allocated` less `memory_allocated` before, the larger of two steps"
+            if dev.type == "cuda"
+            else "the allocator's events recorded by `torch.profiler` over one step, the step before profiled too"
+        )
+        + "; what a loop keeps between steps, e.g. Opacus hooks' per-example gradients, is in the start, not "
+        "in this figure); dpspec ÷ min(Opacus): dpspec's over the smaller of Opacus hooks / ghost. aten ops / step: "
         "the operations one step dispatches below autograd, views included, the batch's fetch left out.",
         "",
         "| model | non-private (ms) | "
         + " | ".join(f"{c} (ms, ×non-private)" for c in cols)
-        + " | dpspec / Opacus ghost | peak GiB (non-private / "
+        + " | dpspec / Opacus ghost | peak step MiB above start (non-private / "
         + " / ".join(cols)
-        + ") | aten ops / step (dpspec / non-private) | dpspec clipping |",
-        "|" + "---|" * (len(cols) + 6),
+        + ") | dpspec ÷ min(Opacus) | aten ops / step (dpspec / non-private) | dpspec clipping |",
+        "|" + "---|" * (len(cols) + 7),
     ]
     for name, method, med, ratio, peak, vs_ghost, ops in rows:
         cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]
-        mem = " / ".join(f"{peak[c]:.2f}" if c in peak else "—" for c in ["non-private"] + cols) if peak else "—"
+        mem = " / ".join(f"{peak[c]:.2f}" if c in peak else "—" for c in ["non-private"] + cols)
+        opacus = [peak[c] for c in ("opacus hooks", "opacus ghost") if c in peak]
+        vs_opacus = f"{peak['dpspec'] / min(opacus):.2f}×" if opacus and min(opacus) > 0 else "—"
         lines.append(
             f"| {name} | {med['non-private'] * 1e3:.2f} | "
             + " | ".join(cells)
-            + f" | {f'{vs_ghost:.2f}×' if vs_ghost else '—'} | {mem}"
+            + f" | {f'{vs_ghost:.2f}×' if vs_ghost else '—'} | {mem} | {vs_opacus}"
             + f" | {ops['dpspec']} / {ops['non-private']} | {method} |"
         )
     text = "\n".join(lines) + "\n"

@@ -375,67 +375,95 @@ def _per_example_loop(model, loss_fn, xb, yb):
 
 def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> ClippedSum:
     """``leaves``: :func:`_ghost_layers` of the model; ``names``: its trainable parameters' names, in order
-    (both computed here when not given)."""
+    (both computed here when not given).
+
+    Memory: what must live from the backward pass to the sums is each trainable layer's input a and output
+    gradient δ (the book-keeping of the clipped sum Σ_i s_i δ_i a_iᵀ, whose scales s need every layer's norms
+    first). Nothing else is kept: a layer's output z is named by its gradient edge, not held (the graph
+    keeps it only where an activation saves its input); each layer is cast to the accumulation dtype on its
+    own, replacing its copy in the lists; and the masked copies of a and δ exist for one layer at a time,
+    just before its matrix product, the originals released as they are made."""
     import torch
     import torch.nn as nn
+    import torch.nn.functional as F
 
     from dpspec.torch.clipping.engine import per_example_losses
     from dpspec.torch.clipping.kernels import clip_tensor, constant, nonfinite
 
+    get_edge = getattr(torch.autograd.graph, "get_gradient_edge", None)  # torch >= 2.2
     if leaves is None:
         leaves = _ghost_layers(model)
-    acts: list[torch.Tensor] = []
-    outs: list[torch.Tensor] = []
+    # per Linear layer with a trainable parameter: its input, detached; the gradient edge of its output z as the
+    # layer's own operation made it (an in-place activation then rewrites z, whose gradient is no longer the
+    # layer's output gradient), which keeps the graph's node, not z; and z's shape and dtype
+    acts: list = []
+    edges: list = []
+    metas: list = []
     lin_names: list[tuple[str, nn.Linear]] = []
-    a = xb
+    a, x = xb, None
     for name, mod in leaves:
         if isinstance(mod, nn.Linear):
             if a.dim() != 2:
                 raise _GhostUnsupported
-            acts.append(a.detach())
-            z = torch.nn.functional.linear(a.detach() if not lin_names else a, mod.weight, mod.bias)
-            outs.append(z)
+            if not any(p.requires_grad for p in mod.parameters(recurse=False)):
+                a = F.linear(a, mod.weight, mod.bias)  # a frozen layer: no sum of its own, its gradient passes
+                continue
+            x = a.detach()
+            acts.append(x)
+            a = F.linear(x if not lin_names else a, mod.weight, mod.bias)
+            edges.append(a if get_edge is None else get_edge(a))
+            metas.append((a.shape, a.dtype))
             lin_names.append((name, mod))
-            a = z
         else:
             a = mod(a)
     out = a
+    del a, x
     losses = per_example_losses(loss_fn, out, yb)
     bad = nonfinite(losses)
     total = torch.where(bad, constant(0.0, losses), losses).sum()
-    grads = torch.autograd.grad(total, outs, allow_unused=True)
+    deltas: list = list(torch.autograd.grad(total, edges, allow_unused=True))
+    del edges, total
+    for j, (shape, dtype) in enumerate(metas):
+        if deltas[j] is None:
+            deltas[j] = torch.zeros(shape, dtype=dtype, device=out.device)
     B = xb.shape[0]
-    deltas = [torch.zeros_like(z) if d is None else d.detach() for d, z in zip(grads, outs)]
     with _full_precision(xb):  # clipping and sums in the accumulation dtype, outside an autocast region
         acc = _acc(out.dtype)  # norms and sums in float32 or wider
-        acts, deltas = [x.to(acc) for x in acts], [d.to(acc) for d in deltas]
-        # per-example squared norms per block, in named_parameters order (weight, bias per layer)
-        a_sq = [x.pow(2).sum(dim=1) for x in acts]
-        d_sq = [d.pow(2).sum(dim=1) for d in deltas]
+        # per-example squared norms per block, in named_parameters order (weight, bias per layer); each layer
+        # cast on its own (its copy in the dtype it was computed in released here)
         cols = []
-        for (_name, mod), asq, dsq in zip(lin_names, a_sq, d_sq):
+        for j, (_name, mod) in enumerate(lin_names):
+            acts[j], deltas[j] = acts[j].to(acc), deltas[j].to(acc)
+            dsq = deltas[j].pow(2).sum(dim=1)
             if mod.weight.requires_grad:
-                cols.append(asq * dsq)
+                cols.append(acts[j].pow(2).sum(dim=1) * dsq)
             if mod.bias is not None and mod.bias.requires_grad:
                 cols.append(dsq)
         sq = torch.stack(cols, dim=1)
         bad = bad | nonfinite(sq).any(dim=1)
         # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
         zero, bad2 = constant(0.0, sq), bad[:, None]
-        acts = [torch.where(bad2, zero, x) for x in acts]
-        deltas = [torch.where(bad2, zero, d) for d in deltas]
         sq = torch.where(bad2, zero, sq)
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
             s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-            s_all = torch.where(bad, zero, s_all)
-            for (name, mod), x, d in zip(lin_names, acts, deltas):
-                ds = d * s_all[:, None]
+            s_all = torch.where(bad, zero, s_all)[:, None]
+            for j, (name, mod) in enumerate(lin_names):
+                # a non-finite example's rows zeroed (not scaled: 0 · ∞ is NaN), then scaled in place
+                ds = torch.where(bad2, zero, deltas[j])
+                deltas[j] = None
+                ds.mul_(s_all)
                 if mod.weight.requires_grad:
+                    x = torch.where(bad2, zero, acts[j])
+                    acts[j] = None
                     sums[f"{name}.weight"] = ds.t() @ x
+                    del x
+                else:
+                    acts[j] = None
                 if mod.bias is not None and mod.bias.requires_grad:
                     sums[f"{name}.bias"] = ds.sum(dim=0)
+                del ds
             norms, over = norm, norm > clip
         else:
             norm = sq.sqrt()
@@ -443,13 +471,21 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> Cl
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
             scale = torch.where(bad2, zero, scale)
             col = 0
-            for (name, mod), x, d in zip(lin_names, acts, deltas):
+            for j, (name, mod) in enumerate(lin_names):
+                d = torch.where(bad2, zero, deltas[j])
+                deltas[j] = None
                 if mod.weight.requires_grad:
+                    x = torch.where(bad2, zero, acts[j])
+                    acts[j] = None
                     sums[f"{name}.weight"] = (d * scale[:, col : col + 1]).t() @ x
+                    del x
                     col += 1
+                else:
+                    acts[j] = None
                 if mod.bias is not None and mod.bias.requires_grad:
                     sums[f"{name}.bias"] = (d * scale[:, col : col + 1]).sum(dim=0)
                     col += 1
+                del d
             norms, over = norm, (norm > c[None, :]).any(dim=1)
         if names is None:
             names = [k for k, _ in _blocks(model)]

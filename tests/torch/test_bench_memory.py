@@ -1,0 +1,70 @@
+"""The peak-memory measure of benchmarks/bench_gpu.py (`step_peak_mib`) on steps whose peak is known by hand:
+the allocations above the start, frees of earlier tensors included, on the CPU (torch.profiler's memory
+events) and, where present, on CUDA (the caching allocator's statistics)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_one_known_allocation(bench, dev):
+    held = []
+
+    def step():  # 3 MiB of float32 each step, kept past the step's end
+        held.append(torch.empty(3 * MIB // 4, dtype=torch.float32, device=dev))
+
+    step()  # warm-up
+    assert bench.step_peak_mib(step, dev) == pytest.approx(3.0)
+    assert len(held) == 3
+    assert bench.step_peak_mib(lambda: None, dev) == 0.0
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_peak_is_above_the_start_with_frees(bench, dev):
+    """A step that first frees what the step before left (as ``zero_grad`` frees ``.grad``): those bytes are
+    below the start, so the peak is 1.5 MiB, not the 4.5 MiB the allocations alone add up to."""
+    state = {"kept": torch.empty(3 * MIB, dtype=torch.uint8, device=dev)}
+
+    def step():
+        state.clear()  # −3 MiB: the previous step's tensor
+        a = torch.empty(MIB, dtype=torch.uint8, device=dev)  # −2
+        b = torch.empty(MIB // 2, dtype=torch.uint8, device=dev)  # −1.5
+        del a  # −2.5
+        state["kept"] = torch.empty(3 * MIB, dtype=torch.uint8, device=dev)  # +0.5
+        c = torch.empty(MIB, dtype=torch.uint8, device=dev)  # +1.5: the peak
+        del b, c  # 0: the step holds what it held at its start
+
+    step()  # warm-up
+    assert bench.step_peak_mib(step, dev) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_a_step_that_replaces_what_it_holds(bench, dev):
+    """Free 1 MiB, then allocate 1 MiB: nothing above the start (0, not 1)."""
+    state = {"kept": torch.empty(MIB, dtype=torch.uint8, device=dev)}
+
+    def step():
+        state.clear()
+        state["kept"] = torch.empty(MIB, dtype=torch.uint8, device=dev)
+
+    step()
+    assert bench.step_peak_mib(step, dev) == 0.0
