@@ -349,7 +349,7 @@ class DpSgd(LedgerOwner):
         # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device); drawn in the parameters'
         # order as one draw per tensor (the generator's stream), added with one kernel on a GPU
         noise = {k: gaussian_like(s, std, generator) for k, s in summed.items()}
-        return _added(summed, noise), cs
+        return _added(summed, noise, into_b=True), cs
 
     def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
         global_rows = rows
@@ -393,7 +393,9 @@ class DpSgd(LedgerOwner):
                 report.injected_noise_std.append(generator.last.get("noise_std", self.noise_std))
         if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
             report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
-        return _divided(noisy, self._normaliser(n))
+        # the default path's noisy sums are its own fresh tensors (the noise buffers): divided in place
+        own = comm is None and not getattr(generator, "secure", False)
+        return _divided(noisy, self._normaliser(n), in_place=own)
 
     # --- a whole run -------------------------------------------------------------------------------
 
@@ -471,24 +473,31 @@ class DpSgd(LedgerOwner):
         return rep
 
 
-def _added(a: dict, b: dict) -> dict:
+def _added(a: dict, b: dict, into_b: bool = False) -> dict:
     """{k: a[k] + b[k]}: the same sums (IEEE addition commutes), with one foreach kernel on a GPU (on the
-    CPU ``torch._foreach_add`` adds tensor by tensor)."""
+    CPU ``torch._foreach_add`` adds tensor by tensor). ``into_b``: written into ``b``'s tensors (the caller's
+    own noise buffers), so that the sums, the noise and the noisy sums are never alive together — the
+    step's peak memory is two copies of the trainable parameters, not three."""
     import torch
 
     keys = [k for k in a if torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].dtype == b[k].dtype]
     out = {k: a[k] + b[k] for k in a.keys() - set(keys)}
-    if keys:
+    if keys and into_b:
+        bs = [b[k] for k in keys]
+        torch._foreach_add_(bs, [a[k] for k in keys])
+        out.update(zip(keys, bs))
+    elif keys:
         out.update(zip(keys, torch._foreach_add([a[k] for k in keys], [b[k] for k in keys])))
     return {k: out[k] for k in a}
 
 
-def _divided(noisy: dict, denom: float) -> dict:
+def _divided(noisy: dict, denom: float, in_place: bool = False) -> dict:
     """{k: v / denom}, the numbers of that division, in fewer kernels: on the CPU ``torch._foreach_div``
     (it divides tensor by tensor); on a GPU whose division by a number is a multiplication by a reciprocal
     (CUDA: ``a * (1/b)`` for a CPU scalar b, the reciprocal rounded as the installed torch rounds it), one
     ``torch._foreach_mul`` per dtype by that same reciprocal, read off the device once
-    (:func:`_division_reciprocal`); elsewhere one division per tensor."""
+    (:func:`_division_reciprocal`); elsewhere one division per tensor. ``in_place``: into ``noisy``'s own
+    tensors (the same numbers; no third copy of the parameters' size)."""
     import torch
 
     keys = [k for k, v in noisy.items() if torch.is_tensor(v)]
@@ -500,10 +509,20 @@ def _divided(noisy: dict, denom: float) -> dict:
     for (dev, dtype), ks in groups.items():
         vs = [noisy[k] for k in ks]
         inv = None if dev.type == "cpu" else _division_reciprocal(float(denom), dtype, dev)
-        if dev.type == "cpu":
+        if dev.type == "cpu" and in_place:
+            torch._foreach_div_(vs, denom)
+            out.update(zip(ks, vs))
+        elif dev.type == "cpu":
             out.update(zip(ks, torch._foreach_div(vs, denom)))
+        elif inv is not None and in_place:
+            torch._foreach_mul_(vs, inv)
+            out.update(zip(ks, vs))
         elif inv is not None:
             out.update(zip(ks, torch._foreach_mul(vs, inv)))
+        elif in_place:
+            for v in vs:
+                v.div_(denom)
+            out.update(zip(ks, vs))
         else:
             out.update((k, v / denom) for k, v in zip(ks, vs))
     return {k: out[k] for k in noisy}
