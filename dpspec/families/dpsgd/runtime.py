@@ -328,6 +328,8 @@ class DpSgd(LedgerOwner):
         """(un-normalised noisy clipped sums, ClippedSum): the certified step on this batch. The ledger is
         charged before the noise is drawn. ``clipped``: this batch's ClippedSum, already computed by
         :meth:`_clipped_sum` (dpspec.torch computes it in the model's forward)."""
+        import torch
+
         from dpspec.mechanisms.noise_device import gaussian_like
 
         cs = clipped if clipped is not None else self._clipped_sum(model, loss_fn, xb, yb)
@@ -347,9 +349,18 @@ class DpSgd(LedgerOwner):
             # the clipped sums are all-reduced and the noise is added once, on rank 0, before the sum
             return comm.noisy_sum(summed, lambda i, s: gaussian_like(s, std, generator)), cs
         # on the sums' device, in float32 or wider (dpspec.mechanisms.noise_device); drawn in the parameters'
-        # order as one draw per tensor (the generator's stream), added with one kernel on a GPU
-        noise = {k: gaussian_like(s, std, generator) for k, s in summed.items()}
-        return _added(summed, noise, into_b=True), cs
+        # order as one draw per tensor (the generator's stream) and added into the clipped sums, which the
+        # step consumes: a large tensor's noise at once (so that the noise of the whole model is never alive
+        # with the sums: Opacus's one-parameter-at-a-time peak), the others' with one kernel on a GPU
+        noise = {}
+        for k, s in summed.items():
+            z = gaussian_like(s, std, generator)
+            if torch.is_tensor(s) and s.dtype == z.dtype and s.numel() >= _NOISE_AT_ONCE:
+                s.add_(z)  # s + z: the same number as before
+                del z
+            else:
+                noise[k] = z
+        return _added_into(summed, noise), cs
 
     def _check_batch(self, idx, rows: int, n: int | None, comm=None) -> None:
         global_rows = rows
@@ -393,7 +404,7 @@ class DpSgd(LedgerOwner):
                 report.injected_noise_std.append(generator.last.get("noise_std", self.noise_std))
         if report is not None:  # left on the device: TrainingReport.settle reads it (no host read per step)
             report.note_nonfinite(self.ledger.steps_taken - 1, cs.nonfinite_count)
-        # the default path's noisy sums are its own fresh tensors (the noise buffers): divided in place
+        # the default path's noisy sums are the step's own clipped sums, noised in place: divided in place
         own = comm is None and not getattr(generator, "secure", False)
         return _divided(noisy, self._normaliser(n), in_place=own)
 
@@ -473,21 +484,21 @@ class DpSgd(LedgerOwner):
         return rep
 
 
-def _added(a: dict, b: dict, into_b: bool = False) -> dict:
-    """{k: a[k] + b[k]}: the same sums (IEEE addition commutes), with one foreach kernel on a GPU (on the
-    CPU ``torch._foreach_add`` adds tensor by tensor). ``into_b``: written into ``b``'s tensors (the caller's
-    own noise buffers), so that the sums, the noise and the noisy sums are never alive together — the
-    step's peak memory is two copies of the trainable parameters, not three."""
+_NOISE_AT_ONCE = 1 << 20  # elements: a tensor this large gets its noise added as soon as it is drawn
+
+
+def _added_into(a: dict, b: dict) -> dict:
+    """{k: a[k] + b[k]} for the keys of ``b`` (the others of ``a`` already hold their sum), written into
+    ``a``'s tensors — the step's own clipped sums, consumed here: no third copy of the parameters' size —
+    with one foreach kernel on a GPU (on the CPU ``torch._foreach_add_`` adds tensor by tensor); the same
+    numbers as ``a[k] + b[k]``."""
     import torch
 
-    keys = [k for k in a if torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].dtype == b[k].dtype]
-    out = {k: a[k] + b[k] for k in a.keys() - set(keys)}
-    if keys and into_b:
-        bs = [b[k] for k in keys]
-        torch._foreach_add_(bs, [a[k] for k in keys])
-        out.update(zip(keys, bs))
-    elif keys:
-        out.update(zip(keys, torch._foreach_add([a[k] for k in keys], [b[k] for k in keys])))
+    keys = [k for k in b if torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].dtype == b[k].dtype]
+    out = dict(a)
+    out.update({k: a[k] + b[k] for k in b.keys() - set(keys)})
+    if keys:
+        torch._foreach_add_([a[k] for k in keys], [b[k] for k in keys])
     return {k: out[k] for k in a}
 
 

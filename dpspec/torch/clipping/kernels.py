@@ -56,12 +56,15 @@ def segments(widths, like, owners=None):
     key = ("segments", widths, owners, like.dtype, like.device)
     t = _CONSTANTS.get(key)
     if t is None:
+        dev, long = like.device, torch.long
         with torch.inference_mode(False), torch.no_grad():
-            seg = torch.repeat_interleave(torch.arange(len(widths)), torch.tensor(widths))
-            ind = torch.zeros(len(seg), len(widths), dtype=like.dtype)
-            ind[torch.arange(len(seg)), seg] = 1
-            cols = torch.tensor(owners, dtype=torch.long)[seg]
-            t = _CONSTANTS[key] = (ind.to(like.device), cols.to(like.device))
+            seg = torch.repeat_interleave(
+                torch.arange(len(widths), dtype=long, device=dev), torch.tensor(widths, dtype=long, device=dev)
+            )
+            ind = torch.zeros(len(seg), len(widths), dtype=like.dtype, device=dev)
+            ind[torch.arange(len(seg), dtype=long, device=dev), seg] = 1
+            cols = torch.tensor(owners, dtype=long, device=dev)[seg]
+            t = _CONSTANTS[key] = (ind, cols)
     return t
 
 
