@@ -18,6 +18,7 @@ re-planned and re-checked after :func:`forget`.
 
 from __future__ import annotations
 
+import math
 import weakref
 
 from . import Direct, Outer, Unsupported, rule_for, total
@@ -391,7 +392,7 @@ def _direct(parts, sqs, names, B):
         return None
     blocks = [p.G.reshape(B, -1) for k in keys for p in parts[k]]
     G = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
-    widths = [sum(int(p.G[0].numel()) for p in parts[k]) for k in keys]
+    widths = [sum(math.prod(p.G.shape[1:]) for p in parts[k]) for k in keys]  # (no per-part view op)
     for k in keys:
         del parts[k]
     ind, _ = segments(widths, G)
