@@ -484,7 +484,7 @@ class DpSgd(LedgerOwner):
         return rep
 
 
-_NOISE_AT_ONCE = 1 << 20  # elements: a tensor this large gets its noise added as soon as it is drawn
+_NOISE_AT_ONCE = 1 << 16  # elements: a tensor this large gets its noise added as soon as it is drawn
 
 
 def _added_into(a: dict, b: dict) -> dict:
