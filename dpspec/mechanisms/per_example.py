@@ -32,6 +32,7 @@ Two implementations of the clipped sum, checked against each other in the tests:
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
@@ -63,11 +64,16 @@ GHOST_ACTIVATIONS = (
 )
 
 
+@contextmanager
 def _full_precision(x):
-    """A region without autocast on ``x``'s device (the clipped sum's arithmetic)."""
+    """A region without autocast on ``x``'s device and with full-float32 matrix products (the norms' and
+    the clipped sum's arithmetic: :func:`dpspec.torch.clipping.kernels.ieee_matmul`)."""
     import torch
 
-    return torch.autocast(x.device.type if x.device.type in ("cuda", "cpu") else "cpu", enabled=False)
+    from dpspec.torch.clipping.kernels import ieee_matmul
+
+    with torch.autocast(x.device.type if x.device.type in ("cuda", "cpu") else "cpu", enabled=False), ieee_matmul():
+        yield
 
 
 def _acc(dtype):

@@ -108,3 +108,38 @@ def test_the_relational_ghost_norms_and_sums_run_in_full_float32(monkeypatch, us
     out, norms, _ = gc.run(lambda: enc(x).pow(2).sum(dim=(1, 2)), 5, lambda n: (1.0 / n).clamp(max=1.0))
     assert len(seen) == 6 and all(state == _full() for state in seen), seen  # 2 Linear + 1 LayerNorm, w and b
     assert _state() == user_precision
+
+
+@pytest.mark.parametrize("method", ["ghost", "vmap", "loop"])
+def test_the_other_paths_clip_and_sum_in_full_float32(monkeypatch, user_precision, method):
+    import dpspec.torch.clipping.kernels as kernels
+
+    seen = []
+    inner = kernels.weighted_sum
+
+    def probe():
+        seen.append(_state())
+
+    if method == "ghost":  # its sums are matrix products of the masked activations: probe the stack of norms
+        inner_stack = torch.stack
+
+        def stack(*a, **k):
+            probe()
+            return inner_stack(*a, **k)
+
+        monkeypatch.setattr(torch, "stack", stack)
+        model = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 3))
+    else:
+
+        def ws(*a, **k):
+            probe()
+            return inner(*a, **k)
+
+        monkeypatch.setattr(kernels, "weighted_sum", ws)  # the vmap and loop paths' sums
+        model = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 3))
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 5), torch.randint(0, 3, (4,))
+    cs = clipped_grad_sum(model, F.cross_entropy, x, y, clip=1.0, method=method)
+    assert cs.method == method
+    assert seen and all(state == _full() for state in seen), seen
+    assert _state() == user_precision
