@@ -42,6 +42,7 @@ own), so your ``backward()`` only reaches the output: the wasted batch gradient 
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -356,7 +357,16 @@ class PrivateModel(nn.Module):
             )
         out = out.detach().requires_grad_(True)
         b.x_model, b.out, b.out_grad = x, out, None
-        out.register_hook(lambda g: setattr(b, "out_grad", g.detach()))
+        # the hook holds the batch weakly: b → out → hook → b would be a reference cycle, which keeps the
+        # step's clipped sums (a copy of the parameters) and outputs alive until Python's cyclic collector runs
+        ref = weakref.ref(b)
+
+        def keep_grad(g):
+            batch = ref()
+            if batch is not None:
+                batch.out_grad = g.detach()
+
+        out.register_hook(keep_grad)
         return out
 
 
@@ -449,6 +459,7 @@ class PrivateOptimizer(torch.optim.Optimizer):
         y = b.y.to(x.device) if torch.is_tensor(b.y) and torch.is_tensor(x) else b.y
         s.backend.step(x, y, b.idx, b.clipped)
         s.pending = None
+        b.clipped = b.out = b.out_grad = None  # let the step's tensors go now (the batch may be referenced on)
         s.record_param_grads(named)
 
     # --- the privacy ledger ---------------------------------------------------------------------------

@@ -124,3 +124,52 @@ def test_a_layer_whose_gradients_were_formed_keeps_only_those():
     # every norm is formed in the backward except the directly formed parameters' (batched afterwards)
     assert set(sq) == {k for k, ps in parts.items() if not all(isinstance(p, Direct) for p in ps)}
     assert "fc.bias" not in sq and all(v.shape == (16,) for v in sq.values())
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_a_make_private_step_leaves_nothing_to_the_cyclic_collector(chunk):
+    """Once a step is taken, its batch, clipped sums and outputs are freed by reference counting: a reference
+    cycle (the output's gradient hook holding the batch that holds the output) kept them — a copy of the
+    trainable parameters and the outputs — until Python's cyclic collector happened to run."""
+    import gc
+    import warnings
+    import weakref
+
+    from torch.utils.data import TensorDataset
+
+    import dpspec
+    import dpspec.torch as dt
+
+    spec = """
+privacy people { unit record  dataset_size 40 }
+train model { protect people  mechanism dpsgd  sampling poisson(rate = 0.3)
+  clipping flat(C = 1.0)  steps 4  guarantee dp(epsilon = 8, delta = 1e-5) }
+"""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    X, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, opt, loader = dt.make_private(
+            dpspec.compile(spec),
+            m,
+            torch.optim.SGD(m.parameters(), lr=0.1),
+            TensorDataset(X, y),
+            seed=0,
+            max_physical_batch_size=chunk,
+        )
+    gc.collect()
+    gc.disable()
+    try:
+        batches = []
+        for xb, yb in loader:
+            batches.append(weakref.ref(model._session.pending))
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+        del xb, yb
+        opt.zero_grad()
+        alive = [r for r in batches if r() is not None]
+        assert not alive, f"{len(alive)} of {len(batches)} batches kept alive by a reference cycle"
+    finally:
+        gc.enable()
