@@ -92,7 +92,10 @@ register_front_end(
     "be that criterion, averaged or summed over the batch, and nothing may reach the "
     "parameters around the model's output (a regulariser: use the optimizer's "
     "weight_decay); otherwise `optimizer.step()` raises CriterionMismatchError before "
-    "anything is charged or drawn. Pass the loss you train with as `criterion=`.",
+    "anything is charged or drawn — for a loss that differs after the first step, at the next step, "
+    "naming the step taken (its verdict is read a step late, so that no step waits for the device; "
+    "that step's update was the criterion's private gradient). Pass the loss you train with as "
+    "`criterion=`.",
 )
 register_front_end(
     "DPS166",

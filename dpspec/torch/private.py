@@ -21,7 +21,9 @@ batch-of-this-step rule (CapExceededError), the data size where the analysis use
   batch would make unsound. Your loop's loss is checked against it at every step: the gradient it
   back-propagated into the model's output must be the per-example criterion's (mean or sum over
   the batch), and nothing else may have reached the parameters (a regulariser: use the optimizer's
-  ``weight_decay``), else :class:`CriterionMismatchError` (DPS165);
+  ``weight_decay``), else :class:`CriterionMismatchError` (DPS165) — after the first step the loss
+  check is read one step late (no host read of a step's own device values), so a mismatch refuses
+  the next step and names the one taken;
 * a train-mode forward must be on the batch the loader drew for this step (CapExceededError), and
   a drawn batch must be stepped on before the next is drawn (skipping a batch — say, one whose loss
   is NaN — would choose batches by their content, which the sampling analysis does not cover);
@@ -158,6 +160,8 @@ class _Session:
         self.pending: _Batch | None = None
         self._grads_set: dict = {}
         self._criterion_checked = False
+        self._loss_checked_once = False  # the first step's loss check is read at once, later ones a step late
+        self._verdict: _DeferredVerdict | None = None
 
     @property
     def ledger(self):
@@ -196,7 +200,15 @@ class _Session:
     def check_loss(self, b: _Batch) -> None:
         """The loop back-propagated ``criterion(out, y)`` (mean or sum over the batch) into the output. The
         first time, also that ``criterion`` on the batch is the mean of its per-example values (what the
-        private step computes: each example alone); after that one autograd call on the batch suffices."""
+        private step computes: each example alone); after that one autograd call on the batch suffices.
+
+        The first step's verdict is read at once (before anything is charged). Later steps' verdicts are
+        read by the host one step late (:class:`_DeferredVerdict`): a read now would wait for the device to
+        finish this step's forward and clipping before the rest of the step could be queued. The check
+        is about fidelity, not privacy — the private step's gradient is ``criterion``'s on each example
+        alone whatever the loop back-propagated — so a mismatch found a step late refuses the next step and
+        names the one taken."""
+        self.settle_loss_check()
         G, out = b.out_grad, b.out
         if G is None or out is None or out.shape[0] == 0:
             return
@@ -217,19 +229,35 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
-        # a non-finite example is zeroed, not compared; the verdict is the step's one host read, made here
-        # because it decides before the ledger is charged and any noise drawn (read after the noise and the
-        # optimizer's kernels were queued, a refused step would be charged and applied). The clipping was
-        # queued by the forward, so the read waits for it; where the step is host-bound (small models on a
-        # GPU) the device has caught up by then and the read costs its latency only.
-        if bool(close_on_finite_rows_any(G, [R, R * B])):
+        # a non-finite example is zeroed, not compared
+        ok = close_on_finite_rows_any(G, [R, R * B])
+        if self._loss_checked_once:
+            self._verdict = _DeferredVerdict(ok, self.ledger.steps_taken + 1)
             return
-        raise CriterionMismatchError(
-            f"`{self.ledger.target}`: the loss your loop back-propagated is not `criterion(model(x), y)` (mean or "
-            "sum over the batch). The private step computes each example's gradient from `criterion` on that "
-            "example alone (a loss that couples examples, or another loss, is not what is clipped and noised): "
-            "pass the loss you train with as make_private(..., criterion=...)"
+        if bool(ok):
+            self._loss_checked_once = True
+            return
+        raise CriterionMismatchError(self._mismatch())
+
+    def _mismatch(self, taken: int | None = None) -> str:
+        when = (
+            ""
+            if taken is None
+            else f" at step {taken} (found one step late: that step was taken, with the per-example gradient "
+            "of `criterion`, and this one is refused)"
         )
+        return (
+            f"`{self.ledger.target}`: the loss your loop back-propagated{when} is not `criterion(model(x), y)` "
+            "(mean or sum over the batch). The private step computes each example's gradient from `criterion` "
+            "on that example alone (a loss that couples examples, or another loss, is not what is clipped and "
+            "noised): pass the loss you train with as make_private(..., criterion=...)"
+        )
+
+    def settle_loss_check(self) -> None:
+        """Read the loss check left by the previous step (CriterionMismatchError if it failed)."""
+        v, self._verdict = self._verdict, None
+        if v is not None and not v.passed():
+            raise CriterionMismatchError(self._mismatch(v.step))
 
     def _per_example_output_grads(self, o, y):
         from torch.func import vmap
@@ -268,6 +296,31 @@ class _Session:
     def record_param_grads(self, named: list | None = None) -> None:
         named = self.module.named_parameters() if named is None else named
         self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in named if p.grad is not None}
+
+
+class _DeferredVerdict:
+    """A step's loss check (a 0-dim bool on the device), read by the host at the next step. On CUDA it is
+    copied to pinned host memory without waiting and an event is recorded after it: the read waits for that
+    copy only, queued a whole step earlier (not for the work queued since). Elsewhere the value is kept and
+    read then."""
+
+    __slots__ = ("flag", "event", "step")
+
+    def __init__(self, ok, step: int):
+        self.step = step
+        self.event = None
+        if ok.device.type == "cuda":
+            self.flag = torch.empty((), dtype=torch.bool, pin_memory=True)
+            self.flag.copy_(ok, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.flag = ok
+
+    def passed(self) -> bool:
+        if self.event is not None:
+            self.event.synchronize()
+        return bool(self.flag)
 
 
 def _empty_like(batch):
@@ -388,8 +441,9 @@ class PrivateDataLoader:
         self._s.ledger.require(1)  # BudgetExceededError: the certificate's steps are all taken
         for _ in range(len(self)):
             if self._s.ledger.remaining == 0:
-                return
+                break
             yield self._s.next_batch()
+        self._s.settle_loss_check()  # the last step's loss check (read a step late)
 
 
 class PrivateOptimizer(torch.optim.Optimizer):

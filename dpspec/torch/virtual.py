@@ -87,7 +87,7 @@ class VirtualDataLoader:
         try:
             for _ in range(len(self._loader)):
                 if s.ledger.remaining == 0:
-                    return
+                    break
                 x, y = s.next_batch()
                 logical = s.pending
                 B = int(x.shape[0])
@@ -114,6 +114,7 @@ class VirtualDataLoader:
                             "must be used by `optimizer.step()` (the step of the last chunk is the private step)"
                         )
                 s.backend = backend
+            s.settle_loss_check()  # the last chunk's loss check (read a step late)
         finally:
             s.backend = backend
 

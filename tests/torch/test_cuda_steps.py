@@ -73,6 +73,38 @@ def test_make_private_on_cuda(dtype):
     assert torch.equal(finals[0], finals[1])  # seeded: the same batches and the same noise
 
 
+def test_make_private_steps_do_not_synchronize_after_the_first():
+    """After the first step (its loss check is read at once, and the rules' one-time check against vmap
+    runs), a make_private step queues its work without waiting for the device: the previous step's loss
+    check is read from pinned host memory (torch's synchronisation debug mode would warn otherwise)."""
+    import warnings
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    m = Encoder().to(dev)
+    X, y = data(dev)
+    spec = SPEC.replace("steps     3", "steps     6")
+    model, opt, loader = dt.make_private(
+        dpspec.compile(spec), m, torch.optim.SGD(m.parameters(), lr=0.1), TensorDataset(X, y), seed=0
+    )
+    it = iter(loader)
+    for i in range(5):
+        xb, yb = next(it)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if i >= 2:
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        if i >= 2:
+            syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+            assert not syncs, syncs
+
+
 def test_dpsgd_train_and_rules_on_cuda():
     dev = torch.device("cuda")
     torch.manual_seed(0)

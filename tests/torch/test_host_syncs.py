@@ -7,9 +7,10 @@ What docs/training.md ("Devices and dtypes") states, asserted here:
 
 * ``DpSgd.train``: none per step on the ghost, rules and vmap paths — the non-finite counts of the run
   report are read once, when the run ends (``TrainingReport.settle``);
-* ``make_private``: one per step (per chunk with virtual batches), the check of the loop's loss
-  (DPS165) that decides before anything is charged; the counts (``nonfinite_examples``) are read when
-  asked for.
+* ``make_private``: the first step's check of the loop's loss (DPS165) decides before anything is
+  charged; every later step reads the previous step's verdict only (one per step, per chunk with virtual
+  batches: on a GPU a pinned host copy made without waiting, whose read waits for that earlier copy, not
+  for the work queued since); the counts (``nonfinite_examples``) are read when asked for.
 
 The sampler's own work is on the host (numpy) and is not a read of a device tensor.
 """
@@ -178,7 +179,7 @@ def test_make_private_reads_once_per_step(path, chunk):
         seed=0,
         max_physical_batch_size=chunk,
     )
-    per_step = []
+    per_step, seen = [], collections.Counter()
     for i, (xb, yb) in enumerate(loader):
         with SyncProbe() as p:
             opt.zero_grad()
@@ -186,6 +187,15 @@ def test_make_private_reads_once_per_step(path, chunk):
             opt.step()
         if i >= 1:  # after the first step's one-time checks (the criterion, the rules against vmap)
             per_step.append(p.total)
+            seen.update(p.reads)
             assert p.total <= 1, dict(p.reads)
-    assert per_step and max(per_step) == 1  # the loss check (DPS165) of every step
+    assert per_step and max(per_step) == 1  # the loss check (DPS165) of the step before
+    # ... read where the deferred verdict is read, never where this step's values are computed
+    import inspect
+
+    from dpspec.torch import private
+
+    lines, first = inspect.getsourcelines(private._DeferredVerdict.passed)
+    line = first + next(i for i, text in enumerate(lines) if "bool(self.flag)" in text)
+    assert set(seen) == {f"__bool__ at torch/private.py:{line}"}, seen
     assert opt.nonfinite_examples >= 0  # read when asked for

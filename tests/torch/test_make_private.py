@@ -304,9 +304,25 @@ def test_the_loop_loss_must_be_the_per_example_criterion():
     opt.step()
     xb, yb = next(it)
     nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.3).backward()
-    with pytest.raises(dt.CriterionMismatchError) as e:
+    # after the first step the check is read a step late (no host read of this step's device values): the
+    # step is taken — with the private gradient of the criterion, which is all the certificate covers —
+    # and the next one is refused, naming it
+    opt.step()
+    assert opt.steps_taken == 2
+    xb, yb = next(it)
+    nn.functional.cross_entropy(model(xb), yb).backward()
+    with pytest.raises(dt.CriterionMismatchError, match="at step 2") as e:
         opt.step()
-    assert e.value.rule == "DPS165" and opt.steps_taken == 1
+    assert e.value.rule == "DPS165" and opt.steps_taken == 2
+    # the last step's check is read when the loader's pass ends
+    c5 = compile_dpsgd(steps=2)
+    m5 = mlp()
+    model, opt, loader = dt.make_private(c5, m5, torch.optim.SGD(m5.parameters(), lr=0.1), dataset("mlp"), seed=2)
+    with pytest.raises(dt.CriterionMismatchError, match="at step 2"):
+        for i, (xb, yb) in enumerate(loader):
+            nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.3 * i).backward()
+            opt.step()
+    assert opt.steps_taken == 2
     c2 = compile_dpsgd(steps=6)
     m2 = mlp()
     model, opt, loader = dt.make_private(c2, m2, torch.optim.SGD(m2.parameters(), lr=0.1), dataset("mlp"), seed=2)
