@@ -22,7 +22,7 @@ import math
 import weakref
 
 from . import Direct, Outer, Unsupported, rule_for, total
-from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, segments, weighted_sum, zero_rows
+from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, positions, segments, weighted_sum, zero_rows
 
 __all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
 
@@ -412,7 +412,7 @@ def _stack_norms(sqs, direct, names):
     order = rest + keys
     if order == list(names):
         return sq
-    return sq.index_select(1, clip_tensor([float(order.index(k)) for k in names], sq).long())
+    return sq.index_select(1, positions([order.index(k) for k in names], sq))
 
 
 def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-__all__ = ["constant", "clip_tensor", "segments", "zero_rows", "nonfinite", "weighted_sum", "ieee_matmul"]
+__all__ = ["constant", "clip_tensor", "positions", "segments", "zero_rows", "nonfinite", "weighted_sum", "ieee_matmul"]
 
 
 _CONSTANTS: dict = {}
@@ -41,6 +41,19 @@ def clip_tensor(pcs, like):
     if t is None:
         with torch.inference_mode(False), torch.no_grad():
             t = _CONSTANTS[key] = torch.tensor(list(key[0]), dtype=like.dtype, device=like.device)
+    return t
+
+
+def positions(index, like):
+    """``index`` (a list of ints) as a long tensor on ``like``'s device: made once per (index, device) and
+    shared, not copied to the device at every step. Read-only."""
+    import torch
+
+    key = ("positions", tuple(int(i) for i in index), like.device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        with torch.inference_mode(False), torch.no_grad():
+            t = _CONSTANTS[key] = torch.tensor(key[1], dtype=torch.long, device=like.device)
     return t
 
 
