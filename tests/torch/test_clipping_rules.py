@@ -41,6 +41,26 @@ class Convs(nn.Module):
         return self.fc(h.flatten(1))
 
 
+class GroupedConvs(nn.Module):
+    """Depthwise and grouped convolutions, "same" padding (odd and even kernels), the other padding modes."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = nn.Conv2d(2, 4, 3, padding=1, groups=2)  # 2 groups of 1 → 2 channels
+        self.same = nn.Conv2d(4, 4, 4, padding="same", groups=4, bias=False)  # depthwise, even kernel
+        self.refl = nn.Conv2d(4, 6, 3, padding=1, padding_mode="reflect", groups=2)
+        self.circ = nn.Conv1d(6, 3, 3, padding=2, padding_mode="circular", dilation=2)
+        self.rep = nn.Conv1d(3, 3, 2, padding="same", padding_mode="replicate", groups=3)
+        self.fc = nn.Linear(3 * 32, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.dw(x))
+        h = torch.tanh(self.same(h))
+        h = torch.relu(self.refl(h))[:, :, ::2, :]  # (B, 6, 4, 8)
+        h = self.circ(h.flatten(2))  # (B, 3, 32)
+        return self.fc(self.rep(h).flatten(1))
+
+
 class Tokens(nn.Module):
     def __init__(self):
         super().__init__()
@@ -130,6 +150,7 @@ def batch(kind, B=6, T=5):
 MODELS = {
     "linear-3d-shared": (SeqLinear, "seq"),
     "conv-groupnorm": (Convs, "img"),
+    "conv-grouped-padded": (GroupedConvs, "img"),
     "embedding-layernorm": (Tokens, "tok"),
     "mha": (lambda: Attention(False), "tok"),
     "mha-weights": (lambda: Attention(True), "tok"),
