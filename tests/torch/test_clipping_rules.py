@@ -61,6 +61,25 @@ class GroupedConvs(nn.Module):
         return self.fc(self.rep(h).flatten(1))
 
 
+class Norms(nn.Module):
+    """RMSNorm (a sequence's features) and InstanceNorm with affine parameters (an image's channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(2, 3, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(3, affine=True)
+        self.proj = nn.Linear(8, 6)
+        self.rms = nn.RMSNorm(6)
+        self.inorm1 = nn.InstanceNorm1d(3, affine=True)
+        self.fc = nn.Linear(3 * 8 * 6, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.inorm(self.c(x)))  # (B, 3, 8, 8)
+        h = self.rms(self.proj(h))  # (B, 3, 8, 6)
+        h = self.inorm1(h.flatten(2))  # (B, 3, 48)
+        return self.fc(h.flatten(1))
+
+
 class Tokens(nn.Module):
     def __init__(self):
         super().__init__()
@@ -151,6 +170,7 @@ MODELS = {
     "linear-3d-shared": (SeqLinear, "seq"),
     "conv-groupnorm": (Convs, "img"),
     "conv-grouped-padded": (GroupedConvs, "img"),
+    "rmsnorm-instancenorm": (Norms, "img"),
     "embedding-layernorm": (Tokens, "tok"),
     "mha": (lambda: Attention(False), "tok"),
     "mha-weights": (lambda: Attention(True), "tok"),

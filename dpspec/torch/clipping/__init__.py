@@ -11,7 +11,7 @@ any rank (∇W_i = Σ_t δ_{i,t} a_{i,t}ᵀ over the sequence positions t), a co
 ICML 2023 ("mixed ghost clipping": ghost when 2T² < d_in·d_out). The clipped sum
 Σ_i s_i ∇W_i = (s ⊙ δ)ᵀ a is one matrix product on the activations and output gradients kept from
 the one backward pass (book-keeping, Bu et al. 2023 §3): no second backward, no (B, d) gradients
-of the large layers. Embeddings use ‖∇E_i‖² = Σ_{t,s} [x_t = x_s] δ_t·δ_s; LayerNorm / GroupNorm
+of the large layers. Embeddings use ‖∇E_i‖² = Σ_{t,s} [x_t = x_s] δ_t·δ_s; the normalisation layers'
 affine weights and every bias have small per-example gradients that are formed directly.
 
 One file per layer kind registers its rules: :mod:`.linear`, :mod:`.conv`, :mod:`.embedding`,
