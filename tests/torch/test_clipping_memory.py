@@ -173,3 +173,26 @@ train model { protect people  mechanism dpsgd  sampling poisson(rate = 0.3)
         assert not alive, f"{len(alive)} of {len(batches)} batches kept alive by a reference cycle"
     finally:
         gc.enable()
+
+
+def test_the_rules_leave_nothing_to_the_cyclic_collector():
+    """Each layer's record holds the list of the layers' gradient edges, whose nodes hold the layers' output
+    hooks, which hold the records: the list is emptied once the backward has run (or failed), so a step's
+    records and the graph's nodes are freed by reference counting, not when Python's cyclic collector runs."""
+    import gc
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = torch.randn(12, 6), torch.randint(0, 3, (12,))
+    clipped_grad_sum(model, F.cross_entropy, x, y, clip=1.0, method="rules")  # the plan and the check
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            cs = clipped_grad_sum(model, F.cross_entropy, x, y, clip=1.0, method="rules")
+            assert cs.method == "rules"
+        del cs
+        left = sum(isinstance(o, engine._Layer) for o in gc.get_objects())
+        assert left == 0, f"{left} layer records kept alive by a reference cycle"
+    finally:
+        gc.enable()

@@ -337,3 +337,29 @@ def test_a_coupled_model_fails_the_float64_recheck_too(monkeypatch):
     ok, why = engine.verified(m, ce, x, y, dict(m.named_parameters()), per_example_grads)
     assert not ok and "differ" in why
     assert seen == [torch.float32, torch.float64]
+
+
+class FlatRows(nn.Module):  # a layer fed the batch's rows flattened: (B·T, d), no leading batch dimension
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.head = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 3)
+
+    def forward(self, x):
+        B, T, d = x.shape
+        h = self.b(torch.tanh(self.a(x)).reshape(B * T, d)).reshape(B, T, d)
+        return self.head(h.mean(dim=1))
+
+
+def test_a_layer_fed_flattened_rows_falls_back_to_vmap():
+    """The rules read example i off row i of every layer's output: a layer whose output has B·T rows is
+    outside them (it made the rules' norms (B·T,) and the probe crash), so auto runs vmap and says why."""
+    torch.manual_seed(0)
+    model = FlatRows().to(F64)
+    x, y = torch.randn(6, 3, 4, dtype=F64), torch.randint(0, 3, (6,))
+    cs = clipped_grad_sum(model, nn.functional.cross_entropy, x, y, clip=0.5)
+    assert cs.method == "vmap" and "leading batch dimension" in cs.fallback
+    ref = clipped_grad_sum(model, nn.functional.cross_entropy, x, y, clip=0.5, method="vmap")
+    for k in ref.sums:
+        torch.testing.assert_close(cs.sums[k], ref.sums[k])
+    with pytest.raises(ValueError, match="leading batch dimension"):
+        clipped_grad_sum(model, nn.functional.cross_entropy, x, y, clip=0.5, method="rules")

@@ -203,6 +203,9 @@ def _capture(model, entries, xb, acc, devtype):
     try:
         with torch.enable_grad():
             out = model(xb)
+    except BaseException:
+        edges.clear()  # (see _grads: the layers' hooks and the edges' nodes would form a reference cycle)
+        raise
     finally:
         for u in undo:
             u()
@@ -236,6 +239,12 @@ class _Layer:
         import torch
         from torch.autograd.graph import get_gradient_edge
 
+        for z in outs:  # the parts read example i off row i: a layer fed the examples' rows flattened (B·T, d)
+            if z.dim() == 0 or z.shape[0] != self.B:  # would give B·T "examples" (a crash in the sums): vmap
+                raise Unsupported(
+                    f"{self.name or 'model'}: an output of shape {tuple(z.shape)} has no leading batch dimension "
+                    f"of {self.B}"
+                )
         j = len(self.calls)
         self.calls.append(tuple(x.detach() if torch.is_tensor(x) else x for x in inputs))
         self.deltas.append([None] * len(outs))
@@ -333,19 +342,25 @@ def _grads(model, loss_fn, xb, yb, names):
     entries = plan(model)
     p0 = next(p for p in model.parameters() if p.requires_grad)
     out, layers, edges = _capture(model, entries, xb, accumulation_dtype(p0.dtype), p0.device.type)
-    for ly in layers:
-        if not ly.calls:
-            raise Unsupported(f"{ly.name}: a trainable layer the forward did not call")
-    losses = per_example_losses(loss_fn, out, yb)
-    bad = nonfinite(losses)
-    total_loss = torch.where(bad, constant(0.0, losses), losses).sum()
-    if not edges:
-        raise Unsupported("no trainable layer was called")
-    if total_loss.requires_grad:
-        # to the layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs
-        # themselves: holding the outputs would keep them alive through the backward
-        torch.autograd.backward(total_loss, inputs=edges)
-    del edges, total_loss
+    try:
+        for ly in layers:
+            if not ly.calls:
+                raise Unsupported(f"{ly.name}: a trainable layer the forward did not call")
+        losses = per_example_losses(loss_fn, out, yb)
+        bad = nonfinite(losses)
+        total_loss = torch.where(bad, constant(0.0, losses), losses).sum()
+        if not edges:
+            raise Unsupported("no trainable layer was called")
+        if total_loss.requires_grad:
+            # to the layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs
+            # themselves: holding the outputs would keep them alive through the backward
+            torch.autograd.backward(total_loss, inputs=edges)
+        del total_loss
+    finally:
+        # every layer holds this list, whose edges hold the graph's nodes, which hold the layers' hooks: a
+        # reference cycle that would keep the nodes the backward did not run (and what they saved: the lowest
+        # trainable layers' inputs) until Python's cyclic collector runs
+        edges.clear()
     parts, sq = {}, {}
     for ly in layers:
         ly.finish()  # a layer whose outputs got no gradient: zeros
