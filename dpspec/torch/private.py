@@ -231,9 +231,10 @@ class _Session:
                 self._criterion_checked = True
         # a non-finite example is zeroed, not compared
         ok = close_on_finite_rows_any(G, [R, R * B])
-        if self._loss_checked_once:
+        if self._loss_checked_once and self.ledger.steps_taken > 0:
             self._verdict = _DeferredVerdict(ok, self.ledger.steps_taken + 1)
             return
+        # the first step (every chunk of it, with virtual batches) decides before anything is charged
         if bool(ok):
             self._loss_checked_once = True
             return

@@ -56,6 +56,29 @@ def test_ieee_matmul_sets_full_precision_and_restores_the_users(user_precision):
     assert _state() == user_precision
 
 
+def test_ieee_matmul_nested_and_from_two_threads(user_precision):
+    import threading
+
+    inside, go = [], threading.Barrier(2)
+
+    def region():
+        with ieee_matmul():
+            go.wait()  # both threads inside at once
+            inside.append(_state())
+            with ieee_matmul():  # nested
+                inside.append(_state())
+            go.wait()  # neither leaves before the other has looked (after the nested region ended)
+            inside.append(_state())
+
+    threads = [threading.Thread(target=region) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(inside) == 6 and all(state == _full() for state in inside), inside
+    assert _state() == user_precision  # restored once the last region left
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()

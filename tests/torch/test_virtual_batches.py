@@ -165,3 +165,29 @@ def test_a_physical_batch_size_defines_one_step_bit_for_bit(m_phys):
         ref = model()
         dpspec.compile(SPEC).mechanism.train(ref, X, y, seed=5)
         assert torch.equal(flat(ref), flat(a))
+
+
+def test_every_chunk_of_the_first_logical_batch_decides_its_loss_check_before_the_charge():
+    """The loop-loss check (DPS165) of the first logical step is read at once in every chunk — a mismatch in
+    a later chunk is refused before anything is charged; from the second logical step on, the checks are
+    read a step late (docs/training.md)."""
+    X, y = data()
+    m = model()
+    pm, opt, loader = dt.make_private(
+        dpspec.compile(SPEC),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.5),
+        TensorDataset(X, y),
+        seed=5,
+        max_physical_batch_size=2,
+    )
+    before, seen = flat(m), []
+    with pytest.raises(dt.CriterionMismatchError):
+        for x, t in loader:
+            final = loader._s.backend.final  # this chunk is its logical batch's last
+            seen.append(final)
+            smoothing = 0.3 if final else 0.0  # only the last chunk's loss is not the criterion
+            nn.functional.cross_entropy(pm(x), t, label_smoothing=smoothing).backward()
+            opt.step()
+    assert seen == [False] * (len(seen) - 1) + [True] and len(seen) >= 2  # refused at the first batch's end
+    assert opt.steps_taken == 0 and torch.equal(flat(m), before)

@@ -9,6 +9,7 @@ clipping) and :mod:`dpspec.torch.guards`.
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 __all__ = ["constant", "clip_tensor", "positions", "segments", "zero_rows", "nonfinite", "weighted_sum", "ieee_matmul"]
@@ -126,23 +127,45 @@ def ieee_matmul():
     rounded, are its own); the norms and sums are computed inside this context."""
     import torch
 
-    cm = torch.backends.cuda.matmul
-    mk = getattr(torch.backends.mkldnn, "matmul", None)
-    if hasattr(cm, "fp32_precision"):  # the per-backend precision API (torch ≥ 2.9); never mixed with the legacy one
-        saved = (cm.fp32_precision, None if mk is None else mk.fp32_precision)
-        cm.fp32_precision = "ieee"
-        if mk is not None:
-            mk.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            cm.fp32_precision = saved[0]
-            if mk is not None:
-                mk.fp32_precision = saved[1]
-        return
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")  # also turns allow_tf32 off
+    with _IEEE_LOCK:  # one process-wide setting: the first region in sets it, the last one out restores it
+        if _IEEE_DEPTH[0] == 0:
+            _IEEE_SAVED[:] = [_set_ieee(torch)]
+        _IEEE_DEPTH[0] += 1
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(before)
+        with _IEEE_LOCK:
+            _IEEE_DEPTH[0] -= 1
+            if _IEEE_DEPTH[0] == 0:
+                _restore(torch, _IEEE_SAVED.pop())
+
+
+_IEEE_LOCK = threading.Lock()
+_IEEE_DEPTH = [0]
+_IEEE_SAVED: list = []
+
+
+def _set_ieee(torch):
+    """Full-float32 products; returns what to restore."""
+    cm = torch.backends.cuda.matmul
+    mk = getattr(torch.backends.mkldnn, "matmul", None)
+    if hasattr(cm, "fp32_precision"):  # the per-backend precision API (torch ≥ 2.9); never mixed with the legacy one
+        saved = ("new", cm.fp32_precision, None if mk is None else mk.fp32_precision)
+        cm.fp32_precision = "ieee"
+        if mk is not None:
+            mk.fp32_precision = "ieee"
+        return saved
+    saved = ("legacy", torch.get_float32_matmul_precision(), None)
+    torch.set_float32_matmul_precision("highest")  # also turns allow_tf32 off
+    return saved
+
+
+def _restore(torch, saved) -> None:
+    api, a, b = saved
+    if api == "new":
+        torch.backends.cuda.matmul.fp32_precision = a
+        mk = getattr(torch.backends.mkldnn, "matmul", None)
+        if mk is not None:
+            mk.fp32_precision = b
+    else:
+        torch.set_float32_matmul_precision(a)
