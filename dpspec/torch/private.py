@@ -161,7 +161,7 @@ class _Session:
         self._grads_set: dict = {}
         self._criterion_checked = False
         self._loss_checked_once = False  # the first step's loss check is read at once, later ones a step late
-        self._verdict: _DeferredVerdict | None = None
+        self._verdicts: list[_DeferredVerdict] = []  # loss checks not read yet, oldest first
 
     @property
     def ledger(self):
@@ -173,7 +173,14 @@ class _Session:
             ii = {torch.device("cpu"): torch.as_tensor(idx, dtype=torch.long)}  # the sampler's indices (host)
             for t in ds.tensors:  # one copy per device holding the data, not one per tensor indexed
                 if t.device not in ii:
-                    ii[t.device] = ii[torch.device("cpu")].to(t.device)
+                    cpu = ii[torch.device("cpu")]
+                    # to a GPU through pinned memory, without waiting (the caching host allocator keeps
+                    # the pinned block until the copy is done)
+                    ii[t.device] = (
+                        cpu.pin_memory().to(t.device, non_blocking=True)
+                        if t.device.type == "cuda"
+                        else cpu.to(t.device)
+                    )
             batch = tuple(t[ii[t.device]] for t in ds.tensors)
         elif len(idx):
             batch = self.collate_fn([ds[int(i)] for i in idx])
@@ -232,7 +239,7 @@ class _Session:
         # a non-finite example is zeroed, not compared
         ok = close_on_finite_rows_any(G, [R, R * B])
         if self._loss_checked_once and self.ledger.steps_taken > 0:
-            self._verdict = _DeferredVerdict(ok, self.ledger.steps_taken + 1)
+            self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1))
             return
         # the first step (every chunk of it, with virtual batches) decides before anything is charged
         if bool(ok):
@@ -254,11 +261,14 @@ class _Session:
             "noised): pass the loss you train with as make_private(..., criterion=...)"
         )
 
-    def settle_loss_check(self) -> None:
-        """Read the loss check left by the previous step (CriterionMismatchError if it failed)."""
-        v, self._verdict = self._verdict, None
-        if v is not None and not v.passed():
-            raise CriterionMismatchError(self._mismatch(v.step))
+    def settle_loss_check(self, wait: bool = False) -> None:
+        """Read the loss checks left by earlier steps whose values have reached the host (all of them, waiting
+        if need be, with ``wait``): CriterionMismatchError for the first that failed."""
+        while self._verdicts and (wait or self._verdicts[0].ready()):
+            v = self._verdicts.pop(0)
+            if not v.passed():
+                self._verdicts.clear()
+                raise CriterionMismatchError(self._mismatch(v.step))
 
     def _per_example_output_grads(self, o, y):
         from torch.func import vmap
@@ -300,10 +310,10 @@ class _Session:
 
 
 class _DeferredVerdict:
-    """A step's loss check (a 0-dim bool on the device), read by the host at the next step. On CUDA it is
-    copied to pinned host memory without waiting and an event is recorded after it: the read waits for that
-    copy only, queued a whole step earlier (not for the work queued since). Elsewhere the value is kept and
-    read then."""
+    """A step's loss check (a 0-dim bool on the device), read by the host at a later step. On CUDA it is
+    copied to pinned host memory without waiting, with an event recorded after the copy: a later step
+    reads it once the event has completed (``ready``, which does not wait), so no step waits for the
+    device; the loader's end waits for the last ones. Elsewhere the value is kept and read then."""
 
     __slots__ = ("flag", "event", "step")
 
@@ -317,6 +327,9 @@ class _DeferredVerdict:
             self.event.record()
         else:
             self.flag = ok
+
+    def ready(self) -> bool:
+        return self.event is None or self.event.query()
 
     def passed(self) -> bool:
         if self.event is not None:
@@ -444,7 +457,7 @@ class PrivateDataLoader:
             if self._s.ledger.remaining == 0:
                 break
             yield self._s.next_batch()
-        self._s.settle_loss_check()  # the last step's loss check (read a step late)
+        self._s.settle_loss_check(wait=True)  # the last steps' loss checks (read late)
 
 
 class PrivateOptimizer(torch.optim.Optimizer):

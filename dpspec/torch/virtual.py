@@ -114,7 +114,7 @@ class VirtualDataLoader:
                             "must be used by `optimizer.step()` (the step of the last chunk is the private step)"
                         )
                 s.backend = backend
-            s.settle_loss_check()  # the last chunk's loss check (read a step late)
+            s.settle_loss_check(wait=True)  # the last chunks' loss checks (read late)
         finally:
             s.backend = backend
 
