@@ -321,7 +321,7 @@ class _DeferredVerdict:
         self.step = step
         self.event = None
         if ok.device.type == "cuda":
-            self.flag = torch.empty((), dtype=torch.bool, pin_memory=True)
+            self.flag = torch.empty((), dtype=torch.bool, device="cpu", pin_memory=True)  # on the host, on purpose
             self.flag.copy_(ok, non_blocking=True)
             self.event = torch.cuda.Event()
             self.event.record()
