@@ -363,3 +363,34 @@ def test_a_layer_fed_flattened_rows_falls_back_to_vmap():
         torch.testing.assert_close(cs.sums[k], ref.sums[k])
     with pytest.raises(ValueError, match="leading batch dimension"):
         clipped_grad_sum(model, nn.functional.cross_entropy, x, y, clip=0.5, method="rules")
+
+
+def test_a_bias_removed_by_a_following_norm_is_not_taken_for_coupling():
+    """A convolution's bias before an InstanceNorm has a zero gradient up to rounding (the norm removes any
+    per-channel constant): its sums are rounding on their own scale, compared on the model's scale (as the
+    norms are) — the rules run it (they fell back to vmap), and still agree with vmap."""
+
+    class Styled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(2, 4, 3, padding="same", groups=2, padding_mode="reflect")
+            self.n1 = nn.GroupNorm(2, 4)
+            self.c2 = nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4)
+            self.n2 = nn.InstanceNorm2d(4, affine=True)
+            self.fc = nn.Linear(4 * 3 * 3, 3)
+
+        def forward(self, x):
+            h = torch.relu(self.n1(self.c1(x)))
+            return self.fc(torch.tanh(self.n2(self.c2(h))).flatten(1))
+
+    torch.manual_seed(0)
+    m = Styled().to(F64)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(5, 2, 5, 5, generator=g, dtype=F64), torch.randint(0, 3, (5,), generator=g)
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
+    assert close(got.norms, ref.norms)
+    scale = max(float(v.abs().max()) for v in ref.sums.values())
+    for k in ref.sums:
+        assert float((got.sums[k] - ref.sums[k]).abs().max()) <= 1e-9 * scale, k
