@@ -379,6 +379,16 @@ def _per_example_loop(model, loss_fn, xb, yb):
     return {k: torch.stack(v) for k, v in rows.items()}, torch.stack(losses), torch.stack(outs)
 
 
+def _reference_grads(model, loss_fn, xb, yb):
+    """The per-example gradients the rules are checked against: :func:`per_example_grads` (vmap), or for a
+    model vmap cannot run (``nn.GRU``; ``torch.utils.checkpoint``, whose saved-tensor hooks torch.func
+    refuses) the same gradients one example at a time."""
+    try:
+        return per_example_grads(model, loss_fn, xb, yb)
+    except RuntimeError:
+        return _per_example_loop(model, loss_fn, xb, yb)[0]
+
+
 def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> ClippedSum:
     """``leaves``: :func:`_ghost_layers` of the model; ``names``: its trainable parameters' names, in order
     (both computed here when not given).
@@ -542,7 +552,7 @@ def clipped_grad_sum(
         from dpspec.torch.clipping import engine as rules
 
         try:
-            ok, why = rules.verified(model, loss_fn, xb, yb, params, per_example_grads)
+            ok, why = rules.verified(model, loss_fn, xb, yb, params, _reference_grads)
             if ok:
                 return rules.clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, ClippedSum)
         except Unsupported as e:

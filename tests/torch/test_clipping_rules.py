@@ -394,3 +394,30 @@ def test_a_bias_removed_by_a_following_norm_is_not_taken_for_coupling():
     scale = max(float(v.abs().max()) for v in ref.sums.values())
     for k in ref.sums:
         assert float((got.sums[k] - ref.sums[k]).abs().max()) <= 1e-9 * scale, k
+
+
+def test_a_checkpointed_model_runs_by_the_rules():
+    """``torch.utils.checkpoint`` (saved-tensor hooks, which torch.func refuses): the rules' one-time check
+    takes its reference one example at a time, and the rules agree with the per-example loop."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.n, self.b = nn.Linear(5, 8), nn.LayerNorm(8), nn.Linear(8, 3)
+
+        def block(self, x):
+            return torch.tanh(self.n(self.a(x)))
+
+        def forward(self, x):
+            return self.b(checkpoint(self.block, x, use_reentrant=False).mean(dim=1))
+
+    torch.manual_seed(0)
+    m = Checkpointed().to(F64)
+    x, y = batch("seq")
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="loop")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert close(got.sums[k], ref.sums[k]), k
