@@ -427,3 +427,42 @@ def test_relational_and_release_targets_point_at_their_own_runtime():
     m = mlp()
     with pytest.raises(dt.UnsupportedTrainingError, match="trainer"):
         dt.make_private(c, m, torch.optim.SGD(m.parameters(), lr=0.1), dataset("mlp"))
+
+
+def test_a_loss_check_not_yet_on_the_host_is_read_later_never_skipped(monkeypatch):
+    """On a GPU a later step's loss check is read only once its copy has reached the host (an event's query,
+    which does not wait): a check still on its way stays pending — read at a later step, or at the loader's
+    end, which waits — and is never dropped. Here the copies are held back."""
+    from dpspec.torch import private
+
+    queries = {"n": 0, "late": 2}
+
+    def ready(self):  # the first queries find the copy still on its way
+        queries["n"] += 1
+        return queries["n"] > queries["late"]
+
+    monkeypatch.setattr(private._DeferredVerdict, "ready", ready)
+    c = compile_dpsgd(steps=6)
+    m = mlp()
+    model, opt, loader = dt.make_private(c, m, torch.optim.SGD(m.parameters(), lr=0.1), dataset("mlp"), seed=2)
+    it = iter(loader)
+    with pytest.raises(dt.CriterionMismatchError, match="at step 2"):
+        for smoothing in [0.0, 0.3, 0.0, 0.0, 0.0]:  # step 2's loss is not the criterion
+            xb, yb = next(it)
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb, label_smoothing=smoothing).backward()
+            opt.step()
+    # not arrived at steps 3 and 4's queries (both taken); read at the next query or at the pass's end
+    assert opt.steps_taken == 4 and queries["n"] >= 2
+    assert not model._session._verdicts  # nothing left pending after the refusal
+    # never arrived during the pass: the loader's end waits for it
+    queries.update(n=0, late=10**9)
+    c2 = compile_dpsgd(steps=3)
+    m2 = mlp()
+    model, opt, loader = dt.make_private(c2, m2, torch.optim.SGD(m2.parameters(), lr=0.1), dataset("mlp"), seed=2)
+    with pytest.raises(dt.CriterionMismatchError, match="at step 3"):
+        for i, (xb, yb) in enumerate(loader):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb, label_smoothing=0.3 if i == 2 else 0.0).backward()
+            opt.step()
+    assert opt.steps_taken == 3
