@@ -421,3 +421,88 @@ def test_a_checkpointed_model_runs_by_the_rules():
     assert close(got.norms, ref.norms)
     for k in ref.sums:
         assert close(got.sums[k], ref.sums[k]), k
+
+
+class _HFConv1D(nn.Module):
+    """Hugging Face's ``Conv1D`` as transformers ships it (``y = x W + b``, W of shape (d_in, d_out)),
+    under its qualified name, so that the rule is tested without transformers installed."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.3)
+        self.bias = nn.Parameter(torch.randn(nf) * 0.1)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(size_out)
+
+
+_HFConv1D.__module__, _HFConv1D.__qualname__ = "transformers.pytorch_utils", "Conv1D"
+
+
+@pytest.mark.parametrize("seq", [False, True])
+def test_hugging_face_conv1d_by_its_rule(seq):
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc, self.c_proj = _HFConv1D(12, 5), _HFConv1D(5, 12)
+            self.fc = nn.Linear(5, 3)
+
+        def forward(self, x):
+            h = self.c_proj(torch.tanh(self.c_fc(x)))
+            return self.fc(h.mean(dim=1) if seq else h)
+
+    torch.manual_seed(0)
+    m = Block().to(F64)
+    x, y = batch("seq")
+    if not seq:
+        x = x[:, 0]
+    got = clipped_grad_sum(m, ce, x, y, clip=0.3)
+    assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.3, method="vmap")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert got.sums[k].shape == ref.sums[k].shape and close(got.sums[k], ref.sums[k]), k
+
+
+def test_gpt2_runs_by_the_rules():
+    """A Hugging Face GPT-2 (its Conv1D projections, LayerNorms, token embedding, SDPA attention) with its
+    position embedding frozen: that embedding is looked up once for the whole batch and broadcast, so its
+    per-example gradient cannot be read off its output — trainable, the model runs by vmap and says why."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(
+        vocab_size=20,
+        n_positions=8,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.g, self.fc = transformers.GPT2Model(cfg), nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.fc(self.g(input_ids=x).last_hidden_state.mean(dim=1))
+
+    torch.manual_seed(0)
+    m = GPT().to(F64)
+    x, y = batch("tok")
+    x = x % 20
+    everything = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    assert everything.method == "vmap" and "wpe" in everything.fallback
+    m = GPT().to(F64)
+    m.g.wpe.weight.requires_grad_(False)
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert close(got.sums[k], ref.sums[k]), k

@@ -15,7 +15,8 @@ of the large layers. Embeddings use ‖∇E_i‖² = Σ_{t,s} [x_t = x_s] δ_t·
 affine weights and every bias have small per-example gradients that are formed directly.
 
 One file per layer kind registers its rules: :mod:`.linear`, :mod:`.conv`, :mod:`.embedding`,
-:mod:`.norm`, :mod:`.attention`. :func:`dpspec.torch.clipping.engine.clipped_sum` runs them;
+:mod:`.norm`, :mod:`.attention`, :mod:`.hf_conv1d` (Hugging Face's GPT-2 ``Conv1D``, matched by
+name). :func:`dpspec.torch.clipping.engine.clipped_sum` runs them;
 ``dpspec.mechanisms.per_example.clipped_grad_sum`` picks them automatically when every trainable
 parameter belongs to a layer with a rule (else ``torch.func.vmap``, else a loop) and says which in
 ``ClippedSum.method``.
@@ -99,17 +100,24 @@ def total(terms):
 
 
 RULES: dict = {}
+RULES_BY_NAME: dict = {}  # "module.Class" → rule, for a library's class dpspec does not import
 
 
 def register(rule: Rule) -> Rule:
     for t in rule.types:
         RULES[t] = rule
+    for name in getattr(rule, "type_names", ()):
+        RULES_BY_NAME[name] = rule
     return rule
 
 
 def rule_for(m) -> Rule | None:
     _load()
-    return RULES.get(type(m))
+    t = type(m)
+    hit = RULES.get(t)
+    if hit is None and RULES_BY_NAME:
+        hit = RULES_BY_NAME.get(f"{t.__module__}.{t.__qualname__}")
+    return hit
 
 
 _LOADED = False
@@ -118,6 +126,6 @@ _LOADED = False
 def _load() -> None:
     global _LOADED
     if not _LOADED:
-        from . import attention, conv, embedding, linear, norm  # noqa: F401  (each registers its rules)
+        from . import attention, conv, embedding, hf_conv1d, linear, norm  # noqa: F401  (each registers its rules)
 
         _LOADED = True
