@@ -467,9 +467,9 @@ def test_hugging_face_conv1d_by_its_rule(seq):
 
 
 def test_gpt2_runs_by_the_rules():
-    """A Hugging Face GPT-2 (its Conv1D projections, LayerNorms, token embedding, SDPA attention) with its
-    position embedding frozen: that embedding is looked up once for the whole batch and broadcast, so its
-    per-example gradient cannot be read off its output — trainable, the model runs by vmap and says why."""
+    """A Hugging Face GPT-2: its Conv1D projections, LayerNorms, SDPA attention, token embedding and its
+    position embedding — looked up once for the whole batch and broadcast (the rule spreads it to one row
+    per example)."""
     transformers = pytest.importorskip("transformers")
     cfg = transformers.GPT2Config(
         vocab_size=20,
@@ -495,13 +495,38 @@ def test_gpt2_runs_by_the_rules():
     torch.manual_seed(0)
     m = GPT().to(F64)
     x, y = batch("tok")
-    x = x % 20
-    everything = clipped_grad_sum(m, ce, x, y, clip=0.5)
-    assert everything.method == "vmap" and "wpe" in everything.fallback
-    m = GPT().to(F64)
-    m.g.wpe.weight.requires_grad_(False)
-    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    got = clipped_grad_sum(m, ce, x % 20, y, clip=0.5)
     assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x % 20, y, clip=0.5, method="vmap")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert close(got.sums[k], ref.sums[k]), k
+
+
+class Positions(nn.Module):
+    """A position embedding looked up once for the batch (indices (1, T)) and broadcast; with ``first``, a
+    lookup of one row read back as row 0 — not a broadcast: spreading it would give example 0 every
+    example's gradient, which the one-time check against vmap must catch."""
+
+    def __init__(self, first=False):
+        super().__init__()
+        self.tok, self.pos, self.fc = nn.Embedding(11, 6), nn.Embedding(5, 6), nn.Linear(6, 3)
+        self.first = first
+
+    def forward(self, x):
+        p = self.pos(torch.arange(x.shape[1], device=x.device)[None])  # (1, T, 6)
+        h = self.tok(x) + (p[0] if self.first else p)
+        return self.fc(torch.tanh(h).mean(dim=1))
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_lookup_shared_by_the_batch(first):
+    torch.manual_seed(0)
+    m = Positions(first).to(F64)
+    x, y = batch("tok")
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    # broadcast: the rules, one row per example; read back as row 0: caught, and run by vmap
+    assert got.method == ("vmap" if first else "rules"), got.fallback
     ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
     assert close(got.norms, ref.norms)
     for k in ref.sums:

@@ -81,6 +81,13 @@ class Rule:
         h = m.register_forward_hook(lambda mod, inp, out: record(mod, inp, out))
         return h.remove
 
+    def per_example(self, m, inputs, out, B: int):
+        """(inputs, output) with one row per example where this call is shared by the whole batch (a
+        broadcast lookup, made once for B examples), so that each example's output gradient can be read;
+        None to leave the call as it is (the default). The value returned replaces the layer's output: it
+        must equal it broadcast. Checked like every rule, once per model, against each example alone."""
+        return None
+
     def outputs(self, out) -> list:
         """The tensors of one call's output whose gradients the parts need (default: the output)."""
         return [out]

@@ -11,6 +11,15 @@ from . import Embed, Rule, Unsupported, register
 class EmbeddingRule(Rule):
     types = (nn.Embedding,)
 
+    def per_example(self, m, inputs, out, B: int):
+        """A lookup made once for the whole batch — indices (1, T), as GPT-2's position embedding, whose
+        output is broadcast against the batch — made one row per example: the indices and the output
+        expanded to B rows (views, no copy), so the gradient each example's row receives is its own."""
+        x = inputs[0] if inputs else None
+        if B <= 1 or x is None or x.dim() < 1 or x.shape[0] != 1 or out.dim() != x.dim() + 1:
+            return None
+        return (x.expand((B,) + tuple(x.shape[1:])),) + tuple(inputs[1:]), out.expand((B,) + tuple(out.shape[1:]))
+
     def check(self, m) -> str | None:
         if m.sparse or m.max_norm is not None or m.scale_grad_by_freq:
             return "sparse, max_norm or scale_grad_by_freq embedding"

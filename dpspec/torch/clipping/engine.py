@@ -197,7 +197,12 @@ def _capture(model, entries, xb, acc, devtype):
     layers = {id(m): _Layer(n, m, r, acc, B, devtype, edges) for n, m, r in entries}
 
     def record(m, inputs, out):
-        layers[id(m)].record(inputs, rule_for(m).outputs(out))
+        r = rule_for(m)
+        spread = r.per_example(m, inputs, out, B)  # a lookup shared by the batch, made one row per example
+        if spread is not None:
+            inputs, out = spread
+        layers[id(m)].record(inputs, r.outputs(out))
+        return None if spread is None else out  # (a forward hook's value replaces the layer's output)
 
     undo = [r.install(m, record) for _, m, r in entries]
     try:
