@@ -531,3 +531,62 @@ def test_a_lookup_shared_by_the_batch(first):
     assert close(got.norms, ref.norms)
     for k in ref.sums:
         assert close(got.sums[k], ref.sums[k]), k
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert", "roberta"])
+def test_hugging_face_encoders_run_by_the_rules(family):
+    """BERT, DistilBERT and RoBERTa sequence classifiers, fully trainable (their position embeddings looked
+    up once for the batch), by the rules and in agreement with vmap."""
+    transformers = pytest.importorskip("transformers")
+    if family == "distilbert":
+        cfg = transformers.DistilBertConfig(
+            vocab_size=30,
+            num_labels=3,
+            dim=16,
+            n_layers=1,
+            n_heads=2,
+            hidden_dim=32,
+            max_position_embeddings=16,
+            dropout=0.0,
+            attention_dropout=0.0,
+            seq_classif_dropout=0.0,
+        )
+        cls = transformers.DistilBertForSequenceClassification
+    else:
+        config = transformers.BertConfig if family == "bert" else transformers.RobertaConfig
+        cfg = config(
+            vocab_size=30,
+            num_labels=3,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=16,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            pad_token_id=1,
+        )
+        cls = (
+            transformers.BertForSequenceClassification
+            if family == "bert"
+            else transformers.RobertaForSequenceClassification
+        )
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hf = cls(cfg)
+
+        def forward(self, x):
+            return self.hf(input_ids=x).logits
+
+    torch.manual_seed(0)
+    m = Classifier().to(F64)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(2, 30, (6, 7), generator=g), torch.randint(0, 3, (6,), generator=g)
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert close(got.sums[k], ref.sums[k]), k
