@@ -590,3 +590,55 @@ def test_hugging_face_encoders_run_by_the_rules(family):
     assert close(got.norms, ref.norms)
     for k in ref.sums:
         assert close(got.sums[k], ref.sums[k]), k
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2"])
+def test_hugging_face_decoders_run_by_the_rules(family):
+    """Llama-family decoders, fully trainable: their RMSNorm classes and Gemma's scaled word embedding
+    (matched by name), rotary attention by their nn.Linear projections — by the rules, in agreement
+    with vmap (Gemma's norms compute in float32 inside a float64 model: agreement to its rounding)."""
+    transformers = pytest.importorskip("transformers")
+    names = {
+        "llama": ("LlamaConfig", "LlamaModel"),
+        "mistral": ("MistralConfig", "MistralModel"),
+        "qwen2": ("Qwen2Config", "Qwen2Model"),
+        "qwen3": ("Qwen3Config", "Qwen3Model"),
+        "phi3": ("Phi3Config", "Phi3Model"),
+        "gemma": ("GemmaConfig", "GemmaModel"),
+        "gemma2": ("Gemma2Config", "Gemma2Model"),
+    }[family]
+    config, model = (getattr(transformers, n, None) for n in names)
+    if config is None or model is None:
+        pytest.skip(f"this transformers has no {names[1]}")
+    cfg = config(
+        vocab_size=30,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=16,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hf, self.fc = model(cfg), nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.fc(self.hf(input_ids=x).last_hidden_state.mean(dim=1))
+
+    torch.manual_seed(0)
+    m = Classifier().to(F64)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(1, 30, (6, 7), generator=g), torch.randint(0, 3, (6,), generator=g)
+    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
+    assert got.method == "rules", got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert close(got.sums[k], ref.sums[k]), k

@@ -15,8 +15,8 @@ of the large layers. Embeddings use ‖∇E_i‖² = Σ_{t,s} [x_t = x_s] δ_t·
 affine weights and every bias have small per-example gradients that are formed directly.
 
 One file per layer kind registers its rules: :mod:`.linear`, :mod:`.conv`, :mod:`.embedding`,
-:mod:`.norm`, :mod:`.attention`, :mod:`.hf_conv1d` (Hugging Face's GPT-2 ``Conv1D``, matched by
-name). :func:`dpspec.torch.clipping.engine.clipped_sum` runs them;
+:mod:`.norm`, :mod:`.attention`, :mod:`.hf_conv1d` and :mod:`.hf_rmsnorm` (Hugging Face's GPT-2 ``Conv1D``
+and Llama-family RMSNorms, matched by name). :func:`dpspec.torch.clipping.engine.clipped_sum` runs them;
 ``dpspec.mechanisms.per_example.clipped_grad_sum`` picks them automatically when every trainable
 parameter belongs to a layer with a rule (else ``torch.func.vmap``, else a loop) and says which in
 ``ClippedSum.method``.
@@ -133,6 +133,6 @@ _LOADED = False
 def _load() -> None:
     global _LOADED
     if not _LOADED:
-        from . import attention, conv, embedding, hf_conv1d, linear, norm  # noqa: F401  (each registers its rules)
+        from . import attention, conv, embedding, hf_conv1d, hf_rmsnorm, linear, norm  # noqa: F401  (each registers its rules)
 
         _LOADED = True

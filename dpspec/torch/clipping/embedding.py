@@ -9,7 +9,7 @@ from . import Embed, Rule, Unsupported, register
 
 
 class EmbeddingRule(Rule):
-    types = (nn.Embedding,)
+    types: tuple = (nn.Embedding,)
 
     def per_example(self, m, inputs, out, B: int):
         """A lookup made once for the whole batch — indices (1, T), as GPT-2's position embedding, whose
@@ -48,3 +48,30 @@ class EmbeddingRule(Rule):
 
 
 register(EmbeddingRule())
+
+
+class ScaledEmbeddingRule(EmbeddingRule):
+    """Hugging Face's scaled word embeddings (Gemma's, Bart's: the lookup times ``embed_scale``): the
+    embedding's rule with each output gradient scaled by it. Matched by the classes' qualified names."""
+
+    types = ()
+    type_names = tuple(
+        f"transformers.models.{m}.modeling_{m}.{c}ScaledWordEmbedding"
+        for m, c in (("gemma", "GemmaText"), ("gemma2", "Gemma2Text"), ("gemma3", "Gemma3Text"), ("bart", "Bart"))
+    )
+
+    def parts(self, m, calls, deltas) -> dict:
+        import torch
+
+        from .kernels import constant
+
+        s = m.embed_scale
+        scaled = []
+        for d in deltas:
+            (g,) = d
+            scale = s.to(device=g.device, dtype=g.dtype) if torch.is_tensor(s) else constant(float(s), g)
+            scaled.append((g * scale,))
+        return super().parts(m, calls, scaled)
+
+
+register(ScaledEmbeddingRule())
