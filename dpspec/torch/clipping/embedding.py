@@ -51,13 +51,14 @@ register(EmbeddingRule())
 
 
 class ScaledEmbeddingRule(EmbeddingRule):
-    """Hugging Face's scaled word embeddings (Gemma's, Bart's: the lookup times ``embed_scale``): the
-    embedding's rule with each output gradient scaled by it. Matched by the classes' qualified names."""
+    """Hugging Face's scaled word embeddings (Gemma's and Gemma 2's: the lookup times ``embed_scale``): the
+    embedding's rule with each output gradient scaled by it. Matched by the classes' qualified names (those
+    tested: tests/torch/test_clipping_rules.py)."""
 
     types = ()
     type_names = tuple(
         f"transformers.models.{m}.modeling_{m}.{c}ScaledWordEmbedding"
-        for m, c in (("gemma", "GemmaText"), ("gemma2", "Gemma2Text"), ("gemma3", "Gemma3Text"), ("bart", "Bart"))
+        for m, c in (("gemma", "GemmaText"), ("gemma2", "Gemma2Text"))
     )
 
     def parts(self, m, calls, deltas) -> dict:
