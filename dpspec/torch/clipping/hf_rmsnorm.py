@@ -7,7 +7,8 @@ alone (``engine.verified``): a class whose arithmetic differs is caught there an
 
 from __future__ import annotations
 
-from . import Direct, Rule, Unsupported, register, total
+from . import Rule, Unsupported, register
+from .norm import affine_parts
 
 LLAMA_STYLE = tuple(
     f"transformers.models.{m}.modeling_{m}.{c}RMSNorm"
@@ -23,20 +24,18 @@ class HFRMSNormRule(Rule):
     def parts(self, m, calls, deltas) -> dict:
         import torch
 
-        if not m.weight.requires_grad:
-            return {}
         eps = getattr(m, "variance_epsilon", getattr(m, "eps", None))
         if eps is None:
             raise Unsupported(f"{type(m).__name__} without an epsilon")
-        gw = []
-        for (inp, _), (d,) in zip(calls, deltas):
-            x = inp[0]
-            if x.dim() < 2:
-                raise Unsupported("RMSNorm input without a batch dimension")
+
+        def xh(x, dtype):  # the layer's own arithmetic: in float32, then cast
             xf = x.to(torch.float32)
-            xh = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(d.dtype)
-            gw.append((xh * d).reshape(x.shape[0], -1, x.shape[-1]).sum(dim=1))
-        return {"weight": [Direct(total(gw))]}
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
+
+        def per_example(t, x):
+            return t.reshape(x.shape[0], -1, x.shape[-1]).sum(dim=1)
+
+        return affine_parts(m, calls, deltas, xh, per_example, "RMSNorm", 2)
 
 
 register(HFRMSNormRule())
