@@ -187,6 +187,17 @@ def close(a, b, rtol=1e-6):
     return float((a - b).abs().max()) <= rtol * max(float(b.abs().max()), 1e-300)
 
 
+def agrees_by_the_rules(m, x, y, clip=0.5, reference="vmap", method="rules"):
+    """``clipped_grad_sum``'s automatic choice on ``m`` is ``method`` (the rules unless said otherwise) and its
+    norms and sums, of the parameters' shapes, agree with ``reference`` (each example alone)."""
+    got = clipped_grad_sum(m, ce, x, y, clip=clip)
+    assert got.method == method, got.fallback
+    ref = clipped_grad_sum(m, ce, x, y, clip=clip, method=reference)
+    assert close(got.norms, ref.norms)
+    for k in ref.sums:
+        assert got.sums[k].shape == ref.sums[k].shape and close(got.sums[k], ref.sums[k]), k
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_rule_equals_vmap(name):
     build, kind = MODELS[name]
@@ -415,12 +426,7 @@ def test_a_checkpointed_model_runs_by_the_rules():
     torch.manual_seed(0)
     m = Checkpointed().to(F64)
     x, y = batch("seq")
-    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
-    assert got.method == "rules", got.fallback
-    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="loop")
-    assert close(got.norms, ref.norms)
-    for k in ref.sums:
-        assert close(got.sums[k], ref.sums[k]), k
+    agrees_by_the_rules(m, x, y, reference="loop")
 
 
 class _HFConv1D(nn.Module):
@@ -458,12 +464,7 @@ def test_hugging_face_conv1d_by_its_rule(seq):
     x, y = batch("seq")
     if not seq:
         x = x[:, 0]
-    got = clipped_grad_sum(m, ce, x, y, clip=0.3)
-    assert got.method == "rules", got.fallback
-    ref = clipped_grad_sum(m, ce, x, y, clip=0.3, method="vmap")
-    assert close(got.norms, ref.norms)
-    for k in ref.sums:
-        assert got.sums[k].shape == ref.sums[k].shape and close(got.sums[k], ref.sums[k]), k
+    agrees_by_the_rules(m, x, y, clip=0.3)
 
 
 def test_gpt2_runs_by_the_rules():
@@ -495,12 +496,7 @@ def test_gpt2_runs_by_the_rules():
     torch.manual_seed(0)
     m = GPT().to(F64)
     x, y = batch("tok")
-    got = clipped_grad_sum(m, ce, x % 20, y, clip=0.5)
-    assert got.method == "rules", got.fallback
-    ref = clipped_grad_sum(m, ce, x % 20, y, clip=0.5, method="vmap")
-    assert close(got.norms, ref.norms)
-    for k in ref.sums:
-        assert close(got.sums[k], ref.sums[k]), k
+    agrees_by_the_rules(m, x % 20, y)
 
 
 class Positions(nn.Module):
@@ -524,13 +520,8 @@ def test_a_lookup_shared_by_the_batch(first):
     torch.manual_seed(0)
     m = Positions(first).to(F64)
     x, y = batch("tok")
-    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
     # broadcast: the rules, one row per example; read back as row 0: caught, and run by vmap
-    assert got.method == ("vmap" if first else "rules"), got.fallback
-    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
-    assert close(got.norms, ref.norms)
-    for k in ref.sums:
-        assert close(got.sums[k], ref.sums[k]), k
+    agrees_by_the_rules(m, x, y, method="vmap" if first else "rules")
 
 
 @pytest.mark.parametrize("family", ["bert", "distilbert", "roberta"])
@@ -584,12 +575,7 @@ def test_hugging_face_encoders_run_by_the_rules(family):
     m = Classifier().to(F64)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randint(2, 30, (6, 7), generator=g), torch.randint(0, 3, (6,), generator=g)
-    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
-    assert got.method == "rules", got.fallback
-    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
-    assert close(got.norms, ref.norms)
-    for k in ref.sums:
-        assert close(got.sums[k], ref.sums[k]), k
+    agrees_by_the_rules(m, x, y)
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2"])
@@ -636,9 +622,4 @@ def test_hugging_face_decoders_run_by_the_rules(family):
     m = Classifier().to(F64)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randint(1, 30, (6, 7), generator=g), torch.randint(0, 3, (6,), generator=g)
-    got = clipped_grad_sum(m, ce, x, y, clip=0.5)
-    assert got.method == "rules", got.fallback
-    ref = clipped_grad_sum(m, ce, x, y, clip=0.5, method="vmap")
-    assert close(got.norms, ref.norms)
-    for k in ref.sums:
-        assert close(got.sums[k], ref.sums[k]), k
+    agrees_by_the_rules(m, x, y)
