@@ -32,6 +32,7 @@ adapters on its feed-forward layers. Without ``--full`` every size is scaled dow
     python benchmarks/bench_gpu.py            # quick sizes (a minute or two on a CPU)
     python benchmarks/bench_gpu.py --full     # the issue's sizes (for a GPU)
     python benchmarks/bench_gpu.py --secure   # also dpspec's secure mode (OS-CSPRNG integer noise on a grid)
+    python benchmarks/bench_gpu.py --profile where.txt   # also where a step's time goes (host, kernels)
 
 Writes benchmarks/results/bench_gpu_<device>.md.
 """
@@ -354,6 +355,34 @@ def step_peak_mib(fn, dev) -> float:
     return peak / 2**20
 
 
+def profile_steps(fns, dev, steps=5, top=12) -> str:
+    """Where the time of ``steps`` steps of the non-private and dpspec loops goes, from ``torch.profiler``:
+    the wall time per step, the device time its kernels take per step (if the kernels' time is well below
+    the wall time, the step is bound by the host launching them, not by the device), and the operations
+    that take the most device and host time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    out = []
+    for k in ("non-private", "dpspec"):
+        fn = fns[k]
+        fn()
+        sync(dev)
+        with profile(activities=acts) as prof:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            sync(dev)
+            wall = (time.perf_counter() - t0) / steps
+        ev = prof.key_averages()
+        device_us = sum(e.self_device_time_total for e in ev) / steps if dev.type == "cuda" else 0.0
+        out.append(f"## {k}: wall {wall * 1e3:.2f} ms / step (profiled), kernels {device_us / 1e3:.2f} ms / step")
+        if dev.type == "cuda":
+            out.append(ev.table(sort_by="self_cuda_time_total", row_limit=top, max_name_column_width=60))
+        out.append(ev.table(sort_by="self_cpu_time_total", row_limit=top, max_name_column_width=60))
+    return "\n".join(out)
+
+
 def measure(fns, dev, warm, steps):
     for fn in fns.values():
         for _ in range(warm):
@@ -370,42 +399,8 @@ def measure(fns, dev, warm, steps):
     return ts, peak
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--full", action="store_true", help="the issue's model sizes (for a GPU)")
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--only", default=None, help="run the models whose name contains this")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--secure", action="store_true", help="also time dpspec's secure mode")
-    args = ap.parse_args()
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if dev.type == "cpu":
-        torch.set_num_threads(1)
-    warm, steps = (3, args.steps or 30) if args.full else (1, args.steps or 4)
-    rows = []
-    for name, (build, make, b) in models(args.full).items():
-        if args.only and args.only not in name:
-            continue
-        print(name, file=sys.stderr)
-        fns, method = loops(build, make, b, dev, warm + steps + 4, secure=args.secure)
-        ts, peak = measure(fns, dev, warm, steps)
-        ops = {k: ops_per_step(fns[k]) for k in ("dpspec", "non-private")}  # one more step of each
-        med = {k: statistics.median(v) for k, v in ts.items()}
-        ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
-        vs_ghost = (
-            statistics.median(a / r for a, r in zip(ts["dpspec"], ts["opacus ghost"])) if "opacus ghost" in ts else None
-        )
-        rows.append((name, method, med, ratio, peak, vs_ghost, ops))
-        print(
-            "  "
-            + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
-            + (f"; dpspec / opacus ghost {vs_ghost:.2f}×" if vs_ghost else "")
-            + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
-            + "; peak step MiB above start "
-            + ", ".join(f"{k} {v:.2f}" for k, v in peak.items())
-            + f"; clipping: {method}",
-            file=sys.stderr,
-        )
+def write_table(rows, dev, args, warm, steps, final=True) -> None:
+    """Writes (and, when ``final``, prints) the table of the models measured so far."""
     devname = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU {platform.machine()}, 1 thread"
     cols = ["dpspec"] + (["dpspec secure"] if args.secure else []) + ["opacus hooks", "opacus ghost"]
     lines = [
@@ -443,9 +438,54 @@ def main() -> int:
             + f" | {ops['dpspec']} / {ops['non-private']} | {method} |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
+    if final:
+        print(text)
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"bench_gpu_{dev.type}.md"
     out.write_text(text, encoding="utf-8")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--full", action="store_true", help="the issue's model sizes (for a GPU)")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--only", default=None, help="run the models whose name contains this")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--secure", action="store_true", help="also time dpspec's secure mode")
+    ap.add_argument("--profile", default=None, help="write where a step's time goes to this file")
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type == "cpu":
+        torch.set_num_threads(1)
+    warm, steps = (3, args.steps or 30) if args.full else (1, args.steps or 4)
+    rows, profiles = [], []
+    for name, (build, make, b) in models(args.full).items():
+        if args.only and args.only not in name:
+            continue
+        print(name, file=sys.stderr)
+        fns, method = loops(build, make, b, dev, warm + steps + 4 + (7 if args.profile else 0), secure=args.secure)
+        ts, peak = measure(fns, dev, warm, steps)
+        ops = {k: ops_per_step(fns[k]) for k in ("dpspec", "non-private")}  # one more step of each
+        med = {k: statistics.median(v) for k, v in ts.items()}
+        ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
+        vs_ghost = (
+            statistics.median(a / r for a, r in zip(ts["dpspec"], ts["opacus ghost"])) if "opacus ghost" in ts else None
+        )
+        rows.append((name, method, med, ratio, peak, vs_ghost, ops))
+        if args.profile:
+            profiles.append(f"# {name}\n\n{profile_steps(fns, dev)}\n")
+            Path(args.profile).write_text("\n".join(profiles), encoding="utf-8")
+        write_table(rows, dev, args, warm, steps, final=False)  # what is measured so far survives a kill
+        print(
+            "  "
+            + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
+            + (f"; dpspec / opacus ghost {vs_ghost:.2f}×" if vs_ghost else "")
+            + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
+            + "; peak step MiB above start "
+            + ", ".join(f"{k} {v:.2f}" for k, v in peak.items())
+            + f"; clipping: {method}",
+            file=sys.stderr,
+        )
+    write_table(rows, dev, args, warm, steps)
     return 0
 
 
