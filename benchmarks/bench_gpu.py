@@ -177,7 +177,33 @@ def _step(fetch, body):
     return step
 
 
-def loops(build, make, b, dev, total, secure=False):
+PRIVATE_MODELS: dict = {}
+
+
+class DeviceBatches(torch.utils.data.Sampler):
+    """Shuffled batches of ``b`` indices drawn on the data's device (a ``torch.randperm`` per epoch, sliced),
+    for the non-private and Opacus loops: with ``DataLoader(..., sampler=DeviceBatches(...), batch_size=None)``
+    a batch is one gather per tensor, queued without a host wait. (A DataLoader with ``batch_size=b``
+    indexes a ``TensorDataset`` one example at a time and stacks: 2·B indexing operations per step, which
+    on a GPU take longer than a small model's step and would hide the private steps' overhead; dpspec's own
+    loader gathers each batch at once.)"""
+
+    def __init__(self, n, b, dev):
+        self.n, self.b, self.dev = n, b, dev
+
+    def __len__(self):
+        return self.n // self.b
+
+    def __iter__(self):
+        perm = torch.randperm(self.n, device=self.dev)
+        return iter(perm[i * self.b : (i + 1) * self.b] for i in range(len(self)))
+
+
+def batched(X, y, b, dev):
+    return DataLoader(TensorDataset(X, y), sampler=DeviceBatches(len(X), b, dev), batch_size=None)
+
+
+def loops(build, make, b, dev, total, secure=False, graph=False):
     """name → one-step callable (``.parts``: its batch fetch and the step on the batch), plus the clipping
     method dpspec picked."""
     n = 4 * b
@@ -188,7 +214,7 @@ def loops(build, make, b, dev, total, secure=False):
     torch.manual_seed(0)
     m0 = build().to(dev)
     opt0 = torch.optim.SGD([p for p in m0.parameters() if p.requires_grad], lr=0.01)
-    it0 = forever(DataLoader(TensorDataset(X, y), batch_size=b, shuffle=True, drop_last=True))
+    it0 = forever(batched(X, y, b, dev))
 
     def nonprivate(xb, yb):
         opt0.zero_grad()
@@ -199,45 +225,37 @@ def loops(build, make, b, dev, total, secure=False):
 
     c = dpspec.compile(SPEC.format(n=n, b=b, steps=total))
     sigma = c.mechanism.noise_multiplier
-    torch.manual_seed(0)
-    m1 = build().to(dev)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pm, opt1, loader1 = dt.make_private(
-            c,
-            m1,
-            torch.optim.SGD([p for p in m1.parameters() if p.requires_grad], lr=0.01),
-            TensorDataset(X, y),
-            seed=0,
-        )
-    it1 = forever(loader1)
+    private_models = PRIVATE_MODELS  # name → the loop's private model (for its CUDA graph's status and pool)
+    private_models.clear()
 
-    def private(xb, yb):
-        opt1.zero_grad()
-        ce(pm(xb), yb).backward()
-        opt1.step()
-
-    fns["dpspec"] = _step(lambda: next(it1), private)
-    if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
+    def private_loop(name, **kw):
         torch.manual_seed(0)
-        m2 = build().to(dev)
+        m = build().to(dev)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pm2, opt2, loader2 = dt.make_private(
+            pm, opt, loader = dt.make_private(
                 dpspec.compile(SPEC.format(n=n, b=b, steps=total)),
-                m2,
-                torch.optim.SGD([p for p in m2.parameters() if p.requires_grad], lr=0.01),
+                m,
+                torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.01),
                 TensorDataset(X, y),
-                secure=True,
+                **kw,
             )
-        it2 = forever(loader2)
+        it = forever(loader)
 
-        def private_secure(xb, yb):
-            opt2.zero_grad()
-            ce(pm2(xb), yb).backward()
-            opt2.step()
+        def private(xb, yb):
+            opt.zero_grad()
+            ce(pm(xb), yb).backward()
+            opt.step()
 
-        fns["dpspec secure"] = _step(lambda: next(it2), private_secure)
+        fns[name] = _step(lambda: next(it), private)
+        private_models[name] = pm
+        return m
+
+    m1 = private_loop("dpspec", seed=0)
+    if graph:  # the clipped sum replayed as a CUDA graph (dpspec.torch.cuda_graph)
+        private_loop("dpspec graph", seed=0, cuda_graph=True)
+    if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
+        private_loop("dpspec secure", secure=True)
     from dpspec.mechanisms.per_example import clipped_grad_sum
 
     cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
@@ -256,7 +274,7 @@ def loops(build, make, b, dev, total, secure=False):
                 out = PrivacyEngine().make_private(
                     module=m,
                     optimizer=torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.01),
-                    data_loader=DataLoader(TensorDataset(X, y), batch_size=b, shuffle=True),
+                    data_loader=batched(X, y, b, dev),
                     criterion=nn.CrossEntropyLoss(),
                     noise_multiplier=sigma,
                     max_grad_norm=1.0,
@@ -364,7 +382,7 @@ def profile_steps(fns, dev, steps=5, top=12) -> str:
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     out = []
-    for k in ("non-private", "dpspec"):
+    for k in [k for k in ("non-private", "dpspec", "dpspec graph") if k in fns]:
         fn = fns[k]
         fn()
         sync(dev)
@@ -375,12 +393,24 @@ def profile_steps(fns, dev, steps=5, top=12) -> str:
             sync(dev)
             wall = (time.perf_counter() - t0) / steps
         ev = prof.key_averages()
-        device_us = sum(e.self_device_time_total for e in ev) / steps if dev.type == "cuda" else 0.0
+        kernels = [e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA]  # (ops' rows double them)
+        device_us = sum(e.self_device_time_total for e in kernels) / steps
         out.append(f"## {k}: wall {wall * 1e3:.2f} ms / step (profiled), kernels {device_us / 1e3:.2f} ms / step")
         if dev.type == "cuda":
             out.append(ev.table(sort_by="self_cuda_time_total", row_limit=top, max_name_column_width=60))
         out.append(ev.table(sort_by="self_cpu_time_total", row_limit=top, max_name_column_width=60))
     return "\n".join(out)
+
+
+def graph_pool_mib(pm) -> float | None:
+    """The memory the private model's CUDA graphs keep reserved (their pool's segments), in MiB; None
+    without graphs. A replay allocates nothing there, so the step peak does not see it."""
+    graphed = getattr(pm._session.backend, "graphed", None)
+    if graphed is None or graphed._pool is None:
+        return None
+    pool = tuple(graphed._pool)
+    segs = torch.cuda.memory_snapshot()
+    return sum(s["total_size"] for s in segs if tuple(s.get("segment_pool_id", ())) == pool) / 2**20
 
 
 def measure(fns, dev, warm, steps):
@@ -402,7 +432,13 @@ def measure(fns, dev, warm, steps):
 def write_table(rows, dev, args, warm, steps, final=True) -> None:
     """Writes (and, when ``final``, prints) the table of the models measured so far."""
     devname = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU {platform.machine()}, 1 thread"
-    cols = ["dpspec"] + (["dpspec secure"] if args.secure else []) + ["opacus hooks", "opacus ghost"]
+    graph = dev.type == "cuda"
+    cols = (
+        ["dpspec"]
+        + (["dpspec graph"] if graph else [])
+        + (["dpspec secure"] if args.secure else [])
+        + ["opacus hooks", "opacus ghost"]
+    )
     lines = [
         "# Private vs non-private step on " + devname,
         "",
@@ -417,24 +453,36 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
         )
         + "; what a loop keeps between steps, e.g. Opacus hooks' per-example gradients, is in the start, not "
         "in this figure); dpspec ÷ min(Opacus): dpspec's over the smaller of Opacus hooks / ghost. aten ops / step: "
-        "the operations one step dispatches below autograd, views included, the batch's fetch left out.",
+        "the operations one step dispatches below autograd, views included, the batch's fetch left out. "
+        "The non-private and Opacus loops fetch each batch by one gather on the device (`DeviceBatches`), "
+        "as dpspec's loader does."
+        + (
+            " dpspec graph: `make_private(..., cuda_graph=True)`, the clipped sum replayed as a CUDA graph "
+            "(dpspec.torch.cuda_graph); its memory figure adds the graphs' pool, which stays reserved and which "
+            "a replay does not allocate (`+ pool`)."
+            if graph
+            else ""
+        ),
         "",
         "| model | non-private (ms) | "
         + " | ".join(f"{c} (ms, ×non-private)" for c in cols)
-        + " | dpspec / Opacus ghost | peak step MiB above start (non-private / "
+        + f" | dpspec{' / dpspec graph' if graph else ''} ÷ Opacus ghost | peak step MiB above start (non-private / "
         + " / ".join(cols)
         + ") | dpspec ÷ min(Opacus) | aten ops / step (dpspec / non-private) | dpspec clipping |",
         "|" + "---|" * (len(cols) + 7),
     ]
-    for name, method, med, ratio, peak, vs_ghost, ops in rows:
+    for name, method, med, ratio, peak, vs_ghost, ops, pool in rows:
         cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]
-        mem = " / ".join(f"{peak[c]:.2f}" if c in peak else "—" for c in ["non-private"] + cols)
+        mem = " / ".join(
+            (f"{peak[c]:.2f}" + (f" + {pool:.2f} pool" if c == "dpspec graph" and pool else "")) if c in peak else "—"
+            for c in ["non-private"] + cols
+        )
         opacus = [peak[c] for c in ("opacus hooks", "opacus ghost") if c in peak]
         vs_opacus = f"{peak['dpspec'] / min(opacus):.2f}×" if opacus and min(opacus) > 0 else "—"
         lines.append(
             f"| {name} | {med['non-private'] * 1e3:.2f} | "
             + " | ".join(cells)
-            + f" | {f'{vs_ghost:.2f}×' if vs_ghost else '—'} | {mem} | {vs_opacus}"
+            + f" | {' / '.join(f'{v:.2f}×' for v in vs_ghost) if vs_ghost else '—'} | {mem} | {vs_opacus}"
             + f" | {ops['dpspec']} / {ops['non-private']} | {method} |"
         )
     text = "\n".join(lines) + "\n"
@@ -462,15 +510,32 @@ def main() -> int:
         if args.only and args.only not in name:
             continue
         print(name, file=sys.stderr)
-        fns, method = loops(build, make, b, dev, warm + steps + 4 + (7 if args.profile else 0), secure=args.secure)
+        fns, method = loops(
+            build,
+            make,
+            b,
+            dev,
+            warm + steps + 4 + (7 if args.profile else 0),
+            secure=args.secure,
+            graph=dev.type == "cuda",
+        )
         ts, peak = measure(fns, dev, warm, steps)
+        pool = graph_pool_mib(PRIVATE_MODELS["dpspec graph"]) if "dpspec graph" in PRIVATE_MODELS else None
+        if "dpspec graph" in PRIVATE_MODELS:
+            print("  dpspec graph: " + str(PRIVATE_MODELS["dpspec graph"].cuda_graph_status), file=sys.stderr)
         ops = {k: ops_per_step(fns[k]) for k in ("dpspec", "non-private")}  # one more step of each
         med = {k: statistics.median(v) for k, v in ts.items()}
         ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
         vs_ghost = (
-            statistics.median(a / r for a, r in zip(ts["dpspec"], ts["opacus ghost"])) if "opacus ghost" in ts else None
+            [
+                statistics.median(a / r for a, r in zip(ts[k], ts["opacus ghost"]))
+                for k in ("dpspec", "dpspec graph")
+                if k in ts
+            ]
+            if "opacus ghost" in ts
+            else None
         )
-        rows.append((name, method, med, ratio, peak, vs_ghost, ops))
+        rows.append((name, method, med, ratio, peak, vs_ghost, ops, pool))
         if args.profile:
             profiles.append(f"# {name}\n\n{profile_steps(fns, dev)}\n")
             Path(args.profile).write_text("\n".join(profiles), encoding="utf-8")
@@ -478,7 +543,8 @@ def main() -> int:
         print(
             "  "
             + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
-            + (f"; dpspec / opacus ghost {vs_ghost:.2f}×" if vs_ghost else "")
+            + (f"; dpspec (graph) / opacus ghost {' / '.join(f'{v:.2f}×' for v in vs_ghost)}" if vs_ghost else "")
+            + (f"; graph pool {pool:.2f} MiB" if pool else "")
             + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
             + "; peak step MiB above start "
             + ", ".join(f"{k} {v:.2f}" for k, v in peak.items())

@@ -160,6 +160,7 @@ class ClippedSum:
         # (nonfinite, nonfinite_index, clipped_fraction) once read; None while they are on the device
         self._counts: tuple[int, list, float] | None = (nonfinite, list(nonfinite_index), clipped_fraction)
         self._masks: tuple[Any, Any] | None = None  # (bad, over): (B,) device masks, read on demand
+        self.graphed = False  # replayed from a CUDA graph (dpspec.torch.cuda_graph)
 
     @classmethod
     def deferred(cls, sums, batch: int, bad, over, norms, losses, method: str, outputs=None, fallback: str = ""):

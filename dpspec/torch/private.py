@@ -337,6 +337,12 @@ class _DeferredVerdict:
         return bool(self.flag)
 
 
+def _accepts(cls, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(cls.__init__).parameters
+
+
 def _empty_like(batch):
     if torch.is_tensor(batch):
         return batch[:0]
@@ -369,6 +375,13 @@ class PrivateModel(nn.Module):
     @property
     def module(self) -> nn.Module:
         return self._module
+
+    @property
+    def cuda_graph_status(self) -> str | None:
+        """What ``make_private(cuda_graph=True)`` did: how many steps were replayed from CUDA graphs, or why
+        none was (:mod:`dpspec.torch.cuda_graph`); None without ``cuda_graph=True``."""
+        graphed = getattr(self._session.backend, "graphed", None)
+        return None if graphed is None else graphed.status
 
     def __getattr__(self, name):
         try:
@@ -581,6 +594,7 @@ def make_private(
     journal=None,
     max_physical_batch_size: int | None = None,
     secure: bool = False,
+    cuda_graph: bool = False,
 ):
     """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
 
@@ -598,6 +612,10 @@ def make_private(
     rows and ``optimizer.step()`` steps once per batch (:mod:`dpspec.torch.virtual`; DP-SGD only).
     ``secure``: the batches and the noise from the OS CSPRNG, the noise as integer noise on a power-of-two
     grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; DP-SGD only, no seed).
+    ``cuda_graph``: on CUDA, the clipped per-example sum (forward, backward, norms, clip, sums) is replayed
+    as a CUDA graph once a batch shape has been seen twice: one launch instead of a few hundred, for models
+    whose step the host's launches bound (:mod:`dpspec.torch.cuda_graph`; DP-SGD only, fixed-size batches;
+    ``model.cuda_graph_status`` says what happened).
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
     :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
     mech, backend_class = _resolve(compiled, target)
@@ -616,7 +634,11 @@ def make_private(
                 f"`{mech.name}`: the optimizer holds parameters that are not the model's, which the private step "
                 "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)"
             )
-    extra = {"secure": True} if secure else {}  # a backend without a secure mode is never asked for one
+    extra: dict = {"secure": True} if secure else {}  # a backend without a secure mode is never asked for one
+    if cuda_graph:
+        if not _accepts(backend_class, "cuda_graph"):
+            raise ValueError(f"cuda_graph=True is for DP-SGD trainings; `{mech.name}` is not one")
+        extra["cuda_graph"] = True
     backend = backend_class(mech, model, optimizer, criterion, n, seed, **extra)
     if journal is not None:
         mech.ledger.attach_journal(journal)

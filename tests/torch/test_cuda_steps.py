@@ -73,26 +73,35 @@ def test_make_private_on_cuda(dtype):
     assert torch.equal(finals[0], finals[1])  # seeded: the same batches and the same noise
 
 
-def test_make_private_steps_do_not_synchronize_after_the_first():
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_make_private_steps_do_not_synchronize_after_the_first(cuda_graph):
     """After the first step (its loss check is read at once, and the rules' one-time check against vmap
     runs), a make_private step queues its work without waiting for the device: the previous step's loss
-    check is read from pinned host memory (torch's synchronisation debug mode would warn otherwise)."""
+    check is read from pinned host memory (torch's synchronisation debug mode would warn otherwise). With
+    cuda_graph=True the same holds for the replayed steps (the third step is the capture, which waits)."""
     import warnings
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
     m = Encoder().to(dev)
     X, y = data(dev)
-    spec = SPEC.replace("steps     3", "steps     6")
+    sampling = "without_replacement(batch_size = 13)" if cuda_graph else "poisson(rate = 0.2)"
+    spec = SPEC.replace("steps     3", "steps     6").replace("poisson(rate = 0.25)", sampling)
     model, opt, loader = dt.make_private(
-        dpspec.compile(spec), m, torch.optim.SGD(m.parameters(), lr=0.1), TensorDataset(X, y), seed=0
+        dpspec.compile(spec),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.1),
+        TensorDataset(X, y),
+        seed=0,
+        cuda_graph=cuda_graph,
     )
-    it = iter(loader)
+    first = 3 if cuda_graph else 2
+    it = iter(loader)  # one epoch: 1/q = 5 steps
     for i in range(5):
         xb, yb = next(it)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if i >= 2:
+            if i >= first:
                 torch.cuda.set_sync_debug_mode("warn")
             try:
                 opt.zero_grad()
@@ -100,9 +109,114 @@ def test_make_private_steps_do_not_synchronize_after_the_first():
                 opt.step()
             finally:
                 torch.cuda.set_sync_debug_mode("default")
-        if i >= 2:
+        if i >= first:
             syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
             assert not syncs, syncs
+    if cuda_graph:
+        assert model.cuda_graph_status == "3 step(s) replayed from 1 CUDA graph(s)"
+
+
+class CNN(nn.Module):
+    def __init__(self, p=0.0):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(4, 8)
+        self.drop = nn.Dropout(p)
+        self.fc = nn.Linear(8 * 8 * 8, 3)
+
+    def forward(self, x):
+        return self.fc(self.drop(torch.relu(self.norm(self.conv(x)))).flatten(1))
+
+
+class HostRead(CNN):
+    def forward(self, x):
+        if x.abs().sum().item() < 0:  # a host read: cannot be captured
+            x = -x
+        return super().forward(x)
+
+
+def graph_run(make, cuda_graph, dtype=torch.float32, autocast=False, steps=6, chunk=None):
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    m = make().to(dev, dtype)
+    g = torch.Generator().manual_seed(0)
+    if isinstance(m, Encoder):
+        X, y = data(dev)
+    else:
+        X, y = torch.randn(64, 3, 8, 8, generator=g).to(dev, dtype), torch.randint(0, 3, (64,), generator=g).to(dev)
+    spec = SPEC.replace("steps     3", f"steps     {steps}").replace(
+        "poisson(rate = 0.25)", "without_replacement(batch_size = 16)"
+    )
+    model, opt, loader = dt.make_private(
+        dpspec.compile(spec),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.1),
+        TensorDataset(X, y),
+        seed=0,
+        cuda_graph=cuda_graph,
+        max_physical_batch_size=chunk,
+    )
+    while opt.steps_remaining:
+        for xb, yb in loader:
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                out = model(xb)
+            nn.functional.cross_entropy(out.float(), yb).backward()
+            opt.step()
+    return torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]), model.cuda_graph_status
+
+
+@pytest.mark.parametrize("make", [CNN, Encoder], ids=["cnn", "encoder"])
+@pytest.mark.parametrize("chunk", [None, 8], ids=["batch", "virtual"])
+def test_cuda_graph_replays_the_eager_step(make, chunk):
+    """make_private(cuda_graph=True) on the device: the same steps as the eager run with the same seed (the
+    same kernels replayed; cuDNN may pick kernels that add in another order), replayed from one graph."""
+    eager, none = graph_run(make, False, chunk=chunk)
+    graphed, status = graph_run(make, True, chunk=chunk)
+    assert none is None
+    replayed = 4 if chunk is None else 10  # (6 steps × 2 chunks, the first 2 eager)
+    assert status == f"{replayed} step(s) replayed from 1 CUDA graph(s)"
+    assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5), (graphed - eager).abs().max()
+
+
+def test_cuda_graph_with_dropout_autocast_and_bfloat16():
+    for kwargs in ({"autocast": True}, {"dtype": torch.bfloat16}):
+        final, status = graph_run(lambda: CNN(0.3), True, **kwargs)
+        assert torch.isfinite(final).all()
+        assert status == "4 step(s) replayed from 1 CUDA graph(s)", kwargs
+
+
+def test_cuda_graph_capture_failure_falls_back():
+    eager, _ = graph_run(HostRead, False)
+    graphed, status = graph_run(HostRead, True)
+    assert status.startswith("not replayed: the capture failed"), status
+    assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5)
+
+
+def test_cuda_graph_replay_reads_the_new_batch_and_the_clip_holds():
+    from dpspec.torch.cuda_graph import WARMUP, GraphedClippedSum
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    m = CNN().to(dev)
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(16, 3, 8, 8, generator=g).to(dev), torch.randint(0, 3, (16,), generator=g).to(dev)
+
+    def fn(x, t):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7)
+
+    graphed = GraphedClippedSum(fn, m)
+    for _ in range(WARMUP + 1):
+        first = graphed(X, y)
+    X2 = X.clone()
+    X2[3] = 1e4
+    second = graphed(X2, y)
+    assert first.graphed and second.graphed and graphed.replays == 2
+    ref = fn(X2, y)
+    for k in ref.sums:
+        assert torch.allclose(second.sums[k], ref.sums[k], rtol=1e-5, atol=1e-6), k
+    moved = torch.cat([(first.sums[k] - second.sums[k]).reshape(-1) for k in ref.sums]).norm()
+    assert moved <= 2 * 0.7 * (1 + 1e-5)
 
 
 def test_dpsgd_train_and_rules_on_cuda():

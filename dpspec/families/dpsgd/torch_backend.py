@@ -15,7 +15,7 @@ def backend(mech) -> type:
 class DpSgdBackend:
     """``optimizer.step()`` is ``DpSgd.private_gradients`` then the user's optimizer on the noisy gradient."""
 
-    def __init__(self, mech, model, optimizer, criterion, n: int, seed, secure: bool = False):
+    def __init__(self, mech, model, optimizer, criterion, n: int, seed, secure: bool = False, cuda_graph: bool = False):
         if optimizer is None:
             raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
         self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
@@ -31,6 +31,12 @@ class DpSgdBackend:
         else:
             self.rng = np.random.default_rng(seed)
             self.gen = device_generator(int(self.rng.integers(2**62)), parameter_device(model))
+        # the clipped sum replayed as a CUDA graph (dpspec.torch.cuda_graph); None: eager
+        self.graphed = None
+        if cuda_graph:
+            from dpspec.torch.cuda_graph import GraphedClippedSum
+
+            self.graphed = GraphedClippedSum(self._eager_clipped_sum, model)
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
         self.describe = {
@@ -51,6 +57,11 @@ class DpSgdBackend:
     def clipped_sum(self, x, y):
         """This batch's clipped per-example gradient sum (nothing charged, no noise), with the outputs of
         the per-example forward: the model's forward returns them, so the loop's forward is not repeated."""
+        if self.graphed is not None:
+            return self.graphed(x, y)
+        return self._eager_clipped_sum(x, y)
+
+    def _eager_clipped_sum(self, x, y):
         return self.mech._clipped_sum(self.model, self.criterion, x, y)
 
     def step(self, x, y, idx, clipped=None) -> None:

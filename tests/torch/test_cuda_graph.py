@@ -1,0 +1,221 @@
+"""make_private(cuda_graph=True): the clipped sum replayed as a CUDA graph (dpspec.torch.cuda_graph).
+
+Without a GPU the capture is simulated: a "graph" that, on replay, recomputes the clipped sum from the
+captured input buffers and writes it into the captured output tensors — what a CUDA graph does to its own
+memory. That is enough to check what the wrapper adds: the warm-up, the keys, that a replay reads the new
+batch and hands each step fresh tensors (the noise is added into them in place, and a virtual batch keeps
+several chunks), the fallback when a capture fails, and that a graphed run is the eager run. The real
+capture is tested in test_cuda_steps.py (on a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.data import TensorDataset
+
+import dpspec
+import dpspec.torch as dt
+import dpspec.torch.cuda_graph as cg
+from dpspec.mechanisms.per_example import clipped_grad_sum
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::dpspec.torch.SamplingOverrideWarning", "ignore:There is a performance drop"
+)
+
+SPEC = """
+privacy people {{ unit record  dataset_size 48 }}
+train model {{
+  protect   people
+  mechanism dpsgd
+  sampling  {sampling}
+  clipping  flat(C = 0.7)
+  steps     {steps}
+  guarantee dp(epsilon = 4, delta = 1e-5)
+}}
+"""
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 4)
+        self.drop = nn.Dropout(0.0)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        return self.fc(self.drop(torch.relu(self.norm(self.conv(x)))).flatten(1))
+
+
+class Simulated(cg.GraphedClippedSum):
+    """A capture on the CPU: the replay recomputes into the captured tensors (as a graph writes its memory)."""
+
+    device_type = "cpu"
+    fail: str | None = None
+    captures = 0
+
+    def _record(self, sx, sy):
+        if Simulated.fail:
+            raise RuntimeError(Simulated.fail)
+        Simulated.captures += 1
+        cs = self.fn(sx, sy)
+        fn = self.fn
+
+        class Graph:
+            def replay(self):
+                new = fn(sx, sy)
+                for k, v in cs.sums.items():
+                    v.copy_(new.sums[k])
+                for mine, theirs in zip((cs.norms, cs.losses, *cs._masks), (new.norms, new.losses, *new._masks)):
+                    mine.copy_(theirs)
+                if cs.outputs is not None:
+                    cs.outputs.copy_(new.outputs)
+
+        return Graph(), cs
+
+
+@pytest.fixture(autouse=True)
+def simulated(monkeypatch):
+    monkeypatch.setattr(cg, "GraphedClippedSum", Simulated)
+    Simulated.fail, Simulated.captures = None, 0
+
+
+def data():
+    g = torch.Generator().manual_seed(2)
+    return TensorDataset(torch.randn(48, 1, 6, 6, generator=g), torch.randint(0, 3, (48,), generator=g))
+
+
+def train(cuda_graph, sampling="without_replacement(batch_size = 12)", steps=7, keep=None, **kw):
+    torch.manual_seed(0)
+    m = CNN()
+    model, opt, loader = dt.make_private(
+        dpspec.compile(SPEC.format(sampling=sampling, steps=steps)),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.5),
+        data(),
+        seed=4,
+        cuda_graph=cuda_graph,
+        **kw,
+    )
+    while opt.steps_remaining:
+        for xb, yb in loader:
+            opt.zero_grad()
+            out = model(xb)
+            if keep is not None:
+                keep.append(out)
+            nn.functional.cross_entropy(out, yb).backward()
+            opt.step()
+    return m, model
+
+
+def flat(m):
+    return torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+
+
+def test_a_graphed_run_is_the_eager_run():
+    eager, _ = train(False)
+    kept: list = []
+    graphed, model = train(True, keep=kept)
+    assert torch.equal(flat(graphed), flat(eager))
+    # steps 1 and 2 warm up eagerly; the third is captured, and it and the rest are replayed
+    assert Simulated.captures == 1
+    assert model.cuda_graph_status == "5 step(s) replayed from 1 CUDA graph(s)"
+    # every step's output is its own tensor: a later replay does not overwrite what the loop kept
+    assert len({o.data_ptr() for o in kept}) == len(kept)
+    assert not any(torch.equal(a, b) for a, b in zip(kept, kept[1:]))
+
+
+def test_virtual_batches_keep_each_chunk_s_sums():
+    """Two chunks of one shape replay the same graph within a step: each keeps its own sums."""
+    eager, _ = train(False, max_physical_batch_size=6)
+    graphed, model = train(True, max_physical_batch_size=6)
+    assert torch.allclose(flat(graphed), flat(eager), rtol=0, atol=1e-6)
+    assert model.cuda_graph_status.startswith("12 step(s) replayed from 1")  # 7 steps × 2 chunks, 2 warm-up
+
+
+def test_a_failed_capture_falls_back_to_the_eager_step():
+    eager, _ = train(False)
+    Simulated.fail = "operation not permitted when stream is capturing"
+    graphed, model = train(True)
+    assert torch.equal(flat(graphed), flat(eager))
+    assert model.cuda_graph_status.startswith("not replayed: the capture failed (RuntimeError: operation not")
+
+
+def test_poisson_sizes_beyond_the_graph_limit_run_eagerly():
+    _, model = train(True, sampling="poisson(rate = 0.25)", steps=40)
+    assert Simulated.captures <= cg.MAX_GRAPHS
+
+
+def test_without_the_option_nothing_is_graphed_and_cpu_batches_say_why(monkeypatch):
+    _, model = train(False)
+    assert model.cuda_graph_status is None
+    monkeypatch.setattr(Simulated, "device_type", "cuda")
+    _, model = train(True)
+    assert model.cuda_graph_status == "not replayed yet: the batch is on cpu, not CUDA"
+    assert Simulated.captures == 0
+
+
+def test_a_replay_reads_the_new_batch_and_the_clip_holds():
+    """The replay on a neighbouring batch (one example replaced by a huge one) is the eager clipped sum of
+    that batch, and moves the sum by at most 2C."""
+    torch.manual_seed(0)
+    m = CNN()
+    X, y = data().tensors
+    X, y = X[:12], y[:12]
+
+    def fn(x, t):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7)
+
+    g = Simulated(fn, m)
+    for _ in range(cg.WARMUP + 1):
+        first = g(X, y)
+    assert first.graphed
+    X2 = X.clone()
+    X2[5] = 1e4
+    second = g(X2, y)
+    assert second.graphed and g.replays == 2
+    ref = fn(X2, y)
+    for k in ref.sums:
+        assert torch.equal(second.sums[k], ref.sums[k])
+    assert not torch.equal(first.sums["fc.weight"], second.sums["fc.weight"])  # fresh tensors, not the graph's
+    moved = torch.cat([(first.sums[k] - second.sums[k]).reshape(-1) for k in ref.sums]).norm()
+    assert moved <= 2 * 0.7 * (1 + 1e-6)
+
+
+def test_keys_a_replaced_parameter_and_a_mode_change():
+    torch.manual_seed(0)
+    m = CNN()
+    X, y = data().tensors
+    X, y = X[:8], y[:8]
+    g = Simulated(lambda x, t: clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=1.0), m)
+    for _ in range(cg.WARMUP + 2):
+        g(X, y)
+    assert Simulated.captures == 1 and g.replays == 2
+    m.fc.weight = nn.Parameter(m.fc.weight.detach().clone())  # a new tensor: the old graph would read the old one
+    assert not g(X, y).graphed  # a new key: warming up again
+    m.drop.eval()
+    assert not g(X, y).graphed
+    assert g(X[:4], y[:4]).graphed is False
+
+
+def test_only_dp_sgd_trainings_take_the_option():
+    srpp = """scenario prevalence { secret share in {low, high} }
+train model {
+  protect       prevalence
+  mechanism     srpp_sgd
+  dataset_size  60
+  discrepancy   label_flip(differing = 3)
+  sampling      without_replacement(batch_size = 10)
+  clipping      flat(C = 1.0)
+  steps         6
+  learning_rate 0.2
+  noise_units   gradient
+  guarantee     ave_srpp(alpha = 8, epsilon = 2)
+}
+"""
+    m = nn.Linear(5, 2)
+    ds = TensorDataset(torch.randn(60, 5), torch.randint(0, 2, (60,)))
+    with pytest.raises(ValueError, match="cuda_graph=True is for DP-SGD"):
+        dt.make_private(dpspec.compile(srpp), m, torch.optim.SGD(m.parameters(), lr=0.1), ds, cuda_graph=True)
