@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: the tests that exercise the private steps on the device, then the
 # full-size step benchmark (time, peak step memory, dispatched operations; against Opacus where
-# installed), written to benchmarks/results/bench_gpu_<gpu name>.md. Uses the python on PATH.
+# installed), written to benchmarks/results/bench_gpu_<gpu name>.md. Uses $PYTHON, else the python (or python3)
+# on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python - <<'PY'
+PY="${PYTHON:-$(command -v python || command -v python3)}"
+"$PY" - <<'PY'
 import torch, sys
 if not torch.cuda.is_available():
     sys.exit("no CUDA device")
 print(torch.__version__, torch.cuda.get_device_name(0))
 PY
-python -m pytest -q -p no:cacheprovider \
+"$PY" -m pytest -q -p no:cacheprovider \
   tests/torch/test_cuda_steps.py tests/torch/test_step_overhead.py tests/torch/test_host_syncs.py \
   tests/torch/test_clipping_rules.py tests/torch/test_attention_rule.py tests/torch/test_device_dtype.py \
   tests/torch/test_secure_training_noise.py tests/torch/test_clipping_memory.py \
-  tests/torch/test_matmul_precision.py tests/torch/test_rules_sensitivity.py
-name="$(python -c 'import torch; print(torch.cuda.get_device_name(0).split()[-1].lower())')"
-python benchmarks/bench_gpu.py --full --secure --out "benchmarks/results/bench_gpu_${name}.md"
+  tests/torch/test_matmul_precision.py tests/torch/test_rules_sensitivity.py tests/torch/test_cuda_graph.py
+name="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
+"$PY" benchmarks/bench_gpu.py --full --secure --out "benchmarks/results/bench_gpu_${name}.md"

@@ -6,25 +6,29 @@ the clip and the sums), and launching one costs the host about as long as a smal
 graph records those launches once and replays them in one (``torch.cuda.CUDAGraph``).
 
 What is replayed is :meth:`DpSgdBackend.clipped_sum` — the batch's clipped per-example gradient sum, a
-function of the batch and the parameters only. The clip is inside the graph, so every replay bounds each
-example's contribution by C exactly as the eager step does; the noise, the ledger's charge, the loss
-check and the optimizer run outside it, as before. A replay reads its batch from buffers the batch is
-copied into, and writes fresh tensors (copies of the graph's outputs), so a step never sees another
-step's sums or outputs.
+function of the batch and the parameters only — and, as a second graph, the check that the loop's loss
+is the criterion (DPS165; a function of the output, its gradient and the target). The clip is inside
+the graph, so every replay bounds each example's contribution by C exactly as the eager step does; the
+noise, the ledger's charge and the optimizer run outside it, as before. A replay reads its batch from
+buffers the batch is copied into, and writes fresh tensors (copies of the graph's outputs), so a step
+never sees another step's sums or outputs.
 
 When: on CUDA, for a tensor batch of a shape seen :data:`WARMUP` times eagerly (the rules' one-time check
 against vmap, the cached constants and cuDNN's choice of kernels happen then), at most :data:`MAX_GRAPHS`
 graphs per model. A graph is keyed by the batch's and target's shapes, dtypes and devices, the parameters'
 storage, shapes, dtypes and ``requires_grad`` (a parameter replaced by another tensor, or frozen, is a new
-key), every module's train/eval flag, the autocast state and the TF32 flags. Not replayed (the eager step
+key), the buffers' and the modules' tensor attributes' storage, every module's train/eval flag, the
+autocast state and the TF32 flags. Not replayed (the eager step
 runs, and :attr:`GraphedClippedSum.status` says why): another device; a batch that is not one tensor with
 a tensor target; a capture that fails (a host read in the forward, say); a new shape once MAX_GRAPHS are
 taken (Poisson sampling's batch sizes vary, and each new size would be a capture: use fixed-size batches).
 
 What you accept by opting in (docs/training.md): the forward does the same operations for every batch
 of a shape — no Python-side randomness or data-dependent Python control flow (dropout is fine: it draws
-from the CUDA generator, which graphs advance). Each graph keeps its step's memory reserved for the
-graph's life.
+from the CUDA generator, which graphs advance) — and reads no tensor other than its input, parameters,
+buffers and the modules' tensor attributes that is replaced between steps (a graph reads memory, not
+Python names; a tensor in a closure or a global is not watched). Each graph keeps its step's memory
+reserved for the graph's life.
 """
 
 from __future__ import annotations
@@ -43,46 +47,44 @@ def _autocast_state(torch) -> tuple:
         return (torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype())
 
 
+def _is_tensor(v) -> bool:
+    import torch
+
+    return torch.is_tensor(v)
+
+
+def _storage(v) -> tuple | None:
+    return (v.data_ptr(), tuple(v.shape), v.dtype) if _is_tensor(v) else None
+
+
 class _Captured:
-    """One captured graph: its input buffers and the ClippedSum whose tensors the graph writes."""
+    """One captured graph: its input buffers and the outputs it writes."""
 
-    def __init__(self, graph, x, y, cs):
-        self.graph, self.x, self.y, self.cs = graph, x, y, cs
+    def __init__(self, graph, inputs, outputs):
+        self.graph, self.inputs, self.outputs = graph, inputs, outputs
 
-    def replay(self, x, y, result):
+    def replay(self, args):
         import torch
 
-        self.x.copy_(x)
-        self.y.copy_(y)
+        with torch.no_grad():  # (an input may require a gradient: the loss check's output)
+            for mine, arg in zip(self.inputs, args):
+                mine.copy_(arg)
         self.graph.replay()
-        cs = self.cs
-        names = list(cs.sums)
-        bad, over = cs._masks
-        floats = [cs.sums[k] for k in names] + [cs.norms, cs.losses]
-        if cs.outputs is not None:
-            floats.append(cs.outputs)
-        # fresh tensors (one fused copy): the next replay overwrites the graph's own, and the step adds its
-        # noise into the sums in place
-        fresh = torch._foreach_mul(floats, 1.0)
-        sums = dict(zip(names, fresh[: len(names)]))
-        norms, losses = fresh[len(names)], fresh[len(names) + 1]
-        outputs = fresh[len(names) + 2] if cs.outputs is not None else None
-        out = result.deferred(sums, cs.batch, bad.clone(), over.clone(), norms, losses, cs.method, outputs, cs.fallback)
-        out.graphed = True
-        return out
+        return self.outputs
 
 
-class GraphedClippedSum:
-    """``fn(x, y)`` (a :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch) replayed as a CUDA
-    graph where it can be (module docstring); ``status`` says what happened."""
+class Replayer:
+    """``fn(*tensors)`` replayed as a CUDA graph per key where it can be (module docstring); ``status`` says
+    what happened. A replay's outputs are :meth:`fresh` copies of the graph's own (which the next replay
+    overwrites)."""
 
     device_type = "cuda"
 
-    def __init__(self, fn, model):
-        self.fn, self.model = fn, model
+    def __init__(self, fn):
+        self.fn = fn
         self._graphs: dict = {}
         self._seen: dict = {}
-        self._pool = None  # one memory pool for a model's graphs: they never run at once, and each keeps its outputs
+        self._pool = None  # one memory pool for this function's graphs: they never run at once
         self.replays = 0
         self.disabled: str | None = None
         self._last_eager = "no step yet"
@@ -95,30 +97,29 @@ class GraphedClippedSum:
             return f"{self.replays} step(s) replayed from {len(self._graphs)} CUDA graph(s)"
         return f"not replayed yet: {self._last_eager}"
 
-    def _key(self, x, y) -> tuple:
+    def _state_key(self) -> tuple:
+        """What besides the inputs' shapes a graph depends on."""
         import torch
 
-        m = self.model
-        return (
-            (x.device, tuple(x.shape), x.dtype, y.device, tuple(y.shape), y.dtype),
-            tuple((p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad) for p in m.parameters()),
-            tuple(mod.training for mod in m.modules()),
-            _autocast_state(torch),
-            (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32),
-        )
+        return (_autocast_state(torch), (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
 
-    def __call__(self, x, y):
-        import torch
+    def fresh(self, outputs):
+        """Copies of the graph's outputs (a tensor or a tuple of tensors)."""
+        if _is_tensor(outputs):
+            return outputs.clone()
+        return type(outputs)(o.clone() for o in outputs)
 
+    def __call__(self, *args):
         if self.disabled is not None:
-            return self.fn(x, y)
-        if not (torch.is_tensor(x) and torch.is_tensor(y)):
+            return self.fn(*args)
+        if not all(_is_tensor(a) for a in args):
             self._last_eager = "the batch is not one tensor with a tensor target"
-            return self.fn(x, y)
-        if x.device.type != self.device_type:
-            self._last_eager = f"the batch is on {x.device.type}, not CUDA"
-            return self.fn(x, y)
-        key = self._key(x, y)
+            return self.fn(*args)
+        dev = args[0].device
+        if dev.type != self.device_type:
+            self._last_eager = f"the batch is on {dev.type}, not CUDA"
+            return self.fn(*args)
+        key = (tuple((a.device, tuple(a.shape), a.dtype) for a in args), self._state_key())
         captured = self._graphs.get(key)
         if captured is None:
             if len(self._seen) >= _SEEN_LIMIT and key not in self._seen:
@@ -126,54 +127,104 @@ class GraphedClippedSum:
             seen = self._seen[key] = self._seen.get(key, 0) + 1
             if seen <= WARMUP:
                 self._last_eager = f"warming up ({seen} of {WARMUP} eager steps of this batch shape)"
-                return self.fn(x, y)
+                return self.fn(*args)
             if len(self._graphs) >= MAX_GRAPHS:
                 self._last_eager = (
                     f"{MAX_GRAPHS} graphs are taken and the batch's shape or the model's state is new "
                     "(Poisson batch sizes vary: use fixed-size batches)"
                 )
-                return self.fn(x, y)
-            captured = self._capture(x, y)
+                return self.fn(*args)
+            captured = self._capture(args)
             if captured is None:
-                return self.fn(x, y)
+                return self.fn(*args)
             self._graphs[key] = captured
             self._seen.pop(key, None)
         self.replays += 1
-        return captured.replay(x, y, type(captured.cs))
+        return self.fresh(captured.replay(args))
 
-    def _capture(self, x, y) -> _Captured | None:
+    def _capture(self, args) -> _Captured | None:
         import torch
 
-        sx, sy = x.clone(), y.clone()
+        static = tuple(a.detach().clone() for a in args)
         try:
-            graph, cs = self._record(sx, sy)
+            graph, outputs = self._record(static)
+            self._check(outputs)
         except Exception as e:  # a host read, an unsupported op: the eager step from now on
             self.disabled = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-            if x.device.type == "cuda":
-                torch.cuda.synchronize(x.device)
+            if static[0].device.type == "cuda":
+                torch.cuda.synchronize(static[0].device)
             return None
-        if getattr(cs, "_masks", None) is None:  # counts read on the host: cannot be replayed
-            self.disabled = f"the {cs.method} path reads its counts on the host"
-            return None
-        return _Captured(graph, sx, sy, cs)
+        return _Captured(graph, static, outputs)
 
-    def _record(self, sx, sy) -> tuple:
-        """(the CUDA graph of ``fn(sx, sy)``, the ClippedSum whose tensors it writes)."""
+    def _check(self, outputs) -> None:
+        """Raises if ``outputs`` cannot be replayed."""
+
+    def _record(self, static) -> tuple:
+        """(the CUDA graph of ``fn(*static)``, the outputs it writes)."""
         import contextlib
 
         import torch
 
+        dev = static[0].device
         graph = torch.cuda.CUDAGraph()
         enabled, dtype = _autocast_state(torch)
         # autocast's cache of cast weights must not be captured (it is freed when the user's autocast ends)
         cast = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if enabled else contextlib.nullcontext()
-        side = torch.cuda.Stream(device=sx.device)  # warm-up on a side stream, as torch asks before a capture
-        side.wait_stream(torch.cuda.current_stream(sx.device))
+        side = torch.cuda.Stream(device=dev)  # warm-up on a side stream, as torch asks before a capture
+        side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side), cast:
-            self.fn(sx, sy)
-        torch.cuda.current_stream(sx.device).wait_stream(side)
+            self.fn(*static)
+        torch.cuda.current_stream(dev).wait_stream(side)
         with torch.cuda.graph(graph, pool=self._pool), cast:
-            cs: Any = self.fn(sx, sy)
+            outputs: Any = self.fn(*static)
         if self._pool is None:
             self._pool = graph.pool()
-        return graph, cs
+        return graph, outputs
+
+
+class GraphedClippedSum(Replayer):
+    """``fn(x, y)`` (a :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch) replayed as a CUDA
+    graph where it can be; keyed also by the model's parameters, buffers, tensor attributes and modes."""
+
+    def __init__(self, fn, model):
+        super().__init__(fn)
+        self.model = model
+        # the tensors the modules hold as plain attributes (a mask, a table): the graph reads their memory, so a
+        # tensor put in their place must be a new key (the old memory, once freed, may hold anything — another
+        # example's activations, say)
+        self._attrs = [
+            (mod, k) for mod in model.modules() for k, v in vars(mod).items() if not k.startswith("_") and _is_tensor(v)
+        ]
+
+    def _state_key(self) -> tuple:
+        m = self.model
+        return (
+            super()._state_key(),
+            tuple((p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad) for p in m.parameters()),
+            tuple((t.data_ptr(), tuple(t.shape), t.dtype) for t in m.buffers()),
+            tuple(_storage(getattr(mod, k, None)) for mod, k in self._attrs),
+            tuple(mod.training for mod in m.modules()),
+        )
+
+    def _check(self, cs) -> None:
+        if getattr(cs, "_masks", None) is None:  # counts read on the host: cannot be replayed
+            raise RuntimeError(f"the {cs.method} path reads its counts on the host")
+
+    def fresh(self, cs):
+        import torch
+
+        names = list(cs.sums)
+        bad, over = cs._masks
+        floats = [cs.sums[k] for k in names] + [cs.norms, cs.losses]
+        if cs.outputs is not None:
+            floats.append(cs.outputs)
+        # fresh tensors (one fused copy): the next replay overwrites the graph's own, and the step adds its
+        # noise into the sums in place
+        copies = torch._foreach_mul(floats, 1.0)
+        sums = dict(zip(names, copies[: len(names)]))
+        norms, losses = copies[len(names)], copies[len(names) + 1]
+        outputs = copies[len(names) + 2] if cs.outputs is not None else None
+        masks = (bad.clone(), over.clone())
+        out = type(cs).deferred(sums, cs.batch, *masks, norms, losses, cs.method, outputs, cs.fallback)
+        out.graphed = True
+        return out

@@ -162,6 +162,11 @@ class _Session:
         self._criterion_checked = False
         self._loss_checked_once = False  # the first step's loss check is read at once, later ones a step late
         self._verdicts: list[_DeferredVerdict] = []  # loss checks not read yet, oldest first
+        self._verdict = self._loss_verdict
+        if getattr(backend, "graphed", None) is not None:  # make_private(cuda_graph=True): the check as a graph too
+            from dpspec.torch import cuda_graph
+
+            self._verdict = cuda_graph.Replayer(self._loss_verdict)
 
     @property
     def ledger(self):
@@ -221,11 +226,11 @@ class _Session:
             return
         crit = self.criterion
         B = out.shape[0]
-        o = out.detach().requires_grad_(True)
-        y = b.y.to(o.device) if torch.is_tensor(b.y) else b.y
-        with torch.enable_grad():
-            (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
-            if not self._criterion_checked and B > 1:
+        y = b.y.to(out.device) if torch.is_tensor(b.y) else b.y
+        if not self._criterion_checked and B > 1:
+            o = out.detach().requires_grad_(True)
+            with torch.enable_grad():
+                (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
                 per = self._per_example_output_grads(o, y)
                 if not (close_on_finite_rows(R, per / B) or close_on_finite_rows(R, per)):
                     raise CriterionMismatchError(
@@ -236,8 +241,7 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
-        # a non-finite example is zeroed, not compared
-        ok = close_on_finite_rows_any(G, [R, R * B])
+        ok = self._verdict(G, out, y)
         if self._loss_checked_once and self.ledger.steps_taken > 0:
             self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1))
             return
@@ -246,6 +250,15 @@ class _Session:
             self._loss_checked_once = True
             return
         raise CriterionMismatchError(self._mismatch())
+
+    def _loss_verdict(self, G, out, y):
+        """A 0-dim bool on the device: ``G`` (the gradient the loop back-propagated into the output ``out``) is
+        the batch criterion's gradient, of its mean or its sum; a non-finite example is zeroed, not compared.
+        A function of its arguments only (replayed as a CUDA graph with ``cuda_graph=True``)."""
+        o = out.detach().requires_grad_(True)
+        with torch.enable_grad():
+            (R,) = torch.autograd.grad(self.criterion(o, y), o)  # the batch criterion's gradient
+        return close_on_finite_rows_any(G, [R, R * o.shape[0]])
 
     def _mismatch(self, taken: int | None = None) -> str:
         when = (

@@ -49,37 +49,56 @@ class CNN(nn.Module):
         return self.fc(self.drop(torch.relu(self.norm(self.conv(x)))).flatten(1))
 
 
-class Simulated(cg.GraphedClippedSum):
-    """A capture on the CPU: the replay recomputes into the captured tensors (as a graph writes its memory)."""
+def _copy_into(mine, new):
+    """Writes ``new``'s values into ``mine``'s tensors (what a replay does to the graph's outputs)."""
+    if torch.is_tensor(mine):
+        mine.copy_(new)
+    elif isinstance(mine, (tuple, list)):
+        for a, b in zip(mine, new):
+            _copy_into(a, b)
+    else:  # a ClippedSum
+        for k, v in mine.sums.items():
+            v.copy_(new.sums[k])
+        _copy_into((mine.norms, mine.losses, *mine._masks), (new.norms, new.losses, *new._masks))
+        if mine.outputs is not None:
+            mine.outputs.copy_(new.outputs)
 
+
+def _simulated_record(self, static):
+    """A capture on the CPU: the replay recomputes into the captured outputs (as a graph writes its memory)."""
+    if type(self).fail:
+        raise RuntimeError(type(self).fail)
+    type(self).captures += 1
+    outputs = self.fn(*static)
+    fn = self.fn
+
+    class Graph:
+        def replay(self):
+            _copy_into(outputs, fn(*static))
+
+    return Graph(), outputs
+
+
+class Simulated(cg.GraphedClippedSum):
     device_type = "cpu"
     fail: str | None = None
     captures = 0
+    _record = _simulated_record
 
-    def _record(self, sx, sy):
-        if Simulated.fail:
-            raise RuntimeError(Simulated.fail)
-        Simulated.captures += 1
-        cs = self.fn(sx, sy)
-        fn = self.fn
 
-        class Graph:
-            def replay(self):
-                new = fn(sx, sy)
-                for k, v in cs.sums.items():
-                    v.copy_(new.sums[k])
-                for mine, theirs in zip((cs.norms, cs.losses, *cs._masks), (new.norms, new.losses, *new._masks)):
-                    mine.copy_(theirs)
-                if cs.outputs is not None:
-                    cs.outputs.copy_(new.outputs)
-
-        return Graph(), cs
+class SimulatedCheck(cg.Replayer):
+    device_type = "cpu"
+    fail: str | None = None
+    captures = 0
+    _record = _simulated_record
 
 
 @pytest.fixture(autouse=True)
 def simulated(monkeypatch):
     monkeypatch.setattr(cg, "GraphedClippedSum", Simulated)
+    monkeypatch.setattr(cg, "Replayer", SimulatedCheck)
     Simulated.fail, Simulated.captures = None, 0
+    SimulatedCheck.fail, SimulatedCheck.captures = None, 0
 
 
 def data():
@@ -152,9 +171,10 @@ def test_without_the_option_nothing_is_graphed_and_cpu_batches_say_why(monkeypat
     _, model = train(False)
     assert model.cuda_graph_status is None
     monkeypatch.setattr(Simulated, "device_type", "cuda")
+    monkeypatch.setattr(SimulatedCheck, "device_type", "cuda")
     _, model = train(True)
     assert model.cuda_graph_status == "not replayed yet: the batch is on cpu, not CUDA"
-    assert Simulated.captures == 0
+    assert Simulated.captures == SimulatedCheck.captures == 0
 
 
 def test_a_replay_reads_the_new_batch_and_the_clip_holds():
@@ -189,14 +209,27 @@ def test_keys_a_replaced_parameter_and_a_mode_change():
     m = CNN()
     X, y = data().tensors
     X, y = X[:8], y[:8]
+    m.conv.table = torch.zeros(2)  # a plain tensor attribute
     g = Simulated(lambda x, t: clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=1.0), m)
     for _ in range(cg.WARMUP + 2):
         g(X, y)
     assert Simulated.captures == 1 and g.replays == 2
+    m.conv.table = torch.zeros(2)  # replaced: the graph would read the old tensor's memory
+    assert not g(X, y).graphed
+    for _ in range(cg.WARMUP):
+        g(X, y)
+    assert g(X, y).graphed
     m.fc.weight = nn.Parameter(m.fc.weight.detach().clone())  # a new tensor: the old graph would read the old one
     assert not g(X, y).graphed  # a new key: warming up again
     m.drop.eval()
     assert not g(X, y).graphed
+    for _ in range(cg.WARMUP):
+        g(X, y)
+    assert g(X, y).graphed  # captured again under the new key
+    m.drop.mask = torch.ones(3)  # a tensor attribute: watched from the wrapper's creation only
+    assert g(X, y).graphed
+    m.register_buffer("scale", torch.ones(1))
+    assert not g(X, y).graphed  # a new buffer: a new key
     assert g(X[:4], y[:4]).graphed is False
 
 
@@ -219,3 +252,31 @@ train model {
     ds = TensorDataset(torch.randn(60, 5), torch.randint(0, 2, (60,)))
     with pytest.raises(ValueError, match="cuda_graph=True is for DP-SGD"):
         dt.make_private(dpspec.compile(srpp), m, torch.optim.SGD(m.parameters(), lr=0.1), ds, cuda_graph=True)
+
+
+def test_the_loss_check_is_replayed_and_still_refuses_another_loss():
+    """The loop-loss check (DPS165) is the second graph; a loss that stops being the criterion after the
+    capture is refused (a step late, as without graphs)."""
+    from dpspec.torch import CriterionMismatchError
+
+    torch.manual_seed(0)
+    m = CNN()
+    model, opt, loader = dt.make_private(
+        dpspec.compile(SPEC.format(sampling="without_replacement(batch_size = 12)", steps=8)),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.5),
+        data(),
+        seed=4,
+        cuda_graph=True,
+    )
+    step = 0
+    with pytest.raises(CriterionMismatchError, match="at step 6"):
+        while opt.steps_remaining:
+            for xb, yb in loader:
+                step += 1
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(model(xb), yb)
+                (loss if step < 6 else 3 * loss).backward()
+                opt.step()
+    assert SimulatedCheck.captures == 1 and model._session._verdict.replays >= 3
+    assert step == 7  # step 6 was taken with the criterion's private gradient; the 7th is refused

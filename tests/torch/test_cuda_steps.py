@@ -163,6 +163,7 @@ def graph_run(make, cuda_graph, dtype=torch.float32, autocast=False, steps=6, ch
                 out = model(xb)
             nn.functional.cross_entropy(out.float(), yb).backward()
             opt.step()
+    graph_run.check = model._session._verdict  # the loss check's replayer (cuda_graph=True) or the function
     return torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]), model.cuda_graph_status
 
 
@@ -176,6 +177,7 @@ def test_cuda_graph_replays_the_eager_step(make, chunk):
     assert none is None
     replayed = 4 if chunk is None else 10  # (6 steps × 2 chunks, the first 2 eager)
     assert status == f"{replayed} step(s) replayed from 1 CUDA graph(s)"
+    assert graph_run.check.status == f"{replayed} step(s) replayed from 1 CUDA graph(s)"  # the loss check
     assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5), (graphed - eager).abs().max()
 
 
