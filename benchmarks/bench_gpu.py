@@ -228,13 +228,16 @@ def loops(build, make, b, dev, total, secure=False, graph=False):
     private_models = PRIVATE_MODELS  # name → the loop's private model (for its CUDA graph's status and pool)
     private_models.clear()
 
-    def private_loop(name, **kw):
+    def private_loop(name, poisson=False, **kw):
         torch.manual_seed(0)
         m = build().to(dev)
+        spec = SPEC.format(n=n, b=b, steps=total)
+        if poisson:  # the same expected batch size
+            spec = spec.replace(f"without_replacement(batch_size = {b})", f"poisson(rate = {b / n!r})")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pm, opt, loader = dt.make_private(
-                dpspec.compile(SPEC.format(n=n, b=b, steps=total)),
+                dpspec.compile(spec),
                 m,
                 torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.01),
                 TensorDataset(X, y),
@@ -254,6 +257,8 @@ def loops(build, make, b, dev, total, secure=False, graph=False):
     m1 = private_loop("dpspec", seed=0)
     if graph:  # the clipped sum replayed as a CUDA graph (dpspec.torch.cuda_graph)
         private_loop("dpspec graph", seed=0, cuda_graph=True)
+        # Poisson batches of the same expected size, padded to a few sizes (the loss check eager)
+        private_loop("dpspec graph poisson", poisson=True, seed=0, cuda_graph=True)
     if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
         private_loop("dpspec secure", secure=True)
     from dpspec.mechanisms.per_example import clipped_grad_sum
@@ -435,7 +440,7 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
     graph = dev.type == "cuda"
     cols = (
         ["dpspec"]
-        + (["dpspec graph"] if graph else [])
+        + (["dpspec graph", "dpspec graph poisson"] if graph else [])
         + (["dpspec secure"] if args.secure else [])
         + ["opacus hooks", "opacus ghost"]
     )
@@ -457,9 +462,11 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
         "The non-private and Opacus loops fetch each batch by one gather on the device (`DeviceBatches`), "
         "as dpspec's loader does."
         + (
-            " dpspec graph: `make_private(..., cuda_graph=True)`, the clipped sum replayed as a CUDA graph "
-            "(dpspec.torch.cuda_graph); its memory figure adds the graphs' pool, which stays reserved and which "
-            "a replay does not allocate (`+ pool`)."
+            " dpspec graph: `make_private(..., cuda_graph=True)`, the clipped sum and the loss check replayed as "
+            "CUDA graphs (dpspec.torch.cuda_graph); its memory figure adds the graphs' pool, which stays reserved "
+            "and which a replay does not allocate (`+ pool`). dpspec graph poisson: the same with Poisson "
+            "sampling of the same expected batch size (each batch padded to a multiple of a width ≥ 2√B, a few "
+            "graphs; the loss check eager)."
             if graph
             else ""
         ),
@@ -521,8 +528,9 @@ def main() -> int:
         )
         ts, peak = measure(fns, dev, warm, steps)
         pool = graph_pool_mib(PRIVATE_MODELS["dpspec graph"]) if "dpspec graph" in PRIVATE_MODELS else None
-        if "dpspec graph" in PRIVATE_MODELS:
-            print("  dpspec graph: " + str(PRIVATE_MODELS["dpspec graph"].cuda_graph_status), file=sys.stderr)
+        for k in ("dpspec graph", "dpspec graph poisson"):
+            if k in PRIVATE_MODELS:
+                print(f"  {k}: {PRIVATE_MODELS[k].cuda_graph_status}", file=sys.stderr)
         ops = {k: ops_per_step(fns[k]) for k in ("dpspec", "non-private")}  # one more step of each
         med = {k: statistics.median(v) for k, v in ts.items()}
         ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}

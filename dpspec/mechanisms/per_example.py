@@ -313,7 +313,7 @@ def _check_clips(model, clip, per_layer_clips, params=None):
     return None, pcs
 
 
-def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedSum:
+def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False, pad=None) -> ClippedSum:
     import torch
 
     from dpspec.torch.clipping.kernels import clip_tensor, constant, nonfinite, weighted_sum
@@ -335,6 +335,8 @@ def _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop: bool = False) -> ClippedS
         g = {k: v.to(_acc(v.dtype)) for k, v in g.items()}  # norms and sums in float32 or wider
         sq = torch.stack([g[k].reshape(B, -1).pow(2).sum(dim=1) for k in names], dim=1)  # (B, E)
         bad = nonfinite(sq).any(dim=1) | nonfinite(loss)
+        if pad is not None:  # padding rows: left out like a non-finite example
+            bad = bad | pad
         # zeroed on the device whether or not any is non-finite: deciding would be a host read per step
         for k in names:
             shape = (B,) + (1,) * (g[k].dim() - 1)
@@ -390,7 +392,7 @@ def _reference_grads(model, loss_fn, xb, yb):
         return _per_example_loop(model, loss_fn, xb, yb)[0]
 
 
-def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> ClippedSum:
+def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=None) -> ClippedSum:
     """``leaves``: :func:`_ghost_layers` of the model; ``names``: its trainable parameters' names, in order
     (both computed here when not given).
 
@@ -436,7 +438,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> Cl
     out = a
     del a, x
     losses = per_example_losses(loss_fn, out, yb)
-    bad = nonfinite(losses)
+    bad = nonfinite(losses) if pad is None else nonfinite(losses) | pad  # padding rows: no gradient, no part
     total = torch.where(bad, constant(0.0, losses), losses).sum()
     deltas: list = list(torch.autograd.grad(total, edges, allow_unused=True))
     del edges, total
@@ -512,12 +514,24 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None) -> Cl
 
 
 def clipped_grad_sum(
-    model, loss_fn: Callable, xb, yb, *, clip: float | None = None, per_layer_clips=None, method: str = "auto"
+    model,
+    loss_fn: Callable,
+    xb,
+    yb,
+    *,
+    clip: float | None = None,
+    per_layer_clips=None,
+    method: str = "auto",
+    pad=None,
 ) -> ClippedSum:
     """Σ_i clip(∇ℓ(x_i, y_i)) for each trainable parameter (see the module docstring).
 
     ``clip``: flat ℓ2 clip norm C > 0, or ``per_layer_clips``: one C_e > 0 per trainable tensor in
     ``model.named_parameters()`` order. An empty batch returns zeros. ``method``: auto | vmap | ghost.
+    ``pad``: a (B,) bool tensor on the batch's device marking rows that are padding, not examples (a batch
+    brought to a fixed size: dpspec.torch.cuda_graph): their loss is zeroed before the backward and their
+    rows are left out of the norms and sums like a non-finite example's (their records read as non-finite:
+    the caller drops them), so what they hold never reaches the sums.
     """
     import torch
 
@@ -539,14 +553,14 @@ def clipped_grad_sum(
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
     if leaves is not None:
         try:
-            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves, list(params))
+            return _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves, list(params), pad=pad)
         except _GhostUnsupported:
             if method == "ghost":
                 raise ValueError("method='ghost' needs 2-D inputs to every nn.Linear layer") from None
     if method == "loop":
-        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True, pad=pad)
     if method == "vmap":
-        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+        return _vmap_sum(model, loss_fn, xb, yb, clip, pcs, pad=pad)
     why = ""
     if method in ("auto", "rules"):  # the per-layer rules (dpspec.torch.clipping): no (B, d) gradients
         from dpspec.torch.clipping import Unsupported
@@ -555,14 +569,14 @@ def clipped_grad_sum(
         try:
             ok, why = rules.verified(model, loss_fn, xb, yb, params, _reference_grads)
             if ok:
-                return rules.clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, ClippedSum)
+                return rules.clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, ClippedSum, pad=pad)
         except Unsupported as e:
             why = str(e)
         if method == "rules":
             raise ValueError(f"method='rules' does not cover this model: {why}")
     try:
-        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs)
+        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs, pad=pad)
     except RuntimeError:  # a layer vmap cannot batch (nn.GRU): the same gradients, one example at a time
-        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True)
+        cs = _vmap_sum(model, loss_fn, xb, yb, clip, pcs, loop=True, pad=pad)
     cs.fallback = why
     return cs

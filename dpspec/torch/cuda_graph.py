@@ -15,13 +15,15 @@ never sees another step's sums or outputs.
 
 When: on CUDA, for a tensor batch of a shape seen :data:`WARMUP` times eagerly (the rules' one-time check
 against vmap, the cached constants and cuDNN's choice of kernels happen then), at most :data:`MAX_GRAPHS`
-graphs per model. A graph is keyed by the batch's and target's shapes, dtypes and devices, the parameters'
+graphs per model. Poisson batches, whose size varies, are padded to a few sizes
+(:class:`GraphedClippedSum`'s ``bucket``); the padding rows are marked and contribute nothing. A graph
+is keyed by the batch's and target's shapes, dtypes and devices, the parameters'
 storage, shapes, dtypes and ``requires_grad`` (a parameter replaced by another tensor, or frozen, is a new
 key), the buffers' and the modules' tensor attributes' storage, every module's train/eval flag, the
 autocast state and the TF32 flags. Not replayed (the eager step
 runs, and :attr:`GraphedClippedSum.status` says why): another device; a batch that is not one tensor with
 a tensor target; a capture that fails (a host read in the forward, say); a new shape once MAX_GRAPHS are
-taken (Poisson sampling's batch sizes vary, and each new size would be a capture: use fixed-size batches).
+taken.
 
 What you accept by opting in (docs/training.md): the forward does the same operations for every batch
 of a shape — no Python-side randomness or data-dependent Python control flow (dropout is fine: it draws
@@ -36,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 WARMUP = 2  # eager steps of a shape before its capture
-MAX_GRAPHS = 4  # graphs per model (each keeps its step's memory reserved)
+MAX_GRAPHS = 6  # graphs per model (they share one memory pool)
 _SEEN_LIMIT = 64  # shapes remembered while warming up (Poisson sizes would grow the count without end)
 
 
@@ -57,6 +59,25 @@ def _storage(v) -> tuple | None:
     return (v.data_ptr(), tuple(v.shape), v.dtype) if _is_tensor(v) else None
 
 
+def _first_rows(cs, B: int):
+    """The ClippedSum of a padded batch's first B rows (the examples): the sums hold nothing of the padding
+    rows; their records are dropped."""
+    bad, over = cs._masks
+    out = type(cs).deferred(
+        cs.sums,
+        B,
+        bad[:B],
+        over[:B],
+        cs.norms[:B],
+        cs.losses[:B],
+        cs.method,
+        None if cs.outputs is None else cs.outputs[:B],
+        cs.fallback,
+    )
+    out.graphed = cs.graphed
+    return out
+
+
 class _Captured:
     """One captured graph: its input buffers and the outputs it writes."""
 
@@ -68,7 +89,8 @@ class _Captured:
 
         with torch.no_grad():  # (an input may require a gradient: the loss check's output)
             for mine, arg in zip(self.inputs, args):
-                mine.copy_(arg)
+                if mine is not None:
+                    mine.copy_(arg)
         self.graph.replay()
         return self.outputs
 
@@ -112,14 +134,14 @@ class Replayer:
     def __call__(self, *args):
         if self.disabled is not None:
             return self.fn(*args)
-        if not all(_is_tensor(a) for a in args):
+        if not all(_is_tensor(a) or a is None for a in args):
             self._last_eager = "the batch is not one tensor with a tensor target"
             return self.fn(*args)
         dev = args[0].device
         if dev.type != self.device_type:
             self._last_eager = f"the batch is on {dev.type}, not CUDA"
             return self.fn(*args)
-        key = (tuple((a.device, tuple(a.shape), a.dtype) for a in args), self._state_key())
+        key = (tuple(None if a is None else (a.device, tuple(a.shape), a.dtype) for a in args), self._state_key())
         captured = self._graphs.get(key)
         if captured is None:
             if len(self._seen) >= _SEEN_LIMIT and key not in self._seen:
@@ -129,10 +151,7 @@ class Replayer:
                 self._last_eager = f"warming up ({seen} of {WARMUP} eager steps of this batch shape)"
                 return self.fn(*args)
             if len(self._graphs) >= MAX_GRAPHS:
-                self._last_eager = (
-                    f"{MAX_GRAPHS} graphs are taken and the batch's shape or the model's state is new "
-                    "(Poisson batch sizes vary: use fixed-size batches)"
-                )
+                self._last_eager = f"{MAX_GRAPHS} graphs are taken and the batch's shape or the model's state is new"
                 return self.fn(*args)
             captured = self._capture(args)
             if captured is None:
@@ -145,14 +164,14 @@ class Replayer:
     def _capture(self, args) -> _Captured | None:
         import torch
 
-        static = tuple(a.detach().clone() for a in args)
+        static = tuple(None if a is None else a.detach().clone() for a in args)
         try:
             graph, outputs = self._record(static)
             self._check(outputs)
         except Exception as e:  # a host read, an unsupported op: the eager step from now on
             self.disabled = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-            if static[0].device.type == "cuda":
-                torch.cuda.synchronize(static[0].device)
+            if args[0].device.type == "cuda":
+                torch.cuda.synchronize(args[0].device)
             return None
         return _Captured(graph, static, outputs)
 
@@ -165,7 +184,7 @@ class Replayer:
 
         import torch
 
-        dev = static[0].device
+        dev = next(a for a in static if a is not None).device
         graph = torch.cuda.CUDAGraph()
         enabled, dtype = _autocast_state(torch)
         # autocast's cache of cast weights must not be captured (it is freed when the user's autocast ends)
@@ -183,12 +202,16 @@ class Replayer:
 
 
 class GraphedClippedSum(Replayer):
-    """``fn(x, y)`` (a :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch) replayed as a CUDA
-    graph where it can be; keyed also by the model's parameters, buffers, tensor attributes and modes."""
+    """``fn(x, y, pad)`` (a :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch; ``pad`` marks
+    padding rows, as in ``clipped_grad_sum``) replayed as a CUDA graph where it can be; keyed also by the
+    model's parameters, buffers, tensor attributes and modes. ``bucket``: None for fixed-size batches, else
+    the size ``bucket(B)`` ≥ B a batch of B rows is padded to (Poisson batches): the padding rows repeat the
+    first row, are marked in ``pad``, so contribute nothing, and their records are dropped from the result."""
 
-    def __init__(self, fn, model):
+    def __init__(self, fn, model, bucket=None):
         super().__init__(fn)
-        self.model = model
+        self.model, self.bucket = model, bucket
+        self._rows: dict = {}  # device → arange, for the padding masks
         # the tensors the modules hold as plain attributes (a mask, a table): the graph reads their memory, so a
         # tensor put in their place must be a new key (the old memory, once freed, may hold anything — another
         # example's activations, say)
@@ -205,6 +228,25 @@ class GraphedClippedSum(Replayer):
             tuple(_storage(getattr(mod, k, None)) for mod, k in self._attrs),
             tuple(mod.training for mod in m.modules()),
         )
+
+    def __call__(self, x, y):
+        if self.bucket is None:
+            return super().__call__(x, y, None)
+        if self.disabled is not None or not (_is_tensor(x) and _is_tensor(y)) or x.device.type != self.device_type:
+            return super().__call__(x, y, None)  # (eager, unpadded; the base says why)
+        import torch
+
+        B = int(x.shape[0])
+        size = int(self.bucket(B))
+        rows = self._rows.get(x.device)
+        if rows is None or rows.shape[0] < size:
+            rows = self._rows[x.device] = torch.arange(max(size, 2 * B), device=x.device)
+        pad = rows[:size] >= B  # (a Python bound: a kernel argument, no copy to the device)
+        if size > B:
+            x = torch.cat([x, x[:1].expand(size - B, *x.shape[1:])])
+            y = torch.cat([y, y[:1].expand(size - B, *y.shape[1:])])
+        cs = super().__call__(x, y, pad)
+        return _first_rows(cs, B) if size > B else cs
 
     def _check(self, cs) -> None:
         if getattr(cs, "_masks", None) is None:  # counts read on the host: cannot be replayed

@@ -163,7 +163,8 @@ class _Session:
         self._loss_checked_once = False  # the first step's loss check is read at once, later ones a step late
         self._verdicts: list[_DeferredVerdict] = []  # loss checks not read yet, oldest first
         self._verdict = self._loss_verdict
-        if getattr(backend, "graphed", None) is not None:  # make_private(cuda_graph=True): the check as a graph too
+        graphed = getattr(backend, "graphed", None)
+        if graphed is not None and graphed.bucket is None:  # cuda_graph=True, fixed-size batches: a graph too
             from dpspec.torch import cuda_graph
 
             self._verdict = cuda_graph.Replayer(self._loss_verdict)
@@ -627,8 +628,8 @@ def make_private(
     grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; DP-SGD only, no seed).
     ``cuda_graph``: on CUDA, the clipped per-example sum (forward, backward, norms, clip, sums) is replayed
     as a CUDA graph once a batch shape has been seen twice: one launch instead of a few hundred, for models
-    whose step the host's launches bound (:mod:`dpspec.torch.cuda_graph`; DP-SGD only, fixed-size batches;
-    ``model.cuda_graph_status`` says what happened).
+    whose step the host's launches bound (:mod:`dpspec.torch.cuda_graph`; DP-SGD only; Poisson batches are
+    padded to a few sizes; ``model.cuda_graph_status`` says what happened).
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
     :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
     mech, backend_class = _resolve(compiled, target)

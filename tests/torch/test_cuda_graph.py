@@ -162,9 +162,42 @@ def test_a_failed_capture_falls_back_to_the_eager_step():
     assert model.cuda_graph_status.startswith("not replayed: the capture failed (RuntimeError: operation not")
 
 
-def test_poisson_sizes_beyond_the_graph_limit_run_eagerly():
-    _, model = train(True, sampling="poisson(rate = 0.25)", steps=40)
-    assert Simulated.captures <= cg.MAX_GRAPHS
+def test_poisson_batches_are_padded_to_a_few_sizes():
+    """Poisson batches vary in size: each is padded to the next multiple of a width (here 8, for qN = 12),
+    the padding rows marked so that they contribute nothing. The run is the eager run (up to the order of
+    the additions: the sums run over the padded rows' zeros too), from a few graphs."""
+    eager, _ = train(False, sampling="poisson(rate = 0.25)", steps=30)
+    graphed, model = train(True, sampling="poisson(rate = 0.25)", steps=30)
+    assert torch.allclose(flat(graphed), flat(eager), rtol=0, atol=1e-6)
+    import re
+
+    done = re.fullmatch(r"(\d+) step\(s\) replayed from (\d+) CUDA graph\(s\)", model.cuda_graph_status)
+    replayed, graphs = (int(w) for w in done.groups())
+    assert graphs <= 3 and replayed >= 30 - 2 * graphs - 2  # the sizes 8, 16, 24 (each warmed up twice)
+    assert SimulatedCheck.captures == 0  # the loss check runs eagerly on the unpadded batch
+
+
+@pytest.mark.parametrize("method", ["ghost", "rules", "vmap", "loop"])
+def test_padding_rows_never_reach_the_sums(method):
+    """Whatever the padding rows hold (another example, huge or non-finite values), the clipped sum of the
+    padded batch is the batch's, and its records of the real rows are the batch's."""
+    torch.manual_seed(0)
+    if method == "ghost":
+        m = nn.Sequential(nn.Linear(36, 8), nn.Tanh(), nn.Linear(8, 3))
+    else:
+        m = CNN()
+    X, y = data().tensors
+    X = X.flatten(1) if method == "ghost" else X
+    x, t = X[:5], y[:5]
+    ref = clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, method=method)
+    for junk in (X[5:8], torch.full_like(X[5:8], 1e6), torch.full_like(X[5:8], float("nan"))):
+        xp, tp = torch.cat([x, junk]), torch.cat([t, y[5:8]])
+        pad = torch.arange(8) >= 5
+        got = clipped_grad_sum(m, nn.functional.cross_entropy, xp, tp, clip=0.7, method=method, pad=pad)
+        for k in ref.sums:
+            assert torch.allclose(got.sums[k], ref.sums[k], rtol=1e-6, atol=1e-7), (method, k)
+        assert torch.allclose(got.norms[:5], ref.norms)
+        assert got._masks[0][5:].all() and not got._masks[0][:5].any()
 
 
 def test_without_the_option_nothing_is_graphed_and_cpu_batches_say_why(monkeypatch):
@@ -185,8 +218,8 @@ def test_a_replay_reads_the_new_batch_and_the_clip_holds():
     X, y = data().tensors
     X, y = X[:12], y[:12]
 
-    def fn(x, t):
-        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7)
+    def fn(x, t, pad=None):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, pad=pad)
 
     g = Simulated(fn, m)
     for _ in range(cg.WARMUP + 1):
@@ -210,7 +243,7 @@ def test_keys_a_replaced_parameter_and_a_mode_change():
     X, y = data().tensors
     X, y = X[:8], y[:8]
     m.conv.table = torch.zeros(2)  # a plain tensor attribute
-    g = Simulated(lambda x, t: clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=1.0), m)
+    g = Simulated(lambda x, t, pad: clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=1.0, pad=pad), m)
     for _ in range(cg.WARMUP + 2):
         g(X, y)
     assert Simulated.captures == 1 and g.replays == 2

@@ -293,9 +293,10 @@ class DpSgd(LedgerOwner):
 
     # --- one private step ---------------------------------------------------------------------------
 
-    def _clipped_sum(self, model, loss_fn: Callable, xb, yb, max_physical_batch_size: int | None = None):
+    def _clipped_sum(self, model, loss_fn: Callable, xb, yb, max_physical_batch_size: int | None = None, pad=None):
         """The batch's ClippedSum; with ``max_physical_batch_size`` computed on chunks of at most that
-        many rows and added (a virtual batch: the same clipped sum, noised once by the caller)."""
+        many rows and added (a virtual batch: the same clipped sum, noised once by the caller). ``pad``: the
+        rows that are padding (``clipped_grad_sum``)."""
         from dpspec.mechanisms.per_example import clipped_grad_sum, combine_clipped, trainable_parameters
 
         if self.per_layer_clip is not None:  # (flat clipping: clipped_grad_sum refuses a model with none)
@@ -311,10 +312,18 @@ class DpSgd(LedgerOwner):
             raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
         B = int(xb.shape[0])
         if m is None or B <= m:
-            return clipped_grad_sum(model, loss_fn, xb, yb, clip=clip, per_layer_clips=layers)
+            return clipped_grad_sum(model, loss_fn, xb, yb, clip=clip, per_layer_clips=layers, pad=pad)
         return combine_clipped(
             [
-                clipped_grad_sum(model, loss_fn, xb[i : i + m], yb[i : i + m], clip=clip, per_layer_clips=layers)
+                clipped_grad_sum(
+                    model,
+                    loss_fn,
+                    xb[i : i + m],
+                    yb[i : i + m],
+                    clip=clip,
+                    per_layer_clips=layers,
+                    pad=None if pad is None else pad[i : i + m],
+                )
                 for i in range(0, B, m)
             ]
         )

@@ -36,7 +36,7 @@ class DpSgdBackend:
         if cuda_graph:
             from dpspec.torch.cuda_graph import GraphedClippedSum
 
-            self.graphed = GraphedClippedSum(self._eager_clipped_sum, model)
+            self.graphed = GraphedClippedSum(self._eager_clipped_sum, model, bucket=self._bucket(mech))
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
         self.describe = {
@@ -61,8 +61,21 @@ class DpSgdBackend:
             return self.graphed(x, y)
         return self._eager_clipped_sum(x, y)
 
-    def _eager_clipped_sum(self, x, y):
-        return self.mech._clipped_sum(self.model, self.criterion, x, y)
+    def _eager_clipped_sum(self, x, y, pad=None):
+        return self.mech._clipped_sum(self.model, self.criterion, x, y, pad=pad)
+
+    @staticmethod
+    def _bucket(mech):
+        """None for fixed-size batches; for Poisson batches the size a batch is padded to for its CUDA graph:
+        the next multiple of a width w ≥ 2√(qN) (a power of two, at least 8), so that the sizes within
+        three standard deviations of qN fall in at most four graphs."""
+        if mech.sampling != "poisson":
+            return None
+        import math
+
+        mean = max(1.0, float(mech.sample_rate) * float(mech.dataset_size or 1))
+        width = max(8, 1 << math.ceil(math.log2(2 * math.sqrt(mean))))
+        return lambda b: -(-b // width) * width
 
     def step(self, x, y, idx, clipped=None) -> None:
         from dpspec.families.dpsgd.runtime import TrainingReport

@@ -336,7 +336,7 @@ def per_example_losses(loss_fn, out, yb):
     return vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)), randomness="different")(out, yb)
 
 
-def _grads(model, loss_fn, xb, yb, names):
+def _grads(model, loss_fn, xb, yb, names, pad=None):
     """(out, losses, bad, {name: [parts]}, {name: (B,) squared norms}) for the batch: one forward, one
     backward to the trainable layers' outputs, each layer's parts and norms made during that backward
     (the parameters formed directly have no norm yet: :func:`_direct`)."""
@@ -352,7 +352,7 @@ def _grads(model, loss_fn, xb, yb, names):
             if not ly.calls:
                 raise Unsupported(f"{ly.name}: a trainable layer the forward did not call")
         losses = per_example_losses(loss_fn, out, yb)
-        bad = nonfinite(losses)
+        bad = nonfinite(losses) if pad is None else nonfinite(losses) | pad  # padding rows: no gradient
         total_loss = torch.where(bad, constant(0.0, losses), losses).sum()
         if not edges:
             raise Unsupported("no trainable layer was called")
@@ -383,7 +383,7 @@ def _grads(model, loss_fn, xb, yb, names):
     return out, losses, bad, parts, sq
 
 
-def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
+def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result, pad=None):
     """The :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch by the rules (see
     ``clipped_grad_sum`` for ``clip`` / ``pcs``; ``result`` is that class); :class:`Unsupported` if a layer
     is outside them."""
@@ -391,7 +391,7 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result):
 
     names = list(params)
     B = int(xb.shape[0])
-    out, losses, bad, parts, sqs = _grads(model, loss_fn, xb, yb, names)
+    out, losses, bad, parts, sqs = _grads(model, loss_fn, xb, yb, names, pad)
     # norms and sums in the accumulation dtype, products in full float32 (ieee_matmul)
     with torch.autocast(out.device.type, enabled=False), ieee_matmul():
         return _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result)
