@@ -313,3 +313,19 @@ def test_the_loss_check_is_replayed_and_still_refuses_another_loss():
                 opt.step()
     assert SimulatedCheck.captures == 1 and model._session._verdict.replays >= 3
     assert step == 7  # step 6 was taken with the criterion's private gradient; the 7th is refused
+
+
+def test_a_runtime_whose_clipped_sum_takes_no_pad_still_steps():
+    """The backend asks for padding only when it pads: a DP-SGD runtime whose own ``_clipped_sum`` predates
+    ``pad=`` (the audit's no_clipping mutant) steps through make_private as before."""
+    from dpspec.families.dpsgd.audit import mutate
+
+    compiled = dpspec.compile(SPEC.format(sampling="without_replacement(batch_size = 12)", steps=2))
+    mech = mutate(compiled.mechanisms["model"], "no_clipping", 1.0)
+    m = CNN()
+    model, opt, loader = dt.make_private(mech, m, torch.optim.SGD(m.parameters(), lr=0.5), data(), seed=4)
+    for xb, yb in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    assert opt.steps_taken == 2
