@@ -185,17 +185,28 @@ class Replayer:
         import torch
 
         dev = next(a for a in static if a is not None).device
-        graph = torch.cuda.CUDAGraph()
         enabled, dtype = _autocast_state(torch)
         # autocast's cache of cast weights must not be captured (it is freed when the user's autocast ends)
         cast = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if enabled else contextlib.nullcontext()
-        side = torch.cuda.Stream(device=dev)  # warm-up on a side stream, as torch asks before a capture
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side), cast:
-            self.fn(*static)
-        torch.cuda.current_stream(dev).wait_stream(side)
-        with torch.cuda.graph(graph, pool=self._pool), cast:
-            outputs: Any = self.fn(*static)
+        # on the batch's device and a stream of it: torch.cuda.graph's own stream is made on the device current
+        # when it is first used, and a capture there records nothing of a batch on another device (cuda:1 while
+        # cuda:0 is current) — its kernels would run once, now, and every replay would hand out this batch's sums
+        with torch.cuda.device(dev):
+            user = torch.cuda.current_stream(dev)
+            side = torch.cuda.Stream(device=dev)  # warm-up and capture on a side stream, as torch asks
+            side.wait_stream(user)
+            with torch.cuda.stream(side), cast:
+                self.fn(*static)
+            user.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph, pool=self._pool, stream=side), cast:
+                    outputs: Any = self.fn(*static)
+            except BaseException:
+                # a capture that ends in error leaves torch.cuda.graph's stream current (its exit stops at the
+                # failed capture_end): the caller's stream back, for the eager steps that follow
+                torch.cuda.set_stream(user)
+                raise
         if self._pool is None:
             self._pool = graph.pool()
         return graph, outputs
