@@ -36,7 +36,9 @@ class DpSgdBackend:
         if cuda_graph:
             from dpspec.torch.cuda_graph import GraphedClippedSum
 
-            self.graphed = GraphedClippedSum(self._eager_clipped_sum, model, bucket=self._bucket(mech))
+            self.graphed = GraphedClippedSum(
+                self._eager_clipped_sum, model, bucket=self._bucket(mech), criterion=criterion
+            )
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
         self.describe = {
