@@ -60,7 +60,7 @@ def _storage(v) -> tuple | None:
     return (v.data_ptr(), tuple(v.shape), v.dtype) if _is_tensor(v) else None
 
 
-def _held(modules) -> list:
+def _held_tensors(modules) -> list:
     """(module, name, storage) of every tensor the modules hold as a plain attribute (a mask, a table, a
     cache made by the forward; their parameters and buffers are keyed apart)."""
     return [(mod, k, _storage(v)) for mod in modules for k, v in vars(mod).items() if _is_tensor(v)]
@@ -212,8 +212,9 @@ class Replayer:
         # autocast's cache of cast weights must not be captured (it is freed when the user's autocast ends)
         cast = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if enabled else contextlib.nullcontext()
         # on the batch's device and a stream of it: torch.cuda.graph's own stream is made on the device current
-        # when it is first used, and a capture there records nothing of a batch on another device (cuda:1 while
-        # cuda:0 is current) — its kernels would run once, now, and every replay would hand out this batch's sums
+        # when it is first used, and a capture there does not record the kernels of a batch on another device
+        # (cuda:1 while cuda:0 is current): they run now, on that device's stream — the capture fails at their
+        # first allocation, or records nothing and every replay hands out this batch's sums
         with torch.cuda.device(dev):
             user = torch.cuda.current_stream(dev)
             side = torch.cuda.Stream(device=dev)  # warm-up and capture on a side stream, as torch asks
@@ -265,7 +266,7 @@ class GraphedClippedSum(Replayer):
     def _held(self) -> list:
         # every tensor attribute there is when the graph is captured (one the forward made on its first call,
         # a private cache), not only those there were when the wrapper was made
-        return _held(mod for r in self._roots for mod in r.modules())
+        return _held_tensors(mod for r in self._roots for mod in r.modules())
 
     def __call__(self, x, y):
         if self.bucket is None:
