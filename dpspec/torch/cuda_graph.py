@@ -19,8 +19,9 @@ graphs per model. Poisson batches, whose size varies, are padded to a few sizes
 (:class:`GraphedClippedSum`'s ``bucket``); the padding rows are marked and contribute nothing. A graph
 is keyed by the batch's and target's shapes, dtypes and devices, the parameters'
 storage, shapes, dtypes and ``requires_grad`` (a parameter replaced by another tensor, or frozen, is a new
-key), the buffers' and the modules' tensor attributes' storage, every module's train/eval flag, the
-autocast state and the TF32 flags. Not replayed (the eager step
+key), the buffers' storage (the criterion's too, when it is a module), every module's train/eval flag,
+the autocast state and the TF32 flags; a graph is dropped (and captured again after the warm-up) once a
+tensor the modules held as a plain attribute when it was captured is replaced. Not replayed (the eager step
 runs, and :attr:`GraphedClippedSum.status` says why): another device; a batch that is not one tensor with
 a tensor target; a capture that fails (a host read in the forward, say); a new shape once MAX_GRAPHS are
 taken.
@@ -59,6 +60,12 @@ def _storage(v) -> tuple | None:
     return (v.data_ptr(), tuple(v.shape), v.dtype) if _is_tensor(v) else None
 
 
+def _held_tensors(modules) -> list:
+    """(module, name, storage) of every tensor the modules hold as a plain attribute (a mask, a table, a
+    cache made by the forward; their parameters and buffers are keyed apart)."""
+    return [(mod, k, _storage(v)) for mod in modules for k, v in vars(mod).items() if _is_tensor(v)]
+
+
 def _first_rows(cs, B: int):
     """The ClippedSum of a padded batch's first B rows (the examples): the sums hold nothing of the padding
     rows; their records are dropped."""
@@ -83,6 +90,7 @@ class _Captured:
 
     def __init__(self, graph, inputs, outputs):
         self.graph, self.inputs, self.outputs = graph, inputs, outputs
+        self.held: list = []  # (module, name, storage) of the tensor attributes when it was captured
 
     def replay(self, args):
         import torch
@@ -143,6 +151,11 @@ class Replayer:
             return self.fn(*args)
         key = (tuple(None if a is None else (a.device, tuple(a.shape), a.dtype) for a in args), self._state_key())
         captured = self._graphs.get(key)
+        if captured is not None and not self._current(captured):
+            # a tensor it read has been replaced (its memory, once freed, may hold anything — another example's
+            # activations, say): dropped, warmed up and captured again
+            del self._graphs[key]
+            captured = None
         if captured is None:
             if len(self._seen) >= _SEEN_LIMIT and key not in self._seen:
                 self._seen.clear()
@@ -173,10 +186,20 @@ class Replayer:
             if args[0].device.type == "cuda":
                 torch.cuda.synchronize(args[0].device)
             return None
-        return _Captured(graph, static, outputs)
+        captured = _Captured(graph, static, outputs)
+        captured.held = self._held()
+        return captured
 
     def _check(self, outputs) -> None:
         """Raises if ``outputs`` cannot be replayed."""
+
+    def _held(self) -> list:
+        """What a graph captured now reads besides its key: (module, name, storage) of tensor attributes."""
+        return []
+
+    def _current(self, captured) -> bool:
+        """Whether the tensor attributes ``captured`` may read are still those it was captured with."""
+        return all(_storage(getattr(mod, k, None)) == st for mod, k, st in captured.held)
 
     def _record(self, static) -> tuple:
         """(the CUDA graph of ``fn(*static)``, the outputs it writes)."""
@@ -185,17 +208,29 @@ class Replayer:
         import torch
 
         dev = next(a for a in static if a is not None).device
-        graph = torch.cuda.CUDAGraph()
         enabled, dtype = _autocast_state(torch)
         # autocast's cache of cast weights must not be captured (it is freed when the user's autocast ends)
         cast = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if enabled else contextlib.nullcontext()
-        side = torch.cuda.Stream(device=dev)  # warm-up on a side stream, as torch asks before a capture
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side), cast:
-            self.fn(*static)
-        torch.cuda.current_stream(dev).wait_stream(side)
-        with torch.cuda.graph(graph, pool=self._pool), cast:
-            outputs: Any = self.fn(*static)
+        # on the batch's device and a stream of it: torch.cuda.graph's own stream is made on the device current
+        # when it is first used, and a capture there does not record the kernels of a batch on another device
+        # (cuda:1 while cuda:0 is current): they run now, on that device's stream — the capture fails at their
+        # first allocation, or records nothing and every replay hands out this batch's sums
+        with torch.cuda.device(dev):
+            user = torch.cuda.current_stream(dev)
+            side = torch.cuda.Stream(device=dev)  # warm-up and capture on a side stream, as torch asks
+            side.wait_stream(user)
+            with torch.cuda.stream(side), cast:
+                self.fn(*static)
+            user.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph, pool=self._pool, stream=side), cast:
+                    outputs: Any = self.fn(*static)
+            except BaseException:
+                # a capture that ends in error leaves torch.cuda.graph's stream current (its exit stops at the
+                # failed capture_end): the caller's stream back, for the eager steps that follow
+                torch.cuda.set_stream(user)
+                raise
         if self._pool is None:
             self._pool = graph.pool()
         return graph, outputs
@@ -208,26 +243,30 @@ class GraphedClippedSum(Replayer):
     the size ``bucket(B)`` ≥ B a batch of B rows is padded to (Poisson batches): the padding rows repeat the
     first row, are marked in ``pad``, so contribute nothing, and their records are dropped from the result."""
 
-    def __init__(self, fn, model, bucket=None):
+    def __init__(self, fn, model, bucket=None, criterion=None):
+        import torch
+
         super().__init__(fn)
         self.model, self.bucket = model, bucket
         self._rows: dict = {}  # device → arange, for the padding masks
-        # the tensors the modules hold as plain attributes (a mask, a table): the graph reads their memory, so a
-        # tensor put in their place must be a new key (the old memory, once freed, may hold anything — another
-        # example's activations, say)
-        self._attrs = [
-            (mod, k) for mod in model.modules() for k, v in vars(mod).items() if not k.startswith("_") and _is_tensor(v)
-        ]
+        # the modules whose tensors the step reads: the model's, and the criterion's when it is a module (a
+        # class weight); the graph reads their memory, so a tensor put in the place of one must not be replayed
+        # from the old memory
+        self._roots = (model,) + ((criterion,) if isinstance(criterion, torch.nn.Module) else ())
 
     def _state_key(self) -> tuple:
-        m = self.model
+        roots = self._roots
         return (
             super()._state_key(),
-            tuple((p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad) for p in m.parameters()),
-            tuple((t.data_ptr(), tuple(t.shape), t.dtype) for t in m.buffers()),
-            tuple(_storage(getattr(mod, k, None)) for mod, k in self._attrs),
-            tuple(mod.training for mod in m.modules()),
+            tuple((p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad) for r in roots for p in r.parameters()),
+            tuple((t.data_ptr(), tuple(t.shape), t.dtype) for r in roots for t in r.buffers()),
+            tuple(mod.training for mod in self.model.modules()),
         )
+
+    def _held(self) -> list:
+        # every tensor attribute there is when the graph is captured (one the forward made on its first call,
+        # a private cache), not only those there were when the wrapper was made
+        return _held_tensors(mod for r in self._roots for mod in r.modules())
 
     def __call__(self, x, y):
         if self.bucket is None:

@@ -260,6 +260,30 @@ def test_a_model_coupling_the_batch_is_caught_and_runs_by_vmap():
         clipped_grad_sum(m, ce, x, y, clip=1.0, method="rules")
 
 
+def test_a_batch_of_one_example_or_its_copies_decides_nothing():
+    """A batch of one example, or of copies of it (a batch padded by repeating its first row), goes through
+    a layer coupling the batch as that example alone does: the check must not pass the model on it (the
+    rules would then run every later batch through the coupling: one example moving the others' clipped
+    gradients, the sum by up to 2C per coupled example)."""
+    torch.manual_seed(0)
+    m = Coupled().to(F64)
+    x, y = batch("seq")
+    x = x[:, 0]
+    params = dict(m.named_parameters())
+    for xs, ys in ((x[:1], y[:1]), (x[:1].expand(4, -1), y[:1].expand(4))):
+        ok, why = engine.verified(m, ce, xs, ys, params, per_example_grads)
+        assert not ok and "distinct" in why and m not in engine._VERDICTS
+        assert clipped_grad_sum(m, ce, xs, ys, clip=1.0).method == "vmap"
+    pad = torch.arange(4) >= 1
+    assert clipped_grad_sum(m, ce, x[:1].expand(4, -1), y[:1].expand(4), clip=1.0, pad=pad).method == "vmap"
+    # two distinct examples among copies (a batch of two padded to four): checked on those two
+    xs, ys = torch.cat([x[:2], x[:1], x[:1]]), torch.cat([y[:2], y[:1], y[:1]])
+    ok, why = engine.verified(m, ce, xs, ys, params, per_example_grads)
+    assert not ok and "differ" in why
+    cs = clipped_grad_sum(m, ce, x, y, clip=1.0)
+    assert cs.method == "vmap"
+
+
 def test_nonfinite_examples_are_zeroed_like_vmap():
     torch.manual_seed(0)
     m = Tokens().to(F64)

@@ -259,11 +259,43 @@ def test_keys_a_replaced_parameter_and_a_mode_change():
     for _ in range(cg.WARMUP):
         g(X, y)
     assert g(X, y).graphed  # captured again under the new key
-    m.drop.mask = torch.ones(3)  # a tensor attribute: watched from the wrapper's creation only
+    m.drop.mask = torch.ones(3)  # a tensor attribute the capture did not see: the graph cannot have read it
     assert g(X, y).graphed
     m.register_buffer("scale", torch.ones(1))
     assert not g(X, y).graphed  # a new buffer: a new key
     assert g(X[:4], y[:4]).graphed is False
+
+
+class Cached(CNN):
+    """A forward that makes a private table on its first call (after the wrapper is made) and reads it."""
+
+    def forward(self, x):
+        if not hasattr(self, "_table"):
+            self._table = torch.ones(x.shape[1:])
+        return super().forward(x * self._table)
+
+
+def test_a_tensor_attribute_made_after_the_wrapper_or_private_is_watched():
+    """A graph reads the memory of the tensors the modules hold: one replaced after the capture — a cache the
+    forward made on its first call, a private attribute, the criterion's class weights — must not be read
+    from the freed memory by a replay (it may hold anything: another example's activations). The graph is
+    dropped and captured again after the warm-up."""
+    torch.manual_seed(0)
+    m = Cached()
+    X, y = data().tensors
+    X, y = X[:8], y[:8]
+    crit = nn.CrossEntropyLoss(weight=torch.ones(3))
+    g = Simulated(lambda x, t, pad: clipped_grad_sum(m, crit, x, t, clip=1.0, pad=pad), m, criterion=crit)
+    for _ in range(cg.WARMUP + 2):
+        last = g(X, y)
+    assert last.graphed and Simulated.captures == 1
+    m._table = torch.full_like(m._table, 2.0)  # made after the wrapper, private: replaced
+    assert not g(X, y).graphed and not g._graphs  # dropped, not kept beside a new one
+    for _ in range(cg.WARMUP):
+        g(X, y)
+    assert g(X, y).graphed and Simulated.captures == 2 and len(g._graphs) == 1
+    crit.weight = torch.full((3,), 0.5)  # the criterion's buffer: a new key
+    assert not g(X, y).graphed
 
 
 def test_only_dp_sgd_trainings_take_the_option():
@@ -313,3 +345,19 @@ def test_the_loss_check_is_replayed_and_still_refuses_another_loss():
                 opt.step()
     assert SimulatedCheck.captures == 1 and model._session._verdict.replays >= 3
     assert step == 7  # step 6 was taken with the criterion's private gradient; the 7th is refused
+
+
+def test_a_runtime_whose_clipped_sum_takes_no_pad_still_steps():
+    """The backend asks for padding only when it pads: a DP-SGD runtime whose own ``_clipped_sum`` predates
+    ``pad=`` (the audit's no_clipping mutant) steps through make_private as before."""
+    from dpspec.families.dpsgd.audit import mutate
+
+    compiled = dpspec.compile(SPEC.format(sampling="without_replacement(batch_size = 12)", steps=2))
+    mech = mutate(compiled.mechanisms["model"], "no_clipping", 1.0)
+    m = CNN()
+    model, opt, loader = dt.make_private(mech, m, torch.optim.SGD(m.parameters(), lr=0.5), data(), seed=4)
+    for xb, yb in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    assert opt.steps_taken == 2

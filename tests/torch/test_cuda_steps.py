@@ -203,9 +203,37 @@ def test_cuda_graph_with_dropout_autocast_and_bfloat16():
 
 def test_cuda_graph_capture_failure_falls_back():
     eager, _ = graph_run(HostRead, False)
+    before = torch.cuda.current_stream()
     graphed, status = graph_run(HostRead, True)
     assert status.startswith("not replayed: the capture failed"), status
     assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5)
+    # the failed capture leaves the caller's stream current (torch.cuda.graph's exit stops at the failed end)
+    assert torch.cuda.current_stream() == before
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one CUDA device")
+def test_cuda_graph_of_a_batch_on_another_device_than_the_current_one():
+    """The model and the batch on cuda:1 while cuda:0 is current: the capture must record the step (on
+    cuda:1), so that each replay is the clipped sum of its own batch, not the capture's."""
+    from dpspec.torch.cuda_graph import WARMUP, GraphedClippedSum
+
+    dev = torch.device("cuda:1")
+    torch.cuda.set_device(0)
+    torch.manual_seed(0)
+    m = CNN().to(dev)
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(32, 3, 8, 8, generator=g).to(dev), torch.randint(0, 3, (32,), generator=g).to(dev)
+
+    def fn(x, t, pad=None):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, pad=pad)
+
+    graphed = GraphedClippedSum(fn, m)
+    for i in range(WARMUP + 3):
+        xb, yb = X[8 * (i % 4) : 8 * (i % 4) + 8], y[8 * (i % 4) : 8 * (i % 4) + 8]
+        got, ref = graphed(xb, yb), fn(xb, yb)
+        for k in ref.sums:
+            assert torch.allclose(got.sums[k], ref.sums[k], rtol=1e-5, atol=1e-6), (i, k)
+    assert graphed.replays == 3
 
 
 def test_cuda_graph_replay_reads_the_new_batch_and_the_clip_holds():

@@ -496,9 +496,10 @@ def _reference(model, loss_fn, xb, yb, names, per_example_grads):
 
 def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, str]:
     """Whether the rules agree with vmap (each example alone) on this model: checked once per model (on
-    the first examples of ``xb``, dropout off), then cached. ``per_example_grads``: the vmap reference
-    (``dpspec.mechanisms.per_example.per_example_grads``). Raises :class:`Unsupported` if a layer
-    has no rule.
+    the distinct examples among the first of ``xb``, dropout off), then cached; a batch with fewer than two
+    distinct examples there decides nothing (False, not cached: vmap for that batch). ``per_example_grads``:
+    the vmap reference (``dpspec.mechanisms.per_example.per_example_grads``). Raises :class:`Unsupported`
+    if a layer has no rule.
 
     The check is structural (a layer that mixes examples gives O(1) differences). It runs in the
     model's precision (float32 for a 16-bit model); where float32 disagrees beyond its tolerance, it is
@@ -512,8 +513,9 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
     if hit is not None and hit[0] == sig:
         return hit[1], hit[2]
     plan(model)
-    k = min(int(xb.shape[0]), PROBE_EXAMPLES)
-    xs, ys = xb[:k], yb[:k]
+    xs, ys = _distinct(xb[:PROBE_EXAMPLES], yb[:PROBE_EXAMPLES])
+    if int(xs.shape[0]) < 2:  # one example (or copies of one) agrees with itself alone whatever the layers do
+        return False, "fewer than two distinct examples to probe (not cached: checked again on the next batch)"
     dtype = next(iter(params.values())).dtype
     probe = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
     ok, why, finite = _compare(model, loss_fn, xs, ys, params, per_example_grads, probe)
@@ -525,6 +527,25 @@ def verified(model, loss_fn, xb, yb, params, per_example_grads) -> tuple[bool, s
             ok, why = ok64, why64 if not ok64 else ""
     _VERDICTS[model] = (sig, ok, why)
     return ok, why
+
+
+def _distinct(xs, ys):
+    """The rows of the probe that are not copies of an earlier row (input and target): a batch of copies of
+    one example — a batch of one, or one padded to a fixed size by repeating its first row
+    (dpspec.torch.cuda_graph) — goes through a layer that mixes the examples of a batch as that example
+    alone would, so it cannot tell such a layer apart (one host read)."""
+    import torch
+
+    k = int(xs.shape[0])
+    if k < 2:
+        return xs, ys
+    x, y = xs.reshape(k, -1), ys.reshape(k, -1)
+    same = ((x[:, None] == x[None]).all(dim=2) & (y[:, None] == y[None]).all(dim=2)).tolist()
+    keep = [i for i in range(k) if not any(same[i][:i])]
+    if len(keep) == k:
+        return xs, ys
+    idx = torch.tensor(keep, device=xs.device)
+    return xs.index_select(0, idx), ys.index_select(0, idx)
 
 
 def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[bool, str, bool]:
