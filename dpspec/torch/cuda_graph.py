@@ -60,6 +60,21 @@ def _storage(v) -> tuple | None:
     return (v.data_ptr(), tuple(v.shape), v.dtype) if _is_tensor(v) else None
 
 
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(dev):
+    """One side stream per device for every capture: a library such as cuBLAS keeps a workspace per stream
+    it has run on (tens of MiB), so a new stream per capture would keep one more each time."""
+    import torch
+
+    key = (dev.type, dev.index if dev.index is not None else torch.cuda.current_device())
+    s = _SIDE_STREAMS.get(key)
+    if s is None:
+        s = _SIDE_STREAMS[key] = torch.cuda.Stream(device=dev)
+    return s
+
+
 def _held_tensors(modules) -> list:
     """(module, name, storage) of every tensor the modules hold as a plain attribute (a mask, a table, a
     cache made by the forward; their parameters and buffers are keyed apart)."""
@@ -217,7 +232,7 @@ class Replayer:
         # first allocation, or records nothing and every replay hands out this batch's sums
         with torch.cuda.device(dev):
             user = torch.cuda.current_stream(dev)
-            side = torch.cuda.Stream(device=dev)  # warm-up and capture on a side stream, as torch asks
+            side = _side_stream(dev)  # warm-up and capture on a side stream, as torch asks
             side.wait_stream(user)
             with torch.cuda.stream(side), cast:
                 self.fn(*static)
