@@ -5,7 +5,7 @@ few hundred kernels (the forward, the backward to the layers' outputs, each laye
 the clip and the sums), and launching one costs the host about as long as a small kernel runs. A CUDA
 graph records those launches once and replays them in one (``torch.cuda.CUDAGraph``).
 
-What is replayed is :meth:`DpSgdBackend.clipped_sum` — the batch's clipped per-example gradient sum, a
+What is replayed is the training backend's ``clipped_sum`` — the batch's clipped per-example gradient sum, a
 function of the batch and the parameters only — and, as a second graph, the check that the loop's loss
 is the criterion (DPS165; a function of the output, its gradient and the target). The clip is inside
 the graph, so every replay bounds each example's contribution by C exactly as the eager step does; the

@@ -9,6 +9,8 @@ capture is tested in test_cuda_steps.py (on a GPU)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
@@ -19,6 +21,7 @@ import dpspec.torch as dt
 import dpspec.torch.cuda_graph as cg
 from dpspec.mechanisms.per_example import clipped_grad_sum
 
+ROOT = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings(
     "ignore::dpspec.torch.SamplingOverrideWarning", "ignore:There is a performance drop"
@@ -106,14 +109,18 @@ def data():
     return TensorDataset(torch.randn(48, 1, 6, 6, generator=g), torch.randint(0, 3, (48,), generator=g))
 
 
-def train(cuda_graph, sampling="without_replacement(batch_size = 12)", steps=7, keep=None, **kw):
+def train(cuda_graph, sampling="without_replacement(batch_size = 12)", steps=7, keep=None, dtype=None, **kw):
     torch.manual_seed(0)
     m = CNN()
+    ds = data()
+    if dtype is not None:
+        m = m.to(dtype)
+        ds = TensorDataset(ds.tensors[0].to(dtype), ds.tensors[1])
     model, opt, loader = dt.make_private(
         dpspec.compile(SPEC.format(sampling=sampling, steps=steps)),
         m,
         torch.optim.SGD(m.parameters(), lr=0.5),
-        data(),
+        ds,
         seed=4,
         cuda_graph=cuda_graph,
         **kw,
@@ -299,24 +306,13 @@ def test_a_tensor_attribute_made_after_the_wrapper_or_private_is_watched():
 
 
 def test_only_dp_sgd_trainings_take_the_option():
-    srpp = """scenario prevalence { secret share in {low, high} }
-train model {
-  protect       prevalence
-  mechanism     srpp_sgd
-  dataset_size  60
-  discrepancy   label_flip(differing = 3)
-  sampling      without_replacement(batch_size = 10)
-  clipping      flat(C = 1.0)
-  steps         6
-  learning_rate 0.2
-  noise_units   gradient
-  guarantee     ave_srpp(alpha = 8, epsilon = 2)
-}
-"""
+    srpp = dpspec.compile((ROOT / "specs" / "digits_srpp.dps").read_text())
     m = nn.Linear(5, 2)
-    ds = TensorDataset(torch.randn(60, 5), torch.randint(0, 2, (60,)))
+    ds = TensorDataset(torch.randn(1400, 5), torch.randint(0, 2, (1400,)))
     with pytest.raises(ValueError, match="cuda_graph=True is for DP-SGD"):
-        dt.make_private(dpspec.compile(srpp), m, torch.optim.SGD(m.parameters(), lr=0.1), ds, cuda_graph=True)
+        dt.make_private(
+            srpp, m, torch.optim.SGD(m.parameters(), lr=0.1), ds, target="classifier", cuda_graph=True
+        )
 
 
 def test_the_loss_check_is_replayed_and_still_refuses_another_loss():
@@ -361,3 +357,20 @@ def test_a_runtime_whose_clipped_sum_takes_no_pad_still_steps():
         nn.functional.cross_entropy(model(xb), yb).backward()
         opt.step()
     assert opt.steps_taken == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("sampling", ["without_replacement(batch_size = 12)", "poisson(rate = 0.25)"])
+def test_float64_and_bfloat16_models_through_the_graph_path(dtype, sampling):
+    """The replayed path (fresh copies, padding rows, the padding mask) keeps the parameters' dtype, and
+    the run is the eager run: exactly with fixed-size batches, up to the sums' rounding over the padding
+    rows' zeros (then cast to the parameters' dtype) with Poisson batches."""
+    eager, _ = train(False, sampling=sampling, steps=12, dtype=dtype)
+    graphed, model = train(True, sampling=sampling, steps=12, dtype=dtype)
+    assert all(p.dtype == dtype for p in graphed.parameters())
+    assert "replayed" in model.cuda_graph_status
+    if sampling.startswith("without"):
+        assert torch.equal(flat(graphed), flat(eager))
+    else:
+        tol = 1e-12 if dtype == torch.float64 else 2e-2
+        assert torch.allclose(flat(graphed).double(), flat(eager).double(), rtol=tol, atol=tol)

@@ -211,6 +211,20 @@ def test_cuda_graph_capture_failure_falls_back():
     assert torch.cuda.current_stream() == before
 
 
+def cnn_and_its_clipped_sum(dev, n):
+    """A CNN on ``dev``, n random images and labels there, and its clipped sum (C = 0.7) as a function of
+    (x, t, pad), the one GraphedClippedSum replays."""
+    torch.manual_seed(0)
+    m = CNN().to(dev)
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randn(n, 3, 8, 8, generator=g).to(dev), torch.randint(0, 3, (n,), generator=g).to(dev)
+
+    def fn(x, t, pad=None):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, pad=pad)
+
+    return m, X, y, fn
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one CUDA device")
 def test_cuda_graph_of_a_batch_on_another_device_than_the_current_one():
     """The model and the batch on cuda:1 while cuda:0 is current: the capture must record the step (on
@@ -219,14 +233,7 @@ def test_cuda_graph_of_a_batch_on_another_device_than_the_current_one():
 
     dev = torch.device("cuda:1")
     torch.cuda.set_device(0)
-    torch.manual_seed(0)
-    m = CNN().to(dev)
-    g = torch.Generator().manual_seed(1)
-    X, y = torch.randn(32, 3, 8, 8, generator=g).to(dev), torch.randint(0, 3, (32,), generator=g).to(dev)
-
-    def fn(x, t, pad=None):
-        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, pad=pad)
-
+    m, X, y, fn = cnn_and_its_clipped_sum(dev, 32)
     graphed = GraphedClippedSum(fn, m)
     for i in range(WARMUP + 3):
         xb, yb = X[8 * (i % 4) : 8 * (i % 4) + 8], y[8 * (i % 4) : 8 * (i % 4) + 8]
@@ -239,15 +246,7 @@ def test_cuda_graph_of_a_batch_on_another_device_than_the_current_one():
 def test_cuda_graph_replay_reads_the_new_batch_and_the_clip_holds():
     from dpspec.torch.cuda_graph import WARMUP, GraphedClippedSum
 
-    dev = torch.device("cuda")
-    torch.manual_seed(0)
-    m = CNN().to(dev)
-    g = torch.Generator().manual_seed(1)
-    X, y = torch.randn(16, 3, 8, 8, generator=g).to(dev), torch.randint(0, 3, (16,), generator=g).to(dev)
-
-    def fn(x, t, pad=None):
-        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, pad=pad)
-
+    m, X, y, fn = cnn_and_its_clipped_sum(torch.device("cuda"), 16)
     graphed = GraphedClippedSum(fn, m)
     for _ in range(WARMUP + 1):
         first = graphed(X, y)
