@@ -23,6 +23,12 @@ are made. **aten ops / step**: the operations one
 step dispatches below autograd (a ``TorchDispatchMode`` count, views included; the batch's fetch is not
 counted in either loop) — on a GPU each non-view one is a kernel launch or more, and their host cost is
 what bounds a small model's step.
+**Device footprint** (CUDA): the memory a loop's training takes from the caching allocator in whole
+segments from its first step on — what it keeps between steps (gradients, optimizer state, Opacus hooks'
+per-example gradients, a CUDA graph's pool) and its steps' working memory, with the allocator's rounding
+— measured over each loop's warm-up steps, the loops one after another (:func:`measure`). The step peak
+leaves out what a loop keeps and rounds nothing; the footprint compares what each loop needs of the
+device.
 
 Models (the issue's; ``--full`` sizes): MLP 512→512→10 (B 256); MLP 512→1024→1024→10 (B 1024); CNN
 3×32×32 with three convolutions and GroupNorm (B 256); nn.TransformerEncoder 2 layers, d 256, seq 128
@@ -257,7 +263,7 @@ def loops(build, make, b, dev, total, secure=False, graph=False):
     m1 = private_loop("dpspec", seed=0)
     if graph:  # the clipped sum replayed as a CUDA graph (dpspec.torch.cuda_graph)
         private_loop("dpspec graph", seed=0, cuda_graph=True)
-        # Poisson batches of the same expected size, padded to a few sizes (the loss check eager)
+        # Poisson batches of the same expected size, padded to a few sizes (the loss check padded too)
         private_loop("dpspec graph poisson", poisson=True, seed=0, cuda_graph=True)
     if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
         private_loop("dpspec secure", secure=True)
@@ -408,35 +414,53 @@ def profile_steps(fns, dev, steps=5, top=12) -> str:
 
 
 def graph_pool_mib(pm) -> float | None:
-    """The memory the private model's CUDA graphs keep reserved (their pool's segments), in MiB; None
-    without graphs. A replay allocates nothing there, so the step peak does not see it."""
+    """The memory the private model's CUDA graphs keep reserved (their pools' segments: the clipped sum's and
+    the loss check's graphs share one pool per device), in MiB; None without graphs. A replay allocates
+    nothing there, so the step peak does not see it."""
     graphed = getattr(pm._session.backend, "graphed", None)
-    if graphed is None or graphed._pool is None:
+    if graphed is None or not graphed.pools:
         return None
-    pool = tuple(graphed._pool)
+    pools = {tuple(p) for p in graphed.pools.values()}
     segs = torch.cuda.memory_snapshot()
-    return sum(s["total_size"] for s in segs if tuple(s.get("segment_pool_id", ())) == pool) / 2**20
+    return sum(s["total_size"] for s in segs if tuple(s.get("segment_pool_id", ())) in pools) / 2**20
 
 
 def measure(fns, dev, warm, steps):
-    """(step times, step peaks, the CUDA graph's capture step's peak): the graph is captured at the
-    loop's step WARMUP + 1, inside the warm-up; the most that step allocates above its start is the graph's
-    working set (the pool it keeps reserved is larger: whole segments)."""
+    """(step times, step peaks, the CUDA graph's capture step's peak, device footprints). The warm-up steps
+    run loop by loop; on CUDA each loop's **device footprint** is measured over them: the memory its
+    training takes from the allocator in whole segments from its first step on — its gradients, optimizer
+    state, activations, cuBLAS workspaces and, with graphs, the graphs' pools — as
+    ``max_memory_reserved`` during its warm-up less ``memory_reserved`` before it, after ``empty_cache``
+    (what the loops measured before hold stays reserved, in their own segments). Unlike the step peak this
+    counts what a loop keeps between steps and the allocator's rounding to segments alike for every loop.
+    The graph is captured at the loop's step WARMUP + 1, inside the warm-up; the most that step allocates
+    above its start is the graph's working set."""
     from dpspec.torch.cuda_graph import WARMUP
 
-    capture = {}
+    capture, footprint = {}, {}
     for k, fn in fns.items():
+        if dev.type == "cuda":
+            gc.collect()
+            sync(dev)
+            torch.cuda.empty_cache()
+            reserved = torch.cuda.memory_reserved(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
         for i in range(warm):
             if dev.type == "cuda" and k == "dpspec graph" and i == WARMUP:
-                gc.collect()
                 sync(dev)
+                start_peak = torch.cuda.max_memory_reserved(dev)
                 torch.cuda.reset_peak_memory_stats(dev)
                 before = torch.cuda.memory_allocated(dev)
                 fn()
                 sync(dev)
                 capture[k] = (torch.cuda.max_memory_allocated(dev) - before) / 2**20
+                # (the reserved peak before this step is kept: the peak statistics were reset for the capture)
+                footprint[k] = start_peak
             else:
                 fn()
+        if dev.type == "cuda":
+            sync(dev)
+            footprint[k] = (max(footprint.get(k, 0), torch.cuda.max_memory_reserved(dev)) - reserved) / 2**20
     ts = {k: [] for k in fns}
     for _ in range(steps):
         for k, fn in fns.items():
@@ -446,7 +470,7 @@ def measure(fns, dev, warm, steps):
             sync(dev)
             ts[k].append(time.perf_counter() - t0)
     peak = {k: step_peak_mib(fn, dev) for k, fn in fns.items()}  # MiB above the step's start, each loop alone
-    return ts, peak, capture
+    return ts, peak, capture, footprint
 
 
 def write_table(rows, dev, args, warm, steps, final=True) -> None:
@@ -482,7 +506,10 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
             "the step that captured the graph (the graph's working set, allocated above that step's start) and the "
             "graphs' pool, which stays reserved (whole segments of the allocator). dpspec graph poisson: the same "
             "with Poisson sampling of the same expected batch size (each batch padded to a multiple of a width "
-            "≥ 2√B, a few graphs; the loss check eager)."
+            "≥ 2√B, a few graphs). Device footprint: the memory a loop's training takes from the allocator in "
+            "whole segments from its first step on (gradients, optimizer state, activations, workspaces and "
+            "the graphs' pools): `max_memory_reserved` over its warm-up steps less `memory_reserved` before them, "
+            "after `empty_cache`, the loops one after another (:func:`measure`)."
             if graph
             else ""
         ),
@@ -491,10 +518,12 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
         + " | ".join(f"{c} (ms, ×non-private)" for c in cols)
         + f" | dpspec{' / dpspec graph' if graph else ''} ÷ Opacus ghost | peak step MiB above start (non-private / "
         + " / ".join(cols)
-        + ") | dpspec ÷ min(Opacus) | aten ops / step (dpspec / non-private) | dpspec clipping |",
-        "|" + "---|" * (len(cols) + 7),
+        + ") | dpspec ÷ min(Opacus) | "
+        + (("device footprint MiB (non-private / " + " / ".join(cols) + ") | ") if graph else "")
+        + "aten ops / step (dpspec / non-private) | dpspec clipping |",
+        "|" + "---|" * (len(cols) + 7 + graph),
     ]
-    for name, method, med, ratio, peak, vs_ghost, ops, pool in rows:
+    for name, method, med, ratio, peak, vs_ghost, ops, pool, footprint in rows:
         cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]
         held = f" (capture {pool[0]:.2f}, pool {pool[1]:.2f})" if pool else ""
         mem = " / ".join(
@@ -507,6 +536,11 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
             f"| {name} | {med['non-private'] * 1e3:.2f} | "
             + " | ".join(cells)
             + f" | {' / '.join(f'{v:.2f}×' for v in vs_ghost) if vs_ghost else '—'} | {mem} | {vs_opacus}"
+            + (
+                " | " + " / ".join(f"{footprint[c]:.0f}" if c in footprint else "—" for c in ["non-private"] + cols)
+                if graph
+                else ""
+            )
             + f" | {ops['dpspec']} / {ops['non-private']} | {method} |"
         )
     text = "\n".join(lines) + "\n"
@@ -543,7 +577,7 @@ def main() -> int:
             secure=args.secure,
             graph=dev.type == "cuda",
         )
-        ts, peak, capture = measure(fns, dev, warm, steps)
+        ts, peak, capture, footprint = measure(fns, dev, warm, steps)
         pool = graph_pool_mib(PRIVATE_MODELS["dpspec graph"]) if "dpspec graph" in PRIVATE_MODELS else None
         pool = None if pool is None else (capture.get("dpspec graph"), pool)
         for k in ("dpspec graph", "dpspec graph poisson"):
@@ -561,7 +595,7 @@ def main() -> int:
             if "opacus ghost" in ts
             else None
         )
-        rows.append((name, method, med, ratio, peak, vs_ghost, ops, pool))
+        rows.append((name, method, med, ratio, peak, vs_ghost, ops, pool, footprint))
         if args.profile:
             profiles.append(f"# {name}\n\n{profile_steps(fns, dev)}\n")
             Path(args.profile).write_text("\n".join(profiles), encoding="utf-8")
@@ -571,6 +605,7 @@ def main() -> int:
             + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
             + (f"; dpspec (graph) / opacus ghost {' / '.join(f'{v:.2f}×' for v in vs_ghost)}" if vs_ghost else "")
             + (f"; graph capture step {pool[0]:.2f} MiB, pool {pool[1]:.2f} MiB" if pool else "")
+            + ("; device footprint MiB " + ", ".join(f"{k} {v:.0f}" for k, v in footprint.items()) if footprint else "")
             + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
             + "; peak step MiB above start "
             + ", ".join(f"{k} {v:.2f}" for k, v in peak.items())

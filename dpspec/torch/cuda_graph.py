@@ -15,8 +15,9 @@ never sees another step's sums or outputs.
 
 When: on CUDA, for a tensor batch of a shape seen :data:`WARMUP` times eagerly (the rules' one-time check
 against vmap, the cached constants and cuDNN's choice of kernels happen then), at most :data:`MAX_GRAPHS`
-graphs per model. Poisson batches, whose size varies, are padded to a few sizes
-(:class:`GraphedClippedSum`'s ``bucket``); the padding rows are marked and contribute nothing. A graph
+graphs per function. Poisson batches, whose size varies, are padded to a few sizes
+(:class:`GraphedClippedSum`'s ``bucket``); the padding rows are marked and contribute nothing; the loss
+check is padded to the same sizes (:class:`GraphedLossCheck`), the padding rows not compared. A graph
 is keyed by the batch's and target's shapes, dtypes and devices, the parameters'
 storage, shapes, dtypes and ``requires_grad`` (a parameter replaced by another tensor, or frozen, is a new
 key), the buffers' storage (the criterion's too, when it is a module), every module's train/eval flag,
@@ -30,8 +31,8 @@ What you accept by opting in (docs/training.md): the forward does the same opera
 of a shape — no Python-side randomness or data-dependent Python control flow (dropout is fine: it draws
 from the CUDA generator, which graphs advance) — and reads no tensor other than its input, parameters,
 buffers and the modules' tensor attributes that is replaced between steps (a graph reads memory, not
-Python names; a tensor in a closure or a global is not watched). Each graph keeps its step's memory
-reserved for the graph's life.
+Python names; a tensor in a closure or a global is not watched). A model's graphs (the clipped sum's
+and the loss check's) share one memory pool per device, which stays reserved while they live.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 WARMUP = 2  # eager steps of a shape before its capture
-MAX_GRAPHS = 6  # graphs per model (they share one memory pool)
+MAX_GRAPHS = 6  # graphs per function replayed (a model's graphs share one memory pool per device)
 _SEEN_LIMIT = 64  # shapes remembered while warming up (Poisson sizes would grow the count without end)
 
 
@@ -100,6 +101,21 @@ def _first_rows(cs, B: int):
     return out
 
 
+def _padded(rows_cache: dict, tensors, B: int, size: int):
+    """``tensors`` (B rows each) padded to ``size`` rows by repeating their first row, and the mask of the padding
+    rows (``rows_cache``: device → an arange, kept between calls)."""
+    import torch
+
+    dev = tensors[0].device
+    rows = rows_cache.get(dev)
+    if rows is None or rows.shape[0] < size:
+        rows = rows_cache[dev] = torch.arange(max(size, 2 * B), device=dev)
+    pad = rows[:size] >= B  # (a Python bound: a kernel argument, no copy to the device)
+    if size > B:
+        tensors = tuple(torch.cat([t, t[:1].expand(size - B, *t.shape[1:])]) for t in tensors)
+    return tensors, pad
+
+
 class _Captured:
     """One captured graph: its input buffers and the outputs it writes."""
 
@@ -125,11 +141,16 @@ class Replayer:
 
     device_type = "cuda"
 
-    def __init__(self, fn):
+    def __init__(self, fn, pools: dict | None = None):
         self.fn = fn
         self._graphs: dict = {}
         self._seen: dict = {}
-        self._pool = None  # one memory pool for this function's graphs: they never run at once
+        # device index → the memory pool of the graphs captured there: one per device, shared with the Replayers
+        # given the same ``pools`` (the clipped sum's and the loss check's graphs of one model). Sharing is safe
+        # because those graphs run one after another on one stream, never at once, and a replay's outputs are
+        # copied out (:meth:`fresh`) before the next replay: a graph's working memory is dead once its replay
+        # ends, so another graph may use it; the outputs it writes stay allocated for its life.
+        self.pools: dict = {} if pools is None else pools
         self.replays = 0
         self.disabled: str | None = None
         self._last_eager = "no step yet"
@@ -238,16 +259,16 @@ class Replayer:
                 self.fn(*static)
             user.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
+            index = dev.index if dev.index is not None else torch.cuda.current_device()
             try:
-                with torch.cuda.graph(graph, pool=self._pool, stream=side), cast:
+                with torch.cuda.graph(graph, pool=self.pools.get(index), stream=side), cast:
                     outputs: Any = self.fn(*static)
             except BaseException:
                 # a capture that ends in error leaves torch.cuda.graph's stream current (its exit stops at the
                 # failed capture_end): the caller's stream back, for the eager steps that follow
                 torch.cuda.set_stream(user)
                 raise
-        if self._pool is None:
-            self._pool = graph.pool()
+        self.pools.setdefault(index, graph.pool())
         return graph, outputs
 
 
@@ -258,10 +279,10 @@ class GraphedClippedSum(Replayer):
     the size ``bucket(B)`` ≥ B a batch of B rows is padded to (Poisson batches): the padding rows repeat the
     first row, are marked in ``pad``, so contribute nothing, and their records are dropped from the result."""
 
-    def __init__(self, fn, model, bucket=None, criterion=None):
+    def __init__(self, fn, model, bucket=None, criterion=None, pools: dict | None = None):
         import torch
 
-        super().__init__(fn)
+        super().__init__(fn, pools)
         self.model, self.bucket = model, bucket
         self._rows: dict = {}  # device → arange, for the padding masks
         # the modules whose tensors the step reads: the model's, and the criterion's when it is a module (a
@@ -288,17 +309,10 @@ class GraphedClippedSum(Replayer):
             return super().__call__(x, y, None)
         if self.disabled is not None or not (_is_tensor(x) and _is_tensor(y)) or x.device.type != self.device_type:
             return super().__call__(x, y, None)  # (eager, unpadded; the base says why)
-        import torch
 
         B = int(x.shape[0])
         size = int(self.bucket(B))
-        rows = self._rows.get(x.device)
-        if rows is None or rows.shape[0] < size:
-            rows = self._rows[x.device] = torch.arange(max(size, 2 * B), device=x.device)
-        pad = rows[:size] >= B  # (a Python bound: a kernel argument, no copy to the device)
-        if size > B:
-            x = torch.cat([x, x[:1].expand(size - B, *x.shape[1:])])
-            y = torch.cat([y, y[:1].expand(size - B, *y.shape[1:])])
+        (x, y), pad = _padded(self._rows, (x, y), B, size)
         cs = super().__call__(x, y, pad)
         return _first_rows(cs, B) if size > B else cs
 
@@ -324,3 +338,31 @@ class GraphedClippedSum(Replayer):
         out = type(cs).deferred(sums, cs.batch, *masks, norms, losses, cs.method, outputs, cs.fallback)
         out.graphed = True
         return out
+
+
+class GraphedLossCheck(Replayer):
+    """The loop-loss check of Poisson batches, ``fn(G, out, y, pad)`` (the session's ``_loss_verdict``), replayed
+    as a CUDA graph per padded size: ``G``, the output and the target are padded to ``bucket(B)`` rows as the
+    clipped sum's batch is (the padding rows marked in ``pad`` and not compared), so a few graphs serve every
+    batch size. Eager and unpadded, ``fn(G, out, y)``, until ``ready()`` (the first step's check has told a
+    summing criterion from an averaging one, which the padded check needs), and wherever the base would not
+    replay."""
+
+    def __init__(self, fn, bucket, ready, pools: dict | None = None):
+        super().__init__(fn, pools)
+        self.bucket, self.ready = bucket, ready
+        self._rows: dict = {}
+
+    def __call__(self, G, out, y):
+        tensors = (G, out, y)
+        if (
+            self.disabled is not None
+            or not self.ready()
+            or not all(_is_tensor(t) for t in tensors)
+            or G.device.type != self.device_type
+            or G.shape[0] != out.shape[0]
+        ):
+            return self.fn(G, out, y)
+        B = int(G.shape[0])
+        (G, out, y), pad = _padded(self._rows, tensors, B, int(self.bucket(B)))
+        return super().__call__(G, out, y, pad)

@@ -160,14 +160,20 @@ class _Session:
         self.pending: _Batch | None = None
         self._grads_set: dict = {}
         self._criterion_checked = False
+        self._criterion_sum: bool | None = None  # the criterion sums its examples' values (else: their mean)
         self._loss_checked_once = False  # the first step's loss check is read at once, later ones a step late
         self._verdicts: list[_DeferredVerdict] = []  # loss checks not read yet, oldest first
         self._verdict = self._loss_verdict
         graphed = getattr(backend, "graphed", None)
-        if graphed is not None and graphed.bucket is None:  # cuda_graph=True, fixed-size batches: a graph too
+        if graphed is not None:  # cuda_graph=True: the loss check is a graph too (its pool the clipped sum's)
             from dpspec.torch import cuda_graph
 
-            self._verdict = cuda_graph.Replayer(self._loss_verdict)
+            if graphed.bucket is None:
+                self._verdict = cuda_graph.Replayer(self._loss_verdict, pools=graphed.pools)
+            else:  # Poisson batches: padded as the clipped sum's are, once the criterion's kind is known
+                self._verdict = cuda_graph.GraphedLossCheck(
+                    self._loss_verdict, graphed.bucket, lambda: self._criterion_sum is not None, pools=graphed.pools
+                )
 
     @property
     def ledger(self):
@@ -233,7 +239,8 @@ class _Session:
             with torch.enable_grad():
                 (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
                 per = self._per_example_output_grads(o, y)
-                if not (close_on_finite_rows(R, per / B) or close_on_finite_rows(R, per)):
+                mean = close_on_finite_rows(R, per / B)
+                if not (mean or close_on_finite_rows(R, per)):
                     raise CriterionMismatchError(
                         f"`{self.ledger.target}`: `criterion(output, target)` on a batch is not the mean of its "
                         "per-example values (or their sum), so the private step (which computes each "
@@ -242,6 +249,7 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
+                self._criterion_sum = not mean
         ok = self._verdict(G, out, y)
         if self._loss_checked_once and self.ledger.steps_taken > 0:
             self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1))
@@ -252,14 +260,27 @@ class _Session:
             return
         raise CriterionMismatchError(self._mismatch())
 
-    def _loss_verdict(self, G, out, y):
+    def _loss_verdict(self, G, out, y, pad=None):
         """A 0-dim bool on the device: ``G`` (the gradient the loop back-propagated into the output ``out``) is
         the batch criterion's gradient, of its mean or its sum; a non-finite example is zeroed, not compared.
-        A function of its arguments only (replayed as a CUDA graph with ``cuda_graph=True``)."""
+        A function of its arguments only (replayed as a CUDA graph with ``cuda_graph=True``).
+
+        ``pad`` (a padded Poisson batch, :class:`~dpspec.torch.cuda_graph.GraphedLossCheck`): True on the rows
+        past the batch's B, which are not compared. The criterion on the S padded rows has, on each of the
+        batch's rows, the batch criterion's gradient (a sum) or S/B times it (a mean: 1/S in place of 1/B),
+        which the first step's check told apart (``_criterion_sum``); B is counted on the device."""
         o = out.detach().requires_grad_(True)
         with torch.enable_grad():
             (R,) = torch.autograd.grad(self.criterion(o, y), o)  # the batch criterion's gradient
-        return close_on_finite_rows_any(G, [R, R * o.shape[0]])
+        if pad is None:
+            return close_on_finite_rows_any(G, [R, R * o.shape[0]])
+        B = (~pad).sum()
+        if not self._criterion_sum:
+            R = R * (o.shape[0] / B)
+        from dpspec.torch.clipping.kernels import constant
+
+        G = torch.where(pad.reshape((-1,) + (1,) * (G.dim() - 1)), constant(float("nan"), G), G)
+        return close_on_finite_rows_any(G, [R, R * B])
 
     def _mismatch(self, taken: int | None = None) -> str:
         when = (

@@ -68,3 +68,23 @@ def test_a_step_that_replaces_what_it_holds(bench, dev):
 
     step()
     assert bench.step_peak_mib(step, dev) == 0.0
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_the_device_footprint_counts_what_a_loop_keeps_in_whole_segments(bench, dev):
+    """`measure`'s device footprint (CUDA only): a loop that keeps 30 MiB per warm-up step takes 30 MiB segments
+    (a request of 10 MiB or more is rounded up to 2 MiB), one per step; a loop that keeps nothing takes what
+    its step's working memory needs, here 2 MiB (the smallest segment, for a request under 1 MiB)."""
+    held = []
+
+    def keeps():
+        held.append(torch.empty(30 * MIB // 4, dtype=torch.float32, device=dev))
+
+    def small():
+        torch.ones(16, device=dev).sum()
+
+    _, _, _, footprint = bench.measure({"keeps": keeps, "small": small}, dev, warm=2, steps=1)
+    if dev.type != "cuda":
+        assert footprint == {}
+        return
+    assert footprint == {"keeps": 60.0, "small": pytest.approx(2.0, abs=2.0)}

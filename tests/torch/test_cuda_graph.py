@@ -96,12 +96,20 @@ class SimulatedCheck(cg.Replayer):
     _record = _simulated_record
 
 
+class SimulatedPaddedCheck(cg.GraphedLossCheck):
+    device_type = "cpu"
+    fail: str | None = None
+    captures = 0
+    _record = _simulated_record
+
+
 @pytest.fixture(autouse=True)
 def simulated(monkeypatch):
     monkeypatch.setattr(cg, "GraphedClippedSum", Simulated)
     monkeypatch.setattr(cg, "Replayer", SimulatedCheck)
-    Simulated.fail, Simulated.captures = None, 0
-    SimulatedCheck.fail, SimulatedCheck.captures = None, 0
+    monkeypatch.setattr(cg, "GraphedLossCheck", SimulatedPaddedCheck)
+    for cls in (Simulated, SimulatedCheck, SimulatedPaddedCheck):
+        cls.fail, cls.captures = None, 0
 
 
 def data():
@@ -181,7 +189,78 @@ def test_poisson_batches_are_padded_to_a_few_sizes():
     done = re.fullmatch(r"(\d+) step\(s\) replayed from (\d+) CUDA graph\(s\)", model.cuda_graph_status)
     replayed, graphs = (int(w) for w in done.groups())
     assert graphs <= 3 and replayed >= 30 - 2 * graphs - 2  # the sizes 8, 16, 24 (each warmed up twice)
-    assert SimulatedCheck.captures == 0  # the loss check runs eagerly on the unpadded batch
+    # the loss check is padded to the same sizes and replayed too
+    check = model._session._verdict
+    assert SimulatedCheck.captures == 0 and 1 <= SimulatedPaddedCheck.captures <= 3
+    assert check.status.startswith(f"{check.replays} step(s) replayed from") and check.replays >= 20
+    assert check.pools is model._session.backend.graphed.pools
+
+
+def _poisson_loop(loss_of, cuda_graph=True, steps=16, criterion=None):
+    """A Poisson run (qN = 12, padded to multiples of 8) whose loop back-propagates ``loss_of(output, y, step)``:
+    the steps it took, and the step named by the CriterionMismatchError that stopped it (None if none did)."""
+    from dpspec.torch import CriterionMismatchError
+
+    torch.manual_seed(0)
+    m = CNN()
+    kw = {} if criterion is None else {"criterion": criterion}
+    model, opt, loader = dt.make_private(
+        dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=steps)),
+        m,
+        torch.optim.SGD(m.parameters(), lr=0.5),
+        data(),
+        seed=4,
+        cuda_graph=cuda_graph,
+        **kw,
+    )
+    taken = 0
+    try:
+        while opt.steps_remaining:
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss_of(model(xb), yb, taken + 1).backward()
+                opt.step()
+                taken += 1
+    except CriterionMismatchError as e:
+        import re
+
+        at = re.search(r"at step (\d+)", str(e))
+        return taken, int(at.group(1)) if at else 0
+    return taken, None
+
+
+def _ce_sum(o, t):
+    return nn.functional.cross_entropy(o, t, reduction="sum")
+
+
+@pytest.mark.parametrize("criterion", [None, _ce_sum], ids=["mean", "sum"])
+def test_the_padded_loss_check_decides_as_the_eager_check(criterion):
+    """Poisson batches' loss check, padded and replayed, takes the eager check's decisions: for a criterion that
+    averages or sums its examples, and a loop that back-propagates the mean, the sum, or (from step 12, after
+    the captures) the criterion's loss as if the batch had its padded size — what a check that mixed up the
+    padded and the real size would take; a refusal comes a step late, naming the same step."""
+    outcomes = {}
+    for scale in ("mean", "sum", "padded"):
+
+        def loss_of(o, t, step, scale=scale):
+            per = nn.functional.cross_entropy(o, t, reduction="none")
+            if scale == "sum":
+                return per.sum()
+            if scale == "padded":  # the criterion's own loss, then scaled as if the batch had its padded size
+                S, B = -(-o.shape[0] // 8) * 8, o.shape[0]
+                if step < 12:
+                    return per.mean() if criterion is None else per.sum()
+                return per.sum() / S if criterion is None else per.sum() * S / B
+            return per.mean()
+
+        SimulatedPaddedCheck.captures = 0
+        got = _poisson_loop(loss_of, criterion=criterion)
+        assert SimulatedPaddedCheck.captures >= (1 if got[0] >= 8 else 0)
+        outcomes[scale] = got
+        assert got == _poisson_loop(loss_of, cuda_graph=False, criterion=criterion), scale
+    # the decisions themselves: the criterion's own reduction passes, the padded scale is refused at step 12
+    assert outcomes["mean" if criterion is None else "sum"] == (16, None)
+    assert outcomes["padded"] == (12, 12)
 
 
 @pytest.mark.parametrize("method", ["ghost", "rules", "vmap", "loop"])
@@ -340,6 +419,9 @@ def test_the_loss_check_is_replayed_and_still_refuses_another_loss():
                 (loss if step < 6 else 3 * loss).backward()
                 opt.step()
     assert SimulatedCheck.captures == 1 and model._session._verdict.replays >= 3
+    # the two graphs of the model share its memory pools (one per device): the capture of one may reuse the
+    # other's working memory, which is dead once its replay ends
+    assert model._session._verdict.pools is model._session.backend.graphed.pools
     assert step == 7  # step 6 was taken with the criterion's private gradient; the 7th is refused
 
 

@@ -164,6 +164,7 @@ def graph_run(make, cuda_graph, dtype=torch.float32, autocast=False, steps=6, ch
             nn.functional.cross_entropy(out.float(), yb).backward()
             opt.step()
     graph_run.check = model._session._verdict  # the loss check's replayer (cuda_graph=True) or the function
+    graph_run.pools = model._session.backend.graphed.pools if cuda_graph else None
     return torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]), model.cuda_graph_status
 
 
@@ -178,6 +179,11 @@ def test_cuda_graph_replays_the_eager_step(make, chunk):
     replayed = 4 if chunk is None else 10  # (6 steps × 2 chunks, the first 2 eager)
     assert status == f"{replayed} step(s) replayed from 1 CUDA graph(s)"
     assert graph_run.check.status == f"{replayed} step(s) replayed from 1 CUDA graph(s)"  # the loss check
+    # the clipped sum's graph and the loss check's share one memory pool on the device, and its segments are
+    # the allocator's
+    assert graph_run.check.pools is graph_run.pools and len(graph_run.pools) == 1
+    (pool,) = graph_run.pools.values()
+    assert any(tuple(s.get("segment_pool_id", ())) == tuple(pool) for s in torch.cuda.memory_snapshot())
     assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5), (graphed - eager).abs().max()
 
 
@@ -191,6 +197,8 @@ def test_cuda_graph_pads_poisson_batches():
     assert done is not None, status
     replayed, graphs = (int(w) for w in done.groups())
     assert graphs <= 4 and replayed >= 4, status  # (each size warms up twice; a rare one may never be captured)
+    # the loss check is padded to the same sizes and replayed from the same pool
+    assert "replayed from" in graph_run.check.status and graph_run.check.pools is graph_run.pools
     assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5), (graphed - eager).abs().max()
 
 
