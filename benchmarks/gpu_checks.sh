@@ -16,6 +16,7 @@ PY
   tests/torch/test_cuda_steps.py tests/torch/test_step_overhead.py tests/torch/test_host_syncs.py \
   tests/torch/test_clipping_rules.py tests/torch/test_attention_rule.py tests/torch/test_device_dtype.py \
   tests/torch/test_secure_training_noise.py tests/torch/test_clipping_memory.py \
-  tests/torch/test_matmul_precision.py tests/torch/test_rules_sensitivity.py tests/torch/test_cuda_graph.py
+  tests/torch/test_matmul_precision.py tests/torch/test_rules_sensitivity.py tests/torch/test_cuda_graph.py \
+  tests/torch/test_bench_memory.py
 name="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
 "$PY" benchmarks/bench_gpu.py --full --secure --out "benchmarks/results/bench_gpu_${name}.md"
