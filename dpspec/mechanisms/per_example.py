@@ -192,6 +192,12 @@ class ClippedSum:
         return self._read()[2]
 
     @property
+    def nonfinite_mask(self):
+        """The (B,) bool mask of the zeroed non-finite examples while it is on the device (the counts not read),
+        else None."""
+        return None if self._counts is not None or self._masks is None else self._masks[0]
+
+    @property
     def nonfinite_count(self):
         """The number of zeroed non-finite examples: a 0-dim tensor on the device while it is not read (no
         host round trip), else an int."""

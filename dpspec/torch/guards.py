@@ -43,11 +43,12 @@ class PrivateCopyError(DpspecError, TypeError):
     """A private optimizer is not copied or pickled: save ``state_dict()`` and call make_private again."""
 
 
-def check_stepped_parameters(module, param_groups, assigned: dict, target: str) -> None:
+def check_stepped_parameters(module, param_groups, assigned: dict, target: str, named=None) -> None:
     """Raise :class:`UnnoisedParameterError` unless every parameter in ``param_groups`` is noised by the
     private step (see the module docstring). ``assigned``: name -> (id, version) of the gradients the
-    last private step left on the model's parameters."""
-    held = {id(p): (k, p) for k, p in module.named_parameters()}
+    last private step left on the model's parameters. ``named``: ``module.named_parameters()`` as a list,
+    when the caller has just walked the model."""
+    held = {id(p): (k, p) for k, p in (module.named_parameters() if named is None else named)}
     for gi, group in enumerate(param_groups):
         for p in group["params"]:
             if id(p) not in held:
