@@ -445,9 +445,12 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
     del a, x
     losses = per_example_losses(loss_fn, out, yb)
     bad = nonfinite(losses) if pad is None else nonfinite(losses) | pad  # padding rows: no gradient, no part
-    total = torch.where(bad, constant(0.0, losses), losses).sum()
-    deltas: list = list(torch.autograd.grad(total, edges, allow_unused=True))
-    del edges, total
+    # the backward of Σ_i w_i ℓ_i, w_i = 1 (0 for a non-finite example or a padding row), seeded with w itself: the
+    # values the backward of where(bad, 0, losses).sum() would feed the loss's backward, without the sum and the
+    # mask's own backward
+    seed = torch.where(bad, constant(0.0, losses), constant(1.0, losses))
+    deltas: list = list(torch.autograd.grad(losses, edges, grad_outputs=seed, allow_unused=True))
+    del edges, seed
     for j, (shape, dtype) in enumerate(metas):
         if deltas[j] is None:
             deltas[j] = torch.zeros(shape, dtype=dtype, device=out.device)

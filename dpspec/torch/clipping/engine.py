@@ -353,14 +353,16 @@ def _grads(model, loss_fn, xb, yb, names, pad=None):
                 raise Unsupported(f"{ly.name}: a trainable layer the forward did not call")
         losses = per_example_losses(loss_fn, out, yb)
         bad = nonfinite(losses) if pad is None else nonfinite(losses) | pad  # padding rows: no gradient
-        total_loss = torch.where(bad, constant(0.0, losses), losses).sum()
         if not edges:
             raise Unsupported("no trainable layer was called")
-        if total_loss.requires_grad:
-            # to the layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs
-            # themselves: holding the outputs would keep them alive through the backward
-            torch.autograd.backward(total_loss, inputs=edges)
-        del total_loss
+        if losses.requires_grad:
+            # the backward of Σ_i w_i ℓ_i, w_i = 1 (0 for a non-finite example or a padding row), seeded with w
+            # itself (what the backward of where(bad, 0, losses).sum() would feed the loss's backward); to the
+            # layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs themselves:
+            # holding the outputs would keep them alive through the backward
+            seed = torch.where(bad, constant(0.0, losses), constant(1.0, losses))
+            torch.autograd.backward(losses, grad_tensors=seed, inputs=edges)
+            del seed
     finally:
         # every layer holds this list, whose edges hold the graph's nodes, which hold the layers' hooks: a
         # reference cycle that would keep the nodes the backward did not run (and what they saved: the lowest
