@@ -475,8 +475,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
-            s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-            s_all = torch.where(bad, zero, s_all)[:, None]
+            # (a non-finite example's norm is 0 here, its scale 1: its rows are zeroed below, so it adds 0)
+            s_all = (clip / (norm + 1e-12)).clamp(max=1.0)[:, None]
             for j, (name, mod) in enumerate(lin_names):
                 # a non-finite example's rows zeroed (not scaled: 0 · ∞ is NaN), then scaled in place
                 ds = torch.where(bad2, zero, deltas[j])
@@ -496,8 +496,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
         else:
             norm = sq.sqrt()
             c = clip_tensor(pcs, norm)
+            # (a non-finite example's norms are 0 here, its scales 1: its rows are zeroed below, so it adds 0)
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad2, zero, scale)
             col = 0
             for j, (name, mod) in enumerate(lin_names):
                 d = torch.where(bad2, zero, deltas[j])
@@ -519,7 +519,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
             names = [k for k, _ in _blocks(model)]
         sums = {k: sums[k] for k in names}
         losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
-        return ClippedSum.deferred(sums, B, bad, over, norms.detach(), losses, "ghost", out.detach())
+        norms = norms.detach() if norms.requires_grad else norms  # (made from detached tensors: no view op)
+        return ClippedSum.deferred(sums, B, bad, over, norms, losses, "ghost", out.detach())
 
 
 def clipped_grad_sum(
