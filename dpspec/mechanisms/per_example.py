@@ -31,6 +31,7 @@ Two implementations of the clipped sum, checked against each other in the tests:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -285,6 +286,26 @@ def _ghost_layers(model):
     owned = {id(p) for _, m in layers for p in m.parameters(recurse=False)}
     if any(p.requires_grad and id(p) not in owned for p in model.parameters()):
         return None
+    return leaves
+
+
+_GHOST_LEAVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _ghost_layers_cached(model, params: dict):
+    """:func:`_ghost_layers` of ``model``, whose trainable parameters are ``params`` (name → tensor), cached per
+    model while its modules (each one's name, object and type, in order) and its trainable parameters (the
+    objects, in order) stay the same: a module replaced, added, removed or renamed, or a parameter replaced,
+    frozen or unfrozen, is looked at again. The modules and parameters of the key are held with it, so that
+    their ids name them while it is cached."""
+    mods = list(model.named_modules())
+    held = list(params.values())
+    key = (tuple((n, id(m), type(m)) for n, m in mods), tuple(id(p) for p in held))
+    hit = _GHOST_LEAVES.get(model)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    leaves = _ghost_layers(model)
+    _GHOST_LEAVES[model] = (key, leaves, mods, held)
     return leaves
 
 
@@ -558,7 +579,7 @@ def clipped_grad_sum(
         z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
         dev = next(iter(params.values())).device
         return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
-    leaves = _ghost_layers(model) if method in ("auto", "ghost") else None
+    leaves = _ghost_layers_cached(model, params) if method in ("auto", "ghost") else None
     if method == "ghost" and leaves is None:
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
     if leaves is not None:
