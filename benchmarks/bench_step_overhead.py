@@ -30,22 +30,21 @@ Writes benchmarks/results/step_overhead_cpu.md.
 from __future__ import annotations
 
 import argparse
-import warnings
 import platform
 import statistics
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import bench_gpu as bg  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-
-import bench_gpu as bg  # noqa: E402
 
 B = 4
 
