@@ -65,10 +65,13 @@ class DpSgdBackend:
     def _fold_nonfinite(self) -> None:
         """Add the pending masks' counts to the device count (no host read)."""
         masks, self._nonfinite_masks = self._nonfinite_masks, []
-        if masks:
+        if len({m.device for m in masks}) == 1:
             import torch
 
             self._nonfinite = self._nonfinite + (masks[0] if len(masks) == 1 else torch.cat(masks)).sum()
+        else:  # (a model moved between steps: each mask on its own device)
+            for m in masks:
+                self._nonfinite = self._nonfinite + m.sum()
 
     def draw(self) -> np.ndarray:
         return next(self.mech.batches(self.n, self.rng, 1))
