@@ -31,6 +31,7 @@ Two implementations of the clipped sum, checked against each other in the tests:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -192,6 +193,12 @@ class ClippedSum:
         return self._read()[2]
 
     @property
+    def nonfinite_mask(self):
+        """The (B,) bool mask of the zeroed non-finite examples while it is on the device (the counts not read),
+        else None."""
+        return None if self._counts is not None or self._masks is None else self._masks[0]
+
+    @property
     def nonfinite_count(self):
         """The number of zeroed non-finite examples: a 0-dim tensor on the device while it is not read (no
         host round trip), else an int."""
@@ -279,6 +286,26 @@ def _ghost_layers(model):
     owned = {id(p) for _, m in layers for p in m.parameters(recurse=False)}
     if any(p.requires_grad and id(p) not in owned for p in model.parameters()):
         return None
+    return leaves
+
+
+_GHOST_LEAVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _ghost_layers_cached(model, params: dict):
+    """:func:`_ghost_layers` of ``model``, whose trainable parameters are ``params`` (name → tensor), cached per
+    model while its modules (each one's name, object and type, in order) and its trainable parameters (the
+    objects, in order) stay the same: a module replaced, added, removed or renamed, or a parameter replaced,
+    frozen or unfrozen, is looked at again. The modules and parameters of the key are held with it, so that
+    their ids name them while it is cached."""
+    mods = list(model.named_modules())
+    held = list(params.values())
+    key = (tuple((n, id(m), type(m)) for n, m in mods), tuple(id(p) for p in held))
+    hit = _GHOST_LEAVES.get(model)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    leaves = _ghost_layers(model)
+    _GHOST_LEAVES[model] = (key, leaves, mods, held)
     return leaves
 
 
@@ -439,9 +466,12 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
     del a, x
     losses = per_example_losses(loss_fn, out, yb)
     bad = nonfinite(losses) if pad is None else nonfinite(losses) | pad  # padding rows: no gradient, no part
-    total = torch.where(bad, constant(0.0, losses), losses).sum()
-    deltas: list = list(torch.autograd.grad(total, edges, allow_unused=True))
-    del edges, total
+    # the backward of Σ_i w_i ℓ_i, w_i = 1 (0 for a non-finite example or a padding row), seeded with w itself: the
+    # values the backward of where(bad, 0, losses).sum() would feed the loss's backward, without the sum and the
+    # mask's own backward
+    seed = torch.where(bad, constant(0.0, losses), constant(1.0, losses))
+    deltas: list = list(torch.autograd.grad(losses, edges, grad_outputs=seed, allow_unused=True))
+    del edges, seed
     for j, (shape, dtype) in enumerate(metas):
         if deltas[j] is None:
             deltas[j] = torch.zeros(shape, dtype=dtype, device=out.device)
@@ -466,8 +496,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
         sums = {}
         if pcs is None:
             norm = sq.sum(dim=1).sqrt()
-            s_all = (clip / (norm + 1e-12)).clamp(max=1.0)
-            s_all = torch.where(bad, zero, s_all)[:, None]
+            # (a non-finite example's norm is 0 here, its scale 1: its rows are zeroed below, so it adds 0)
+            s_all = (clip / (norm + 1e-12)).clamp(max=1.0)[:, None]
             for j, (name, mod) in enumerate(lin_names):
                 # a non-finite example's rows zeroed (not scaled: 0 · ∞ is NaN), then scaled in place
                 ds = torch.where(bad2, zero, deltas[j])
@@ -487,8 +517,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
         else:
             norm = sq.sqrt()
             c = clip_tensor(pcs, norm)
+            # (a non-finite example's norms are 0 here, its scales 1: its rows are zeroed below, so it adds 0)
             scale = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)
-            scale = torch.where(bad2, zero, scale)
             col = 0
             for j, (name, mod) in enumerate(lin_names):
                 d = torch.where(bad2, zero, deltas[j])
@@ -510,7 +540,8 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
             names = [k for k, _ in _blocks(model)]
         sums = {k: sums[k] for k in names}
         losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
-        return ClippedSum.deferred(sums, B, bad, over, norms.detach(), losses, "ghost", out.detach())
+        norms = norms.detach() if norms.requires_grad else norms  # (made from detached tensors: no view op)
+        return ClippedSum.deferred(sums, B, bad, over, norms, losses, "ghost", out.detach())
 
 
 def clipped_grad_sum(
@@ -548,7 +579,7 @@ def clipped_grad_sum(
         z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
         dev = next(iter(params.values())).device
         return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
-    leaves = _ghost_layers(model) if method in ("auto", "ghost") else None
+    leaves = _ghost_layers_cached(model, params) if method in ("auto", "ghost") else None
     if method == "ghost" and leaves is None:
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")
     if leaves is not None:

@@ -43,11 +43,12 @@ class PrivateCopyError(DpspecError, TypeError):
     """A private optimizer is not copied or pickled: save ``state_dict()`` and call make_private again."""
 
 
-def check_stepped_parameters(module, param_groups, assigned: dict, target: str) -> None:
+def check_stepped_parameters(module, param_groups, assigned: dict, target: str, named=None) -> None:
     """Raise :class:`UnnoisedParameterError` unless every parameter in ``param_groups`` is noised by the
     private step (see the module docstring). ``assigned``: name -> (id, version) of the gradients the
-    last private step left on the model's parameters."""
-    held = {id(p): (k, p) for k, p in module.named_parameters()}
+    last private step left on the model's parameters. ``named``: ``module.named_parameters()`` as a list,
+    when the caller has just walked the model."""
+    held = {id(p): (k, p) for k, p in (module.named_parameters() if named is None else named)}
     for gi, group in enumerate(param_groups):
         for p in group["params"]:
             if id(p) not in held:
@@ -80,11 +81,17 @@ def close_on_finite_rows_any(a, bs, rel: float | None = None):
     :func:`close_on_finite_rows` (no host read; the caller reads the verdict once). ``rel`` defaults to
     1e-4, or a few units of the inputs' precision for 16-bit tensors (bfloat16 rounds the batch mean's
     1/B to 2⁻⁸ relative, a wrong loss differs by O(1)). The candidates of ``a``'s shape are compared
-    together (stacked), in a fixed number of kernels whatever their number."""
+    together (stacked), in a fixed number of kernels whatever their number.
+
+    A row (example) is compared where its ℓ2 norm is finite in ``a``, in the candidate and in their
+    difference: a row holding an infinity or a NaN is left out (the private step zeroes that example), and
+    so is a row too large for its squared norm to be represented (beyond ~1e19 in float32), whose norm
+    could only make the comparison read ∞ ≤ ∞. From the rows' norms: ‖a − b‖ ≤ rel · max(‖a‖, ‖b‖) + 1e-12
+    over the compared rows, for some candidate b."""
     import torch
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
-    from dpspec.torch.clipping.kernels import constant, nonfinite
+    from dpspec.torch.clipping.kernels import constant
 
     if rel is None:
         rel = max(1e-4, 4 * torch.finfo(a.dtype).eps) if a.is_floating_point() else 1e-4
@@ -92,20 +99,22 @@ def close_on_finite_rows_any(a, bs, rel: float | None = None):
     bs = [b for b in bs if b.shape == a.shape]
     if not bs:
         return torch.zeros((), dtype=torch.bool, device=a.device)
+    # rows: (B, F) (a 1-D tensor's entries are its rows, a 0-dim tensor one row)
     x = a.to(acc)
-    y = torch.stack([b.to(acc) for b in bs])  # (K, *a.shape)
-    K = len(bs)
-    # the rows (examples) where both are finite: a non-finite example is zeroed by the step, not compared
-    bad_x, bad_y = nonfinite(x), nonfinite(y)
-    if a.dim() > 1:
-        bad_x, bad_y = bad_x.flatten(1).any(dim=1), bad_y.flatten(2).any(dim=2)
-    rows = ~(bad_x | bad_y)  # (K, B)
-    shape = rows.shape + (1,) * (a.dim() - 1)
-    zero = constant(0.0, x)
-    x = torch.where(rows.reshape(shape), x, zero).reshape(K, -1)  # without a data-dependent shape
-    y = torch.where(rows.reshape(shape), y, zero).reshape(K, -1)
+    x = x.flatten(1) if x.dim() > 1 else x.reshape(-1, 1)
+    y = torch.stack([b.to(acc) for b in bs])
+    if y.dim() != 3:
+        y = y.reshape((len(bs),) + tuple(x.shape))  # (K, B, F)
     norm = torch.linalg.vector_norm
-    return (norm(x - y, dim=1) <= rel * torch.maximum(norm(x, dim=1), norm(y, dim=1)) + 1e-12).any()
+    # each row's norm in a, in each candidate and in their difference: (3, K, B)
+    ny, nd = norm(y, dim=2), norm(x - y, dim=2)
+    rows = torch.stack([norm(x, dim=1).expand_as(ny), ny, nd])
+    # a non-finite value in a row makes its norm ∞ or NaN (the norms are ≥ 0: finite ⟺ their sum < ∞)
+    ok = rows.sum(dim=0) < float("inf")  # (K, B)
+    # over the compared rows: ‖a‖, ‖b‖, ‖a − b‖ per candidate (3, K), without a data-dependent shape
+    n = norm(torch.where(ok, rows, constant(0.0, rows)), dim=2)
+    # ‖a − b‖ ≤ rel · max(‖a‖, ‖b‖) + 1e-12 ⟺ ‖a − b‖ − rel · ‖a‖ ≤ 1e-12 or ‖a − b‖ − rel · ‖b‖ ≤ 1e-12
+    return (torch.sub(n[2:], n[:2], alpha=rel) <= 1e-12).any()
 
 
 def same_values(x, drawn) -> bool:

@@ -333,11 +333,12 @@ class _Session:
                     "`weight_decay` (a post-processing of the noisy gradient) instead."
                 )
 
-    def check_stepped_params(self, param_groups, assigned: dict | None = None) -> None:
+    def check_stepped_params(self, param_groups, assigned: dict | None = None, named: list | None = None) -> None:
         """Every parameter the wrapped optimizer steps is noised by the private step (DPS166). The backend's
-        ``check_parameters`` when it has one (the audit's mutants re-introduce the earlier hole there)."""
+        ``check_parameters`` when it has one (the audit's mutants re-introduce the earlier hole there).
+        ``named``: the model's ``named_parameters()``, walked just before."""
         check = getattr(self.backend, "check_parameters", check_stepped_parameters)
-        check(self.module, param_groups, self._grads_set if assigned is None else assigned, self.ledger.target)
+        check(self.module, param_groups, self._grads_set if assigned is None else assigned, self.ledger.target, named)
 
     def record_param_grads(self, named: list | None = None) -> None:
         named = self.module.named_parameters() if named is None else named
@@ -566,14 +567,15 @@ class PrivateOptimizer(torch.optim.Optimizer):
                 f"`{s.ledger.target}`: no batch drawn by the private loader is waiting for this step; iterate the "
                 "loader make_private returned (each step uses the batch it drew)"
             )
+        # one walk of the model for the checks around the step and the step's own setting of the gradients
+        named = list(s.module.named_parameters())
         # DPS166, before anything is charged or moves: the groups the wrapped optimizer will step
-        s.check_stepped_params(self.original_optimizer.param_groups)
-        named = list(s.module.named_parameters())  # one walk of the model for the two checks around the step
+        s.check_stepped_params(self.original_optimizer.param_groups, named=named)
         s.check_param_grads(named)
         s.check_loss(b)
         x = b.x_model if b.x_model is not None else b.x
         y = b.y.to(x.device) if torch.is_tensor(b.y) and torch.is_tensor(x) else b.y
-        s.backend.step(x, y, b.idx, b.clipped)
+        s.backend.step(x, y, b.idx, b.clipped, named=named)
         s.pending = None
         b.clipped = b.out = b.out_grad = None  # let the step's tensors go now (the batch may be referenced on)
         s.record_param_grads(named)

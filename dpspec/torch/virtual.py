@@ -45,7 +45,7 @@ class _ChunkBackend:
     def __getattr__(self, name):
         return getattr(self._b, name)
 
-    def step(self, x, y, idx, clipped=None) -> None:
+    def step(self, x, y, idx, clipped=None, named=None) -> None:
         from dpspec.mechanisms.per_example import combine_clipped
 
         if clipped is None and x.shape[0] > 0:
@@ -59,7 +59,7 @@ class _ChunkBackend:
         total = combine_clipped(self.parts) if self.parts else None
         # the logical batch's rows are only counted (checked against the drawn indices): the clipped sum is
         # the chunks' (an empty batch has none, and its zero sum is formed on the parameters' device)
-        self._b.step(L.x, L.y, L.idx, total)
+        self._b.step(L.x, L.y, L.idx, total, named=named)
 
 
 class VirtualDataLoader:

@@ -66,7 +66,7 @@ class SrppBackend:
         """Examples whose non-finite gradient the SRPP-SGD step zeroed (private; never publish)."""
         return int(sum(k for _, k in self.opt.report.nonfinite_events))
 
-    def step(self, x, y, idx, clipped=None) -> None:
+    def step(self, x, y, idx, clipped=None, named=None) -> None:
         self.opt.step(x, y, idx)
 
     def state_dict(self) -> dict:

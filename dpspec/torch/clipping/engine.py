@@ -353,14 +353,16 @@ def _grads(model, loss_fn, xb, yb, names, pad=None):
                 raise Unsupported(f"{ly.name}: a trainable layer the forward did not call")
         losses = per_example_losses(loss_fn, out, yb)
         bad = nonfinite(losses) if pad is None else nonfinite(losses) | pad  # padding rows: no gradient
-        total_loss = torch.where(bad, constant(0.0, losses), losses).sum()
         if not edges:
             raise Unsupported("no trainable layer was called")
-        if total_loss.requires_grad:
-            # to the layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs
-            # themselves: holding the outputs would keep them alive through the backward
-            torch.autograd.backward(total_loss, inputs=edges)
-        del total_loss
+        if losses.requires_grad:
+            # the backward of Σ_i w_i ℓ_i, w_i = 1 (0 for a non-finite example or a padding row), seeded with w
+            # itself (what the backward of where(bad, 0, losses).sum() would feed the loss's backward); to the
+            # layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs themselves:
+            # holding the outputs would keep them alive through the backward
+            seed = torch.where(bad, constant(0.0, losses), constant(1.0, losses))
+            torch.autograd.backward(losses, grad_tensors=seed, inputs=edges)
+            del seed
     finally:
         # every layer holds this list, whose edges hold the graph's nodes, which hold the layers' hooks: a
         # reference cycle that would keep the nodes the backward did not run (and what they saved: the lowest
@@ -410,7 +412,7 @@ def _direct(parts, sqs, names, B):
         for k in keys:
             sqs[k] = total(_part_sq(p, B) for p in parts[k])
         return None
-    blocks = [p.G.reshape(B, -1) for k in keys for p in parts[k]]
+    blocks = [p.G if p.G.dim() == 2 else p.G.reshape(B, -1) for k in keys for p in parts[k]]  # (no view op per part)
     G = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)
     widths = [sum(math.prod(p.G.shape[1:]) for p in parts[k]) for k in keys]  # (no per-part view op)
     for k in keys:
@@ -445,13 +447,15 @@ def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, res
     sq = torch.where(bad[:, None], zero, sq)
     if pcs is None:
         norm = sq.sum(dim=1).sqrt()
-        s = torch.where(bad, zero, (clip / (norm + 1e-12)).clamp(max=1.0))
+        # (a non-finite example's norm is 0 here, its scale 1: _Shared.mask zeroes its rows in every part, so it
+        # adds 0)
+        s = (clip / (norm + 1e-12)).clamp(max=1.0)
         scales = {k: s for k in names}
         over = norm > clip
     else:
         norm = sq.sqrt()
         c = clip_tensor(pcs, norm)
-        sc = torch.where(bad[:, None], zero, (c[None, :] / (norm + 1e-12)).clamp(max=1.0))
+        sc = (c[None, :] / (norm + 1e-12)).clamp(max=1.0)  # (a non-finite example's rows: see above)
         scales = {k: sc[:, j] for j, k in enumerate(names)}
         over = (norm > c[None, :]).any(dim=1)
     sums = {}
@@ -481,7 +485,8 @@ def _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, res
     del shared
     sums = {k: sums[k] for k in names}  # in the parameters' order (the noise is drawn in it)
     losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
-    return result.deferred(sums, B, bad, over, norm.detach(), losses, "rules", out.detach())
+    norm = norm.detach() if norm.requires_grad else norm  # (made from the backward's tensors: no view op)
+    return result.deferred(sums, B, bad, over, norm, losses, "rules", out.detach())
 
 
 def _reference(model, loss_fn, xb, yb, names, per_example_grads):

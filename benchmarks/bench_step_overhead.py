@@ -1,0 +1,148 @@
+"""The host-side cost of a private step: tiny models on the CPU, 1 thread, where the compute is about nil.
+
+On a GPU a small model's eager private step (``dpspec.torch.make_private``, no CUDA graph) is bound by the
+host: the Python code that runs per step and the aten operations it dispatches (each non-view one a kernel
+launch, ≈ 35 µs apiece on an H100 in ``bench_gpu.py --full``). This benchmark measures that host cost where
+it can be measured without a GPU: ``bench_gpu.py``'s models scaled down to a few units (so that what the
+CPU spends is Python, dispatch and allocation, not arithmetic), batch 4, ``torch.set_num_threads(1)``.
+
+For each model, in the same run, on the same data, the loops of :func:`bench_gpu.loops`:
+
+* **non-private**: ``criterion(model(x), y).backward(); optimizer.step()``;
+* **dpspec**: ``dpspec.torch.make_private`` (fixed-size batches without replacement, flat clipping C = 1,
+  eager: the clipping method it picks — ghost, per-layer rules, vmap — is printed);
+* **Opacus ghost** (``grad_sample_mode="ghost"``, the same σ and C), where opacus is importable and accepts
+  the model.
+
+**µs / step**: the median host time of one step (its batch's fetch included), the loops interleaved step by
+step over many rounds (a load from other processes slows all alike); **÷ non-private** and **÷ Opacus
+ghost**: paired medians (each dpspec step against the other loop's step of the same round). **aten ops /
+step**: the operations one step dispatches below autograd (a ``TorchDispatchMode`` count, views included,
+the batch's fetch left out).
+
+    python benchmarks/bench_step_overhead.py                 # ~1 min
+    python benchmarks/bench_step_overhead.py --rounds 2000   # steadier medians
+    python benchmarks/bench_step_overhead.py --only MLP --out /tmp/x.md
+
+Writes benchmarks/results/step_overhead_cpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_gpu as bg  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+B = 4
+
+
+def tiny_models() -> dict:
+    """name → (build, input maker(n, g)): ``bench_gpu.models``' five, a few units wide."""
+
+    def vec(d):
+        return lambda n, g: torch.randn(n, d, generator=g)
+
+    def img(n, g):
+        return torch.randn(n, 3, 32, 32, generator=g)
+
+    def tok(seq):
+        return lambda n, g: torch.randint(0, 50, (n, seq), generator=g)
+
+    return {
+        "MLP 8→8→10": (lambda: nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 10)), vec(8)),
+        "MLP 8→16→16→10": (
+            lambda: nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 10)),
+            vec(8),
+        ),
+        "CNN 3×32×32, 3 conv + GroupNorm (width 4)": (lambda: bg.CNN(4), img),
+        "TransformerEncoder 2×d8, seq 4": (lambda: bg.Encoder(50, 8, 2, 16, 2), tok(4)),
+        "encoder 2×d8 + rank-2 adapters, seq 4": (lambda: bg.adapted(50, 8, 2, 16, 2, 2), tok(4)),
+    }
+
+
+def measure(fns, warm, rounds):
+    for fn in fns.values():
+        for _ in range(warm):
+            fn()
+    ts = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            ts[k].append(time.perf_counter() - t0)
+    return ts
+
+
+def paired(a, b):
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=400, help="timed steps of each loop (interleaved)")
+    ap.add_argument("--warm", type=int, default=20)
+    ap.add_argument("--only", default=None, help="run the models whose name contains this")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "step_overhead_cpu.md"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    dev = torch.device("cpu")
+    cols = ["non-private", "dpspec", "opacus ghost"]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "?"
+    lines = [
+        f"# Host cost of a private step, tiny models, CPU {platform.machine()}, 1 thread",
+        "",
+        f"torch {torch.__version__}; commit {commit}; batch {B}; {args.rounds} timed steps per loop, interleaved, "
+        f"after {args.warm} warm-up; `python benchmarks/bench_step_overhead.py`. µs / step: median host time "
+        "of a step (its batch's fetch included); ratios: paired medians (dpspec's step over the other loop's "
+        "step of the same round). aten ops / step: dispatched below autograd, views included, the fetch left out.",
+        "",
+        "| model | non-private µs | dpspec µs | Opacus ghost µs | dpspec ÷ non-private | dpspec ÷ Opacus ghost "
+        "| aten ops / step (dpspec / non-private / Opacus ghost) | dpspec clipping |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (build, make) in tiny_models().items():
+        if args.only and args.only not in name:
+            continue
+        print(name, file=sys.stderr)
+        fns, method = bg.loops(build, make, B, dev, 10 * (args.rounds + args.warm + 10))
+        fns = {k: fns[k] for k in cols if k in fns}  # (Opacus hooks left out)
+        ts = measure(fns, args.warm, args.rounds)
+        ops = {k: bg.ops_per_step(fn) for k, fn in fns.items()}
+        med = {k: statistics.median(v) * 1e6 for k, v in ts.items()}
+        cell = {k: f"{med[k]:.0f}" if k in med else "—" for k in cols}
+        vs_np = f"{paired(ts['dpspec'], ts['non-private']):.2f}×"
+        vs_og = f"{paired(ts['dpspec'], ts['opacus ghost']):.2f}×" if "opacus ghost" in ts else "—"
+        opc = " / ".join(str(ops[k]) if k in ops else "—" for k in cols[1:2] + cols[:1] + cols[2:])
+        row = (
+            f"| {name} | {cell['non-private']} | {cell['dpspec']} | {cell['opacus ghost']} | {vs_np} | {vs_og} "
+            f"| {opc} | {method} |"
+        )
+        print("  " + row, file=sys.stderr)
+        lines.append(row)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
