@@ -291,13 +291,20 @@ class GraphedClippedSum(Replayer):
         self._roots = (model,) + ((criterion,) if isinstance(criterion, torch.nn.Module) else ())
 
     def _state_key(self) -> tuple:
-        roots = self._roots
-        return (
-            super()._state_key(),
-            tuple((p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad) for r in roots for p in r.parameters()),
-            tuple((t.data_ptr(), tuple(t.shape), t.dtype) for r in roots for t in r.buffers()),
-            tuple(mod.training for mod in self.model.modules()),
-        )
+        # one walk of the modules per step (it is host time on every replayed step): each module's train flag,
+        # its own parameters' storage, shape, dtype and requires_grad, and its buffers' storage, shape and dtype
+        # (a tensor shared by two modules is listed twice: the key is still a function of the state)
+        key: list = [super()._state_key()]
+        for r in self._roots:
+            for mod in r.modules():
+                key.append(mod.training)
+                key.extend(
+                    (p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad)
+                    for p in mod._parameters.values()
+                    if p is not None
+                )
+                key.extend((t.data_ptr(), tuple(t.shape), t.dtype) for t in mod._buffers.values() if t is not None)
+        return tuple(key)
 
     def _held(self) -> list:
         # every tensor attribute there is when the graph is captured (one the forward made on its first call,
