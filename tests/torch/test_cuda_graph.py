@@ -456,3 +456,43 @@ def test_float64_and_bfloat16_models_through_the_graph_path(dtype, sampling):
     else:
         tol = 1e-12 if dtype == torch.float64 else 2e-2
         assert torch.allclose(flat(graphed).double(), flat(eager).double(), rtol=tol, atol=tol)
+
+
+def test_the_padded_loss_check_waits_for_a_batch_that_tells_a_sum_from_a_mean():
+    """A first checked batch whose per-example output gradients are all 0 (a zero model on zero targets) matches
+    the criterion's mean and its sum alike: the padded check, which must know which (a mean's padded gradient is
+    rescaled, a sum's is not), waits for a batch that tells them apart. A summing criterion, decided a mean on
+    such a batch, would have its later, right losses refused; the eager check takes them."""
+    from torch.utils.data import TensorDataset as TD
+
+    def crit(o, t):
+        return nn.functional.mse_loss(o, t, reduction="sum")
+
+    def run(cuda_graph):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Flatten(), nn.Linear(36, 3))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.zero_()
+        g = torch.Generator().manual_seed(2)
+        ds = TD(torch.randn(48, 1, 6, 6, generator=g), torch.zeros(48, 3))
+        model, opt, loader = dt.make_private(
+            dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=16)),
+            m,
+            torch.optim.SGD(m.parameters(), lr=0.5),
+            ds,
+            seed=4,
+            cuda_graph=cuda_graph,
+            criterion=crit,
+        )
+        while opt.steps_remaining:
+            for xb, yb in loader:
+                opt.zero_grad()
+                crit(model(xb), yb).backward()
+                opt.step()
+        return model._session, opt.steps_taken
+
+    assert run(False)[1] == 16  # (eager: the kind is not needed)
+    s, taken = run(True)
+    assert taken == 16 and s._criterion_sum is True
+    assert SimulatedPaddedCheck.captures >= 1 and s._verdict.replays >= 5
