@@ -279,6 +279,11 @@ def test_the_ghost_path_is_looked_at_again_when_the_model_changes():
     assert method() == "ghost"
     m[1].w.requires_grad_(True)
     assert method() != "ghost"
+    m = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 3), nn.Identity())
+    assert method() == "ghost"
+    b, m[2].bias = m[2].bias, None  # a parameter moved onto the activation: the same objects in the same order
+    m[3].register_parameter("b", b)
+    assert method() != "ghost"
 
 
 def test_the_non_finite_count_is_kept_across_the_folds():
