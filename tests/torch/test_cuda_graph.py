@@ -496,3 +496,52 @@ def test_the_padded_loss_check_waits_for_a_batch_that_tells_a_sum_from_a_mean():
     s, taken = run(True)
     assert taken == 16 and s._criterion_sum is True
     assert SimulatedPaddedCheck.captures >= 1 and s._verdict.replays >= 5
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("wrong", [None, "scaled", "regularised", "coupled"])
+def test_the_padded_loss_check_in_other_dtypes_refuses_as_the_eager_check(dtype, wrong):
+    """Poisson batches' padded, replayed loss check in 16- and 64-bit: the criterion's loss passes; from step 10
+    (after the captures) a scaled loss, one with a regulariser on the outputs, or one coupling the examples is
+    refused, a step late, at the step the eager check names."""
+    F = nn.functional
+
+    def loss_of(o, t, step):
+        if wrong is None or step < 10:
+            return F.cross_entropy(o, t)
+        if wrong == "scaled":
+            return 3 * F.cross_entropy(o, t)
+        if wrong == "regularised":
+            return F.cross_entropy(o, t) + 0.05 * o.pow(2).mean()
+        return F.cross_entropy(o - o.mean(dim=0, keepdim=True), t)
+
+    def run(cuda_graph):
+        from dpspec.torch import CriterionMismatchError
+
+        torch.manual_seed(0)
+        m = CNN().to(dtype)
+        ds = data()
+        model, opt, loader = dt.make_private(
+            dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=16)),
+            m,
+            torch.optim.SGD(m.parameters(), lr=0.5),
+            TensorDataset(ds.tensors[0].to(dtype), ds.tensors[1]),
+            seed=4,
+            cuda_graph=cuda_graph,
+        )
+        taken = 0
+        try:
+            while opt.steps_remaining:
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    loss_of(model(xb), yb, taken + 1).backward()
+                    opt.step()
+                    taken += 1
+        except CriterionMismatchError as e:
+            return taken, str(e).split("at step ")[1][:3]
+        return taken, None
+
+    eager = run(False)
+    SimulatedPaddedCheck.captures = 0
+    assert run(True) == eager and SimulatedPaddedCheck.captures >= 1
+    assert eager == ((16, None) if wrong is None else (10, "10 "))
