@@ -294,18 +294,20 @@ _GHOST_LEAVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _ghost_layers_cached(model, params: dict):
     """:func:`_ghost_layers` of ``model``, whose trainable parameters are ``params`` (name → tensor), cached per
-    model while its modules (each one's name, object and type, in order) and its trainable parameters (the
-    objects, in order) stay the same: a module replaced, added, removed or renamed, or a parameter replaced,
-    frozen or unfrozen, is looked at again. The modules and parameters of the key are held with it, so that
-    their ids name them while it is cached."""
+    model while its modules (each one's name, object and type, in order) and its trainable parameters (each
+    one's name and object, in order) stay the same: a module replaced, added, removed or renamed, or a parameter
+    replaced, moved to another module, frozen or unfrozen, is looked at again. The key's modules and parameters
+    are held by weak references, checked alive at each look-up, so that their ids name them while it is cached:
+    a strong one would keep the model (the first of its modules, and the cache's key) alive for good."""
     mods = list(model.named_modules())
     held = list(params.values())
-    key = (tuple((n, id(m), type(m)) for n, m in mods), tuple(id(p) for p in held))
+    key = (tuple((n, id(m), type(m)) for n, m in mods), tuple((k, id(p)) for k, p in params.items()))
     hit = _GHOST_LEAVES.get(model)
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    if hit is not None and hit[0] == key and all(r() is not None for r in hit[1]):
+        return None if hit[2] is None else [(n, r()) for n, r in hit[2]]
     leaves = _ghost_layers(model)
-    _GHOST_LEAVES[model] = (key, leaves, mods, held)
+    refs = [weakref.ref(m) for _, m in mods[1:]] + [weakref.ref(p) for p in held]  # (the model is the key)
+    _GHOST_LEAVES[model] = (key, refs, None if leaves is None else [(n, weakref.ref(m)) for n, m in leaves])
     return leaves
 
 

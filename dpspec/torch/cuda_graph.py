@@ -351,9 +351,9 @@ class GraphedLossCheck(Replayer):
     """The loop-loss check of Poisson batches, ``fn(G, out, y, pad)`` (the session's ``_loss_verdict``), replayed
     as a CUDA graph per padded size: ``G``, the output and the target are padded to ``bucket(B)`` rows as the
     clipped sum's batch is (the padding rows marked in ``pad`` and not compared), so a few graphs serve every
-    batch size. Eager and unpadded, ``fn(G, out, y)``, until ``ready()`` (the first step's check has told a
-    summing criterion from an averaging one, which the padded check needs), and wherever the base would not
-    replay."""
+    batch size. Eager and unpadded, ``fn(G, out, y)``, until ``ready()`` (a checked batch has told a summing
+    criterion from an averaging one, which the padded check needs; one whose per-example gradients are all 0
+    tells neither), and wherever the base would not replay."""
 
     def __init__(self, fn, bucket, ready, pools: dict | None = None):
         super().__init__(fn, pools)

@@ -165,6 +165,8 @@ class _Session:
         self._verdicts: list[_DeferredVerdict] = []  # loss checks not read yet, oldest first
         self._verdict = self._loss_verdict
         graphed = getattr(backend, "graphed", None)
+        # the padded loss check needs the criterion's kind: looked for again on later batches while none told it
+        self._needs_kind = graphed is not None and graphed.bucket is not None
         if graphed is not None:  # cuda_graph=True: the loss check is a graph too (its pool the clipped sum's)
             from dpspec.torch import cuda_graph
 
@@ -234,13 +236,14 @@ class _Session:
         crit = self.criterion
         B = out.shape[0]
         y = b.y.to(out.device) if torch.is_tensor(b.y) else b.y
-        if not self._criterion_checked and B > 1:
+        if (not self._criterion_checked or (self._needs_kind and self._criterion_sum is None)) and B > 1:
             o = out.detach().requires_grad_(True)
             with torch.enable_grad():
                 (R,) = torch.autograd.grad(crit(o, y), o)  # the batch criterion's gradient
                 per = self._per_example_output_grads(o, y)
                 mean = close_on_finite_rows(R, per / B)
-                if not (mean or close_on_finite_rows(R, per)):
+                summed = close_on_finite_rows(R, per)
+                if not (mean or summed):
                     raise CriterionMismatchError(
                         f"`{self.ledger.target}`: `criterion(output, target)` on a batch is not the mean of its "
                         "per-example values (or their sum), so the private step (which computes each "
@@ -249,7 +252,9 @@ class _Session:
                         "per-example criterion averaged over the batch (e.g. F.cross_entropy)."
                     )
                 self._criterion_checked = True
-                self._criterion_sum = not mean
+                # the kind where the batch tells it: per-example gradients all ~0 (or non-finite) match both
+                if mean != summed:
+                    self._criterion_sum = summed
         ok = self._verdict(G, out, y)
         if self._loss_checked_once and self.ledger.steps_taken > 0:
             self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1))
@@ -268,7 +273,8 @@ class _Session:
         ``pad`` (a padded Poisson batch, :class:`~dpspec.torch.cuda_graph.GraphedLossCheck`): True on the rows
         past the batch's B, which are not compared. The criterion on the S padded rows has, on each of the
         batch's rows, the batch criterion's gradient (a sum) or S/B times it (a mean: 1/S in place of 1/B),
-        which the first step's check told apart (``_criterion_sum``); B is counted on the device."""
+        which the first check on a batch that tells them apart decided (``_criterion_sum``); B is counted on the
+        device."""
         o = out.detach().requires_grad_(True)
         with torch.enable_grad():
             (R,) = torch.autograd.grad(self.criterion(o, y), o)  # the batch criterion's gradient

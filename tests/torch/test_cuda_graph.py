@@ -456,3 +456,92 @@ def test_float64_and_bfloat16_models_through_the_graph_path(dtype, sampling):
     else:
         tol = 1e-12 if dtype == torch.float64 else 2e-2
         assert torch.allclose(flat(graphed).double(), flat(eager).double(), rtol=tol, atol=tol)
+
+
+def test_the_padded_loss_check_waits_for_a_batch_that_tells_a_sum_from_a_mean():
+    """A first checked batch whose per-example output gradients are all 0 (a zero model on zero targets) matches
+    the criterion's mean and its sum alike: the padded check, which must know which (a mean's padded gradient is
+    rescaled, a sum's is not), waits for a batch that tells them apart. A summing criterion, decided a mean on
+    such a batch, would have its later, right losses refused; the eager check takes them."""
+    from torch.utils.data import TensorDataset as TD
+
+    def crit(o, t):
+        return nn.functional.mse_loss(o, t, reduction="sum")
+
+    def run(cuda_graph):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Flatten(), nn.Linear(36, 3))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.zero_()
+        g = torch.Generator().manual_seed(2)
+        ds = TD(torch.randn(48, 1, 6, 6, generator=g), torch.zeros(48, 3))
+        model, opt, loader = dt.make_private(
+            dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=16)),
+            m,
+            torch.optim.SGD(m.parameters(), lr=0.5),
+            ds,
+            seed=4,
+            cuda_graph=cuda_graph,
+            criterion=crit,
+        )
+        while opt.steps_remaining:
+            for xb, yb in loader:
+                opt.zero_grad()
+                crit(model(xb), yb).backward()
+                opt.step()
+        return model._session, opt.steps_taken
+
+    assert run(False)[1] == 16  # (eager: the kind is not needed)
+    s, taken = run(True)
+    assert taken == 16 and s._criterion_sum is True
+    assert SimulatedPaddedCheck.captures >= 1 and s._verdict.replays >= 5
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("wrong", [None, "scaled", "regularised", "coupled"])
+def test_the_padded_loss_check_in_other_dtypes_refuses_as_the_eager_check(dtype, wrong):
+    """Poisson batches' padded, replayed loss check in 16- and 64-bit: the criterion's loss passes; from step 10
+    (after the captures) a scaled loss, one with a regulariser on the outputs, or one coupling the examples is
+    refused, a step late, at the step the eager check names."""
+    F = nn.functional
+
+    def loss_of(o, t, step):
+        if wrong is None or step < 10:
+            return F.cross_entropy(o, t)
+        if wrong == "scaled":
+            return 3 * F.cross_entropy(o, t)
+        if wrong == "regularised":
+            return F.cross_entropy(o, t) + 0.05 * o.pow(2).mean()
+        return F.cross_entropy(o - o.mean(dim=0, keepdim=True), t)
+
+    def run(cuda_graph):
+        from dpspec.torch import CriterionMismatchError
+
+        torch.manual_seed(0)
+        m = CNN().to(dtype)
+        ds = data()
+        model, opt, loader = dt.make_private(
+            dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=16)),
+            m,
+            torch.optim.SGD(m.parameters(), lr=0.5),
+            TensorDataset(ds.tensors[0].to(dtype), ds.tensors[1]),
+            seed=4,
+            cuda_graph=cuda_graph,
+        )
+        taken = 0
+        try:
+            while opt.steps_remaining:
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    loss_of(model(xb), yb, taken + 1).backward()
+                    opt.step()
+                    taken += 1
+        except CriterionMismatchError as e:
+            return taken, str(e).split("at step ")[1][:3]
+        return taken, None
+
+    eager = run(False)
+    SimulatedPaddedCheck.captures = 0
+    assert run(True) == eager and SimulatedPaddedCheck.captures >= 1
+    assert eager == ((16, None) if wrong is None else (10, "10 "))

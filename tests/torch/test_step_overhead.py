@@ -279,6 +279,11 @@ def test_the_ghost_path_is_looked_at_again_when_the_model_changes():
     assert method() == "ghost"
     m[1].w.requires_grad_(True)
     assert method() != "ghost"
+    m = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 3), nn.Identity())
+    assert method() == "ghost"
+    b, m[2].bias = m[2].bias, None  # a parameter moved onto the activation: the same objects in the same order
+    m[3].register_parameter("b", b)
+    assert method() != "ghost"
 
 
 def test_the_non_finite_count_is_kept_across_the_folds():
@@ -334,3 +339,25 @@ def test_the_loss_check_compares_the_finite_rows(dtype):
     assert close_on_finite_rows(R[:, 0], R[:, 0]) and not close_on_finite_rows(R[:, 0], R[:, 0] + 1)  # 1-D
     assert close_on_finite_rows(R[0, 0], R[0, 0]) and close_on_finite_rows(R[:0], R[:0])  # 0-dim, no rows
     assert not close_on_finite_rows(R, R[:3])  # another shape: no candidate
+
+
+@pytest.mark.parametrize("ghost", [True, False], ids=["ghost", "not-ghost"])
+def test_the_ghost_decision_cache_lets_the_model_go(ghost):
+    """The cached ghost decision holds its model's modules and parameters weakly: a model dropped is freed (its
+    memory, a GPU's, with it), whether or not it took the ghost path."""
+    import gc
+    import weakref
+
+    from dpspec.mechanisms.per_example import _GHOST_LEAVES, clipped_grad_sum
+
+    torch.manual_seed(0)
+    act = nn.ReLU() if ghost else _MixBatch()
+    m = nn.Sequential(nn.Linear(5, 6), act, nn.Linear(6, 3))
+    x, y = torch.randn(6, 5), torch.randint(0, 3, (6,))
+    cs = clipped_grad_sum(m, nn.functional.cross_entropy, x, y, clip=1.0)
+    assert (cs.method == "ghost") == ghost and m in _GHOST_LEAVES
+    assert clipped_grad_sum(m, nn.functional.cross_entropy, x, y, clip=1.0).method == cs.method  # (a hit)
+    dead = weakref.ref(m)
+    del m, act, cs
+    gc.collect()
+    assert dead() is None
