@@ -418,9 +418,9 @@ def graph_pool_mib(pm) -> float | None:
     the loss check's graphs share one pool per device), in MiB; None without graphs. A replay allocates
     nothing there, so the step peak does not see it."""
     graphed = getattr(pm._session.backend, "graphed", None)
-    if graphed is None or not graphed.pools:
+    if graphed is None or not graphed.pools.handles:
         return None
-    pools = {tuple(p) for p in graphed.pools.values()}
+    pools = {tuple(p) for p in graphed.pools.handles.values()}
     segs = torch.cuda.memory_snapshot()
     return sum(s["total_size"] for s in segs if tuple(s.get("segment_pool_id", ())) in pools) / 2**20
 

@@ -116,6 +116,35 @@ def _padded(rows_cache: dict, tensors, B: int, size: int):
     return tensors, pad
 
 
+class GraphPools:
+    """The memory pools of a model's graphs — one per device, shared by its Replayers (the clipped sum's and the
+    loss check's) — and the stream each device's graphs were last replayed on.
+
+    Sharing a pool is safe when its graphs never run at once: a replay's outputs are copied out
+    (:meth:`Replayer.fresh`) before the next replay, so a graph's working memory is dead once its replay ends
+    and another graph may use it, while the outputs each graph writes stay allocated for its life. Replays on
+    one stream follow each other; a replay on another stream than the last one (a loop that runs its forward
+    and ``optimizer.step()`` on different streams) first makes its stream wait for that one (:meth:`order`,
+    queued on the device, no host wait)."""
+
+    def __init__(self):
+        self.handles: dict = {}  # device index → the pool's handle (``CUDAGraph.pool()``)
+        self.streams: dict = {}  # device index → the stream of the last replay there
+
+    def order(self, dev) -> None:
+        """Before a replay on ``dev`` (a CUDA device) on the current stream: wait for the last replay's stream."""
+        if dev.type != "cuda":
+            return
+        import torch
+
+        stream = torch.cuda.current_stream(dev)
+        index = stream.device_index
+        last = self.streams.get(index)
+        if last is not None and last != stream:
+            stream.wait_stream(last)
+        self.streams[index] = stream
+
+
 class _Captured:
     """One captured graph: its input buffers and the outputs it writes."""
 
@@ -141,16 +170,11 @@ class Replayer:
 
     device_type = "cuda"
 
-    def __init__(self, fn, pools: dict | None = None):
+    def __init__(self, fn, pools: GraphPools | None = None):
         self.fn = fn
         self._graphs: dict = {}
         self._seen: dict = {}
-        # device index → the memory pool of the graphs captured there: one per device, shared with the Replayers
-        # given the same ``pools`` (the clipped sum's and the loss check's graphs of one model). Sharing is safe
-        # because those graphs run one after another on one stream, never at once, and a replay's outputs are
-        # copied out (:meth:`fresh`) before the next replay: a graph's working memory is dead once its replay
-        # ends, so another graph may use it; the outputs it writes stay allocated for its life.
-        self.pools: dict = {} if pools is None else pools
+        self.pools = GraphPools() if pools is None else pools  # shared with the model's other Replayers
         self.replays = 0
         self.disabled: str | None = None
         self._last_eager = "no step yet"
@@ -208,6 +232,7 @@ class Replayer:
             self._graphs[key] = captured
             self._seen.pop(key, None)
         self.replays += 1
+        self.pools.order(dev)
         return self.fresh(captured.replay(args))
 
     def _capture(self, args) -> _Captured | None:
@@ -261,14 +286,14 @@ class Replayer:
             graph = torch.cuda.CUDAGraph()
             index = dev.index if dev.index is not None else torch.cuda.current_device()
             try:
-                with torch.cuda.graph(graph, pool=self.pools.get(index), stream=side), cast:
+                with torch.cuda.graph(graph, pool=self.pools.handles.get(index), stream=side), cast:
                     outputs: Any = self.fn(*static)
             except BaseException:
                 # a capture that ends in error leaves torch.cuda.graph's stream current (its exit stops at the
                 # failed capture_end): the caller's stream back, for the eager steps that follow
                 torch.cuda.set_stream(user)
                 raise
-        self.pools.setdefault(index, graph.pool())
+        self.pools.handles.setdefault(index, graph.pool())
         return graph, outputs
 
 
@@ -279,7 +304,7 @@ class GraphedClippedSum(Replayer):
     the size ``bucket(B)`` ≥ B a batch of B rows is padded to (Poisson batches): the padding rows repeat the
     first row, are marked in ``pad``, so contribute nothing, and their records are dropped from the result."""
 
-    def __init__(self, fn, model, bucket=None, criterion=None, pools: dict | None = None):
+    def __init__(self, fn, model, bucket=None, criterion=None, pools: GraphPools | None = None):
         import torch
 
         super().__init__(fn, pools)
@@ -355,7 +380,7 @@ class GraphedLossCheck(Replayer):
     criterion from an averaging one, which the padded check needs; one whose per-example gradients are all 0
     tells neither), and wherever the base would not replay."""
 
-    def __init__(self, fn, bucket, ready, pools: dict | None = None):
+    def __init__(self, fn, bucket, ready, pools: GraphPools | None = None):
         super().__init__(fn, pools)
         self.bucket, self.ready = bucket, ready
         self._rows: dict = {}

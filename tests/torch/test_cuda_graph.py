@@ -545,3 +545,32 @@ def test_the_padded_loss_check_in_other_dtypes_refuses_as_the_eager_check(dtype,
     SimulatedPaddedCheck.captures = 0
     assert run(True) == eager and SimulatedPaddedCheck.captures >= 1
     assert eager == ((16, None) if wrong is None else (10, "10 "))
+
+
+def test_a_replay_on_another_stream_waits_for_the_last_replay_s(monkeypatch):
+    """The graphs of a model share one memory pool, safe while they never run at once: a replay on another stream
+    than the previous replay's (a forward and an optimizer.step() on two streams) first makes its stream wait for
+    that one (queued on the device, no host wait); on the same stream nothing is added."""
+
+    class Stream:
+        def __init__(self, name):
+            self.name, self.device_index, self.waited = name, 0, []
+
+        def wait_stream(self, other):
+            self.waited.append(other.name)
+
+    a, b = Stream("a"), Stream("b")
+    current = [a]
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda dev=None: current[0])
+    pools, dev = cg.GraphPools(), torch.device("cuda", 0)
+    pools.order(dev)
+    pools.order(dev)
+    assert a.waited == [] and pools.streams[0] is a
+    current[0] = b
+    pools.order(dev)
+    assert b.waited == ["a"] and pools.streams[0] is b
+    current[0] = a
+    pools.order(dev)
+    assert a.waited == ["b"]
+    pools.order(torch.device("cpu"))  # (a CPU batch: nothing to order)
+    assert pools.streams == {0: a}

@@ -181,8 +181,8 @@ def test_cuda_graph_replays_the_eager_step(make, chunk):
     assert graph_run.check.status == f"{replayed} step(s) replayed from 1 CUDA graph(s)"  # the loss check
     # the clipped sum's graph and the loss check's share one memory pool on the device, and its segments are
     # the allocator's
-    assert graph_run.check.pools is graph_run.pools and len(graph_run.pools) == 1
-    (pool,) = graph_run.pools.values()
+    assert graph_run.check.pools is graph_run.pools and len(graph_run.pools.handles) == 1
+    (pool,) = graph_run.pools.handles.values()
     assert any(tuple(s.get("segment_pool_id", ())) == tuple(pool) for s in torch.cuda.memory_snapshot())
     assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5), (graphed - eager).abs().max()
 
@@ -207,6 +207,28 @@ def test_cuda_graph_with_dropout_autocast_and_bfloat16():
         final, status = graph_run(lambda: CNN(0.3), True, **kwargs)
         assert torch.isfinite(final).all()
         assert status == "4 step(s) replayed from 1 CUDA graph(s)", kwargs
+
+
+def test_cuda_graph_replays_on_two_streams_are_ordered():
+    """Two Replayers sharing a pool, replayed alternately on two streams: each replay waits for the last one
+    (GraphPools.order), and every result is its own function of its input."""
+    import dpspec.torch.cuda_graph as cg
+
+    pools = cg.GraphPools()
+    f = cg.Replayer(lambda x: (x * 2 + 1).sin(), pools)
+    g = cg.Replayer(lambda x: (x - 3).cos() * x, pools)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    outs = []
+    for i in range(8):
+        x = torch.full((1 << 16,), float(i), device="cuda")
+        with torch.cuda.stream(s1 if i % 2 else s2):
+            s = torch.cuda.current_stream()
+            s.wait_stream(torch.cuda.default_stream())
+            outs.append((x, f(x), g(x)))
+    torch.cuda.synchronize()
+    assert "replayed" in f.status and "replayed" in g.status and len(pools.handles) == 1
+    for x, fx, gx in outs:
+        assert torch.allclose(fx, (x * 2 + 1).sin()) and torch.allclose(gx, (x - 3).cos() * x)
 
 
 def test_cuda_graph_capture_failure_falls_back():
