@@ -425,6 +425,9 @@ def graph_pool_mib(pm) -> float | None:
     return sum(s["total_size"] for s in segs if tuple(s.get("segment_pool_id", ())) in pools) / 2**20
 
 
+POISSON_WARMUP = 16  # the Poisson loops' extra warm-up steps (in :func:`measure`)
+
+
 def measure(fns, dev, warm, steps):
     """(step times, step peaks, the CUDA graph's capture step's peak, device footprints). The warm-up steps
     run loop by loop; on CUDA each loop's **device footprint** is measured over them: the memory its
@@ -434,18 +437,21 @@ def measure(fns, dev, warm, steps):
     (what the loops measured before hold stays reserved, in their own segments). Unlike the step peak this
     counts what a loop keeps between steps and the allocator's rounding to segments alike for every loop.
     The graph is captured at the loop's step WARMUP + 1, inside the warm-up; the most that step allocates
-    above its start is the graph's working set."""
+    above its start is the graph's working set. A Poisson loop warms up :data:`POISSON_WARMUP` steps more."""
     from dpspec.torch.cuda_graph import WARMUP
 
     capture, footprint = {}, {}
     for k, fn in fns.items():
+        # Poisson batches' sizes vary: more warm-up steps, so that the graphs of the common sizes are captured
+        # (and their pool counted) before the timed steps
+        warm_k = warm + (POISSON_WARMUP if "poisson" in k else 0)
         if dev.type == "cuda":
             gc.collect()
             sync(dev)
             torch.cuda.empty_cache()
             reserved = torch.cuda.memory_reserved(dev)
             torch.cuda.reset_peak_memory_stats(dev)
-        for i in range(warm):
+        for i in range(warm_k):
             if dev.type == "cuda" and k == "dpspec graph" and i == WARMUP:
                 sync(dev)
                 start_peak = torch.cuda.max_memory_reserved(dev)
@@ -573,7 +579,7 @@ def main() -> int:
             make,
             b,
             dev,
-            warm + steps + 4 + (7 if args.profile else 0),
+            warm + steps + 4 + POISSON_WARMUP + (7 if args.profile else 0),
             secure=args.secure,
             graph=dev.type == "cuda",
         )
