@@ -425,6 +425,7 @@ def graph_pool_mib(pm) -> float | None:
     return sum(s["total_size"] for s in segs if tuple(s.get("segment_pool_id", ())) in pools) / 2**20
 
 
+OPS_COLUMNS = ("dpspec", "dpspec graph", "dpspec graph poisson", "non-private")  # counted where they run
 POISSON_WARMUP = 16  # the Poisson loops' extra warm-up steps (in :func:`measure`)
 
 
@@ -503,7 +504,8 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
         )
         + "; what a loop keeps between steps, e.g. Opacus hooks' per-example gradients, is in the start, not "
         "in this figure); dpspec ÷ min(Opacus): dpspec's over the smaller of Opacus hooks / ghost. aten ops / step: "
-        "the operations one step dispatches below autograd, views included, the batch's fetch left out. "
+        "the operations one step dispatches below autograd, views included, the batch's fetch left out (a graphed "
+        "loop's: those outside its graphs' replays, which launch the rest at once). "
         "The non-private and Opacus loops fetch each batch by one gather on the device (`DeviceBatches`), "
         "as dpspec's loader does."
         + (
@@ -526,7 +528,7 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
         + " / ".join(cols)
         + ") | dpspec ÷ min(Opacus) | "
         + (("device footprint MiB (non-private / " + " / ".join(cols) + ") | ") if graph else "")
-        + "aten ops / step (dpspec / non-private) | dpspec clipping |",
+        + f"aten ops / step ({' / '.join(k for k in OPS_COLUMNS if graph or 'graph' not in k)}) | dpspec clipping |",
         "|" + "---|" * (len(cols) + 7 + graph),
     ]
     for name, method, med, ratio, peak, vs_ghost, ops, pool, footprint in rows:
@@ -547,7 +549,7 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
                 if graph
                 else ""
             )
-            + f" | {ops['dpspec']} / {ops['non-private']} | {method} |"
+            + f" | {' / '.join(str(ops[k]) for k in OPS_COLUMNS if k in ops)} | {method} |"
         )
     text = "\n".join(lines) + "\n"
     if final:
@@ -589,7 +591,8 @@ def main() -> int:
         for k in ("dpspec graph", "dpspec graph poisson"):
             if k in PRIVATE_MODELS:
                 print(f"  {k}: {PRIVATE_MODELS[k].cuda_graph_status}", file=sys.stderr)
-        ops = {k: ops_per_step(fns[k]) for k in ("dpspec", "non-private")}  # one more step of each
+        # one more step of each; a graphed loop's count is what it dispatches outside its graphs' replays
+        ops = {k: ops_per_step(fns[k]) for k in OPS_COLUMNS if k in fns}
         med = {k: statistics.median(v) for k, v in ts.items()}
         ratio = {k: statistics.median(a / r for a, r in zip(v, ts["non-private"])) for k, v in ts.items()}
         vs_ghost = (
@@ -612,7 +615,8 @@ def main() -> int:
             + (f"; dpspec (graph) / opacus ghost {' / '.join(f'{v:.2f}×' for v in vs_ghost)}" if vs_ghost else "")
             + (f"; graph capture step {pool[0]:.2f} MiB, pool {pool[1]:.2f} MiB" if pool else "")
             + ("; device footprint MiB " + ", ".join(f"{k} {v:.0f}" for k, v in footprint.items()) if footprint else "")
-            + f"; aten ops / step {ops['dpspec']} / {ops['non-private']}"
+            + "; aten ops / step "
+            + ", ".join(f"{k} {v}" for k, v in ops.items())
             + "; peak step MiB above start "
             + ", ".join(f"{k} {v:.2f}" for k, v in peak.items())
             + f"; clipping: {method}",
