@@ -12,7 +12,13 @@ For each model, in the same run, on the same data, the loops of :func:`bench_gpu
 * **dpspec**: ``dpspec.torch.make_private`` (fixed-size batches without replacement, flat clipping C = 1,
   eager: the clipping method it picks — ghost, per-layer rules, vmap — is printed);
 * **Opacus ghost** (``grad_sample_mode="ghost"``, the same σ and C), where opacus is importable and accepts
-  the model.
+  the model;
+* **dpspec graph** and **dpspec graph poisson** (``make_private(..., cuda_graph=True)``, fixed-size and Poisson
+  batches), **replays skipped** (:func:`replays_skipped`): on a GPU such a step is the host's work around one
+  launch per graph, so its host cost is what is left of the step once the replays cost nothing. Here each
+  "graph" is recorded by running the step once and its replays do nothing (the step then reuses stale sums: the
+  numbers are not a training's, the host work is), so the figure is the host cost of a graphed step without its
+  replays' launches and without the device time of the kernels they replay.
 
 **µs / step**: the median host time of one step (its batch's fetch included), the loops interleaved step by
 step over many rounds (a load from other processes slows all alike); **÷ non-private** and **÷ Opacus
@@ -30,6 +36,7 @@ Writes benchmarks/results/step_overhead_cpu.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import subprocess
@@ -73,6 +80,32 @@ def tiny_models() -> dict:
     }
 
 
+@contextlib.contextmanager
+def replays_skipped():
+    """Within: ``make_private(..., cuda_graph=True)`` replays on the CPU, each capture a run of the function
+    and each replay nothing (for the host cost of a graphed step; see the module docstring)."""
+    import dpspec.torch.cuda_graph as cg
+
+    def record(self, static):
+        outputs = self.fn(*static)
+
+        class Skipped:
+            def replay(self):
+                pass
+
+        return Skipped(), outputs
+
+    names = ("Replayer", "GraphedClippedSum", "GraphedLossCheck")
+    saved = {name: getattr(cg, name) for name in names}
+    for name, cls in saved.items():
+        setattr(cg, name, type(cls.__name__, (cls,), {"device_type": "cpu", "_record": record}))
+    try:
+        yield
+    finally:
+        for name, cls in saved.items():
+            setattr(cg, name, cls)
+
+
 def measure(fns, warm, rounds):
     for fn in fns.values():
         for _ in range(warm):
@@ -101,6 +134,7 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     dev = torch.device("cpu")
     cols = ["non-private", "dpspec", "opacus ghost"]
+    graphs = ["dpspec graph", "dpspec graph poisson"]
     try:
         commit = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -113,28 +147,34 @@ def main() -> int:
         f"torch {torch.__version__}; commit {commit}; batch {B}; {args.rounds} timed steps per loop, interleaved, "
         f"after {args.warm} warm-up; `python benchmarks/bench_step_overhead.py`. µs / step: median host time "
         "of a step (its batch's fetch included); ratios: paired medians (dpspec's step over the other loop's "
-        "step of the same round). aten ops / step: dispatched below autograd, views included, the fetch left out.",
+        "step of the same round). aten ops / step: dispatched below autograd, views included, the fetch left out. "
+        "dpspec graph (replays skipped): `cuda_graph=True`, fixed-size / Poisson batches, with every replay a no-op "
+        "(its host work without the replays: what bounds a graphed step of a small model on a GPU).",
         "",
         "| model | non-private µs | dpspec µs | Opacus ghost µs | dpspec ÷ non-private | dpspec ÷ Opacus ghost "
-        "| aten ops / step (dpspec / non-private / Opacus ghost) | dpspec clipping |",
-        "|---|---|---|---|---|---|---|---|",
+        "| dpspec graph µs, replays skipped (fixed / Poisson) | ÷ non-private | aten ops / step (dpspec / non-private "
+        "/ Opacus ghost / graph / graph Poisson) | dpspec clipping |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, (build, make) in tiny_models().items():
         if args.only and args.only not in name:
             continue
         print(name, file=sys.stderr)
-        fns, method = bg.loops(build, make, B, dev, 10 * (args.rounds + args.warm + 10))
-        fns = {k: fns[k] for k in cols if k in fns}  # (Opacus hooks left out)
+        with replays_skipped():
+            fns, method = bg.loops(build, make, B, dev, 10 * (args.rounds + args.warm + 10), graph=True)
+        fns = {k: fns[k] for k in cols + graphs if k in fns}  # (Opacus hooks left out)
         ts = measure(fns, args.warm, args.rounds)
         ops = {k: bg.ops_per_step(fn) for k, fn in fns.items()}
         med = {k: statistics.median(v) * 1e6 for k, v in ts.items()}
         cell = {k: f"{med[k]:.0f}" if k in med else "—" for k in cols}
         vs_np = f"{paired(ts['dpspec'], ts['non-private']):.2f}×"
         vs_og = f"{paired(ts['dpspec'], ts['opacus ghost']):.2f}×" if "opacus ghost" in ts else "—"
-        opc = " / ".join(str(ops[k]) if k in ops else "—" for k in cols[1:2] + cols[:1] + cols[2:])
+        opc = " / ".join(str(ops[k]) if k in ops else "—" for k in cols[1:2] + cols[:1] + cols[2:] + graphs)
+        graphed = " / ".join(f"{med[k]:.0f}" for k in graphs)
+        graphed_np = " / ".join(f"{paired(ts[k], ts['non-private']):.2f}×" for k in graphs)
         row = (
             f"| {name} | {cell['non-private']} | {cell['dpspec']} | {cell['opacus ghost']} | {vs_np} | {vs_og} "
-            f"| {opc} | {method} |"
+            f"| {graphed} | {graphed_np} | {opc} | {method} |"
         )
         print("  " + row, file=sys.stderr)
         lines.append(row)
