@@ -41,7 +41,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -52,6 +51,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_gpu as bg  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+from bench_make_private import timed  # noqa: E402
 
 B = 4
 
@@ -106,19 +106,6 @@ def replays_skipped():
             setattr(cg, name, cls)
 
 
-def measure(fns, warm, rounds):
-    for fn in fns.values():
-        for _ in range(warm):
-            fn()
-    ts = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            ts[k].append(time.perf_counter() - t0)
-    return ts
-
-
 def paired(a, b):
     return statistics.median(x / y for x, y in zip(a, b))
 
@@ -163,7 +150,7 @@ def main() -> int:
         with replays_skipped():
             fns, method = bg.loops(build, make, B, dev, 10 * (args.rounds + args.warm + 10), graph=True)
         fns = {k: fns[k] for k in cols + graphs if k in fns}  # (Opacus hooks left out)
-        ts = measure(fns, args.warm, args.rounds)
+        ts = timed(fns, args.warm, args.rounds)  # the loops interleaved step by step
         ops = {k: bg.ops_per_step(fn) for k, fn in fns.items()}
         med = {k: statistics.median(v) * 1e6 for k, v in ts.items()}
         cell = {k: f"{med[k]:.0f}" if k in med else "—" for k in cols}
