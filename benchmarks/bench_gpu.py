@@ -23,12 +23,17 @@ are made. **aten ops / step**: the operations one
 step dispatches below autograd (a ``TorchDispatchMode`` count, views included; the batch's fetch is not
 counted in either loop) — on a GPU each non-view one is a kernel launch or more, and their host cost is
 what bounds a small model's step.
-**Device footprint** (CUDA): the memory a loop's training takes from the caching allocator in whole
-segments from its first step on — what it keeps between steps (gradients, optimizer state, Opacus hooks'
-per-example gradients, a CUDA graph's pool) and its steps' working memory, with the allocator's rounding
-— measured over each loop's warm-up steps, the loops one after another (:func:`measure`). The step peak
-leaves out what a loop keeps and rounds nothing; the footprint compares what each loop needs of the
-device.
+**Loop memory** (CUDA; :func:`loop_memory`), each loop in a fresh process of its own (the model, its
+data and its loop built, nothing else run; the processes in parallel, each with its own allocator), over
+its warm-up steps (the CUDA graphs captured in them): the **device footprint**, ``max_memory_reserved``
+less ``memory_reserved`` before the loop's first step — what its training takes from the caching
+allocator in whole segments: what it keeps between steps (gradients, optimizer state, Opacus hooks'
+per-example gradients, a CUDA graph's pool) and its steps' working memory, with the allocator's
+rounding — and the **loop peak**, ``max_memory_allocated`` less ``memory_allocated`` before it (the same,
+without the rounding and the cached free blocks; a graph's replays allocate nothing, its capture is
+counted). In one process the loops measured before leave partly used segments whose free space the next
+loop takes without reserving, which made such figures depend on the order of the loops. The step peak
+leaves out what a loop keeps; the loop memory counts it.
 
 Models (the issue's; ``--full`` sizes): MLP 512→512→10 (B 256); MLP 512→1024→1024→10 (B 1024); CNN
 3×32×32 with three convolutions and GroupNorm (B 256); nn.TransformerEncoder 2 layers, d 256, seq 128
@@ -209,25 +214,41 @@ def batched(X, y, b, dev):
     return DataLoader(TensorDataset(X, y), sampler=DeviceBatches(len(X), b, dev), batch_size=None)
 
 
-def loops(build, make, b, dev, total, secure=False, graph=False):
+LOOPS = (
+    "non-private",
+    "dpspec",
+    "dpspec graph",
+    "dpspec graph poisson",
+    "dpspec secure",
+    "opacus hooks",
+    "opacus ghost",
+)
+
+
+def loops(build, make, b, dev, total, secure=False, graph=False, only=None):
     """name → one-step callable (``.parts``: its batch fetch and the step on the batch), plus the clipping
-    method dpspec picked."""
+    method dpspec picked (None unless the dpspec loop is built). ``only``: build that loop alone."""
+
+    def want(name):
+        return only is None or only == name
+
     n = 4 * b
     g = torch.Generator().manual_seed(0)
     X, y = make(n, g).to(dev), torch.randint(0, 10, (n,), generator=g).to(dev)
     fns = {}
 
-    torch.manual_seed(0)
-    m0 = build().to(dev)
-    opt0 = torch.optim.SGD([p for p in m0.parameters() if p.requires_grad], lr=0.01)
-    it0 = forever(batched(X, y, b, dev))
+    if want("non-private"):
+        torch.manual_seed(0)
+        m0 = build().to(dev)
+        opt0 = torch.optim.SGD([p for p in m0.parameters() if p.requires_grad], lr=0.01)
+        it0 = forever(batched(X, y, b, dev))
 
-    def nonprivate(xb, yb):
-        opt0.zero_grad()
-        ce(m0(xb), yb).backward()
-        opt0.step()
+        def nonprivate(xb, yb):
+            opt0.zero_grad()
+            ce(m0(xb), yb).backward()
+            opt0.step()
 
-    fns["non-private"] = _step(lambda: next(it0), nonprivate)
+        fns["non-private"] = _step(lambda: next(it0), nonprivate)
 
     c = dpspec.compile(SPEC.format(n=n, b=b, steps=total))
     sigma = c.mechanism.noise_multiplier
@@ -235,6 +256,8 @@ def loops(build, make, b, dev, total, secure=False, graph=False):
     private_models.clear()
 
     def private_loop(name, poisson=False, **kw):
+        if not want(name):
+            return None
         torch.manual_seed(0)
         m = build().to(dev)
         spec = SPEC.format(n=n, b=b, steps=total)
@@ -267,16 +290,20 @@ def loops(build, make, b, dev, total, secure=False, graph=False):
         private_loop("dpspec graph poisson", poisson=True, seed=0, cuda_graph=True)
     if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
         private_loop("dpspec secure", secure=True)
-    from dpspec.mechanisms.per_example import clipped_grad_sum
+    method = None
+    if m1 is not None:
+        from dpspec.mechanisms.per_example import clipped_grad_sum
 
-    cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
-    method = cs.method + (f" ({cs.fallback})" if cs.fallback else "")
+        cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
+        method = cs.method + (f" ({cs.fallback})" if cs.fallback else "")
 
     try:
         from opacus import PrivacyEngine
     except ImportError:
         return fns, method
     for mode in ("hooks", "ghost"):
+        if not want(f"opacus {mode}"):
+            continue
         torch.manual_seed(0)
         m = build().to(dev)
         try:
@@ -430,44 +457,24 @@ POISSON_WARMUP = 16  # the Poisson loops' extra warm-up steps (in :func:`measure
 
 
 def measure(fns, dev, warm, steps):
-    """(step times, step peaks, the CUDA graph's capture step's peak, device footprints). The warm-up steps
-    run loop by loop; on CUDA each loop's **device footprint** is measured over them: the memory its
-    training takes from the allocator in whole segments from its first step on — its gradients, optimizer
-    state, activations, cuBLAS workspaces and, with graphs, the graphs' pools — as
-    ``max_memory_reserved`` during its warm-up less ``memory_reserved`` before it, after ``empty_cache``
-    (what the loops measured before hold stays reserved, in their own segments). Unlike the step peak this
-    counts what a loop keeps between steps and the allocator's rounding to segments alike for every loop.
-    The graph is captured at the loop's step WARMUP + 1, inside the warm-up; the most that step allocates
-    above its start is the graph's working set. A Poisson loop warms up :data:`POISSON_WARMUP` steps more."""
+    """(step times, step peaks, the CUDA graph's capture step's peak). The warm-up steps run loop by loop; the
+    graph is captured at the loop's step WARMUP + 1, inside the warm-up: the most that step allocates above
+    its start is the graph's working set. A Poisson loop warms up :data:`POISSON_WARMUP` steps more, so that
+    the graphs of the common sizes are captured before the timed steps."""
     from dpspec.torch.cuda_graph import WARMUP
 
-    capture, footprint = {}, {}
+    capture = {}
     for k, fn in fns.items():
-        # Poisson batches' sizes vary: more warm-up steps, so that the graphs of the common sizes are captured
-        # (and their pool counted) before the timed steps
-        warm_k = warm + (POISSON_WARMUP if "poisson" in k else 0)
-        if dev.type == "cuda":
-            gc.collect()
-            sync(dev)
-            torch.cuda.empty_cache()
-            reserved = torch.cuda.memory_reserved(dev)
-            torch.cuda.reset_peak_memory_stats(dev)
-        for i in range(warm_k):
+        for i in range(warm + (POISSON_WARMUP if "poisson" in k else 0)):
             if dev.type == "cuda" and k == "dpspec graph" and i == WARMUP:
                 sync(dev)
-                start_peak = torch.cuda.max_memory_reserved(dev)
                 torch.cuda.reset_peak_memory_stats(dev)
                 before = torch.cuda.memory_allocated(dev)
                 fn()
                 sync(dev)
                 capture[k] = (torch.cuda.max_memory_allocated(dev) - before) / 2**20
-                # (the reserved peak before this step is kept: the peak statistics were reset for the capture)
-                footprint[k] = start_peak
             else:
                 fn()
-        if dev.type == "cuda":
-            sync(dev)
-            footprint[k] = (max(footprint.get(k, 0), torch.cuda.max_memory_reserved(dev)) - reserved) / 2**20
     ts = {k: [] for k in fns}
     for _ in range(steps):
         for k, fn in fns.items():
@@ -477,7 +484,91 @@ def measure(fns, dev, warm, steps):
             sync(dev)
             ts[k].append(time.perf_counter() - t0)
     peak = {k: step_peak_mib(fn, dev) for k, fn in fns.items()}  # MiB above the step's start, each loop alone
-    return ts, peak, capture, footprint
+    return ts, peak, capture
+
+
+def loop_memory(fn, dev, steps) -> dict | None:
+    """A loop's memory over its first ``steps`` steps, in MiB, on CUDA (None elsewhere): ``footprint``,
+    ``max_memory_reserved`` less ``memory_reserved`` before them (after ``empty_cache``): what the loop takes
+    from the allocator in whole segments; ``peak``, ``max_memory_allocated`` less ``memory_allocated`` before
+    them: the most its tensors hold at once, what it keeps between steps included. Meant to run in a process
+    that has built the loop and run nothing else (:func:`footprints`)."""
+    if dev.type != "cuda":
+        return None
+    gc.collect()
+    sync(dev)
+    torch.cuda.empty_cache()
+    reserved, allocated = torch.cuda.memory_reserved(dev), torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    for _ in range(steps):
+        fn()
+    sync(dev)
+    return {
+        "footprint": (torch.cuda.max_memory_reserved(dev) - reserved) / 2**20,
+        "peak": (torch.cuda.max_memory_allocated(dev) - allocated) / 2**20,
+    }
+
+
+def _one_loop_memory(args) -> int:
+    """``--memory-of MODEL::LOOP``: that loop alone, its :func:`loop_memory` (and its graphs' pool) as one JSON
+    line on stdout; nothing if the loop is not built (Opacus refuses the model, or is not installed)."""
+    import json
+
+    model_name, loop = args.memory_of.split("::")
+    build, make, b = models(args.full)[model_name]
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # (elsewhere: the plumbing, no figures)
+    warm = 3 + (POISSON_WARMUP if "poisson" in loop else 0)
+    fns, _ = loops(build, make, b, dev, warm + 4, secure=loop == "dpspec secure", graph=dev.type == "cuda", only=loop)
+    if loop not in fns:
+        return 0
+    mem = loop_memory(fns[loop], dev, warm)
+    if mem is not None and loop in PRIVATE_MODELS:
+        mem["pool"] = graph_pool_mib(PRIVATE_MODELS[loop])
+    print("LOOP-MEMORY " + json.dumps(mem), flush=True)
+    return 0
+
+
+def footprints(names, args, workers=4) -> dict:
+    """(model, loop) → :func:`loop_memory` of that loop, each in a fresh process (``--memory-of``), ``workers``
+    at a time; a loop whose process printed nothing is left out."""
+    import json
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(name, loop) for name in names for loop in LOOPS if loop != "dpspec secure" or args.secure]
+
+    def run(job):
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-of", "::".join(job)]
+        cmd += ["--full"] if args.full else []
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("LOOP-MEMORY ")]
+        if done.returncode != 0 or not lines:
+            if done.returncode != 0:
+                print(f"  memory of {job}: exit {done.returncode}: {done.stderr[-300:]}", file=sys.stderr)
+            return job, None
+        return job, json.loads(lines[-1].split(" ", 1)[1])
+
+    with ThreadPoolExecutor(workers) as pool:
+        return {job: mem for job, mem in pool.map(run, jobs) if mem is not None}
+
+
+def memory_cells(mem, cols) -> str:
+    """The footprint, loop-peak and footprint-ratio cells of a row (``mem``: loop → :func:`loop_memory`)."""
+
+    def fp(c):
+        m = mem[c]
+        return f"{m['footprint']:.0f}" + (f" (pool {m['pool']:.0f})" if m.get("pool") is not None else "")
+
+    loops_ = ["non-private"] + cols
+    footprint = " / ".join(fp(c) if c in mem else "—" for c in loops_)
+    peak = " / ".join(f"{mem[c]['peak']:.0f}" if c in mem else "—" for c in loops_)
+    opacus = [mem[c]["footprint"] for c in ("opacus hooks", "opacus ghost") if c in mem]
+    ratio = (
+        " / ".join(f"{mem[c]['footprint'] / min(opacus):.2f}×" for c in ("dpspec", "dpspec graph") if c in mem)
+        if opacus and min(opacus) > 0
+        else "—"
+    )
+    return f"{footprint} | {peak} | {ratio}"
 
 
 def write_table(rows, dev, args, warm, steps, final=True) -> None:
@@ -514,10 +605,13 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
             "the step that captured the graph (the graph's working set, allocated above that step's start) and the "
             "graphs' pool, which stays reserved (whole segments of the allocator). dpspec graph poisson: the same "
             "with Poisson sampling of the same expected batch size (each batch padded to a multiple of a width "
-            "≥ 2√B, a few graphs). Device footprint: the memory a loop's training takes from the allocator in "
-            "whole segments from its first step on (gradients, optimizer state, activations, workspaces and "
-            "the graphs' pools): `max_memory_reserved` over its warm-up steps less `memory_reserved` before them, "
-            "after `empty_cache`, the loops one after another (:func:`measure`)."
+            "≥ 2√B, a few graphs). Loop memory (:func:`loop_memory`), each loop in a fresh process of its own "
+            "over its warm-up steps (graphs captured): device footprint, `max_memory_reserved` less "
+            "`memory_reserved` before its first step (what it takes from the allocator in whole segments, "
+            "what it keeps between steps and a graph's pool included; the pool in brackets); loop peak, "
+            "`max_memory_allocated` less `memory_allocated` before it (no rounding, no cached free blocks). "
+            "dpspec ÷ min(Opacus) by footprint: dpspec's / dpspec graph's footprint over the smaller of "
+            "Opacus hooks' / ghost's."
             if graph
             else ""
         ),
@@ -527,9 +621,19 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
         + f" | dpspec{' / dpspec graph' if graph else ''} ÷ Opacus ghost | peak step MiB above start (non-private / "
         + " / ".join(cols)
         + ") | dpspec ÷ min(Opacus) | "
-        + (("device footprint MiB (non-private / " + " / ".join(cols) + ") | ") if graph else "")
+        + (
+            (
+                "device footprint MiB (non-private / "
+                + " / ".join(cols)
+                + ") | loop peak MiB (non-private / "
+                + " / ".join(cols)
+                + ") | dpspec / dpspec graph ÷ min(Opacus), footprint | "
+            )
+            if graph
+            else ""
+        )
         + f"aten ops / step ({' / '.join(k for k in OPS_COLUMNS if graph or 'graph' not in k)}) | dpspec clipping |",
-        "|" + "---|" * (len(cols) + 7 + graph),
+        "|" + "---|" * (len(cols) + 7 + 3 * graph),
     ]
     for name, method, med, ratio, peak, vs_ghost, ops, pool, footprint in rows:
         cells = [f"{med[c] * 1e3:.2f} ({ratio[c]:.2f}×)" if c in med else "refuses" for c in cols]
@@ -544,11 +648,7 @@ def write_table(rows, dev, args, warm, steps, final=True) -> None:
             f"| {name} | {med['non-private'] * 1e3:.2f} | "
             + " | ".join(cells)
             + f" | {' / '.join(f'{v:.2f}×' for v in vs_ghost) if vs_ghost else '—'} | {mem} | {vs_opacus}"
-            + (
-                " | " + " / ".join(f"{footprint[c]:.0f}" if c in footprint else "—" for c in ["non-private"] + cols)
-                if graph
-                else ""
-            )
+            + (" | " + memory_cells(footprint, cols) if graph else "")
             + f" | {' / '.join(str(ops[k]) for k in OPS_COLUMNS if k in ops)} | {method} |"
         )
     text = "\n".join(lines) + "\n"
@@ -566,14 +666,21 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--secure", action="store_true", help="also time dpspec's secure mode")
     ap.add_argument("--profile", default=None, help="write where a step's time goes to this file")
+    ap.add_argument("--no-memory", action="store_true", help="leave out the loop memory (a process per loop)")
+    ap.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)  # MODEL::LOOP, in its own process
     args = ap.parse_args()
+    if args.memory_of:
+        return _one_loop_memory(args)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if dev.type == "cpu":
         torch.set_num_threads(1)
     warm, steps = (3, args.steps or 30) if args.full else (1, args.steps or 4)
     rows, profiles = [], []
+    names = [name for name in models(args.full) if not args.only or args.only in name]
+    # each loop's memory in a fresh process of its own, before this process takes any device memory
+    mems = footprints(names, args) if dev.type == "cuda" and not args.no_memory else {}
     for name, (build, make, b) in models(args.full).items():
-        if args.only and args.only not in name:
+        if name not in names:
             continue
         print(name, file=sys.stderr)
         fns, method = loops(
@@ -585,7 +692,8 @@ def main() -> int:
             secure=args.secure,
             graph=dev.type == "cuda",
         )
-        ts, peak, capture, footprint = measure(fns, dev, warm, steps)
+        ts, peak, capture = measure(fns, dev, warm, steps)
+        footprint = {loop: m for (model, loop), m in mems.items() if model == name}
         pool = graph_pool_mib(PRIVATE_MODELS["dpspec graph"]) if "dpspec graph" in PRIVATE_MODELS else None
         pool = None if pool is None else (capture.get("dpspec graph"), pool)
         for k in ("dpspec graph", "dpspec graph poisson"):
@@ -614,7 +722,12 @@ def main() -> int:
             + ", ".join(f"{k} {v * 1e3:.2f} ms ({ratio[k]:.2f}×)" for k, v in med.items())
             + (f"; dpspec (graph) / opacus ghost {' / '.join(f'{v:.2f}×' for v in vs_ghost)}" if vs_ghost else "")
             + (f"; graph capture step {pool[0]:.2f} MiB, pool {pool[1]:.2f} MiB" if pool else "")
-            + ("; device footprint MiB " + ", ".join(f"{k} {v:.0f}" for k, v in footprint.items()) if footprint else "")
+            + (
+                "; device footprint / loop peak MiB "
+                + ", ".join(f"{k} {v['footprint']:.0f} / {v['peak']:.0f}" for k, v in footprint.items())
+                if footprint
+                else ""
+            )
             + "; aten ops / step "
             + ", ".join(f"{k} {v}" for k, v in ops.items())
             + "; peak step MiB above start "

@@ -71,10 +71,10 @@ def test_a_step_that_replaces_what_it_holds(bench, dev):
 
 
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
-def test_the_device_footprint_counts_what_a_loop_keeps_in_whole_segments(bench, dev):
-    """`measure`'s device footprint (CUDA only): a loop that keeps 30 MiB per warm-up step takes 30 MiB segments
-    (a request of 10 MiB or more is rounded up to 2 MiB), one per step; a loop that keeps nothing takes what
-    its step's working memory needs, here 2 MiB (the smallest segment, for a request under 1 MiB)."""
+def test_the_loop_memory_counts_what_a_loop_keeps(bench, dev):
+    """`loop_memory` (CUDA only): a loop that keeps 30 MiB per step holds 60 MiB after two steps, and takes two
+    30 MiB segments (a request of 10 MiB or more is rounded up to 2 MiB); a loop that keeps nothing holds
+    nothing at its peak beyond a step's working memory, and takes at most the smallest segment (2 MiB)."""
     held = []
 
     def keeps():
@@ -83,8 +83,23 @@ def test_the_device_footprint_counts_what_a_loop_keeps_in_whole_segments(bench, 
     def small():
         torch.ones(16, device=dev).sum()
 
-    _, _, _, footprint = bench.measure({"keeps": keeps, "small": small}, dev, warm=2, steps=1)
+    memory = bench.loop_memory(keeps, dev, steps=2)
     if dev.type != "cuda":
-        assert footprint == {}
+        assert memory is None and held == []
         return
-    assert footprint == {"keeps": 60.0, "small": pytest.approx(2.0, abs=2.0)}
+    assert memory == {"footprint": 60.0, "peak": 60.0}
+    held.clear()
+    small_memory = bench.loop_memory(small, dev, steps=2)
+    assert small_memory["footprint"] == pytest.approx(2.0, abs=2.0)
+    assert small_memory["peak"] < 0.01
+
+
+def test_one_loop_alone(bench):
+    """`loops(..., only=...)` builds that loop and nothing else (a process measuring one loop's memory holds no
+    other loop's model); the dpspec loop's clipping method is reported only when it is built."""
+    build, make, b = next(iter(bench.models(False).values()))
+    fns, method = bench.loops(build, make, b, torch.device("cpu"), 8, only="non-private")
+    assert list(fns) == ["non-private"] and method is None
+    fns, method = bench.loops(build, make, b, torch.device("cpu"), 8, only="dpspec")
+    assert list(fns) == ["dpspec"] and method is not None
+    fns["dpspec"]()
