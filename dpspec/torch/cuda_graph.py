@@ -279,6 +279,12 @@ class Replayer:
         with torch.cuda.device(dev):
             user = torch.cuda.current_stream(dev)
             side = _side_stream(dev)  # warm-up and capture on a side stream, as torch asks
+            # the eager steps' cached blocks belong to the user's stream, and the allocator gives a stream only
+            # its own: returned first (as torch.cuda.graph does before the capture), the side stream's warm-up
+            # takes that memory again instead of as much beside it (a fixed-size loop's device footprint
+            # measured twice its eager step's before)
+            torch.cuda.synchronize(dev)
+            torch.cuda.empty_cache()
             side.wait_stream(user)
             with torch.cuda.stream(side), cast:
                 self.fn(*static)
