@@ -227,7 +227,8 @@ LOOPS = (
 
 def loops(build, make, b, dev, total, secure=False, graph=False, only=None):
     """name → one-step callable (``.parts``: its batch fetch and the step on the batch), plus the clipping
-    method dpspec picked (None unless the dpspec loop is built). ``only``: build that loop alone."""
+    method dpspec picked. ``only``: build that loop alone and run nothing (the method is None then: finding it
+    runs the model, which would take memory, such as cuBLAS's workspace, before a measure of the loop's)."""
 
     def want(name):
         return only is None or only == name
@@ -291,7 +292,7 @@ def loops(build, make, b, dev, total, secure=False, graph=False, only=None):
     if secure:  # the same loop in secure mode (dpspec.mechanisms.secure_noise_training)
         private_loop("dpspec secure", secure=True)
     method = None
-    if m1 is not None:
+    if only is None:
         from dpspec.mechanisms.per_example import clipped_grad_sum
 
         cs = clipped_grad_sum(m1, ce, X[:b], y[:b], clip=1.0)
