@@ -64,6 +64,14 @@ def _storage(v) -> tuple | None:
 _SIDE_STREAMS: dict = {}
 
 
+def _drop_cublas_workspaces(torch) -> None:
+    """Forget cuBLAS's per-stream workspaces (each is made again at its stream's next matrix product; a torch
+    without the call keeps them)."""
+    drop = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if drop is not None:
+        drop()
+
+
 def _side_stream(dev):
     """One side stream per device for every capture: a library such as cuBLAS keeps a workspace per stream
     it has run on (tens of MiB), so a new stream per capture would keep one more each time."""
@@ -283,12 +291,20 @@ class Replayer:
             # its own: returned first (as torch.cuda.graph does before the capture), the side stream's warm-up
             # takes that memory again instead of as much beside it (a fixed-size loop's device footprint
             # measured twice its eager step's before)
+            # cuBLAS keeps a workspace per stream (tens of MiB), made at a stream's first matrix product: dropped
+            # with the cached blocks, before the warm-up and before the capture, so that the capture makes the
+            # side stream's inside the graph's pool (where its replays use it), and dropped after it, so that no
+            # eager product later takes the pool's memory for one (torch's inductor does the same around its
+            # captures); the two streams used to keep one each beside the pool
             torch.cuda.synchronize(dev)
+            _drop_cublas_workspaces(torch)
             torch.cuda.empty_cache()
             side.wait_stream(user)
             with torch.cuda.stream(side), cast:
                 self.fn(*static)
             user.wait_stream(side)
+            torch.cuda.synchronize(dev)
+            _drop_cublas_workspaces(torch)
             graph = torch.cuda.CUDAGraph()
             index = dev.index if dev.index is not None else torch.cuda.current_device()
             try:
@@ -299,6 +315,8 @@ class Replayer:
                 # failed capture_end): the caller's stream back, for the eager steps that follow
                 torch.cuda.set_stream(user)
                 raise
+            finally:
+                _drop_cublas_workspaces(torch)
         self.pools.handles.setdefault(index, graph.pool())
         return graph, outputs
 
