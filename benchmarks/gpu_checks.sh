@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: the tests that exercise the private steps on the device, then the
-# full-size step benchmark (time, peak step memory, dispatched operations; against Opacus where
-# installed), written to benchmarks/results/bench_gpu_<gpu name>.md. Uses $PYTHON, else the python (or python3)
-# on PATH.
+# full-size step benchmark (time, peak step memory, each loop's memory in a process of its own, dispatched
+# operations; against Opacus where installed), written to benchmarks/results/bench_gpu_<gpu name>.md (or to
+# $BENCH_OUT/bench_gpu_<gpu name>.md). Uses $PYTHON, else the python (or python3) on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-$(command -v python || command -v python3)}"
@@ -19,4 +19,4 @@ PY
   tests/torch/test_matmul_precision.py tests/torch/test_rules_sensitivity.py tests/torch/test_cuda_graph.py \
   tests/torch/test_bench_memory.py
 name="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
-"$PY" benchmarks/bench_gpu.py --full --secure --out "benchmarks/results/bench_gpu_${name}.md"
+"$PY" benchmarks/bench_gpu.py --full --secure --out "${BENCH_OUT:-benchmarks/results}/bench_gpu_${name}.md"
