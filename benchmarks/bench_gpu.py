@@ -111,17 +111,23 @@ def adapted(vocab, d, heads, ff, layers, rank):
     return m
 
 
+def vec(d):
+    """Input maker: n vectors of d standard normals."""
+    return lambda n, g: torch.randn(n, d, generator=g)
+
+
+def img(n, g):
+    """Input maker: n images 3×32×32."""
+    return torch.randn(n, 3, 32, 32, generator=g)
+
+
+def tok(seq, vocab=1000):
+    """Input maker: n sequences of ``seq`` token ids below ``vocab``."""
+    return lambda n, g: torch.randint(0, vocab, (n, seq), generator=g)
+
+
 def models(full: bool) -> dict:
     """name → (build, input maker(n, g), batch)."""
-
-    def vec(d):
-        return lambda n, g: torch.randn(n, d, generator=g)
-
-    def img(n, g):
-        return torch.randn(n, 3, 32, 32, generator=g)
-
-    def tok(seq):
-        return lambda n, g: torch.randint(0, 1000, (n, seq), generator=g)
 
     if full:
         return {

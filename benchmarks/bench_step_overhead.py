@@ -58,15 +58,10 @@ B = 4
 
 def tiny_models() -> dict:
     """name → (build, input maker(n, g)): ``bench_gpu.models``' five, a few units wide."""
-
-    def vec(d):
-        return lambda n, g: torch.randn(n, d, generator=g)
-
-    def img(n, g):
-        return torch.randn(n, 3, 32, 32, generator=g)
+    vec, img = bg.vec, bg.img
 
     def tok(seq):
-        return lambda n, g: torch.randint(0, 50, (n, seq), generator=g)
+        return bg.tok(seq, vocab=50)
 
     return {
         "MLP 8→8→10": (lambda: nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 10)), vec(8)),

@@ -117,13 +117,18 @@ def data():
     return TensorDataset(torch.randn(48, 1, 6, 6, generator=g), torch.randint(0, 3, (48,), generator=g))
 
 
-def train(cuda_graph, sampling="without_replacement(batch_size = 12)", steps=7, keep=None, dtype=None, **kw):
+def model_and_data(dtype=None):
+    """A seeded CNN and the data, both in ``dtype`` if given (the targets stay integers)."""
     torch.manual_seed(0)
-    m = CNN()
-    ds = data()
+    m, ds = CNN(), data()
     if dtype is not None:
         m = m.to(dtype)
         ds = TensorDataset(ds.tensors[0].to(dtype), ds.tensors[1])
+    return m, ds
+
+
+def train(cuda_graph, sampling="without_replacement(batch_size = 12)", steps=7, keep=None, dtype=None, **kw):
+    m, ds = model_and_data(dtype)
     model, opt, loader = dt.make_private(
         dpspec.compile(SPEC.format(sampling=sampling, steps=steps)),
         m,
@@ -202,12 +207,7 @@ def _poisson_loop(loss_of, cuda_graph=True, steps=16, criterion=None, dtype=None
     CriterionMismatchError that stopped it (None if none did)."""
     from dpspec.torch import CriterionMismatchError
 
-    torch.manual_seed(0)
-    m = CNN()
-    ds = data()
-    if dtype is not None:
-        m = m.to(dtype)
-        ds = TensorDataset(ds.tensors[0].to(dtype), ds.tensors[1])
+    m, ds = model_and_data(dtype)
     kw = {} if criterion is None else {"criterion": criterion}
     model, opt, loader = dt.make_private(
         dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=steps)),
