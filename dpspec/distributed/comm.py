@@ -315,7 +315,10 @@ def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, thr
     comm = Comm(rank, world_size, backend, _owns_group=True, **comm_kw)
     try:
         res = fn(comm, *args)
-        torch.save(res, os.path.join(outdir, f"rank{rank}.pt"))
+        # whole or absent (a rename): a result file is only ever one a finished ``fn`` wrote
+        path = os.path.join(outdir, f"rank{rank}.pt")
+        torch.save(res, path + ".part")
+        os.replace(path + ".part", path)
         # every rank done before any tears its group down: a gloo peer whose connection is closed under it
         # aborts the process (std::terminate), seen under load
         comm.barrier()
@@ -329,11 +332,21 @@ def spawn(
     """Run ``fn(comm, *args)`` in ``world_size`` fresh processes (``torch.multiprocessing.spawn``,
     rendezvous through a file in a temporary folder); returns the list of per-rank return values. ``fn`` must be
     importable
-    (a module-level function). ``threads`` sets ``torch.set_num_threads`` in each worker."""
+    (a module-level function). ``threads`` sets ``torch.set_num_threads`` in each worker.
+
+    A worker killed by a signal after every rank has saved its result is not an error: that is the process
+    group's teardown (a gloo peer whose connection is closed under it aborts its process, seen on a loaded
+    machine), after all the work; an exception raised in ``fn``, or a death before every result is saved,
+    is raised."""
     import torch
     import torch.multiprocessing as mp
 
     _check_backend(backend)
     with tempfile.TemporaryDirectory(prefix="dpspec-dist-") as d:
-        mp.spawn(_worker, args=(world_size, backend, fn, args, d, threads, comm_kw), nprocs=world_size, join=True)
-        return [torch.load(os.path.join(d, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
+        paths = [os.path.join(d, f"rank{r}.pt") for r in range(world_size)]
+        try:
+            mp.spawn(_worker, args=(world_size, backend, fn, args, d, threads, comm_kw), nprocs=world_size, join=True)
+        except mp.ProcessExitedException:
+            if not all(os.path.exists(p) for p in paths):
+                raise
+        return [torch.load(p, weights_only=False) for p in paths]

@@ -95,3 +95,18 @@ def runtime_guards(comm):
     """The runtime guards of one process group (one spawn: process start-up dominates the test time)."""
     return {"budget": budget_on_every_rank(comm), "diverging": diverging_ledgers(comm),
             "nonfinite": nonfinite_shard(comm), "srpp_cap": srpp_cap_on_every_rank(comm)}
+
+
+def dies_after_its_work(comm, when):
+    """Rank 1's process is killed by a signal: ``when == "after"``, once its worker has saved the result and
+    torn the group down (a timer thread that keeps the process alive until it fires); ``"before"``, inside
+    ``fn``, before anything is saved."""
+    import os
+    import signal
+    import threading
+
+    if comm.rank == 1:
+        if when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+    return comm.rank * 10

@@ -122,3 +122,13 @@ def test_runtime_guards_hold_on_every_rank():
     assert _same_params(n0["params"], n1["params"], atol=0.0)
     assert n1["nonfinite"] == single["nonfinite"] and not n0["nonfinite"]  # counted where it was clipped
     assert r0["srpp_cap"] == r1["srpp_cap"] == "DPS162"
+
+
+def test_spawn_keeps_results_of_a_worker_killed_after_saving_them_only():
+    """A worker killed by a signal once every rank has saved its result (a gloo teardown abort) leaves the
+    results; one killed before saving is an error."""
+    import torch.multiprocessing as mp
+
+    assert spawn(workers.dies_after_its_work, 2, ("after",)) == [0, 10]
+    with pytest.raises(mp.ProcessExitedException):
+        spawn(workers.dies_after_its_work, 2, ("before",))
