@@ -32,7 +32,12 @@ of a shape — no Python-side randomness or data-dependent Python control flow (
 from the CUDA generator, which graphs advance) — and reads no tensor other than its input, parameters,
 buffers and the modules' tensor attributes that is replaced between steps (a graph reads memory, not
 Python names; a tensor in a closure or a global is not watched). A model's graphs (the clipped sum's
-and the loss check's) share one memory pool per device, which stays reserved while they live.
+and the loss check's) share one memory pool per device, which stays reserved while they live. A new
+batch shape of the clipped sum (a Poisson batch's new padded size) releases that pool before each of its
+eager warm-up steps (:meth:`GraphPools.release`): an eager step cannot use a pool's free memory, so it
+would take a second working set beside it. A dropped graph is captured again, without a warm-up, when its
+shape comes back, and the graphs are captured from the most rows to the fewest, which share their blocks
+(an ascending order kept one working set per size).
 """
 
 from __future__ import annotations
@@ -109,6 +114,12 @@ def _first_rows(cs, B: int):
     return out
 
 
+def _rows(key) -> int:
+    """The rows of a Replayer key's first input (0 for none)."""
+    first = key[0][0] if key[0] else None
+    return int(first[1][0]) if first is not None and first[1] else 0
+
+
 def _padded(rows_cache: dict, tensors, B: int, size: int):
     """``tensors`` (B rows each) padded to ``size`` rows by repeating their first row, and the mask of the padding
     rows (``rows_cache``: device → an arange, kept between calls)."""
@@ -136,8 +147,35 @@ class GraphPools:
     queued on the device, no host wait)."""
 
     def __init__(self):
+        import weakref
+
         self.handles: dict = {}  # device index → the pool's handle (``CUDAGraph.pool()``)
         self.streams: dict = {}  # device index → the stream of the last replay there
+        self.members: weakref.WeakSet = weakref.WeakSet()  # the Replayers whose graphs are in these pools
+
+    def release(self, dev) -> None:
+        """Drop every graph in the pool on ``dev`` and return the pool's memory to the device. Each Replayer keeps
+        what it needs to capture a dropped graph again, without a warm-up, when its shape comes back
+        (:attr:`Replayer._known`). Called before a new shape's eager warm-up steps, which would otherwise take a
+        working set beside the pool (the allocator gives eager steps none of a graph pool's free memory), and
+        before a capture when the pool holds a graph of the same function with fewer rows, so that the graphs are
+        captured from the most rows to the fewest (:meth:`Replayer._larger_first`): a smaller graph's tensors fit
+        in the blocks a larger one freed, not the reverse (a pool whose shapes came in ascending order held a
+        working set per shape)."""
+        held = [m for m in list(self.members) if m._holds(dev)]
+        if not held:
+            return
+        cuda = dev.type == "cuda"
+        if cuda:
+            import torch
+
+            torch.cuda.synchronize(dev)  # no replay in flight still reads or writes the pool
+        for m in held:
+            m._drop(dev)
+        if cuda:
+            self.handles.pop(dev.index if dev.index is not None else torch.cuda.current_device(), None)
+            # the pool's segments, unused once its graphs and their outputs are gone, back to the device
+            torch.cuda.empty_cache()
 
     def order(self, dev) -> None:
         """Before a replay on ``dev`` (a CUDA device) on the current stream: wait for the last replay's stream."""
@@ -159,6 +197,12 @@ class _Captured:
     def __init__(self, graph, inputs, outputs):
         self.graph, self.inputs, self.outputs = graph, inputs, outputs
         self.held: list = []  # (module, name, storage) of the tensor attributes when it was captured
+        self.device = next(a for a in inputs if a is not None).device
+
+    def drop(self) -> None:
+        """Let the graph and its outputs go (their memory is the pool's); the input buffers stay, for a capture
+        of the same shape again."""
+        self.graph = self.outputs = None
 
     def replay(self, args):
         import torch
@@ -178,11 +222,18 @@ class Replayer:
 
     device_type = "cuda"
 
-    def __init__(self, fn, pools: GraphPools | None = None):
+    def __init__(self, fn, pools: GraphPools | None = None, light: bool = False):
         self.fn = fn
         self._graphs: dict = {}
+        # key → a _Captured whose graph the pool's release dropped (its input buffers kept): captured again at
+        # once, without the warm-up, when its shape comes back
+        self._known: dict = {}
         self._seen: dict = {}
         self.pools = GraphPools() if pools is None else pools  # shared with the model's other Replayers
+        self.pools.members.add(self)
+        # light: a function whose eager steps take little memory (the loss check): its warm-up runs beside the
+        # pool and its captures go into it as it is, without releasing the other graphs
+        self.light = light
         self.replays = 0
         self.disabled: str | None = None
         self._last_eager = "no step yet"
@@ -191,9 +242,18 @@ class Replayer:
     def status(self) -> str:
         if self.disabled is not None:
             return f"not replayed: {self.disabled}"
-        if self._graphs:
-            return f"{self.replays} step(s) replayed from {len(self._graphs)} CUDA graph(s)"
+        if self._graphs or self._known:
+            return f"{self.replays} step(s) replayed from {len(self._graphs) + len(self._known)} CUDA graph(s)"
         return f"not replayed yet: {self._last_eager}"
+
+    def _holds(self, dev) -> bool:
+        return any(c.device == dev for c in self._graphs.values())
+
+    def _drop(self, dev) -> None:
+        for key, c in list(self._graphs.items()):
+            if c.device == dev:
+                c.drop()
+                self._known[key] = self._graphs.pop(key)
 
     def _state_key(self) -> tuple:
         """What besides the inputs' shapes a graph depends on."""
@@ -225,35 +285,74 @@ class Replayer:
             del self._graphs[key]
             captured = None
         if captured is None:
-            if len(self._seen) >= _SEEN_LIMIT and key not in self._seen:
-                self._seen.clear()
-            seen = self._seen[key] = self._seen.get(key, 0) + 1
-            if seen <= WARMUP:
-                self._last_eager = f"warming up ({seen} of {WARMUP} eager steps of this batch shape)"
-                return self.fn(*args)
-            if len(self._graphs) >= MAX_GRAPHS:
-                self._last_eager = f"{MAX_GRAPHS} graphs are taken and the batch's shape or the model's state is new"
-                return self.fn(*args)
-            captured = self._capture(args)
+            known = self._known.pop(key, None)
+            if known is not None and self._current(known):  # (else: a tensor it read was replaced, as above)
+                self._larger_first(key, dev)
+                captured = self._capture(args, known.inputs)
+            else:
+                captured = self._first_capture(key, args, dev)
             if captured is None:
                 return self.fn(*args)
             self._graphs[key] = captured
-            self._seen.pop(key, None)
         self.replays += 1
         self.pools.order(dev)
         return self.fresh(captured.replay(args))
 
-    def _capture(self, args) -> _Captured | None:
+    def _larger_first(self, key, dev) -> None:
+        """Before ``key``'s capture (unless light): the pool released if it holds a graph of this function with fewer
+        rows, and this function's dropped graphs of more rows captured again, the most rows first. A smaller graph's
+        tensors then take blocks a larger one freed; the other order would hold a working set per size."""
+        if self.light:
+            return
+        rows = _rows(key)
+        if any(_rows(k) < rows for k, c in self._graphs.items() if c.device == dev):
+            self.pools.release(dev)
+        larger = [k for k, c in self._known.items() if c.device == dev and _rows(k) > rows]
+        for k in sorted(larger, key=_rows, reverse=True):
+            again = self._known.pop(k)
+            if self._current(again):
+                again = self._capture(None, again.inputs)
+                if again is not None:
+                    self._graphs[k] = again
+
+    def _first_capture(self, key, args, dev) -> _Captured | None:
+        """A shape not captured before: None (the caller runs the eager step) for its first :data:`WARMUP` steps,
+        then its capture. Unless light, the pool is released before each warm-up step (an eager step would take
+        a working set beside it), and :meth:`_larger_first` orders the capture."""
+        if len(self._seen) >= _SEEN_LIMIT and key not in self._seen:
+            self._seen.clear()
+        if len(self._graphs) + len(self._known) >= MAX_GRAPHS:
+            self._last_eager = f"{MAX_GRAPHS} graphs are taken and the batch's shape or the model's state is new"
+            return None
+        seen = self._seen[key] = self._seen.get(key, 0) + 1
+        if seen <= WARMUP:
+            if not self.light:
+                self.pools.release(dev)
+            self._last_eager = f"warming up ({seen} of {WARMUP} eager steps of this batch shape)"
+            return None
+        self._seen.pop(key, None)
+        self._larger_first(key, dev)
+        return self._capture(args, warm=True)
+
+    def _capture(self, args, inputs: tuple | None = None, warm: bool = False) -> _Captured | None:
+        """``fn`` captured on input buffers (copies of ``args``, or ``inputs``: a dropped graph's, captured again
+        without a warm-up). A failed capture after a warm-up disables the replays (the eager step from now on); a
+        failed capture again (no warm-up) forgets the shape, which is warmed up before its next capture."""
         import torch
 
-        static = tuple(None if a is None else a.detach().clone() for a in args)
+        static = inputs if inputs is not None else tuple(None if a is None else a.detach().clone() for a in args)
+        dev = next(a for a in static if a is not None).device
         try:
-            graph, outputs = self._record(static)
+            graph, outputs = self._record(static, warm)
             self._check(outputs)
-        except Exception as e:  # a host read, an unsupported op: the eager step from now on
-            self.disabled = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-            if args[0].device.type == "cuda":
-                torch.cuda.synchronize(args[0].device)
+        except Exception as e:  # a host read, an unsupported op
+            why = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+            if warm:
+                self.disabled = why
+            else:
+                self._last_eager = f"{why}; to be warmed up and captured again"
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
             return None
         captured = _Captured(graph, static, outputs)
         captured.held = self._held()
@@ -270,8 +369,9 @@ class Replayer:
         """Whether the tensor attributes ``captured`` may read are still those it was captured with."""
         return all(_storage(getattr(mod, k, None)) == st for mod, k, st in captured.held)
 
-    def _record(self, static) -> tuple:
-        """(the CUDA graph of ``fn(*static)``, the outputs it writes)."""
+    def _record(self, static, warm: bool = True) -> tuple:
+        """(the CUDA graph of ``fn(*static)``, the outputs it writes); ``warm``: run ``fn`` once on the capture's
+        stream first (as torch asks before a first capture; a shape captured before needs none)."""
         import contextlib
 
         import torch
@@ -299,12 +399,13 @@ class Replayer:
             torch.cuda.synchronize(dev)
             _drop_cublas_workspaces(torch)
             torch.cuda.empty_cache()
-            side.wait_stream(user)
-            with torch.cuda.stream(side), cast:
-                self.fn(*static)
-            user.wait_stream(side)
-            torch.cuda.synchronize(dev)
-            _drop_cublas_workspaces(torch)
+            if warm:
+                side.wait_stream(user)
+                with torch.cuda.stream(side), cast:
+                    self.fn(*static)
+                user.wait_stream(side)
+                torch.cuda.synchronize(dev)
+                _drop_cublas_workspaces(torch)
             graph = torch.cuda.CUDAGraph()
             index = dev.index if dev.index is not None else torch.cuda.current_device()
             try:
@@ -404,8 +505,8 @@ class GraphedLossCheck(Replayer):
     criterion from an averaging one, which the padded check needs; one whose per-example gradients are all 0
     tells neither), and wherever the base would not replay."""
 
-    def __init__(self, fn, bucket, ready, pools: GraphPools | None = None):
-        super().__init__(fn, pools)
+    def __init__(self, fn, bucket, ready, pools: GraphPools | None = None, light: bool = False):
+        super().__init__(fn, pools, light)
         self.bucket, self.ready = bucket, ready
         self._rows: dict = {}
 

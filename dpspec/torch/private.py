@@ -171,10 +171,14 @@ class _Session:
             from dpspec.torch import cuda_graph
 
             if graphed.bucket is None:
-                self._verdict = cuda_graph.Replayer(self._loss_verdict, pools=graphed.pools)
+                self._verdict = cuda_graph.Replayer(self._loss_verdict, pools=graphed.pools, light=True)
             else:  # Poisson batches: padded as the clipped sum's are, once the criterion's kind is known
                 self._verdict = cuda_graph.GraphedLossCheck(
-                    self._loss_verdict, graphed.bucket, lambda: self._criterion_sum is not None, pools=graphed.pools
+                    self._loss_verdict,
+                    graphed.bucket,
+                    lambda: self._criterion_sum is not None,
+                    pools=graphed.pools,
+                    light=True,
                 )
 
     @property

@@ -67,11 +67,12 @@ def _copy_into(mine, new):
             mine.outputs.copy_(new.outputs)
 
 
-def _simulated_record(self, static):
+def _simulated_record(self, static, warm=True):
     """A capture on the CPU: the replay recomputes into the captured outputs (as a graph writes its memory)."""
     if type(self).fail:
         raise RuntimeError(type(self).fail)
     type(self).captures += 1
+    type(self).again += not warm  # a graph dropped by the pool's release, captured again without a warm-up
     outputs = self.fn(*static)
     fn = self.fn
 
@@ -85,21 +86,21 @@ def _simulated_record(self, static):
 class Simulated(cg.GraphedClippedSum):
     device_type = "cpu"
     fail: str | None = None
-    captures = 0
+    captures = again = 0
     _record = _simulated_record
 
 
 class SimulatedCheck(cg.Replayer):
     device_type = "cpu"
     fail: str | None = None
-    captures = 0
+    captures = again = 0
     _record = _simulated_record
 
 
 class SimulatedPaddedCheck(cg.GraphedLossCheck):
     device_type = "cpu"
     fail: str | None = None
-    captures = 0
+    captures = again = 0
     _record = _simulated_record
 
 
@@ -109,7 +110,7 @@ def simulated(monkeypatch):
     monkeypatch.setattr(cg, "Replayer", SimulatedCheck)
     monkeypatch.setattr(cg, "GraphedLossCheck", SimulatedPaddedCheck)
     for cls in (Simulated, SimulatedCheck, SimulatedPaddedCheck):
-        cls.fail, cls.captures = None, 0
+        cls.fail, cls.captures, cls.again = None, 0, 0
 
 
 def data():
@@ -196,9 +197,12 @@ def test_poisson_batches_are_padded_to_a_few_sizes():
     assert graphs <= 3 and replayed >= 30 - 2 * graphs - 2  # the sizes 8, 16, 24 (each warmed up twice)
     # the loss check is padded to the same sizes and replayed too
     check = model._session._verdict
-    assert SimulatedCheck.captures == 0 and 1 <= SimulatedPaddedCheck.captures <= 3
+    first = SimulatedPaddedCheck.captures - SimulatedPaddedCheck.again
+    assert SimulatedCheck.captures == 0 and 1 <= first <= 3
     assert check.status.startswith(f"{check.replays} step(s) replayed from") and check.replays >= 20
     assert check.pools is model._session.backend.graphed.pools
+    # the loss check is light (warms up beside the pool); the clipped sum releases the pool for a new size
+    assert check.light and not model._session.backend.graphed.light
 
 
 def _poisson_loop(loss_of, cuda_graph=True, steps=16, criterion=None, dtype=None):
@@ -394,9 +398,7 @@ def test_only_dp_sgd_trainings_take_the_option():
     m = nn.Linear(5, 2)
     ds = TensorDataset(torch.randn(1400, 5), torch.randint(0, 2, (1400,)))
     with pytest.raises(ValueError, match="cuda_graph=True is for DP-SGD"):
-        dt.make_private(
-            srpp, m, torch.optim.SGD(m.parameters(), lr=0.1), ds, target="classifier", cuda_graph=True
-        )
+        dt.make_private(srpp, m, torch.optim.SGD(m.parameters(), lr=0.1), ds, target="classifier", cuda_graph=True)
 
 
 def test_the_loss_check_is_replayed_and_still_refuses_another_loss():
@@ -553,3 +555,149 @@ def test_a_replay_on_another_stream_waits_for_the_last_replay_s(monkeypatch):
     assert a.waited == ["b"]
     pools.order(torch.device("cpu"))  # (a CPU batch: nothing to order)
     assert pools.streams == {0: a}
+
+
+class Recorded(cg.Replayer):
+    """A Replayer on the CPU whose captures are simulated (a replay recomputes into the captured outputs) and
+    logged in ``log``: (function name, rows, warmed up first?); ``eager``: while fn runs as the eager step."""
+
+    device_type = "cpu"
+    fail_again: str | None = None
+
+    def __init__(self, fn, pools=None, light=False, log=None):
+        super().__init__(fn, pools, light)
+        self.log = [] if log is None else log
+        self.eager = True
+
+    def _record(self, static, warm=True):
+        if not warm and type(self).fail_again:
+            raise RuntimeError(type(self).fail_again)
+        self.log.append((self.fn.__name__, static[0].shape[0], warm))
+        outputs = self._graphed(static)
+        me = self
+
+        class Graph:
+            def replay(self):
+                outputs.copy_(me._graphed(static))
+
+        return Graph(), outputs
+
+    def _graphed(self, static):
+        self.eager = False
+        try:
+            return self.fn(*static)
+        finally:
+            self.eager = True
+
+
+def test_a_new_shape_warms_up_and_is_captured_with_the_pool_released():
+    """Poisson batches come in a few padded sizes. A new size's eager warm-up steps run with the pool released
+    (every graph in it dropped: an eager step cannot use a pool's free memory, so it would take a working set
+    beside it), and so does its capture, after the function's graphs of larger batches are captured again
+    from the most rows to the fewest (a smaller graph's tensors fit in the blocks a larger one freed). A graph
+    dropped by a release is captured again when its size comes back, without a warm-up. A light function (the
+    loss check) warms up beside the pool and releases nothing. Every replay is its own input's result."""
+    pools = cg.GraphPools()
+    held_at_eager: list = []
+
+    def heavy(x):
+        return (x * 2 + 1).sin()
+
+    def check(x):
+        return x.cos()
+
+    log: list = []
+    replayers: dict = {}
+
+    def eager_step(fn):
+        def step(x):
+            if replayers[fn.__name__].eager:  # (not a capture or a replay)
+                held_at_eager.append((fn.__name__, x.shape[0], any(m._graphs for m in pools.members)))
+            return fn(x)
+
+        step.__name__ = fn.__name__
+        return step
+
+    h = replayers["heavy"] = Recorded(eager_step(heavy), pools, log=log)
+    c = replayers["check"] = Recorded(eager_step(check), pools, light=True, log=log)
+
+    def step(rows):
+        x = torch.randn(rows)
+        assert torch.equal(h(x), heavy(x)) and torch.equal(c(x), check(x))
+
+    for rows in [8] * (cg.WARMUP + 1):
+        step(rows)
+    assert log == [("heavy", 8, True), ("check", 8, True)]
+    held_at_eager.clear()
+    log.clear()
+    # a larger size: its warm-up steps release the pool; the size-8 graphs come back without a warm-up
+    for rows in [16, 8, 16, 8, 16]:
+        step(rows)
+    heavy_eager = [(rows, held) for name, rows, held in held_at_eager if name == "heavy"]
+    assert heavy_eager == [(16, False), (16, False)], held_at_eager  # (no graph in the pool, and 8 not eager)
+    assert (
+        ("heavy", 8, False) in log
+        and ("check", 8, False) in log
+        and log[-2:]
+        == [
+            ("heavy", 16, True),
+            ("check", 16, True),
+        ]
+    )
+    assert not any(warm for name, rows, warm in log if rows == 8)
+    log.clear()
+    held_at_eager.clear()
+    # a smaller size: at its capture the larger graphs are captured again first, from 16 rows down to 8
+    for rows in [4] * (cg.WARMUP + 1):
+        step(rows)
+    heavy_log = [(rows, warm) for name, rows, warm in log if name == "heavy"]
+    assert heavy_log == [(16, False), (8, False), (4, True)], log
+    for rows in [16, 8, 4, 16]:
+        step(rows)
+    # a dropped graph that comes back before a larger one: the larger is captured again first
+    for rows in [2] * cg.WARMUP:  # (warm-up steps of a new size: the pool released)
+        step(rows)
+    log.clear()
+    step(8)
+    assert [(rows, warm) for name, rows, warm in log if name == "heavy"] == [(16, False), (8, False)], log
+    log.clear()
+    step(4)
+    step(16)
+    assert [(rows, warm) for name, rows, warm in log if name == "heavy"] == [(4, False)], log
+    # the light check warms up a new size beside the pool and is captured into it: the heavy graphs stay
+    held_at_eager.clear()
+    graphs = dict(h._graphs)
+    for _ in range(cg.WARMUP + 1):
+        x = torch.randn(32)
+        assert torch.equal(c(x), check(x))
+    assert held_at_eager == [("check", 32, True)] * cg.WARMUP and h._graphs == graphs
+    assert h.status == f"{h.replays} step(s) replayed from 3 CUDA graph(s)" and not h.disabled
+    assert c.status.endswith("replayed from 4 CUDA graph(s)")  # (8, 16, 4, 32)
+
+
+def test_a_graph_that_fails_to_be_captured_again_is_warmed_up_not_disabled():
+    """A dropped graph captured again without a warm-up that fails is forgotten and its size warmed up again
+    (a failure after a warm-up disables the replays, as before)."""
+    pools = cg.GraphPools()
+    h = Recorded(lambda x: x + 1, pools)
+    for rows in [8] * (cg.WARMUP + 1) + [16] * (cg.WARMUP + 1):
+        h(torch.zeros(rows))
+    assert len(h._graphs) == len(h._known) == 1  # 8 dropped when 16 warmed up
+    Recorded.fail_again = "not warmed up"
+    try:
+        assert torch.equal(h(torch.zeros(8)), torch.ones(8))  # the eager step
+    finally:
+        Recorded.fail_again = None
+    assert h.disabled is None and not h._known and "replayed from 2 CUDA graph(s)" not in h.status
+    for _ in range(cg.WARMUP + 1):
+        assert torch.equal(h(torch.zeros(8)), torch.ones(8))
+    assert h.log[-1] == ("<lambda>", 8, True) and h.status.endswith("replayed from 2 CUDA graph(s)")
+
+
+def test_known_graphs_count_toward_the_limit():
+    h = Recorded(lambda x: x + 1)
+    for size in range(1, cg.MAX_GRAPHS + 2):
+        for _ in range(cg.WARMUP + 1):
+            h(torch.zeros(size))
+    assert len(h._graphs) + len(h._known) == cg.MAX_GRAPHS
+    assert h._last_eager.startswith(f"{cg.MAX_GRAPHS} graphs are taken")

@@ -277,6 +277,44 @@ def test_cuda_graph_capture_takes_no_second_working_set(work):
     assert graphed <= 1.5 * eager, (graphed, eager)
 
 
+def test_cuda_graphs_of_several_batch_sizes_take_one_working_set():
+    """Poisson batches come in a few padded sizes, in any order. A new size's eager warm-up steps run with the
+    graphs' pool released, and at its capture the graphs of larger batches are captured again first, so a
+    smaller graph's tensors take the blocks a larger one freed: the device footprint of warm-ups, captures and
+    replays over three sizes is about the largest size's working set, not one per size side by side (nor an
+    eager working set beside the pool). Every replay is its own input's result."""
+    import gc
+
+    import dpspec.torch.cuda_graph as cg
+
+    w = torch.randn(1 << 15, device="cuda")
+
+    def fn(x):  # two tensors of rows × 128 KiB alive at once
+        return torch.outer(x, w).sin().sum(1)
+
+    def footprint(run):
+        gc.collect()
+        torch.cuda.synchronize()
+        cg._drop_cublas_workspaces(torch)
+        torch.cuda.empty_cache()
+        start = torch.cuda.memory_reserved()
+        torch.cuda.reset_peak_memory_stats()
+        run()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_reserved() - start) / 2**20
+
+    xs = {n: torch.randn(n, device="cuda") for n in (256, 512, 1024)}
+    eager = footprint(lambda: fn(xs[1024]))
+    replayer = cg.Replayer(fn)
+    order = [512] * 3 + [256] * 3 + [1024] * 3 + [512, 256, 1024] * 2
+    outs: list = []
+    graphed = footprint(lambda: outs.extend((n, replayer(xs[n])) for n in order))
+    assert replayer.status.endswith("replayed from 3 CUDA graph(s)"), replayer.status
+    assert all(torch.allclose(out, fn(xs[n]), rtol=1e-4, atol=1e-5) for n, out in outs)
+    assert eager >= 256
+    assert graphed <= 1.5 * eager, (graphed, eager)
+
+
 def test_cuda_graph_capture_failure_falls_back():
     eager, _ = graph_run(HostRead, False)
     before = torch.cuda.current_stream()
