@@ -81,7 +81,7 @@ def replays_skipped():
     and each replay nothing (for the host cost of a graphed step; see the module docstring)."""
     import dpspec.torch.cuda_graph as cg
 
-    def record(self, static, warm=True):
+    def record(self, static):
         outputs = self.fn(*static)
 
         class Skipped:

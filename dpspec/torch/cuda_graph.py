@@ -120,6 +120,16 @@ def _rows(key) -> int:
     return int(first[1][0]) if first is not None and first[1] else 0
 
 
+def _same_but_rows(a, b) -> bool:
+    """Two Replayer keys that differ at most in their inputs' rows (the same state, devices, dtypes and other
+    dimensions)."""
+
+    def rest(arg):
+        return None if arg is None else (arg[0], arg[1][1:], arg[2])
+
+    return a[1] == b[1] and len(a[0]) == len(b[0]) and all(rest(x) == rest(y) for x, y in zip(a[0], b[0]))
+
+
 def _padded(rows_cache: dict, tensors, B: int, size: int):
     """``tensors`` (B rows each) padded to ``size`` rows by repeating their first row, and the mask of the padding
     rows (``rows_cache``: device → an arange, kept between calls)."""
@@ -152,6 +162,7 @@ class GraphPools:
         self.handles: dict = {}  # device index → the pool's handle (``CUDAGraph.pool()``)
         self.streams: dict = {}  # device index → the stream of the last replay there
         self.members: weakref.WeakSet = weakref.WeakSet()  # the Replayers whose graphs are in these pools
+        self.broken = False  # a capture failed: the pools are not released again (Replayer._fail)
 
     def release(self, dev) -> None:
         """Drop every graph in the pool on ``dev`` and return the pool's memory to the device. Each Replayer keeps
@@ -163,7 +174,7 @@ class GraphPools:
         in the blocks a larger one freed, not the reverse (a pool whose shapes came in ascending order held a
         working set per shape)."""
         held = [m for m in list(self.members) if m._holds(dev)]
-        if not held:
+        if not held or self.broken:
             return
         cuda = dev.type == "cuda"
         if cuda:
@@ -281,14 +292,17 @@ class Replayer:
         captured = self._graphs.get(key)
         if captured is not None and not self._current(captured):
             # a tensor it read has been replaced (its memory, once freed, may hold anything — another example's
-            # activations, say): dropped, warmed up and captured again
-            del self._graphs[key]
+            # activations, say): dropped with the pool (the pool's last graph gone, its handle goes too), then
+            # warmed up and captured again
+            self.pools.release(dev)
+            self._graphs.pop(key, None)
+            self._known.pop(key, None)
             captured = None
         if captured is None:
             known = self._known.pop(key, None)
             if known is not None and self._current(known):  # (else: a tensor it read was replaced, as above)
                 self._larger_first(key, dev)
-                captured = self._capture(args, known.inputs)
+                captured = self._capture(known.inputs)
             else:
                 captured = self._first_capture(key, args, dev)
             if captured is None:
@@ -299,64 +313,73 @@ class Replayer:
         return self.fresh(captured.replay(args))
 
     def _larger_first(self, key, dev) -> None:
-        """Before ``key``'s capture (unless light): the pool released if it holds a graph of this function with fewer
-        rows, and this function's dropped graphs of more rows captured again, the most rows first. A smaller graph's
-        tensors then take blocks a larger one freed; the other order would hold a working set per size."""
+        """Before ``key``'s capture (unless light): the pool released if it holds a graph of this function for the
+        same state with fewer rows, and this function's dropped graphs for the same state with more rows captured
+        again, the most rows first. A smaller graph's tensors then take blocks a larger one freed; the other order
+        would hold a working set per size. (Only graphs of the same state: another state's graph captured now
+        would read that state's tensors — freed, perhaps — when replayed under its key.)"""
         if self.light:
             return
         rows = _rows(key)
-        if any(_rows(k) < rows for k, c in self._graphs.items() if c.device == dev):
+        if any(_rows(k) < rows for k in self._graphs if _same_but_rows(k, key)):
             self.pools.release(dev)
-        larger = [k for k, c in self._known.items() if c.device == dev and _rows(k) > rows]
+        larger = [k for k in self._known if _same_but_rows(k, key) and _rows(k) > rows]
         for k in sorted(larger, key=_rows, reverse=True):
             again = self._known.pop(k)
             if self._current(again):
-                again = self._capture(None, again.inputs)
+                again = self._capture(again.inputs)
                 if again is not None:
                     self._graphs[k] = again
 
     def _first_capture(self, key, args, dev) -> _Captured | None:
         """A shape not captured before: None (the caller runs the eager step) for its first :data:`WARMUP` steps,
-        then its capture. Unless light, the pool is released before each warm-up step (an eager step would take
-        a working set beside it), and :meth:`_larger_first` orders the capture."""
+        then its capture. Unless light, the pool is released before each warm-up step and before the capture's
+        own warm-up (an eager step would take a working set beside it), and :meth:`_larger_first` orders the
+        capture."""
         if len(self._seen) >= _SEEN_LIMIT and key not in self._seen:
             self._seen.clear()
         if len(self._graphs) + len(self._known) >= MAX_GRAPHS:
             self._last_eager = f"{MAX_GRAPHS} graphs are taken and the batch's shape or the model's state is new"
             return None
         seen = self._seen[key] = self._seen.get(key, 0) + 1
+        if not self.light:
+            self.pools.release(dev)
         if seen <= WARMUP:
-            if not self.light:
-                self.pools.release(dev)
             self._last_eager = f"warming up ({seen} of {WARMUP} eager steps of this batch shape)"
             return None
         self._seen.pop(key, None)
-        self._larger_first(key, dev)
-        return self._capture(args, warm=True)
-
-    def _capture(self, args, inputs: tuple | None = None, warm: bool = False) -> _Captured | None:
-        """``fn`` captured on input buffers (copies of ``args``, or ``inputs``: a dropped graph's, captured again
-        without a warm-up). A failed capture after a warm-up disables the replays (the eager step from now on); a
-        failed capture again (no warm-up) forgets the shape, which is warmed up before its next capture."""
-        import torch
-
-        static = inputs if inputs is not None else tuple(None if a is None else a.detach().clone() for a in args)
-        dev = next(a for a in static if a is not None).device
+        static = tuple(None if a is None else a.detach().clone() for a in args)
         try:
-            graph, outputs = self._record(static, warm)
+            self._warm_up(static)
+        except Exception as e:  # (the eager step fails the same way: the caller's eager step raises it)
+            self._fail(e, static)
+            return None
+        self._larger_first(key, dev)
+        return self._capture(static)
+
+    def _capture(self, static: tuple) -> _Captured | None:
+        """``fn`` captured on the input buffers ``static`` (copies of a batch's tensors, or a dropped graph's). A
+        failed capture turns the replays off for the run (:meth:`_fail`)."""
+        try:
+            graph, outputs = self._record(static)
             self._check(outputs)
         except Exception as e:  # a host read, an unsupported op
-            why = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-            if warm:
-                self.disabled = why
-            else:
-                self._last_eager = f"{why}; to be warmed up and captured again"
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
+            self._fail(e, static)
             return None
         captured = _Captured(graph, static, outputs)
         captured.held = self._held()
         return captured
+
+    def _fail(self, e: Exception, static: tuple) -> None:
+        """The eager step from now on. The pool is not released again: after a failed capture some torch builds
+        leave the allocator recording into the pool, and returning cached memory then trips an internal assert."""
+        import torch
+
+        self.disabled = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        self.pools.broken = True
+        dev = next(a for a in static if a is not None).device
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
 
     def _check(self, outputs) -> None:
         """Raises if ``outputs`` cannot be replayed."""
@@ -369,24 +392,18 @@ class Replayer:
         """Whether the tensor attributes ``captured`` may read are still those it was captured with."""
         return all(_storage(getattr(mod, k, None)) == st for mod, k, st in captured.held)
 
-    def _record(self, static, warm: bool = True) -> tuple:
-        """(the CUDA graph of ``fn(*static)``, the outputs it writes); ``warm``: run ``fn`` once on the capture's
-        stream first (as torch asks before a first capture; a shape captured before needs none)."""
-        import contextlib
-
+    def _warm_up(self, static) -> None:
+        """``fn`` run once on the side stream the captures use, before a shape's first capture (as torch asks:
+        lazy state made there, not in the capture); a graph dropped by a release is captured again without it.
+        Nothing on another device than CUDA (the tests' simulated captures)."""
         import torch
 
         dev = next(a for a in static if a is not None).device
-        enabled, dtype = _autocast_state(torch)
-        # autocast's cache of cast weights must not be captured (it is freed when the user's autocast ends)
-        cast = torch.autocast("cuda", dtype=dtype, cache_enabled=False) if enabled else contextlib.nullcontext()
-        # on the batch's device and a stream of it: torch.cuda.graph's own stream is made on the device current
-        # when it is first used, and a capture there does not record the kernels of a batch on another device
-        # (cuda:1 while cuda:0 is current): they run now, on that device's stream — the capture fails at their
-        # first allocation, or records nothing and every replay hands out this batch's sums
+        if dev.type != "cuda":
+            return
         with torch.cuda.device(dev):
             user = torch.cuda.current_stream(dev)
-            side = _side_stream(dev)  # warm-up and capture on a side stream, as torch asks
+            side = _side_stream(dev)
             # the eager steps' cached blocks belong to the user's stream, and the allocator gives a stream only
             # its own: returned first (as torch.cuda.graph does before the capture), the side stream's warm-up
             # takes that memory again instead of as much beside it (a fixed-size loop's device footprint
@@ -399,17 +416,39 @@ class Replayer:
             torch.cuda.synchronize(dev)
             _drop_cublas_workspaces(torch)
             torch.cuda.empty_cache()
-            if warm:
-                side.wait_stream(user)
-                with torch.cuda.stream(side), cast:
-                    self.fn(*static)
-                user.wait_stream(side)
-                torch.cuda.synchronize(dev)
-                _drop_cublas_workspaces(torch)
+            side.wait_stream(user)
+            with torch.cuda.stream(side), self._autocast(torch):
+                self.fn(*static)
+            user.wait_stream(side)
+            torch.cuda.synchronize(dev)
+
+    @staticmethod
+    def _autocast(torch):
+        """The caller's autocast state, its cache of cast weights off (it must not be captured: it is freed when
+        the user's autocast ends)."""
+        import contextlib
+
+        enabled, dtype = _autocast_state(torch)
+        return torch.autocast("cuda", dtype=dtype, cache_enabled=False) if enabled else contextlib.nullcontext()
+
+    def _record(self, static) -> tuple:
+        """(the CUDA graph of ``fn(*static)``, the outputs it writes), captured on the side stream into the pool."""
+        import torch
+
+        dev = next(a for a in static if a is not None).device
+        # on the batch's device and a stream of it: torch.cuda.graph's own stream is made on the device current
+        # when it is first used, and a capture there does not record the kernels of a batch on another device
+        # (cuda:1 while cuda:0 is current): they run now, on that device's stream — the capture fails at their
+        # first allocation, or records nothing and every replay hands out this batch's sums
+        with torch.cuda.device(dev):
+            user = torch.cuda.current_stream(dev)
+            side = _side_stream(dev)
+            torch.cuda.synchronize(dev)
+            _drop_cublas_workspaces(torch)  # (see _warm_up: the side stream's workspace made in the pool)
             graph = torch.cuda.CUDAGraph()
             index = dev.index if dev.index is not None else torch.cuda.current_device()
             try:
-                with torch.cuda.graph(graph, pool=self.pools.handles.get(index), stream=side), cast:
+                with torch.cuda.graph(graph, pool=self.pools.handles.get(index), stream=side), self._autocast(torch):
                     outputs: Any = self.fn(*static)
             except BaseException:
                 # a capture that ends in error leaves torch.cuda.graph's stream current (its exit stops at the
