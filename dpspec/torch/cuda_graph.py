@@ -167,12 +167,14 @@ class GraphPools:
     def release(self, dev) -> None:
         """Drop every graph in the pool on ``dev`` and return the pool's memory to the device. Each Replayer keeps
         what it needs to capture a dropped graph again, without a warm-up, when its shape comes back
-        (:attr:`Replayer._known`). Called before a new shape's eager warm-up steps, which would otherwise take a
-        working set beside the pool (the allocator gives eager steps none of a graph pool's free memory), and
-        before a capture when the pool holds a graph of the same function with fewer rows, so that the graphs are
-        captured from the most rows to the fewest (:meth:`Replayer._larger_first`): a smaller graph's tensors fit
-        in the blocks a larger one freed, not the reverse (a pool whose shapes came in ascending order held a
-        working set per shape)."""
+        (:attr:`Replayer._known`). Called by a Replayer that is not light before a new shape's eager warm-up steps
+        and before the warm-up on the side stream that precedes its capture, which would otherwise take a working
+        set beside the pool (the allocator gives eager steps none of a graph pool's free memory); before a capture
+        when the pool holds a graph of the same function and state with fewer rows, so that the graphs are
+        captured from the most rows to the fewest (:meth:`Replayer._larger_first`: a smaller graph's tensors fit
+        in the blocks a larger one freed, not the reverse; a pool whose shapes came in ascending order held a
+        working set per shape); and when a graph is stale (a tensor it read was replaced). Nothing once a capture
+        has failed (:meth:`Replayer._fail`)."""
         held = [m for m in list(self.members) if m._holds(dev)]
         if not held or self.broken:
             return
@@ -296,13 +298,14 @@ class Replayer:
             # warmed up and captured again
             self.pools.release(dev)
             self._graphs.pop(key, None)
-            self._known.pop(key, None)
+            for k in [k for k, c in self._known.items() if k == key or not self._current(c)]:
+                del self._known[k]  # (nor those of other shapes that read a replaced tensor)
             captured = None
         if captured is None:
             known = self._known.pop(key, None)
             if known is not None and self._current(known):  # (else: a tensor it read was replaced, as above)
                 self._larger_first(key, dev)
-                captured = self._capture(known.inputs)
+                captured = None if self.disabled is not None else self._capture(known.inputs)
             else:
                 captured = self._first_capture(key, args, dev)
             if captured is None:
@@ -328,8 +331,9 @@ class Replayer:
             again = self._known.pop(k)
             if self._current(again):
                 again = self._capture(again.inputs)
-                if again is not None:
-                    self._graphs[k] = again
+                if again is None:  # (a failed capture: every graph of the pool dropped)
+                    return
+                self._graphs[k] = again
 
     def _first_capture(self, key, args, dev) -> _Captured | None:
         """A shape not captured before: None (the caller runs the eager step) for its first :data:`WARMUP` steps,
@@ -355,7 +359,7 @@ class Replayer:
             self._fail(e, static)
             return None
         self._larger_first(key, dev)
-        return self._capture(static)
+        return None if self.disabled is not None else self._capture(static)
 
     def _capture(self, static: tuple) -> _Captured | None:
         """``fn`` captured on the input buffers ``static`` (copies of a batch's tensors, or a dropped graph's). A
@@ -371,12 +375,18 @@ class Replayer:
         return captured
 
     def _fail(self, e: Exception, static: tuple) -> None:
-        """The eager step from now on. The pool is not released again: after a failed capture some torch builds
+        """The eager step from now on, for this function and the others whose graphs share the pool (their graphs
+        dropped). Nothing is captured into the pool or released again: after a failed capture some torch builds
         leave the allocator recording into the pool, and returning cached memory then trips an internal assert."""
         import torch
 
-        self.disabled = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        why = f"the capture failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
         self.pools.broken = True
+        for m in [self, *(m for m in list(self.pools.members) if m is not self)]:
+            if m.disabled is None:
+                m.disabled = why if m is self else f"a graph sharing its memory pool failed: {why}"
+            m._graphs.clear()
+            m._known.clear()
         dev = next(a for a in static if a is not None).device
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)

@@ -754,10 +754,30 @@ def test_a_failed_capture_turns_the_replays_off_and_the_pool_is_not_released_aga
         Recorded.fail = None
     assert h.disabled.startswith("the capture failed (RuntimeError: not permitted") and pools.broken
     assert h.status.startswith("not replayed: the capture failed")
-    held = dict(c._graphs)
-    pools.release(torch.device("cpu"))
-    assert c._graphs == held and torch.equal(c(torch.zeros(16)), torch.zeros(16))
-    assert torch.equal(h(torch.zeros(16)), torch.ones(16))
+    # the loss check sharing the pool: off too, its graphs dropped (nothing more is captured into the pool)
+    assert c.disabled.startswith("a graph sharing its memory pool failed") and not c._graphs and not h._graphs
+    n = len(c.log) + len(h.log)
+    assert torch.equal(c(torch.zeros(4)), torch.zeros(4)) and torch.equal(h(torch.zeros(16)), torch.ones(16))
+    for _ in range(cg.WARMUP + 1):
+        c(torch.zeros(4))
+    assert len(c.log) + len(h.log) == n
+    pools.release(torch.device("cpu"))  # (a no-op now)
+
+
+def test_a_failed_capture_of_a_larger_graph_stops_the_ones_after_it():
+    """A failure while the larger graphs are captured again (before a smaller one) stops there: nothing more is
+    captured and the step runs eagerly."""
+    h = Recorded(lambda x: x + 1)
+    for rows in [16] * (cg.WARMUP + 1) + [8] * (cg.WARMUP + 1) + [4] * cg.WARMUP:  # (4's warm-ups: released)
+        h(torch.zeros(rows))
+    h.log.clear()
+    replays = h.replays
+    Recorded.fail = "not permitted when stream is capturing"
+    try:
+        assert torch.equal(h(torch.zeros(8)), torch.ones(8))  # 16 fails first: 8 is not captured
+    finally:
+        Recorded.fail = None
+    assert h.log == [] and h.disabled and h.replays == replays and not h._graphs
 
 
 def test_known_graphs_count_toward_the_limit():
