@@ -231,6 +231,24 @@ def test_cuda_graph_replays_on_two_streams_are_ordered():
         assert torch.allclose(fx, (x * 2 + 1).sin()) and torch.allclose(gx, (x - 3).cos() * x)
 
 
+def footprint(run) -> float:
+    """The device memory ``run()`` reserves above what is reserved before it (MiB): its peak, cached blocks and
+    graph pools included, after returning what is cached and cuBLAS's workspaces (every run makes its own)."""
+    import gc
+
+    import dpspec.torch.cuda_graph as cg
+
+    gc.collect()
+    torch.cuda.synchronize()
+    cg._drop_cublas_workspaces(torch)
+    torch.cuda.empty_cache()
+    start = torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
+    run()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_reserved() - start) / 2**20
+
+
 @pytest.mark.parametrize("work", ["intermediates", "matmul"])
 def test_cuda_graph_capture_takes_no_second_working_set(work):
     """The capture's warm-up on the side stream reuses the memory the eager steps cached on the user's stream
@@ -238,7 +256,6 @@ def test_cuda_graph_capture_takes_no_second_working_set(work):
     the device footprint of warm-up, capture and replays is about one working set and one workspace (the
     eager steps', then the graph's pool), not two side by side. ``intermediates``: 128 MiB of them;
     ``matmul``: a small matrix product, whose footprint is mostly cuBLAS's workspace."""
-    import gc
 
     import dpspec.torch.cuda_graph as cg
 
@@ -255,17 +272,6 @@ def test_cuda_graph_capture_takes_no_second_working_set(work):
 
         def fn(x):
             return (x @ w).relu().sum()
-
-    def footprint(run):
-        gc.collect()
-        torch.cuda.synchronize()
-        cg._drop_cublas_workspaces(torch)  # (every run makes its own)
-        torch.cuda.empty_cache()
-        start = torch.cuda.memory_reserved()
-        torch.cuda.reset_peak_memory_stats()
-        run()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_reserved() - start) / 2**20
 
     eager = footprint(lambda: fn(x))
     replayer = cg.Replayer(fn)
@@ -284,7 +290,6 @@ def test_cuda_graphs_of_several_batch_sizes_take_one_working_set():
     three sizes, the device footprint of the warm-ups, captures and replays is the largest size's eager working
     set and a few small segments — not one working set per size, nor an eager one beside the pool (before: 130
     MiB more or worse, the order 512, 256, 1024 included). Every replay is its own input's result."""
-    import gc
     import itertools
 
     import dpspec.torch.cuda_graph as cg
@@ -293,17 +298,6 @@ def test_cuda_graphs_of_several_batch_sizes_take_one_working_set():
 
     def fn(x):  # two tensors of rows × 128 KiB alive at once
         return torch.outer(x, w).sin().sum(1)
-
-    def footprint(run):
-        gc.collect()
-        torch.cuda.synchronize()
-        cg._drop_cublas_workspaces(torch)
-        torch.cuda.empty_cache()
-        start = torch.cuda.memory_reserved()
-        torch.cuda.reset_peak_memory_stats()
-        run()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_reserved() - start) / 2**20
 
     xs = {n: torch.randn(n, device="cuda") for n in (256, 512, 1024)}
     eager = footprint(lambda: fn(xs[1024]))
