@@ -18,14 +18,14 @@ against vmap, the cached constants and cuDNN's choice of kernels happen then), a
 graphs per function. Poisson batches, whose size varies, are padded to a few sizes
 (:class:`GraphedClippedSum`'s ``bucket``); the padding rows are marked and contribute nothing; the loss
 check is padded to the same sizes (:class:`GraphedLossCheck`), the padding rows not compared. A graph
-is keyed by the batch's and target's shapes, dtypes and devices, the parameters'
-storage, shapes, dtypes and ``requires_grad`` (a parameter replaced by another tensor, or frozen, is a new
-key), the buffers' storage (the criterion's too, when it is a module), every module's train/eval flag,
-the autocast state and the TF32 flags; a graph is dropped (and captured again after the warm-up) once a
-tensor the modules held as a plain attribute when it was captured is replaced. Not replayed (the eager step
-runs, and :attr:`GraphedClippedSum.status` says why): another device; a batch that is not one tensor with
-a tensor target; a capture that fails (a host read in the forward, say); a new shape once MAX_GRAPHS are
-taken.
+is keyed by the batch's and target's shapes, dtypes and devices, the parameters' storage, shapes, dtypes
+and ``requires_grad`` (a parameter replaced by another tensor, or frozen, is a new key), the buffers'
+storage (the criterion's too, when it is a module: for the loss check's graph as well), every module's
+train/eval flag, the autocast state and the TF32 flags; a graph is dropped (and captured again after the
+warm-up) once a tensor the modules held as a plain attribute when it was captured is replaced. Not
+replayed (the eager step runs, and :attr:`GraphedClippedSum.status` says why): another device; a batch
+that is not one tensor with a tensor target; a capture that fails (a host read in the forward, say, or a
+tensor attribute without storage, which could not be watched); a new shape once MAX_GRAPHS are taken.
 
 What you accept by opting in (docs/training.md): the forward does the same operations for every batch
 of a shape — no Python-side randomness or data-dependent Python control flow (dropout is fine: it draws
@@ -62,8 +62,18 @@ def _is_tensor(v) -> bool:
     return torch.is_tensor(v)
 
 
-def _storage(v) -> tuple | None:
-    return (v.data_ptr(), tuple(v.shape), v.dtype) if _is_tensor(v) else None
+_NO_STORAGE = "no storage"  # what _storage gives a tensor without storage (unequal to any storage it had)
+
+
+def _storage(v) -> tuple | str | None:
+    """(address, shape, dtype) of a tensor, None for anything else, :data:`_NO_STORAGE` for a tensor without
+    storage (a wrapper a forward under torch.func left on a module: its memory cannot be watched)."""
+    if not _is_tensor(v):
+        return None
+    try:
+        return (v.data_ptr(), tuple(v.shape), v.dtype)
+    except RuntimeError:
+        return _NO_STORAGE
 
 
 _SIDE_STREAMS: dict = {}
@@ -91,8 +101,15 @@ def _side_stream(dev):
 
 def _held_tensors(modules) -> list:
     """(module, name, storage) of every tensor the modules hold as a plain attribute (a mask, a table, a
-    cache made by the forward; their parameters and buffers are keyed apart)."""
-    return [(mod, k, _storage(v)) for mod in modules for k, v in vars(mod).items() if _is_tensor(v)]
+    cache made by the forward; their parameters and buffers are keyed apart). Raises for one without storage:
+    a graph that read it could not tell when it is replaced (the capture fails; the eager step runs)."""
+    held = [(mod, k, _storage(v)) for mod in modules for k, v in vars(mod).items() if _is_tensor(v)]
+    for mod, k, st in held:
+        if st == _NO_STORAGE:
+            raise RuntimeError(
+                f"the tensor attribute `{k}` of a {type(mod).__name__} has no storage (made under torch.func)"
+            )
+    return held
 
 
 def _first_rows(cs, B: int):
@@ -112,6 +129,13 @@ def _first_rows(cs, B: int):
     )
     out.graphed = cs.graphed
     return out
+
+
+def criterion_modules(criterion) -> tuple:
+    """``(criterion,)`` when it is a module (its tensors, a class weight, are read by a graph of it), else ()."""
+    import torch
+
+    return (criterion,) if isinstance(criterion, torch.nn.Module) else ()
 
 
 def _rows(key) -> int:
@@ -235,8 +259,11 @@ class Replayer:
 
     device_type = "cuda"
 
-    def __init__(self, fn, pools: GraphPools | None = None, light: bool = False):
+    def __init__(self, fn, pools: GraphPools | None = None, light: bool = False, roots: tuple = ()):
         self.fn = fn
+        # the modules whose tensors fn reads (the model's, a criterion module's): the graph reads their memory, so
+        # their parameters and buffers are in its key and a tensor attribute put in the place of one is watched
+        self._roots = tuple(roots)
         self._graphs: dict = {}
         # key → a _Captured whose graph the pool's release dropped (its input buffers kept): captured again at
         # once, without the warm-up, when its shape comes back
@@ -269,10 +296,26 @@ class Replayer:
                 self._known[key] = self._graphs.pop(key)
 
     def _state_key(self) -> tuple:
-        """What besides the inputs' shapes a graph depends on."""
+        """What besides the inputs' shapes a graph depends on: the autocast state, the TF32 flags and, for the
+        modules it reads, each one's train flag, its own parameters' storage, shape, dtype and requires_grad, and
+        its buffers' storage, shape and dtype. One walk of the modules per step (host time on every replayed
+        step; a tensor shared by two modules is listed twice: the key is still a function of the state)."""
         import torch
 
-        return (_autocast_state(torch), (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+        key: list = [
+            _autocast_state(torch),
+            (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32),
+        ]
+        for r in self._roots:
+            for mod in r.modules():
+                key.append(mod.training)
+                key.extend(
+                    (p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad)
+                    for p in mod._parameters.values()
+                    if p is not None
+                )
+                key.extend((t.data_ptr(), tuple(t.shape), t.dtype) for t in mod._buffers.values() if t is not None)
+        return tuple(key)
 
     def fresh(self, outputs):
         """Copies of the graph's outputs (a tensor or a tuple of tensors)."""
@@ -367,11 +410,12 @@ class Replayer:
         try:
             graph, outputs = self._record(static)
             self._check(outputs)
-        except Exception as e:  # a host read, an unsupported op
+            held = self._held()
+        except Exception as e:  # a host read, an unsupported op, a tensor attribute that cannot be watched
             self._fail(e, static)
             return None
         captured = _Captured(graph, static, outputs)
-        captured.held = self._held()
+        captured.held = held
         return captured
 
     def _fail(self, e: Exception, static: tuple) -> None:
@@ -395,8 +439,10 @@ class Replayer:
         """Raises if ``outputs`` cannot be replayed."""
 
     def _held(self) -> list:
-        """What a graph captured now reads besides its key: (module, name, storage) of tensor attributes."""
-        return []
+        """What a graph captured now reads besides its key: (module, name, storage) of every tensor attribute the
+        modules hold when it is captured (one the forward made on its first call, a private cache), not only
+        those there were when the Replayer was made."""
+        return _held_tensors(mod for r in self._roots for mod in r.modules())
 
     def _current(self, captured) -> bool:
         """Whether the tensor attributes ``captured`` may read are still those it was captured with."""
@@ -479,36 +525,12 @@ class GraphedClippedSum(Replayer):
     first row, are marked in ``pad``, so contribute nothing, and their records are dropped from the result."""
 
     def __init__(self, fn, model, bucket=None, criterion=None, pools: GraphPools | None = None):
-        import torch
-
-        super().__init__(fn, pools)
-        self.model, self.bucket = model, bucket
-        self._rows: dict = {}  # device → arange, for the padding masks
         # the modules whose tensors the step reads: the model's, and the criterion's when it is a module (a
         # class weight); the graph reads their memory, so a tensor put in the place of one must not be replayed
         # from the old memory
-        self._roots = (model,) + ((criterion,) if isinstance(criterion, torch.nn.Module) else ())
-
-    def _state_key(self) -> tuple:
-        # one walk of the modules per step (it is host time on every replayed step): each module's train flag,
-        # its own parameters' storage, shape, dtype and requires_grad, and its buffers' storage, shape and dtype
-        # (a tensor shared by two modules is listed twice: the key is still a function of the state)
-        key: list = [super()._state_key()]
-        for r in self._roots:
-            for mod in r.modules():
-                key.append(mod.training)
-                key.extend(
-                    (p.data_ptr(), tuple(p.shape), p.dtype, p.requires_grad)
-                    for p in mod._parameters.values()
-                    if p is not None
-                )
-                key.extend((t.data_ptr(), tuple(t.shape), t.dtype) for t in mod._buffers.values() if t is not None)
-        return tuple(key)
-
-    def _held(self) -> list:
-        # every tensor attribute there is when the graph is captured (one the forward made on its first call,
-        # a private cache), not only those there were when the wrapper was made
-        return _held_tensors(mod for r in self._roots for mod in r.modules())
+        super().__init__(fn, pools, roots=(model,) + criterion_modules(criterion))
+        self.model, self.bucket = model, bucket
+        self._rows: dict = {}  # device → arange, for the padding masks
 
     def __call__(self, x, y):
         if self.bucket is None:
@@ -554,8 +576,8 @@ class GraphedLossCheck(Replayer):
     criterion from an averaging one, which the padded check needs; one whose per-example gradients are all 0
     tells neither), and wherever the base would not replay."""
 
-    def __init__(self, fn, bucket, ready, pools: GraphPools | None = None, light: bool = False):
-        super().__init__(fn, pools, light)
+    def __init__(self, fn, bucket, ready, pools: GraphPools | None = None, light: bool = False, roots: tuple = ()):
+        super().__init__(fn, pools, light, roots)
         self.bucket, self.ready = bucket, ready
         self._rows: dict = {}
 

@@ -171,7 +171,9 @@ class _Session:
             from dpspec.torch import cuda_graph
 
             if graphed.bucket is None:
-                self._verdict = cuda_graph.Replayer(self._loss_verdict, pools=graphed.pools, light=True)
+                self._verdict = cuda_graph.Replayer(
+                    self._loss_verdict, pools=graphed.pools, light=True, roots=cuda_graph.criterion_modules(criterion)
+                )
             else:  # Poisson batches: padded as the clipped sum's are, once the criterion's kind is known
                 self._verdict = cuda_graph.GraphedLossCheck(
                     self._loss_verdict,
@@ -179,6 +181,7 @@ class _Session:
                     lambda: self._criterion_sum is not None,
                     pools=graphed.pools,
                     light=True,
+                    roots=cuda_graph.criterion_modules(criterion),
                 )
 
     @property
