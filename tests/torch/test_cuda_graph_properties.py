@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,22 +47,15 @@ import dpspec.torch as dt
 import dpspec.torch.cuda_graph as cg
 from dpspec.torch import CriterionMismatchError, UnnoisedParameterError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import test_cuda_graph  # noqa: E402
+
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings(
     "ignore::dpspec.torch.SamplingOverrideWarning", "ignore:There is a performance drop"
 )
 
-SPEC = """
-privacy people {{ unit record  dataset_size {n} }}
-train model {{
-  protect   people
-  mechanism dpsgd
-  sampling  {sampling}
-  clipping  flat(C = 0.7)
-  steps     {steps}
-  guarantee dp(epsilon = 4, delta = 1e-5)
-}}
-"""
+SPEC = test_cuda_graph.SPEC.replace("dataset_size 48", "dataset_size {n}")  # (the same training, any N)
 STEPS = 12
 # (dataset size, sampling): Poisson rates whose batches fall in two or three padded sizes (multiples of 8, or of 16
 # for qN = 28.8) in an order the sampler's seed decides, the rate 0.1 with a batch of one or an empty batch now and
