@@ -531,6 +531,9 @@ def _one_loop_memory(args) -> int:
     mem = loop_memory(fns[loop], dev, warm)
     if mem is not None and loop in PRIVATE_MODELS:
         mem["pool"] = graph_pool_mib(PRIVATE_MODELS[loop])
+        graphed = getattr(PRIVATE_MODELS[loop]._session.backend, "graphed", None)
+        if graphed is not None:  # the clipped sum's captures over those steps (again after a release included)
+            mem["captures"] = graphed.captured
     print("LOOP-MEMORY " + json.dumps(mem), flush=True)
     return 0
 
@@ -564,7 +567,10 @@ def memory_cells(mem, cols) -> str:
 
     def fp(c):
         m = mem[c]
-        return f"{m['footprint']:.0f}" + (f" (pool {m['pool']:.0f})" if m.get("pool") is not None else "")
+        notes = ([f"pool {m['pool']:.0f}"] if m.get("pool") is not None else []) + (
+            [f"{m['captures']} captures"] if m.get("captures") else []
+        )
+        return f"{m['footprint']:.0f}" + (f" ({', '.join(notes)})" if notes else "")
 
     loops_ = ["non-private"] + cols
     footprint = " / ".join(fp(c) if c in mem else "—" for c in loops_)

@@ -275,6 +275,7 @@ class Replayer:
         # pool and its captures go into it as it is, without releasing the other graphs
         self.light = light
         self.replays = 0
+        self.captured = 0  # captures made (a graph captured again after a release counts again)
         self.disabled: str | None = None
         self._last_eager = "no step yet"
 
@@ -416,6 +417,7 @@ class Replayer:
             return None
         captured = _Captured(graph, static, outputs)
         captured.held = held
+        self.captured += 1
         return captured
 
     def _fail(self, e: Exception, static: tuple) -> None:

@@ -105,3 +105,15 @@ def test_one_loop_alone(bench):
     fns["dpspec"]()
     fns, method = bench.loops(build, make, b, torch.device("cpu"), 8)
     assert {"non-private", "dpspec"} <= set(fns) and method is not None
+
+
+def test_memory_cells_name_the_pool_and_the_captures(bench):
+    """The footprint cell of a graphed loop names its pool and how many captures the clipped sum took (a graph
+    captured again after the pool was released for a new batch size counts again)."""
+    mem = {
+        "non-private": {"footprint": 68.0, "peak": 67.0},
+        "dpspec graph poisson": {"footprint": 144.0, "peak": 136.0, "pool": 6.0, "captures": 9},
+        "opacus ghost": {"footprint": 72.0, "peak": 70.0},
+    }
+    cells = bench.memory_cells(mem, ["dpspec", "dpspec graph poisson", "opacus ghost"])
+    assert cells.split(" | ")[0] == "68 / — / 144 (pool 6, 9 captures) / 72"

@@ -787,3 +787,5 @@ def test_known_graphs_count_toward_the_limit():
             h(torch.zeros(size))
     assert len(h._graphs) + len(h._known) == cg.MAX_GRAPHS
     assert h._last_eager.startswith(f"{cg.MAX_GRAPHS} graphs are taken")
+    # each size released the pool for its warm-ups and was captured once; those dropped came back when asked
+    assert h.captured == cg.MAX_GRAPHS == len(h.log) - sum(1 for *_, k, _ in h.log if k == "warm-up")
