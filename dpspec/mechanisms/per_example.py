@@ -579,8 +579,9 @@ def clipped_grad_sum(
     B = int(xb.shape[0])
     if B == 0:
         z = {k: torch.zeros_like(v, dtype=_acc(v.dtype)) for k, v in params.items()}
-        dev = next(iter(params.values())).device
-        return ClippedSum(z, 0, 0, [], torch.zeros(0, device=dev), torch.zeros(0, device=dev), "empty", 0.0)
+        first = next(iter(params.values()))  # (the norms and losses in the accumulation dtype, as a batch's are)
+        empty = {"device": first.device, "dtype": _acc(first.dtype)}
+        return ClippedSum(z, 0, 0, [], torch.zeros(0, **empty), torch.zeros(0, **empty), "empty", 0.0)
     leaves = _ghost_layers_cached(model, params) if method in ("auto", "ghost") else None
     if method == "ghost" and leaves is None:
         raise ValueError("method='ghost' needs an nn.Sequential of nn.Linear layers and element-wise activations")

@@ -171,6 +171,32 @@ def test_make_private_step(dpsgd_flat, dtype, build):
     assert all(q.dtype == dtype and torch.isfinite(q.float()).all() for q in m.parameters())
 
 
+@pytest.mark.parametrize("secure", [False, True], ids=["seeded", "secure"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("build", [mlp, tree])
+def test_an_empty_poisson_batch_step(monkeypatch, dpsgd_flat, dtype, build, secure):
+    """A Poisson batch may be empty (here drawn so: 0.75^32 ≈ 1e-4 a step otherwise, once seen in a test run):
+    its clipped sum's norms and losses are in the accumulation dtype too (they were float32 in a float64 model)."""
+    import numpy as np
+
+    from dpspec.families.dpsgd import torch_backend
+
+    monkeypatch.setattr(torch_backend.DpSgdBackend, "draw", lambda self: np.arange(0))
+    c = dpspec.compile(dpsgd_flat)
+    m = build(dtype)
+    X, y = data(dtype)
+    kw = {"secure": True} if secure else {"seed": 0}
+    model, opt, loader = dt.make_private(c, m, torch.optim.SGD(m.parameters(), lr=0.1), TensorDataset(X, y), **kw)
+    x, t = next(iter(loader))
+    assert x.shape[0] == 0
+    with probes() as p:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), t).backward()
+        opt.step()
+    p.check(dtype, also={torch.float64} if secure else frozenset())
+    assert opt.steps_taken == 1 and all(q.dtype == dtype and torch.isfinite(q.float()).all() for q in m.parameters())
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("distributed", [False, True])
 def test_dpsgd_train_step(dpsgd_flat, dtype, distributed):
