@@ -789,3 +789,39 @@ def test_known_graphs_count_toward_the_limit():
     assert h._last_eager.startswith(f"{cg.MAX_GRAPHS} graphs are taken")
     # each size released the pool for its warm-ups and was captured once; those dropped came back when asked
     assert h.captured == cg.MAX_GRAPHS == len(h.log) - sum(1 for *_, k, _ in h.log if k == "warm-up")
+
+
+def test_neighbouring_datasets_are_told_apart_only_through_the_record_s_clipped_term():
+    """Two datasets that differ in one record (replaced by a huge one), run through graphed clipped sums of
+    Poisson-like batches whose sizes come and go (warm-ups releasing the pool, graphs dropped and captured again,
+    larger first): at every step the two sums are equal bit for bit when the record is not in the batch, and
+    differ by at most 2C in ℓ2 norm when it is — the bound the certificate's sensitivity assumes."""
+    C = 0.7
+    torch.manual_seed(0)
+    m = CNN()
+    X, y = data().tensors
+    X2 = X.clone()
+    X2[0] = 1e4  # the neighbour: record 0 replaced
+
+    def fn(x, t, pad=None):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=C, pad=pad)
+
+    def bucket(b):
+        return -(-b // 8) * 8
+
+    g, g2 = (Simulated(fn, m, bucket=bucket) for _ in range(2))
+    rng = torch.Generator().manual_seed(3)
+    sizes = [5, 7, 6, 12, 3, 14, 7, 20, 11, 4, 6, 13, 19, 2, 8, 15, 7, 22, 5, 9]
+    seen_in = 0
+    for b in sizes:
+        idx = torch.randperm(48, generator=rng)[:b]
+        a, a2 = g(X[idx], y[idx]), g2(X2[idx], y[idx])
+        eager = fn(X[idx], y[idx])  # (each replay is its own batch's sum, up to the padding's order of additions)
+        assert all(torch.allclose(a.sums[k], eager.sums[k], rtol=0, atol=1e-6) for k in a.sums), b
+        diff = torch.cat([(a.sums[k] - a2.sums[k]).reshape(-1) for k in a.sums]).norm()
+        if (idx == 0).any():
+            seen_in += 1
+            assert float(diff) <= 2 * C * (1 + 1e-5), (b, float(diff))
+        else:
+            assert all(torch.equal(a.sums[k], a2.sums[k]) for k in a.sums), b
+    assert seen_in >= 2 and g.replays >= 8 and g.captured > len(g._graphs)  # (graphs captured again after releases)
