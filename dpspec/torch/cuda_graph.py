@@ -24,14 +24,17 @@ storage (the criterion's too, when it is a module: for the loss check's graph as
 train/eval flag, the autocast state and the TF32 flags; a graph is dropped (and captured again after the
 warm-up) once a tensor the modules held as a plain attribute when it was captured is replaced. Not
 replayed (the eager step runs, and :attr:`GraphedClippedSum.status` says why): another device; a batch
-that is not one tensor with a tensor target; a capture that fails (a host read in the forward, say, or a
-tensor attribute without storage, which could not be watched); a new shape once MAX_GRAPHS are taken.
+that is not one tensor with a tensor target; a capture that fails (a host read in the forward, say, a
+tensor read that could not be watched, or a tensor attribute without storage); a new shape once
+MAX_GRAPHS are taken.
 
 What you accept by opting in (docs/training.md): the forward does the same operations for every batch
 of a shape — no Python-side randomness or data-dependent Python control flow (dropout is fine: it draws
-from the CUDA generator, which graphs advance) — and reads no tensor other than its input, parameters,
-buffers and the modules' tensor attributes that is replaced between steps (a graph reads memory, not
-Python names; a tensor in a closure or a global is not watched). A model's graphs (the clipped sum's
+from the CUDA generator, which graphs advance). A graph reads memory, not Python names: the warm-up before
+a shape's first capture checks every tensor the step reads (:meth:`Replayer._audited`), and one that is not
+its input, a parameter, a buffer, a module's tensor attribute, a shared constant or made by the step itself
+(a tensor in a closure, a global or a container, which a replay would read at its old address once
+replaced) fails the capture. A model's graphs (the clipped sum's
 and the loss check's) share one memory pool per device, which stays reserved while they live. A new
 batch shape of the clipped sum (a Poisson batch's new padded size) releases that pool before each of its
 eager warm-up steps (:meth:`GraphPools.release`): an eager step cannot use a pool's free memory, so it
@@ -110,6 +113,59 @@ def _held_tensors(modules) -> list:
                 f"the tensor attribute `{k}` of a {type(mod).__name__} has no storage (made under torch.func)"
             )
     return held
+
+
+class UnwatchedReadError(RuntimeError):
+    """The step read a tensor that a graph's key and watch do not cover (its capture fails; the eager step runs)."""
+
+
+def _storage_id(t) -> int | None:
+    """The address of a tensor's storage (its views share it); None for a tensor without one."""
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def _read_audit(known: set, device):
+    """A ``TorchDispatchMode`` that lists the tensors an eager run reads without covering them: a tensor is covered
+    when its storage is in ``known`` (the run's inputs, the modules' parameters, buffers and tensor attributes, the
+    shared constants) or was written by an operation of the run itself (added to ``known`` as it goes). What is
+    left is a tensor reached another way — held in a closure, a global, a list or a dict attribute — which a graph
+    would read by its address at every replay, whatever the name is bound to by then."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    fresh = {torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default}  # torch.tensor(data)
+
+    class ReadAudit(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.unwatched: list = []
+
+        def covered(self, t) -> bool:
+            if t.numel() == 0:
+                return True
+            if t.dim() == 0 and t.device.type == "cpu" and device.type != "cpu":
+                return True  # a number a CUDA kernel takes by value at the capture, not memory a replay reads
+            sid = _storage_id(t)
+            return sid is not None and sid in known
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func not in fresh:
+                for a in tree_flatten((args, kwargs))[0]:
+                    if isinstance(a, torch.Tensor) and not self.covered(a):
+                        self.unwatched.append((str(func.overloadpacket.__name__), tuple(a.shape), a.dtype))
+                        known.add(_storage_id(a))  # (named once)
+            out = func(*args, **kwargs)
+            for o in tree_flatten(out)[0]:
+                if isinstance(o, torch.Tensor):
+                    known.add(_storage_id(o))
+            return out
+
+    return ReadAudit()
 
 
 def _first_rows(cs, B: int):
@@ -399,7 +455,7 @@ class Replayer:
         static = tuple(None if a is None else a.detach().clone() for a in args)
         try:
             self._warm_up(static)
-        except Exception as e:  # (the eager step fails the same way: the caller's eager step raises it)
+        except Exception as e:  # (a read it cannot watch; or an error the caller's eager step raises too)
             self._fail(e, static)
             return None
         self._larger_first(key, dev)
@@ -446,13 +502,45 @@ class Replayer:
         those there were when the Replayer was made."""
         return _held_tensors(mod for r in self._roots for mod in r.modules())
 
+    def _audited(self, static):
+        """``fn(*static)`` run eagerly with every tensor it reads checked (:func:`_read_audit`): UnwatchedReadError
+        for one that is not among its inputs, the modules' parameters, buffers and tensor attributes (the key
+        and :meth:`_held` cover those), the shared constants or what the run itself wrote. A graph reads memory,
+        not names: if such a tensor were replaced between steps, a replay would read its old memory, which once
+        freed may hold anything (another example's activations, say), and the per-example bound would not hold.
+        Run as the warm-up before a shape's first capture; the capture is then of the same operations."""
+        from dpspec.torch.clipping.kernels import _CONSTANTS
+
+        mods = [mod for r in self._roots for mod in r.modules()]
+        tensors = [a for a in static if a is not None]
+        for mod in mods:
+            tensors += [p for p in mod._parameters.values() if p is not None]
+            tensors += [b for b in mod._buffers.values() if b is not None]
+            tensors += [v for v in vars(mod).values() if _is_tensor(v)]
+        tensors += [t for v in _CONSTANTS.values() for t in (v if isinstance(v, tuple) else (v,))]
+        known = {_storage_id(t) for t in tensors} - {None}
+        dev = tensors[0].device
+        with _read_audit(known, dev) as audit:
+            outputs = self.fn(*static)
+        if audit.unwatched:
+            op, shape, dtype = audit.unwatched[0]
+            more = f" (and {len(audit.unwatched) - 1} more)" if len(audit.unwatched) > 1 else ""
+            raise UnwatchedReadError(
+                f"the step reads a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor in `{op}`{more} that is "
+                "not its input, a parameter, a buffer or a tensor attribute of a module: one in a closure, a global "
+                "or a container, which a graph would read by its old address once replaced (register it as a "
+                "buffer or hold it as a module attribute)"
+            )
+        return outputs
+
     def _current(self, captured) -> bool:
         """Whether the tensor attributes ``captured`` may read are still those it was captured with."""
         return all(_storage(getattr(mod, k, None)) == st for mod, k, st in captured.held)
 
     def _warm_up(self, static) -> None:
         """``fn`` run once on the side stream the captures use, before a shape's first capture (as torch asks:
-        lazy state made there, not in the capture); a graph dropped by a release is captured again without it.
+        lazy state made there, not in the capture), its reads checked (:meth:`_audited`); a graph dropped by a
+        release is captured again without it.
         Nothing on another device than CUDA (the tests' simulated captures)."""
         import torch
 
@@ -475,9 +563,11 @@ class Replayer:
             _drop_cublas_workspaces(torch)
             torch.cuda.empty_cache()
             side.wait_stream(user)
-            with torch.cuda.stream(side), self._autocast(torch):
-                self.fn(*static)
-            user.wait_stream(side)
+            try:
+                with torch.cuda.stream(side), self._autocast(torch):
+                    self._audited(static)
+            finally:
+                user.wait_stream(side)
             torch.cuda.synchronize(dev)
 
     @staticmethod

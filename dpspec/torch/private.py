@@ -665,7 +665,8 @@ def make_private(
     ``cuda_graph``: on CUDA, the clipped per-example sum (forward, backward, norms, clip, sums) is replayed
     as a CUDA graph once a batch shape has been seen twice: one launch instead of a few hundred, for models
     whose step the host's launches bound (:mod:`dpspec.torch.cuda_graph`; DP-SGD only; Poisson batches are
-    padded to a few sizes; ``model.cuda_graph_status`` says what happened).
+    padded to a few sizes; ``model.cuda_graph_status`` says what happened). A step that reads a tensor no
+    graph could watch (one in a closure or a global, not a buffer or a module attribute) is not replayed.
     Raises :class:`~dpspec.torch.validator.ModuleValidationError` (DPS164) for a model with BatchNorm,
     :class:`UnsupportedTrainingError` for a relational training (use its own trainer)."""
     mech, backend_class = _resolve(compiled, target)

@@ -69,6 +69,7 @@ def _copy_into(mine, new):
 
 def _simulated_warm_up(self, static):
     type(self).warmups += 1  # (a shape's first capture; a graph dropped by the pool's release has none)
+    self._audited(static)  # (as on CUDA: its reads checked)
 
 
 def _simulated_record(self, static):

@@ -135,6 +135,14 @@ class HostRead(CNN):
         return super().forward(x)
 
 
+_SHIFT: list = []  # a tensor the forward reads through a global (a graph could not watch it)
+
+
+class GlobalRead(CNN):
+    def forward(self, x):
+        return super().forward(x + _SHIFT[0])
+
+
 def graph_run(make, cuda_graph, dtype=torch.float32, autocast=False, steps=6, chunk=None, sampling=None):
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -326,6 +334,16 @@ def test_cuda_graph_capture_failure_falls_back():
     assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5)
     # the failed capture leaves the caller's stream current (torch.cuda.graph's exit stops at the failed end)
     assert torch.cuda.current_stream() == before
+
+
+def test_cuda_graph_of_a_forward_reading_a_global_tensor_is_refused():
+    """A tensor read through a global is not in a graph's key or watch: were it replaced, a replay would read
+    its old memory. The warm-up's read check finds it on the device; every step runs eagerly."""
+    _SHIFT[:] = [torch.full((3, 1, 1), 0.1, device="cuda")]
+    eager, _ = graph_run(GlobalRead, False)
+    graphed, status = graph_run(GlobalRead, True)
+    assert status.startswith("not replayed: the capture failed (UnwatchedReadError"), status
+    assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5)
 
 
 def cnn_and_its_clipped_sum(dev, n):

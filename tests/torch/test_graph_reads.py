@@ -1,0 +1,255 @@
+"""make_private(cuda_graph=True): what a graph may read (dpspec.torch.cuda_graph, ``Replayer._audited``).
+
+A CUDA graph reads memory, not names. Its key and watch cover the batch, the modules' parameters, buffers
+and tensor attributes; a tensor reached another way (a closure, a global, a list attribute) could be
+replaced between steps, and a replay would read its old memory — once freed, anything (another example's
+activations). The warm-up before a shape's first capture runs the step with every tensor it reads checked;
+one not covered fails the capture, and every step runs eagerly.
+
+The captures are simulated on the CPU as in test_cuda_graph.py (whose simulated warm-up runs the same check),
+so every model kind the step checksums train is graphed here with the check on: none of them reads a tensor
+the check does not cover."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import TensorDataset
+
+import dpspec
+import dpspec.torch as dt
+import dpspec.torch.cuda_graph as cg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import step_checksums  # noqa: E402
+import test_cuda_graph  # noqa: E402
+from test_cuda_graph import CNN, Simulated, simulated  # noqa: E402,F401  (the fixture: simulated captures)
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::dpspec.torch.SamplingOverrideWarning", "ignore:There is a performance drop"
+)
+
+SPEC = """
+privacy people {{ unit record  dataset_size 48 }}
+train model {{
+  protect   people
+  mechanism dpsgd
+  sampling  {sampling}
+  clipping  {clipping}
+  steps     {steps}
+  guarantee dp(epsilon = 4, delta = 1e-5)
+}}
+"""
+FIXED, POISSON = "without_replacement(batch_size = 12)", "poisson(rate = 0.25)"
+
+
+def run(build, X, y, cuda_graph, sampling=FIXED, steps=8, criterion=F.cross_entropy, clipping="flat(C = 0.7)"):
+    """The model's parameters after ``steps`` private steps, and the run's graph status."""
+    torch.manual_seed(0)
+    m = build().to(X.dtype if X.is_floating_point() else torch.float32)
+    model, opt, loader = dt.make_private(
+        dpspec.compile(SPEC.format(sampling=sampling, steps=steps, clipping=clipping)),
+        m,
+        torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.3),
+        TensorDataset(X, y),
+        seed=1,
+        criterion=criterion,
+        cuda_graph=cuda_graph,
+    )
+    while opt.steps_remaining:
+        for xb, yb in loader:
+            opt.zero_grad()
+            criterion(model(xb), yb).backward()
+            opt.step()
+    flat = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+    return flat, model.cuda_graph_status
+
+
+def checksum_data(name, dtype):
+    build, make, _ = step_checksums.MODELS[name]
+    g = torch.Generator().manual_seed(1)
+    X, y = make(g), torch.randint(0, 3, (48,), generator=g)
+    return build, (X.to(dtype) if X.is_floating_point() else X), y
+
+
+@pytest.mark.parametrize("sampling", [FIXED, POISSON], ids=["fixed", "poisson"])
+@pytest.mark.parametrize("name", list(step_checksums.MODELS))
+def test_every_model_kind_is_replayed_with_its_reads_covered(name, sampling):
+    """The ghost MLP, the rules' CNN, encoder (nn.MultiheadAttention), adapters and mixed layers, vmap and the
+    loop (nn.GRU): the check finds nothing to refuse, the graphs are replayed, and the run is the eager run's
+    (bit for bit with fixed-size batches; Poisson batches are padded in the graphs, not eagerly)."""
+    build, X, y = checksum_data(name, torch.float64 if name in ("mlp", "cnn") else torch.float32)
+    eager, _ = run(build, X, y, False, sampling, steps=10)
+    graphed, status = run(build, X, y, True, sampling, steps=10)
+    assert status.endswith("CUDA graph(s)") and not status.startswith("0 "), status
+    if sampling == FIXED:
+        assert torch.equal(graphed, eager)
+    else:
+        assert torch.allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+
+
+def test_per_layer_clipping_and_a_criterion_module_with_a_buffer_are_covered():
+    """Per-layer clip norms (a shared constant tensor) and a criterion module whose buffer the loss reads."""
+
+    class Tempered(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("t", torch.tensor(2.0, dtype=torch.float64))
+
+        def forward(self, o, y):
+            return F.cross_entropy(o / self.t, y)
+
+    build, X, y = checksum_data("cnn", torch.float64)
+    clip = "per_layer(C = [0.3, 0.4, 0.5, 0.3, 0.4, 0.5, 0.3, 0.4, 0.5, 0.3])"
+    eager, _ = run(build, X, y, False, criterion=Tempered(), clipping=clip)
+    graphed, status = run(build, X, y, True, criterion=Tempered(), clipping=clip)
+    assert status == "6 step(s) replayed from 1 CUDA graph(s)"
+    assert torch.equal(graphed, eager)
+
+
+_SHIFT: list = []  # a tensor read through a global
+
+
+class GlobalRead(CNN):
+    def forward(self, x):
+        return super().forward(x + _SHIFT[0])
+
+
+class ListAttribute(CNN):
+    """A tensor held in a list attribute: not a tensor attribute of the module, so not watched."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables = [torch.full((1, 6, 6), 0.1)]
+
+    def forward(self, x):
+        return super().forward(x * self.tables[0])
+
+
+class TensorAttribute(ListAttribute):
+    """The same tensor held as a plain attribute: watched (its replacement drops the graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = self.tables.pop()
+
+    def forward(self, x):
+        return CNN.forward(self, x * self.table)
+
+
+def cnn_data():
+    X, y = test_cuda_graph.data().tensors
+    return X, y
+
+
+@pytest.mark.parametrize("build", [GlobalRead, ListAttribute], ids=["global", "list-attribute"])
+def test_a_forward_reading_a_tensor_no_graph_watches_is_not_replayed(build):
+    """The unsound configuration is refused: its capture fails, with the tensor named, and every step runs
+    eagerly — the eager run's numbers, also when the tensor is replaced between steps."""
+    _SHIFT[:] = [torch.full((1, 6, 6), 0.1)]
+    X, y = cnn_data()
+    eager, _ = run(build, X, y, False)
+    graphed, status = run(build, X, y, True)
+    assert status.startswith("not replayed: the capture failed (UnwatchedReadError: the step reads a (1, 6, 6) float32")
+    assert "not its input, a parameter, a buffer or a tensor attribute" in status
+    assert torch.equal(graphed, eager)
+    assert Simulated.captures == 0
+
+
+def test_the_same_tensor_as_a_module_attribute_is_replayed():
+    X, y = cnn_data()
+    eager, _ = run(TensorAttribute, X, y, False)
+    graphed, status = run(TensorAttribute, X, y, True)
+    assert status == "6 step(s) replayed from 1 CUDA graph(s)"
+    assert torch.equal(graphed, eager)
+
+
+def test_a_criterion_closing_over_a_tensor_is_not_replayed():
+    """The loss read through a closure: the clipped sum's per-example losses read it (and the loss check)."""
+    scale = torch.tensor([1.0, 2.0, 0.5])
+
+    def criterion(o, t):
+        return F.cross_entropy(o * scale, t)
+
+    X, y = cnn_data()
+    eager, _ = run(CNN, X, y, False, criterion=criterion)
+    graphed, status = run(CNN, X, y, True, criterion=criterion)
+    assert status.startswith("not replayed: the capture failed (UnwatchedReadError: the step reads a (3,) float32")
+    assert torch.equal(graphed, eager)
+
+
+def test_the_read_check_itself():
+    """What counts as covered: the inputs and the modules' tensors and their views, what the run wrote, a tensor
+    made from Python data in the run, an empty tensor; a CPU number in a CUDA run (a kernel takes it by value
+    at the capture). Not covered: another tensor, named by the operation that read it, shape and dtype."""
+    m = nn.Linear(4, 3)
+    m.cache = torch.ones(3)  # a plain tensor attribute: covered
+    outside, empty, number = torch.randn(3), torch.empty(0), torch.tensor(2.0)
+    x = torch.randn(5, 4)
+
+    def fine(x, t, pad):
+        h = m(x) * m.cache + m.weight.t()[0] + torch.tensor([1.0, 2.0, 3.0])
+        return h.sum() + empty.sum()
+
+    r = cg.Replayer(fine, roots=(m,))
+    assert torch.equal(r._audited((x, None, None)), fine(x, None, None))
+
+    def reads(x, t, pad):
+        return (m(x) * outside).sum(dim=0) + number
+
+    with pytest.raises(cg.UnwatchedReadError, match=r"reads a \(3,\) float32 tensor in `mul` \(and 1 more\)"):
+        cg.Replayer(reads, roots=(m,))._audited((x, None, None))
+    # the 0-dim CPU number is not memory a CUDA replay reads; the (3,) tensor is
+    known: set = set()
+    with cg._read_audit(known, torch.device("cuda")) as audit:
+        _ = outside * 2
+        _ = outside.new_ones(3) * number
+    assert audit.unwatched == [("mul", (3,), torch.float32)]
+
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "distilbert"])
+def test_hugging_face_models_are_replayed_with_their_reads_covered(family):
+    """Hugging Face encoders and decoders as transformers ships them (position-id buffers, attention masks made
+    in the forward, rotary or absolute positions): nothing they read escapes the check."""
+    transformers = pytest.importorskip("transformers")
+    small = dict(vocab_size=20, num_labels=3)
+    if family == "bert":
+        cfg = transformers.BertConfig(
+            hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **small,
+        )  # fmt: skip
+        cls = transformers.BertForSequenceClassification
+    elif family == "gpt2":
+        cfg = transformers.GPT2Config(
+            n_embd=16, n_layer=1, n_head=2, n_positions=8, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            pad_token_id=0, **small,
+        )  # fmt: skip
+        cls = transformers.GPT2ForSequenceClassification
+    else:
+        cfg = transformers.DistilBertConfig(
+            dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=8, dropout=0.0,
+            attention_dropout=0.0, seq_classif_dropout=0.0, **small,
+        )  # fmt: skip
+        cls = transformers.DistilBertForSequenceClassification
+
+    class Wrapped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hf = cls(cfg)
+
+        def forward(self, x):
+            return self.hf(input_ids=x).logits
+
+    g = torch.Generator().manual_seed(1)
+    X, y = torch.randint(1, 20, (48, 6), generator=g), torch.randint(0, 3, (48,), generator=g)
+    eager, _ = run(Wrapped, X, y, False)
+    graphed, status = run(Wrapped, X, y, True)
+    assert status == "6 step(s) replayed from 1 CUDA graph(s)", status
+    assert torch.equal(graphed, eager)
