@@ -212,7 +212,10 @@ def _same_but_rows(a, b) -> bool:
 
 def _padded(rows_cache: dict, tensors, B: int, size: int):
     """``tensors`` (B rows each) padded to ``size`` rows by repeating their first row, and the mask of the padding
-    rows (``rows_cache``: device → an arange, kept between calls)."""
+    rows (``rows_cache``: device → an arange, kept between calls). For the eager warm-ups and a capture; a replay
+    copies the batch into its buffers' first rows and leaves in the padding rows what earlier batches wrote
+    there (:meth:`_Captured.replay_rows`): what a padding row holds never reaches the results (it is marked: its
+    loss is zeroed before the backward, its rows left out of the norms and sums, its record dropped)."""
     import torch
 
     dev = tensors[0].device
@@ -304,6 +307,22 @@ class _Captured:
             for mine, arg in zip(self.inputs, args):
                 if mine is not None:
                     mine.copy_(arg)
+        self.graph.replay()
+        return self.outputs
+
+    def replay_rows(self, args, B: int, rows) -> Any:
+        """The replay of a batch of B rows padded to the graph's rows: each tensor copied into its buffer's first
+        B rows, the padding mask (the last buffer) written from ``rows`` (an arange on the device), one kernel
+        each. The padding rows keep what earlier batches left there: they are marked, and nothing they hold
+        reaches the results (see :func:`_padded`)."""
+        import torch
+
+        *buffers, pad = self.inputs
+        with torch.no_grad():
+            for mine, arg in zip(buffers, args):
+                if mine is not None:
+                    mine[:B].copy_(arg)
+            torch.ge(rows[: pad.shape[0]], B, out=pad)
         self.graph.replay()
         return self.outputs
 
@@ -414,6 +433,29 @@ class Replayer:
         self.replays += 1
         self.pools.order(dev)
         return self.fresh(captured.replay(args))
+
+    def _replay_padded(self, args: tuple, B: int, size: int, rows: dict):
+        """For tensors ``args`` of B rows on one device, to be padded to ``size`` rows: the replay of the graph of
+        that shape for the current state if it is held, with the batch copied into the first B rows of its
+        buffers (:meth:`_Captured.replay_rows`: no padded copy of the batch is made); else None (the caller pads
+        the batch, :func:`_padded`, and makes the usual call: a warm-up, a capture, a stale graph dropped).
+        ``rows``: the caller's device → arange cache."""
+        import torch
+
+        if self.disabled is not None:
+            return None
+        dev = args[0].device
+        specs = tuple((a.device, (size,) + tuple(a.shape[1:]), a.dtype) for a in args)
+        key = (specs + ((dev, (size,), torch.bool),), self._state_key())
+        captured = self._graphs.get(key)
+        if captured is None or not self._current(captured):
+            return None
+        r = rows.get(dev)
+        if r is None or r.shape[0] < size:
+            r = rows[dev] = torch.arange(max(size, 2 * B), device=dev)
+        self.replays += 1
+        self.pools.order(dev)
+        return self.fresh(captured.replay_rows(args, B, r))
 
     def _larger_first(self, key, dev) -> None:
         """Before ``key``'s capture (unless light): the pool released if it holds a graph of this function for the
@@ -613,8 +655,9 @@ class GraphedClippedSum(Replayer):
     """``fn(x, y, pad)`` (a :class:`~dpspec.mechanisms.per_example.ClippedSum` of the batch; ``pad`` marks
     padding rows, as in ``clipped_grad_sum``) replayed as a CUDA graph where it can be; keyed also by the
     model's parameters, buffers, tensor attributes and modes. ``bucket``: None for fixed-size batches, else
-    the size ``bucket(B)`` ≥ B a batch of B rows is padded to (Poisson batches): the padding rows repeat the
-    first row, are marked in ``pad``, so contribute nothing, and their records are dropped from the result."""
+    the size ``bucket(B)`` ≥ B a batch of B rows is padded to (Poisson batches): the padding rows (the first row
+    repeated, or in a replay what earlier batches left in the graph's buffers) are marked in ``pad``, so
+    contribute nothing, and their records are dropped from the result."""
 
     def __init__(self, fn, model, bucket=None, criterion=None, pools: GraphPools | None = None):
         # the modules whose tensors the step reads: the model's, and the criterion's when it is a module (a
@@ -632,8 +675,10 @@ class GraphedClippedSum(Replayer):
 
         B = int(x.shape[0])
         size = int(self.bucket(B))
-        (x, y), pad = _padded(self._rows, (x, y), B, size)
-        cs = super().__call__(x, y, pad)
+        cs = self._replay_padded((x, y), B, size, self._rows) if x.device == y.device else None
+        if cs is None:
+            (x, y), pad = _padded(self._rows, (x, y), B, size)
+            cs = super().__call__(x, y, pad)
         return _first_rows(cs, B) if size > B else cs
 
     def _check(self, cs) -> None:
@@ -683,6 +728,10 @@ class GraphedLossCheck(Replayer):
             or G.shape[0] != out.shape[0]
         ):
             return self.fn(G, out, y)
-        B = int(G.shape[0])
-        (G, out, y), pad = _padded(self._rows, tensors, B, int(self.bucket(B)))
-        return super().__call__(G, out, y, pad)
+        B, size = int(G.shape[0]), int(self.bucket(G.shape[0]))
+        same = out.device == G.device == y.device and y.shape[0] == B
+        ok = self._replay_padded(tensors, B, size, self._rows) if same else None
+        if ok is None:
+            (G, out, y), pad = _padded(self._rows, tensors, B, size)
+            ok = super().__call__(G, out, y, pad)
+        return ok

@@ -826,3 +826,35 @@ def test_neighbouring_datasets_are_told_apart_only_through_the_record_s_clipped_
         else:
             assert all(torch.equal(a.sums[k], a2.sums[k]) for k in a.sums), b
     assert seen_in >= 2 and g.replays >= 8 and g.captured > len(g._graphs)  # (graphs captured again after releases)
+
+
+def test_padding_rows_left_by_an_earlier_batch_do_not_reach_the_sums():
+    """A replay of a padded size copies the batch into its buffers' first B rows; the padding rows keep what
+    earlier batches left there. A record of an earlier batch (here huge, or non-finite) sitting in the padding
+    rows of a later batch that does not hold it changes nothing: the sums, norms and losses equal those of the
+    neighbouring dataset without that record bit for bit, and the eager sum of the batch."""
+    C = 0.7
+    torch.manual_seed(0)
+    m = CNN()
+    X, y = data().tensors
+
+    def fn(x, t, pad=None):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=C, pad=pad)
+
+    for value in (1e4, float("nan")):
+        X2 = X.clone()
+        X2[0] = value  # the neighbour: record 0 replaced
+        g, g2 = (Simulated(fn, m, bucket=lambda b: -(-b // 8) * 8) for _ in range(2))
+        # record 0 in the last row of a batch of 8, then batches of 5 without it: the same padded size
+        big, small = torch.tensor([7, 6, 5, 4, 3, 2, 1, 0]), torch.tensor([9, 10, 11, 12, 13])
+        for _ in range(cg.WARMUP + 1):  # warm-ups, then the capture of size 8
+            g(X[big], y[big]), g2(X2[big], y[big])
+        g(X[big], y[big]), g2(X2[big], y[big])  # replayed: record 0 written into row 7 of the buffers
+        a, a2 = g(X[small], y[small]), g2(X2[small], y[small])
+        (buffers,) = [c.inputs[0] for c in g2._graphs.values()]
+        assert a2.graphed and bool((buffers[7] == X2[0]).all() or buffers[7].isnan().all())  # left in padding
+        eager = fn(X[small], y[small])
+        for k in a.sums:
+            assert torch.equal(a.sums[k], a2.sums[k])
+            assert torch.allclose(a.sums[k], eager.sums[k], rtol=0, atol=1e-6)
+        assert torch.equal(a.norms, a2.norms) and torch.equal(a.losses, a2.losses) and a.batch == 5
