@@ -31,10 +31,11 @@ MAX_GRAPHS are taken.
 What you accept by opting in (docs/training.md): the forward does the same operations for every batch
 of a shape — no Python-side randomness or data-dependent Python control flow (dropout is fine: it draws
 from the CUDA generator, which graphs advance). A graph reads memory, not Python names: the warm-up before
-a shape's first capture checks every tensor the step reads (:meth:`Replayer._audited`), and one that is not
-its input, a parameter, a buffer, a module's tensor attribute, a shared constant or made by the step itself
-(a tensor in a closure, a global or a container, which a replay would read at its old address once
-replaced) fails the capture. A model's graphs (the clipped sum's
+a shape's first capture and every capture check each tensor the step reads (:meth:`Replayer._audit_run`),
+and one that is not its input, a parameter, a buffer, a module's tensor attribute, a shared constant or made
+by that run (a tensor in a closure, a global or a container, which a replay would read at its old address
+once replaced; host memory copied to the device), or a tensor attribute the step reads and then rebinds,
+fails the capture. A model's graphs (the clipped sum's
 and the loss check's) share one memory pool per device, which stays reserved while they live. A new
 batch shape of the clipped sum (a Poisson batch's new padded size) releases that pool before each of its
 eager warm-up steps (:meth:`GraphPools.release`): an eager step cannot use a pool's free memory, so it
@@ -127,38 +128,61 @@ def _storage_id(t) -> int | None:
         return None
 
 
+# operations that read a host tensor's memory on a CUDA run (a copy to the device, indices moved there): captured,
+# such a copy reads the host address again at every replay, so even a number there is not taken by value
+_HOST_READS = frozenset(
+    {"_to_copy", "copy_", "copy", "_copy_from", "_copy_from_and_resize", "index", "index_put", "index_put_"}
+    | {"_index_put_impl_", "_unsafe_index", "_unsafe_index_put", "index_select", "index_add", "index_copy"}
+)
+
+
 def _read_audit(known: set, device):
-    """A ``TorchDispatchMode`` that lists the tensors an eager run reads without covering them: a tensor is covered
-    when its storage is in ``known`` (the run's inputs, the modules' parameters, buffers and tensor attributes, the
+    """A ``TorchDispatchMode`` that lists the tensors a run reads without covering them: a tensor is covered when
+    its storage is in ``known`` (the run's inputs, the modules' parameters, buffers and tensor attributes, the
     shared constants) or was written by an operation of the run itself (added to ``known`` as it goes). What is
     left is a tensor reached another way — held in a closure, a global, a list or a dict attribute — which a graph
-    would read by its address at every replay, whatever the name is bound to by then."""
+    would read by its address at every replay, whatever the name is bound to by then. On a CUDA run (``device``)
+    a host tensor is never covered — a captured copy reads its address at every replay, and host memory the run
+    made and freed is reused — except a 0-dim one in an operation that takes it as a number (not a copy or an
+    index: :data:`_HOST_READS`). A storage passed as such (``Tensor.set_``) is checked as a tensor is."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
     fresh = {torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default}  # torch.tensor(data)
+    on_host = device.type == "cpu"
 
     class ReadAudit(TorchDispatchMode):
         def __init__(self):
             super().__init__()
             self.unwatched: list = []
+            self.read: set = set()  # the storages the run read
 
-        def covered(self, t) -> bool:
+        def covered(self, t, op: str) -> bool:
             if t.numel() == 0:
                 return True
-            if t.dim() == 0 and t.device.type == "cpu" and device.type != "cpu":
-                return True  # a number a CUDA kernel takes by value at the capture, not memory a replay reads
+            if not on_host and t.device.type == "cpu":
+                return t.dim() == 0 and op not in _HOST_READS
             sid = _storage_id(t)
             return sid is not None and sid in known
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if func not in fresh:
-                for a in tree_flatten((args, kwargs))[0]:
-                    if isinstance(a, torch.Tensor) and not self.covered(a):
-                        self.unwatched.append((str(func.overloadpacket.__name__), tuple(a.shape), a.dtype))
-                        known.add(_storage_id(a))  # (named once)
+            op = str(func.overloadpacket.__name__)
+            for a in tree_flatten((args, kwargs))[0]:
+                if isinstance(a, torch.TypedStorage):
+                    a = a._untyped_storage
+                if isinstance(a, torch.UntypedStorage):
+                    self.read.add(int(a.data_ptr()))
+                    host = not on_host and a.device.type == "cpu"
+                    if a.nbytes() and (host or int(a.data_ptr()) not in known):
+                        self.unwatched.append((op, ("storage",), None))
+                elif isinstance(a, torch.Tensor):
+                    self.read.add(_storage_id(a))
+                    if func not in fresh and not self.covered(a, op):
+                        self.unwatched.append((op, tuple(a.shape), a.dtype))
+                        if a.device.type == device.type:
+                            known.add(_storage_id(a))  # (named once)
             out = func(*args, **kwargs)
             for o in tree_flatten(out)[0]:
                 if isinstance(o, torch.Tensor):
@@ -545,12 +569,21 @@ class Replayer:
         return _held_tensors(mod for r in self._roots for mod in r.modules())
 
     def _audited(self, static):
-        """``fn(*static)`` run eagerly with every tensor it reads checked (:func:`_read_audit`): UnwatchedReadError
-        for one that is not among its inputs, the modules' parameters, buffers and tensor attributes (the key
-        and :meth:`_held` cover those), the shared constants or what the run itself wrote. A graph reads memory,
-        not names: if such a tensor were replaced between steps, a replay would read its old memory, which once
-        freed may hold anything (another example's activations, say), and the per-example bound would not hold.
-        Run as the warm-up before a shape's first capture; the capture is then of the same operations."""
+        """``fn(*static)`` with every tensor it reads checked (:meth:`_audit_run`); UnwatchedReadError if one is not
+        covered. Run as the warm-up before a shape's first capture, and (by :meth:`_record`) in every capture."""
+        outputs, problem = self._audit_run(static)
+        if problem is not None:
+            raise UnwatchedReadError(problem)
+        return outputs
+
+    def _audit_run(self, static) -> tuple:
+        """(``fn(*static)``, None), or (its outputs, why a graph of it could not be replayed soundly). A graph reads
+        memory, not names: a tensor it read that were replaced between steps would be read at its old address,
+        which once freed may hold anything (another example's activations, say), and the per-example bound would
+        not hold. So every tensor the run reads must be its input, one of the modules' parameters, buffers and
+        tensor attributes (the key and :meth:`_held` watch those), a shared constant, or made by the run itself
+        (:func:`_read_audit`); and the run must not rebind the modules' tensor attributes (the watch would follow
+        the new tensor while a replay reads the old one)."""
         from dpspec.torch.clipping.kernels import _CONSTANTS
 
         mods = [mod for r in self._roots for mod in r.modules()]
@@ -561,19 +594,32 @@ class Replayer:
             tensors += [v for v in vars(mod).values() if _is_tensor(v)]
         tensors += [t for v in _CONSTANTS.values() for t in (v if isinstance(v, tuple) else (v,))]
         known = {_storage_id(t) for t in tensors} - {None}
-        dev = tensors[0].device
-        with _read_audit(known, dev) as audit:
+        before = [(mod, k, v) for mod in mods for k, v in vars(mod).items() if _is_tensor(v)]
+        self._held()  # (its error for a tensor attribute without storage)
+        with _read_audit(known, tensors[0].device) as audit:
             outputs = self.fn(*static)
+        # an attribute the run read and then rebound or deleted: the watch, taken after the capture, would follow
+        # the new tensor while a replay reads the old one's memory (one the run did not read, rebound as a pre-hook
+        # recomputes a weight, is not read by the graph)
+        rebound = [(mod, k) for mod, k, v in before if vars(mod).get(k) is not v and _storage_id(v) in audit.read]
+        if rebound:
+            mod, k = rebound[0]
+            return outputs, (
+                f"the step rebinds the tensor attribute `{k}` of a {type(mod).__name__} after reading it: a graph "
+                "would read the tensor it held at the capture, freed once replaced (update it in place, or keep it "
+                "as a buffer)"
+            )
         if audit.unwatched:
             op, shape, dtype = audit.unwatched[0]
             more = f" (and {len(audit.unwatched) - 1} more)" if len(audit.unwatched) > 1 else ""
-            raise UnwatchedReadError(
-                f"the step reads a {tuple(shape)} {str(dtype).replace('torch.', '')} tensor in `{op}`{more} that is "
-                "not its input, a parameter, a buffer or a tensor attribute of a module: one in a closure, a global "
-                "or a container, which a graph would read by its old address once replaced (register it as a "
-                "buffer or hold it as a module attribute)"
+            what = "storage" if shape == ("storage",) else f"{tuple(shape)} {str(dtype).replace('torch.', '')} tensor"
+            return outputs, (
+                f"the step reads a {what} in `{op}`{more} that is not its input, a parameter, a buffer or a tensor "
+                "attribute of a module: one in a closure, a global or a container (or host memory copied to the "
+                "device), which a graph would read by its old address once replaced (register it as a buffer or "
+                "hold it as a module attribute)"
             )
-        return outputs
+        return outputs, None
 
     def _current(self, captured) -> bool:
         """Whether the tensor attributes ``captured`` may read are still those it was captured with."""
@@ -639,7 +685,8 @@ class Replayer:
             index = dev.index if dev.index is not None else torch.cuda.current_device()
             try:
                 with torch.cuda.graph(graph, pool=self.pools.handles.get(index), stream=side), self._autocast(torch):
-                    outputs: Any = self.fn(*static)
+                    # the reads of the capture itself checked (what the warm-up made is not the capture's own)
+                    outputs, problem = self._audit_run(static)
             except BaseException:
                 # a capture that ends in error leaves torch.cuda.graph's stream current (its exit stops at the
                 # failed capture_end): the caller's stream back, for the eager steps that follow
@@ -648,6 +695,8 @@ class Replayer:
             finally:
                 _drop_cublas_workspaces(torch)
         self.pools.handles.setdefault(index, graph.pool())
+        if problem is not None:  # (raised once the capture has ended: the caller drops the graph and the pool)
+            raise UnwatchedReadError(problem)
         return graph, outputs
 
 

@@ -77,7 +77,7 @@ def _simulated_record(self, static):
     if type(self).fail:
         raise RuntimeError(type(self).fail)
     type(self).captures += 1
-    outputs = self.fn(*static)
+    outputs = self._audited(static)  # (as on CUDA: the capture's own reads checked)
     fn = self.fn
 
     class Graph:
