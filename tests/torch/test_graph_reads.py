@@ -31,22 +31,8 @@ import step_checksums  # noqa: E402
 import test_cuda_graph  # noqa: E402
 from test_cuda_graph import CNN, Simulated, simulated  # noqa: E402,F401  (the fixture: simulated captures)
 
-torch.set_num_threads(1)
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::dpspec.torch.SamplingOverrideWarning", "ignore:There is a performance drop"
-)
-
-SPEC = """
-privacy people {{ unit record  dataset_size 48 }}
-train model {{
-  protect   people
-  mechanism dpsgd
-  sampling  {sampling}
-  clipping  {clipping}
-  steps     {steps}
-  guarantee dp(epsilon = 4, delta = 1e-5)
-}}
-"""
+pytestmark = test_cuda_graph.pytestmark
+SPEC = test_cuda_graph.SPEC.replace("flat(C = 0.7)", "{clipping}")  # (also per-layer clip norms here)
 FIXED, POISSON = "without_replacement(batch_size = 12)", "poisson(rate = 0.25)"
 
 
