@@ -43,6 +43,7 @@ own), so your ``backward()`` only reaches the output: the wasted batch gradient 
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections import OrderedDict
@@ -262,12 +263,25 @@ class _Session:
                 # the kind where the batch tells it: per-example gradients all ~0 (or non-finite) match both
                 if mean != summed:
                     self._criterion_sum = summed
-        ok = self._verdict(G, out, y)
+        # a padded check (Poisson batches with cuda_graph=True) rescales the criterion's gradient by padded size ÷
+        # batch size, which is right for a criterion that averages over its rows but not for one that averages over
+        # its content (ignore_index targets, in the batch or left in the padding rows by an earlier batch): its
+        # failures are confirmed by the eager check on the batch itself, so that the verdict is the eager one (the
+        # tensors are this step's own, kept until the verdict is read: for a large output, whose step dwarfs the
+        # check, the eager check at once instead)
+        confirm = None
+        if getattr(self._verdict, "bucket", None) is None:
+            ok = self._verdict(G, out, y)
+        elif G.numel() > _PADDED_CHECK_MAX:
+            ok = self._loss_verdict(G, out, y)
+        else:
+            ok = self._verdict(G, out, y)
+            confirm = functools.partial(self._loss_verdict, G, out, y)
         if self._loss_checked_once and self.ledger.steps_taken > 0:
-            self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1))
+            self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1, confirm))
             return
         # the first step (every chunk of it, with virtual batches) decides before anything is charged
-        if bool(ok):
+        if bool(ok) or (confirm is not None and bool(confirm())):
             self._loss_checked_once = True
             return
         raise CriterionMismatchError(self._mismatch())
@@ -358,17 +372,21 @@ class _Session:
         self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in named if p.grad is not None}
 
 
+_PADDED_CHECK_MAX = 1 << 20  # output elements up to which a Poisson step's loss check is padded (and replayed)
+
+
 class _DeferredVerdict:
     """A step's loss check (a 0-dim bool on the device), read by the host at a later step. On CUDA it is
     copied to pinned host memory without waiting, with an event recorded after the copy: a later step
     reads it once the event has completed (``ready``, which does not wait), so no step waits for the
     device; the loader's end waits for the last ones. Elsewhere the value is kept and read then."""
 
-    __slots__ = ("flag", "event", "step")
+    __slots__ = ("flag", "event", "step", "confirm")
 
-    def __init__(self, ok, step: int):
+    def __init__(self, ok, step: int, confirm=None):
         self.step = step
         self.event = None
+        self.confirm = confirm  # the eager check of a padded one, run if the padded one fails
         if ok.device.type == "cuda":
             self.flag = torch.empty((), dtype=torch.bool, device="cpu", pin_memory=True)  # on the host, on purpose
             self.flag.copy_(ok, non_blocking=True)
@@ -383,7 +401,8 @@ class _DeferredVerdict:
     def passed(self) -> bool:
         if self.event is not None:
             self.event.synchronize()
-        return bool(self.flag)
+        confirm, self.confirm = self.confirm, None
+        return bool(self.flag) or (confirm is not None and bool(confirm()))
 
 
 def _accepts(cls, name: str) -> bool:

@@ -858,3 +858,81 @@ def test_padding_rows_left_by_an_earlier_batch_do_not_reach_the_sums():
             assert torch.equal(a.sums[k], a2.sums[k])
             assert torch.allclose(a.sums[k], eager.sums[k], rtol=0, atol=1e-6)
         assert torch.equal(a.norms, a2.norms) and torch.equal(a.losses, a2.losses) and a.batch == 5
+
+
+def test_a_padded_loss_check_of_a_criterion_averaging_over_its_content_is_the_eager_check(monkeypatch):
+    """F.cross_entropy averages over the targets that are not ignore_index (-100), not over the rows: the padded
+    check's rescaling by padded size ÷ batch size is then wrong, whether the -100 is in the batch or was left in
+    the padding rows by an earlier batch. Its failures are confirmed by the eager check on the batch itself: a
+    loop that back-propagates the criterion takes every step, as without graphs, and the steps are the eager
+    run's; a loop that back-propagates another loss is still refused."""
+    from dpspec.torch import CriterionMismatchError
+
+    def loop(cuda_graph, loss=nn.functional.cross_entropy):
+        m, ds = model_and_data()
+        X, y = ds.tensors
+        y = y.clone()
+        y[[5, 31]] = -100  # unlabelled examples
+        model, opt, loader = dt.make_private(
+            dpspec.compile(SPEC.format(sampling="poisson(rate = 0.25)", steps=30)),
+            m,
+            torch.optim.SGD(m.parameters(), lr=0.5),
+            TensorDataset(X, y),
+            seed=5,
+            cuda_graph=cuda_graph,
+        )
+        while opt.steps_remaining:
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss(model(xb), yb).backward()
+                opt.step()
+        return torch.cat([p.detach().reshape(-1) for p in m.parameters()]), model._session._verdict
+
+    from dpspec.torch import private
+
+    confirmed: list = []
+    passed = private._DeferredVerdict.passed
+
+    def counted(self):
+        if self.confirm is not None and not bool(self.flag):
+            confirmed.append(self.step)
+        return passed(self)
+
+    monkeypatch.setattr(private._DeferredVerdict, "passed", counted)
+    eager, _ = loop(False)
+    graphed, check = loop(True)
+    assert check.replays > 10 and confirmed  # (the padded check failed on some batches; the eager one passed)
+    assert torch.allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+    # a large output's check is the eager one, at once (a confirmation would keep the output a step longer)
+    monkeypatch.setattr(private, "_PADDED_CHECK_MAX", 0)
+    confirmed.clear()
+    graphed, check = loop(True)
+    assert check.replays == 0 and not confirmed
+    assert torch.allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+
+    calls = [0]
+
+    def halved_later(out, t):  # the criterion for 12 steps, then half of it
+        calls[0] += 1
+        return (0.5 if calls[0] > 12 else 1.0) * nn.functional.cross_entropy(out, t)
+
+    with pytest.raises(CriterionMismatchError, match="found one step late"):
+        loop(True, halved_later)
+
+
+def test_a_graphed_poisson_batch_with_a_target_of_other_rows_raises_as_the_eager_step():
+    torch.manual_seed(0)
+    m = CNN()
+    X, y = data().tensors
+
+    def fn(x, t, pad=None):
+        return clipped_grad_sum(m, nn.functional.cross_entropy, x, t, clip=0.7, pad=pad)
+
+    g = Simulated(fn, m, bucket=lambda b: -(-b // 8) * 8)
+    for _ in range(cg.WARMUP + 2):
+        assert g(X[:5], y[:5]).batch == 5
+    assert g.replays == 2
+    with pytest.raises(ValueError, match="batch_size"):
+        fn(X[:5], y[:1])
+    with pytest.raises(ValueError, match="batch_size"):
+        g(X[:5], y[:1])
