@@ -48,6 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpspec.errors import DpspecError
+
 WARMUP = 2  # eager steps of a shape before its capture
 MAX_GRAPHS = 6  # graphs per function replayed (a model's graphs share one memory pool per device)
 _SEEN_LIMIT = 64  # shapes remembered while warming up (Poisson sizes would grow the count without end)
@@ -116,7 +118,7 @@ def _held_tensors(modules) -> list:
     return held
 
 
-class UnwatchedReadError(RuntimeError):
+class UnwatchedReadError(DpspecError, RuntimeError):
     """The step read a tensor that a graph's key and watch do not cover (its capture fails; the eager step runs)."""
 
 
