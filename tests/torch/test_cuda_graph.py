@@ -936,3 +936,31 @@ def test_a_graphed_poisson_batch_with_a_target_of_other_rows_raises_as_the_eager
         fn(X[:5], y[:1])
     with pytest.raises(ValueError, match="batch_size"):
         g(X[:5], y[:1])
+
+
+@pytest.mark.parametrize(
+    "sampling, chunk",
+    [("without_replacement(batch_size = 12)", None), ("without_replacement(batch_size = 12)", 5),
+     ("poisson(rate = 0.25)", None), ("poisson(rate = 0.25)", 5)],
+    ids=["fixed", "fixed-chunks", "poisson", "poisson-chunks"],
+)  # fmt: skip
+def test_the_dpsgd_trainer_takes_the_option(sampling, chunk):
+    """``DpSgd.train(..., cuda_graph=True)``: each batch's (or chunk's) clipped sum replayed, as make_private does;
+    the run is the eager run's (bit for bit with fixed-size batches), the report says what was replayed."""
+
+    def run(cuda_graph):
+        m, ds = model_and_data()
+        X, y = ds.tensors
+        mech = dpspec.compile(SPEC.format(sampling=sampling, steps=12)).mechanism
+        rep = mech.train(m, X, y, seed=3, max_physical_batch_size=chunk, cuda_graph=cuda_graph)
+        return torch.cat([p.detach().reshape(-1) for p in m.parameters()]), rep
+
+    eager, rep_eager = run(False)
+    graphed, rep = run(True)
+    assert rep_eager.cuda_graph == "" and rep.cuda_graph.endswith("CUDA graph(s)"), rep.cuda_graph
+    assert int(rep.cuda_graph.split()[0]) >= 6 and Simulated.captures >= 1
+    assert rep.batch_sizes == rep_eager.batch_sizes and rep.clipping == rep_eager.clipping
+    if sampling.startswith("without") and chunk is None:
+        assert torch.equal(graphed, eager)
+    else:
+        assert torch.allclose(graphed, eager, rtol=1e-5, atol=1e-6)

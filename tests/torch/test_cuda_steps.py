@@ -409,6 +409,26 @@ def test_dpsgd_train_and_rules_on_cuda():
         assert torch.allclose(got.sums[k], ref.sums[k], rtol=1e-6, atol=1e-12), k
 
 
+def test_dpsgd_train_with_cuda_graphs():
+    """``DpSgd.train(..., cuda_graph=True)`` on the device: Poisson batches replayed from a few graphs, the eager
+    run's steps."""
+    dev = torch.device("cuda")
+    spec = SPEC.replace("steps     3", "steps     12")
+
+    def run(cuda_graph):
+        torch.manual_seed(0)
+        m = CNN().to(dev)
+        g = torch.Generator().manual_seed(0)
+        X, y = torch.randn(64, 3, 8, 8, generator=g).to(dev), torch.randint(0, 3, (64,), generator=g).to(dev)
+        rep = dpspec.compile(spec).mechanism.train(m, X, y, seed=1, cuda_graph=cuda_graph)
+        return torch.cat([p.detach().reshape(-1) for p in m.parameters()]), rep
+
+    eager, _ = run(False)
+    graphed, rep = run(True)
+    assert rep.cuda_graph.endswith("CUDA graph(s)") and not rep.cuda_graph.startswith("0 "), rep.cuda_graph
+    assert torch.allclose(graphed, eager, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_secure_mode_on_cuda(dtype):
     """Secure mode on the device: the noise is formed there (the OS bytes copied once per tensor), on the grid,

@@ -52,6 +52,8 @@ class TrainingReport:
     # power-of-two grid: dpspec.mechanisms.secure_noise_training); in secure mode the noise std in the
     # gradient's units (σC raised by at most 2^-10 for the grid's rounding)
     noise: str = "generator"
+    # with cuda_graph=True: how many steps were replayed from CUDA graphs, or why none was
+    cuda_graph: str = ""
     # (step, count) with the count still on the device: read once by settle(), not at every step
     pending_nonfinite: list = field(default_factory=list, repr=False, compare=False)
 
@@ -432,6 +434,7 @@ class DpSgd(LedgerOwner):
         comm=None,
         max_physical_batch_size: int | None = None,
         secure: bool = False,
+        cuda_graph: bool = False,
     ) -> TrainingReport:
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
@@ -443,7 +446,10 @@ class DpSgd(LedgerOwner):
         ``max_physical_batch_size``: clip each step's (logical) batch in chunks of at most that many rows
         and noise the summed clipped gradients once — the same certified step in bounded memory.
         ``secure``: draw the batches and the noise from the OS CSPRNG, the noise as integer noise on a
-        power-of-two grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; no seed, one process)."""
+        power-of-two grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; no seed, one process).
+        ``cuda_graph``: on CUDA, each batch's (or chunk's) clipped per-example sum is replayed as a CUDA graph once
+        its shape has been seen twice, as ``make_private(..., cuda_graph=True)`` does (:mod:`dpspec.torch.cuda_graph`;
+        Poisson batches padded to a few sizes); the report's ``cuda_graph`` says what happened."""
         import torch
 
         from dpspec.mechanisms.noise_device import device_generator, parameter_device
@@ -464,6 +470,7 @@ class DpSgd(LedgerOwner):
         batches = self.batches(n, rng, total)
         rep = TrainingReport(steps=total, noise_std=self.noise_std)
         names = [k for k, p in model.named_parameters() if p.requires_grad]
+        graphed = self._graphed_clipped_sum(model, loss_fn) if cuda_graph else None
         if comm is not None:
             comm.broadcast_parameters(model)
         from dpspec.progress import progress as bar
@@ -476,11 +483,12 @@ class DpSgd(LedgerOwner):
                     xb, yb = X[local], y[local]
                 else:
                     xb, yb = X[idx], y[idx]
-                cs = (
-                    None
-                    if max_physical_batch_size is None
-                    else self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
-                )
+                if graphed is not None and len(xb) > 0:
+                    cs = _chunked(graphed, xb, yb, max_physical_batch_size)
+                elif max_physical_batch_size is None:
+                    cs = None
+                else:
+                    cs = self._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size)
                 grads = self.private_gradients(
                     model, loss_fn, xb, yb, n, generator=gen, comm=comm, idx=idx, report=rep, clipped=cs
                 )
@@ -490,7 +498,42 @@ class DpSgd(LedgerOwner):
                 rep.batch_sizes.append(len(idx))
         finally:
             rep.settle()  # the non-finite counts, read once for the run
+            if graphed is not None:
+                rep.cuda_graph = graphed.status
         return rep
+
+    def _graphed_clipped_sum(self, model, loss_fn: Callable):
+        """:meth:`_clipped_sum` replayed as a CUDA graph where it can be (:mod:`dpspec.torch.cuda_graph`); Poisson
+        batches padded as make_private pads them."""
+        from dpspec.torch.cuda_graph import GraphedClippedSum
+
+        def clipped_sum(x, y, pad):
+            return self._clipped_sum(model, loss_fn, x, y, pad=pad)
+
+        return GraphedClippedSum(clipped_sum, model, bucket=graph_bucket(self), criterion=loss_fn)
+
+
+def graph_bucket(mech):
+    """None for fixed-size batches; for Poisson batches the size a batch is padded to for its CUDA graph
+    (:mod:`dpspec.torch.cuda_graph`): the next multiple of a width w ≥ 2√(qN) (a power of two, at least 8), so that
+    the sizes within three standard deviations of qN fall in at most four graphs."""
+    if mech.sampling != "poisson":
+        return None
+    mean = max(1.0, float(mech.sample_rate) * float(mech.dataset_size or 1))
+    width = max(8, 1 << math.ceil(math.log2(2 * math.sqrt(mean))))
+    return lambda b: -(-b // width) * width
+
+
+def _chunked(clipped_sum: Callable, xb, yb, m: int | None):
+    """``clipped_sum(x, y)`` of the batch, or of its chunks of at most ``m`` rows, added (a virtual batch)."""
+    from dpspec.mechanisms.per_example import combine_clipped
+
+    B = int(xb.shape[0])
+    if m is None or B <= int(m):
+        return clipped_sum(xb, yb)
+    if int(m) < 1:
+        raise ValueError(f"max_physical_batch_size must be ≥ 1, got {m!r}")
+    return combine_clipped([clipped_sum(xb[i : i + int(m)], yb[i : i + int(m)]) for i in range(0, B, int(m))])
 
 
 _NOISE_AT_ONCE = 1 << 16  # elements: a tensor this large gets its noise added as soon as it is drawn

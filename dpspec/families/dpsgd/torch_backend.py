@@ -42,10 +42,11 @@ class DpSgdBackend:
         # the clipped sum replayed as a CUDA graph (dpspec.torch.cuda_graph); None: eager
         self.graphed = None
         if cuda_graph:
+            from dpspec.families.dpsgd.runtime import graph_bucket
             from dpspec.torch.cuda_graph import GraphedClippedSum
 
             self.graphed = GraphedClippedSum(
-                self._eager_clipped_sum, model, bucket=self._bucket(mech), criterion=criterion
+                self._eager_clipped_sum, model, bucket=graph_bucket(mech), criterion=criterion
             )
         mech._check_size(n)  # without replacement the analysis uses N (DataMismatchError)
         self.rate = 1.0 if mech.sampling == "full_batch" else float(mech.sample_rate)
@@ -87,19 +88,6 @@ class DpSgdBackend:
         if pad is None:  # (a runtime class's own _clipped_sum may not take pad: the audit's no_clipping mutant)
             return self.mech._clipped_sum(self.model, self.criterion, x, y)
         return self.mech._clipped_sum(self.model, self.criterion, x, y, pad=pad)
-
-    @staticmethod
-    def _bucket(mech):
-        """None for fixed-size batches; for Poisson batches the size a batch is padded to for its CUDA graph:
-        the next multiple of a width w ≥ 2√(qN) (a power of two, at least 8), so that the sizes within
-        three standard deviations of qN fall in at most four graphs."""
-        if mech.sampling != "poisson":
-            return None
-        import math
-
-        mean = max(1.0, float(mech.sample_rate) * float(mech.dataset_size or 1))
-        width = max(8, 1 << math.ceil(math.log2(2 * math.sqrt(mean))))
-        return lambda b: -(-b // width) * width
 
     def step(self, x, y, idx, clipped=None, named=None) -> None:
         """The private step on the batch; ``clipped``: its ClippedSum if the forward computed it; ``named``: the
