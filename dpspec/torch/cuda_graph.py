@@ -118,6 +118,16 @@ def _held_tensors(modules) -> list:
     return held
 
 
+# captures dropped for an undecided rules check before one is kept as it is (a dataset whose every probe is
+# non-finite would otherwise cost a capture every few steps for nothing)
+_NOT_YET_LIMIT = 3
+
+
+class _NotYet(DpspecError):
+    """A capture made fine but of a step that a later batch would compute otherwise (its clipping method is not
+    decided yet): dropped, and the shape warmed up again."""
+
+
 class UnwatchedReadError(DpspecError, RuntimeError):
     """The step read a tensor that a graph's key and watch do not cover (its capture fails; the eager step runs)."""
 
@@ -536,6 +546,9 @@ class Replayer:
             graph, outputs = self._record(static)
             self._check(outputs)
             held = self._held()
+        except _NotYet as e:  # the capture is dropped and the shape warmed up again: a later batch decides
+            self._last_eager = str(e)
+            return None
         except Exception as e:  # a host read, an unsupported op, a tensor attribute that cannot be watched
             self._fail(e, static)
             return None
@@ -717,6 +730,7 @@ class GraphedClippedSum(Replayer):
         super().__init__(fn, pools, roots=(model,) + criterion_modules(criterion))
         self.model, self.bucket = model, bucket
         self._rows: dict = {}  # device → arange, for the padding masks
+        self._not_yet = 0  # captures dropped because the rules' check was not decided on their batch
 
     def __call__(self, x, y):
         if self.bucket is None:
@@ -729,13 +743,24 @@ class GraphedClippedSum(Replayer):
         same = x.device == y.device and y.shape[:1] == x.shape[:1]
         cs = self._replay_padded((x, y), B, size, self._rows) if same else None
         if cs is None:
-            (x, y), pad = _padded(self._rows, (x, y), B, size)
-            cs = super().__call__(x, y, pad)
-        return _first_rows(cs, B) if size > B else cs
+            (xp, yp), pad = _padded(self._rows, (x, y), B, size)
+            cs = super().__call__(xp, yp, pad)
+        if size == B:
+            return cs
+        if getattr(cs, "_masks", None) is None:  # (an eager step whose counts were read on the host: no rows to drop)
+            self._fail(RuntimeError(f"the {cs.method} path reads its counts on the host"), (x,))
+            return self.fn(x, y, None)
+        return _first_rows(cs, B)
 
     def _check(self, cs) -> None:
         if getattr(cs, "_masks", None) is None:  # counts read on the host: cannot be replayed
             raise RuntimeError(f"the {cs.method} path reads its counts on the host")
+        if cs.method in ("vmap", "loop") and cs.fallback and cs.batch > 1 and self._not_yet < _NOT_YET_LIMIT:
+            from dpspec.torch.clipping import engine
+
+            if engine.undecided(self.model):
+                self._not_yet += 1
+                raise _NotYet("the per-layer rules' check against vmap is not decided yet (this batch's probe)")
 
     def fresh(self, cs):
         import torch

@@ -266,9 +266,9 @@ class _Session:
         # a padded check (Poisson batches with cuda_graph=True) rescales the criterion's gradient by padded size ÷
         # batch size, which is right for a criterion that averages over its rows but not for one that averages over
         # its content (ignore_index targets, in the batch or left in the padding rows by an earlier batch): its
-        # failures are confirmed by the eager check on the batch itself, so that the verdict is the eager one (the
-        # tensors are this step's own, kept until the verdict is read: for a large output, whose step dwarfs the
-        # check, the eager check at once instead)
+        # failures are confirmed by the eager check on the batch itself, so that a loss the eager check passes is
+        # never refused (the tensors are this step's own, kept until the verdict is read: for a large output, whose
+        # step dwarfs the check, the eager check at once instead)
         confirm = None
         if getattr(self._verdict, "bucket", None) is None:
             ok = self._verdict(G, out, y)

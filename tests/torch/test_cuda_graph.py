@@ -964,3 +964,67 @@ def test_the_dpsgd_trainer_takes_the_option(sampling, chunk):
         assert torch.equal(graphed, eager)
     else:
         assert torch.allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+
+
+def test_a_clipped_sum_that_reads_its_counts_on_the_host_runs_eagerly_with_poisson_batches():
+    """A runtime whose clipped sum reads its counts on the host cannot be replayed, nor can a padded batch's rows be
+    dropped from its counts: its graphs are turned off and each batch is clipped unpadded, as without graphs."""
+    import dataclasses
+
+    from dpspec.families.dpsgd.runtime import DpSgd
+    from dpspec.mechanisms.per_example import ClippedSum
+
+    @dataclasses.dataclass(frozen=True)
+    class HostCounts(DpSgd):
+        def _clipped_sum(self, model, loss_fn, xb, yb, max_physical_batch_size=None, pad=None):
+            cs = super()._clipped_sum(model, loss_fn, xb, yb, max_physical_batch_size, pad)
+            return ClippedSum(cs.sums, cs.batch, cs.nonfinite, cs.nonfinite_index, cs.norms, cs.losses, cs.method,
+                              cs.clipped_fraction, cs.outputs, cs.fallback)  # fmt: skip
+
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(48, 5, generator=g), torch.randint(0, 3, (48,), generator=g)
+
+    def run(cuda_graph):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3))
+        mech = HostCounts(noise_multiplier=1.0, clip_norm=1.0, sampling="poisson", sample_rate=0.25, steps=8,
+                          dataset_size=48, delta=1e-5, name="model")  # fmt: skip
+        rep = mech.train(m, X, y, seed=0, cuda_graph=cuda_graph)
+        return torch.cat([p.detach().reshape(-1) for p in m.parameters()]), rep
+
+    eager, _ = run(False)
+    graphed, rep = run(True)
+    assert "reads its counts on the host" in rep.cuda_graph and rep.cuda_graph.startswith("not replayed")
+    assert torch.equal(graphed, eager)
+
+
+def test_a_capture_waits_for_the_rules_check_to_be_decided():
+    """The per-layer rules are checked against vmap on a batch's first distinct examples; a batch whose probe is
+    non-finite decides nothing (vmap for that batch, checked again on the next). A graph captured on such a batch
+    would replay vmap for the rest of the run: the capture is dropped and the shape warmed up again, so the graphed
+    run clips each step the way the eager run does, and is then replayed."""
+    methods: dict = {False: [], True: []}
+
+    def run(cuda_graph):
+        m, ds = model_and_data()
+        X, y = ds.tensors
+        X = X.clone()
+        X[list(range(0, 48, 3))] = float("nan")  # the first batches' probes are non-finite
+        mech = dpspec.compile(SPEC.format(sampling="without_replacement(batch_size = 12)", steps=12)).mechanism
+        private_gradients = mech.private_gradients
+
+        def spy(*a, **k):
+            out = private_gradients(*a, **k)
+            methods[cuda_graph].append(k["report"].clipping)
+            return out
+
+        object.__setattr__(mech, "private_gradients", spy)
+        rep = mech.train(m, X, y, seed=3, cuda_graph=cuda_graph)
+        return torch.cat([p.detach().reshape(-1) for p in m.parameters()]), rep
+
+    eager, _ = run(False)
+    graphed, rep = run(True)
+    assert "vmap" in methods[False] and methods[False][-1] == "rules"
+    assert methods[True] == methods[False]
+    assert rep.cuda_graph.endswith("CUDA graph(s)") and not rep.cuda_graph.startswith("0 "), rep.cuda_graph
+    assert torch.equal(graphed, eager)

@@ -24,7 +24,7 @@ import weakref
 from . import Direct, Outer, Unsupported, rule_for, total
 from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, positions, segments, weighted_sum, zero_rows
 
-__all__ = ["plan", "clipped_sum", "verified", "supported", "forget"]
+__all__ = ["plan", "clipped_sum", "verified", "supported", "undecided", "forget"]
 
 _VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -607,6 +607,16 @@ def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[
         if not torch.allclose(sums[n], ref_sum[n], rtol=rtol, atol=rtol * scale + 1e-30):
             return False, f"gradient sum of `{n}` differs from each example alone", True
     return True, "", True
+
+
+def undecided(model) -> bool:
+    """Whether the rules' check against vmap is still to be made for ``model``: no verdict is cached and its plan is
+    not refused (the last batches had fewer than two distinct examples to probe, or a non-finite probe; the next
+    batch checks again)."""
+    hit = _PLANS.get(model)
+    if hit is not None and isinstance(hit[1], Unsupported):
+        return False
+    return model not in _VERDICTS
 
 
 def forget(model) -> None:
