@@ -246,6 +246,16 @@ def _same_but_rows(a, b) -> bool:
     return a[1] == b[1] and len(a[0]) == len(b[0]) and all(rest(x) == rest(y) for x, y in zip(a[0], b[0]))
 
 
+def _arange(rows_cache: dict, dev, size: int, B: int):
+    """An arange of at least ``size`` on ``dev``, kept in ``rows_cache`` (device → arange) between calls."""
+    import torch
+
+    rows = rows_cache.get(dev)
+    if rows is None or rows.shape[0] < size:
+        rows = rows_cache[dev] = torch.arange(max(size, 2 * B), device=dev)
+    return rows
+
+
 def _padded(rows_cache: dict, tensors, B: int, size: int):
     """``tensors`` (B rows each) padded to ``size`` rows by repeating their first row, and the mask of the padding
     rows (``rows_cache``: device → an arange, kept between calls). For the eager warm-ups and a capture; a replay
@@ -254,10 +264,7 @@ def _padded(rows_cache: dict, tensors, B: int, size: int):
     loss is zeroed before the backward, its rows left out of the norms and sums, its record dropped)."""
     import torch
 
-    dev = tensors[0].device
-    rows = rows_cache.get(dev)
-    if rows is None or rows.shape[0] < size:
-        rows = rows_cache[dev] = torch.arange(max(size, 2 * B), device=dev)
+    rows = _arange(rows_cache, tensors[0].device, size, B)
     pad = rows[:size] >= B  # (a Python bound: a kernel argument, no copy to the device)
     if size > B:
         tensors = tuple(torch.cat([t, t[:1].expand(size - B, *t.shape[1:])]) for t in tensors)
@@ -486,12 +493,9 @@ class Replayer:
         captured = self._graphs.get(key)
         if captured is None or not self._current(captured):
             return None
-        r = rows.get(dev)
-        if r is None or r.shape[0] < size:
-            r = rows[dev] = torch.arange(max(size, 2 * B), device=dev)
         self.replays += 1
         self.pools.order(dev)
-        return self.fresh(captured.replay_rows(args, B, r))
+        return self.fresh(captured.replay_rows(args, B, _arange(rows, dev, size, B)))
 
     def _larger_first(self, key, dev) -> None:
         """Before ``key``'s capture (unless light): the pool released if it holds a graph of this function for the
@@ -602,14 +606,13 @@ class Replayer:
         from dpspec.torch.clipping.kernels import _CONSTANTS
 
         mods = [mod for r in self._roots for mod in r.modules()]
-        tensors = [a for a in static if a is not None]
+        before = [(mod, k, v) for mod in mods for k, v in vars(mod).items() if _is_tensor(v)]  # tensor attributes
+        tensors = [a for a in static if a is not None] + [v for *_, v in before]
         for mod in mods:
             tensors += [p for p in mod._parameters.values() if p is not None]
             tensors += [b for b in mod._buffers.values() if b is not None]
-            tensors += [v for v in vars(mod).values() if _is_tensor(v)]
         tensors += [t for v in _CONSTANTS.values() for t in (v if isinstance(v, tuple) else (v,))]
         known = {_storage_id(t) for t in tensors} - {None}
-        before = [(mod, k, v) for mod in mods for k, v in vars(mod).items() if _is_tensor(v)]
         self._held()  # (its error for a tensor attribute without storage)
         with _read_audit(known, tensors[0].device) as audit:
             outputs = self.fn(*static)

@@ -269,14 +269,10 @@ class _Session:
         # failures are confirmed by the eager check on the batch itself, so that a loss the eager check passes is
         # never refused (the tensors are this step's own, kept until the verdict is read: for a large output, whose
         # step dwarfs the check, the eager check at once instead)
-        confirm = None
-        if getattr(self._verdict, "bucket", None) is None:
-            ok = self._verdict(G, out, y)
-        elif G.numel() > _PADDED_CHECK_MAX:
-            ok = self._loss_verdict(G, out, y)
-        else:
-            ok = self._verdict(G, out, y)
-            confirm = functools.partial(self._loss_verdict, G, out, y)
+        padded = getattr(self._verdict, "bucket", None) is not None
+        eager_now = padded and G.numel() > _PADDED_CHECK_MAX
+        ok = (self._loss_verdict if eager_now else self._verdict)(G, out, y)
+        confirm = functools.partial(self._loss_verdict, G, out, y) if padded and not eager_now else None
         if self._loss_checked_once and self.ledger.steps_taken > 0:
             self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1, confirm))
             return

@@ -299,7 +299,7 @@ class DpSgd(LedgerOwner):
         """The batch's ClippedSum; with ``max_physical_batch_size`` computed on chunks of at most that
         many rows and added (a virtual batch: the same clipped sum, noised once by the caller). ``pad``: the
         rows that are padding (``clipped_grad_sum``)."""
-        from dpspec.mechanisms.per_example import clipped_grad_sum, combine_clipped, trainable_parameters
+        from dpspec.mechanisms.per_example import clipped_grad_sum, trainable_parameters
 
         if self.per_layer_clip is not None:  # (flat clipping: clipped_grad_sum refuses a model with none)
             params = trainable_parameters(model)
@@ -309,26 +309,11 @@ class DpSgd(LedgerOwner):
                 )
         clip = None if self.per_layer_clip is not None else self.clip_norm
         layers = self.per_layer_clip
-        m = None if max_physical_batch_size is None else int(max_physical_batch_size)
-        if m is not None and m < 1:
-            raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
-        B = int(xb.shape[0])
-        if m is None or B <= m:
-            return clipped_grad_sum(model, loss_fn, xb, yb, clip=clip, per_layer_clips=layers, pad=pad)
-        return combine_clipped(
-            [
-                clipped_grad_sum(
-                    model,
-                    loss_fn,
-                    xb[i : i + m],
-                    yb[i : i + m],
-                    clip=clip,
-                    per_layer_clips=layers,
-                    pad=None if pad is None else pad[i : i + m],
-                )
-                for i in range(0, B, m)
-            ]
-        )
+
+        def one(x, t, p):
+            return clipped_grad_sum(model, loss_fn, x, t, clip=clip, per_layer_clips=layers, pad=p)
+
+        return _chunked(one, max_physical_batch_size, xb, yb, pad)
 
     def _nonfinite_policy(self, cs) -> dict:
         """The clipped sums to noise. Non-finite per-example gradients were replaced by zero inside
@@ -484,7 +469,7 @@ class DpSgd(LedgerOwner):
                 else:
                     xb, yb = X[idx], y[idx]
                 if graphed is not None and len(xb) > 0:
-                    cs = _chunked(graphed, xb, yb, max_physical_batch_size)
+                    cs = _chunked(graphed, max_physical_batch_size, xb, yb)
                 elif max_physical_batch_size is None:
                     cs = None
                 else:
@@ -524,16 +509,20 @@ def graph_bucket(mech):
     return lambda b: -(-b // width) * width
 
 
-def _chunked(clipped_sum: Callable, xb, yb, m: int | None):
-    """``clipped_sum(x, y)`` of the batch, or of its chunks of at most ``m`` rows, added (a virtual batch)."""
+def _chunked(clipped_sum: Callable, m: int | None, *tensors):
+    """``clipped_sum(*tensors)`` of the batch, or of its chunks of at most ``m`` rows (each tensor, None left as it
+    is, cut the same way), added: a virtual batch, the same clipped sum, noised once by the caller."""
     from dpspec.mechanisms.per_example import combine_clipped
 
-    B = int(xb.shape[0])
-    if m is None or B <= int(m):
-        return clipped_sum(xb, yb)
-    if int(m) < 1:
+    if m is not None and int(m) < 1:
         raise ValueError(f"max_physical_batch_size must be ≥ 1, got {m!r}")
-    return combine_clipped([clipped_sum(xb[i : i + int(m)], yb[i : i + int(m)]) for i in range(0, B, int(m))])
+    B = int(tensors[0].shape[0])
+    if m is None or B <= int(m):
+        return clipped_sum(*tensors)
+    m = int(m)
+    return combine_clipped(
+        [clipped_sum(*(None if t is None else t[i : i + m] for t in tensors)) for i in range(0, B, m)]
+    )
 
 
 _NOISE_AT_ONCE = 1 << 16  # elements: a tensor this large gets its noise added as soon as it is drawn
