@@ -36,10 +36,13 @@ SPEC = test_cuda_graph.SPEC.replace("flat(C = 0.7)", "{clipping}")  # (also per-
 FIXED, POISSON = "without_replacement(batch_size = 12)", "poisson(rate = 0.25)"
 
 
-def run(build, X, y, cuda_graph, sampling=FIXED, steps=8, criterion=F.cross_entropy, clipping="flat(C = 0.7)"):
-    """The model's parameters after ``steps`` private steps, and the run's graph status."""
+def run(
+    build, X, y, cuda_graph, sampling=FIXED, steps=8, criterion=F.cross_entropy, clipping="flat(C = 0.7)", dtype=None
+):
+    """The model's parameters after ``steps`` private steps, and the run's graph status (the model in ``dtype``, by
+    default the input's, or float32 for integer inputs)."""
     torch.manual_seed(0)
-    m = build().to(X.dtype if X.is_floating_point() else torch.float32)
+    m = build().to(dtype or (X.dtype if X.is_floating_point() else torch.float32))
     model, opt, loader = dt.make_private(
         dpspec.compile(SPEC.format(sampling=sampling, steps=steps, clipping=clipping)),
         m,
@@ -303,3 +306,15 @@ def test_hugging_face_models_are_replayed_with_their_reads_covered(family):
     graphed, status = run(Wrapped, X, y, True)
     assert status == "6 step(s) replayed from 1 CUDA graph(s)", status
     assert torch.equal(graphed, eager)
+
+
+@pytest.mark.parametrize("name", ["cnn", "encoder"])
+def test_bfloat16_models_are_replayed_with_their_reads_covered(name):
+    """The read check, the padded replay and the loss check's confirmation in a bfloat16 model: replayed, and the
+    run stays within bfloat16's rounding of the eager one."""
+    build, X, y = checksum_data(name, torch.bfloat16)
+    eager, _ = run(build, X, y, False, POISSON, steps=10, dtype=torch.bfloat16)
+    graphed, status = run(build, X, y, True, POISSON, steps=10, dtype=torch.bfloat16)
+    assert status.endswith("CUDA graph(s)") and not status.startswith("0 "), status
+    assert graphed.dtype == torch.bfloat16 and bool(torch.isfinite(graphed.float()).all())
+    assert torch.allclose(graphed.float(), eager.float(), rtol=0.05, atol=0.02)
