@@ -46,6 +46,7 @@ shape comes back, and the graphs are captured from the most rows to the fewest, 
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from dpspec.errors import DpspecError
@@ -701,6 +702,13 @@ class Replayer:
             _drop_cublas_workspaces(torch)  # (see _warm_up: the side stream's workspace made in the pool)
             graph = torch.cuda.CUDAGraph()
             index = dev.index if dev.index is not None else torch.cuda.current_device()
+            # no garbage collection during the capture: a finalizer it runs may call CUDA from this thread (an
+            # event destroyed, pinned host memory freed: earlier steps' loss-check reads), which invalidates a
+            # capture (seen as "operation failed due to a previous error during capture", now and then, in a
+            # process that had trained before); what is collectable now is collected first
+            collecting = gc.isenabled()
+            gc.collect()
+            gc.disable()
             try:
                 with torch.cuda.graph(graph, pool=self.pools.handles.get(index), stream=side), self._autocast(torch):
                     # the reads of the capture itself checked (what the warm-up made is not the capture's own)
@@ -711,6 +719,8 @@ class Replayer:
                 torch.cuda.set_stream(user)
                 raise
             finally:
+                if collecting:
+                    gc.enable()
                 _drop_cublas_workspaces(torch)
         self.pools.handles.setdefault(index, graph.pool())
         if problem is not None:  # (raised once the capture has ended: the caller drops the graph and the pool)

@@ -239,6 +239,15 @@ def test_cuda_graph_replays_on_two_streams_are_ordered():
         assert torch.allclose(fx, (x * 2 + 1).sin()) and torch.allclose(gx, (x - 3).cos() * x)
 
 
+class Held(nn.Module):
+    """A tensor a graphed function reads, held as a buffer: a graph's key and watch cover a module's tensors, and
+    its read check refuses one read from a closure."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.register_buffer("w", w)
+
+
 def footprint(run) -> float:
     """The device memory ``run()`` reserves above what is reserved before it (MiB): its peak, cached blocks and
     graph pools included, after returning what is cached and cuBLAS's workspaces (every run makes its own)."""
@@ -268,21 +277,21 @@ def test_cuda_graph_capture_takes_no_second_working_set(work):
     import dpspec.torch.cuda_graph as cg
 
     if work == "intermediates":
-        w = torch.randn(1 << 15, device="cuda")
+        held = Held(torch.randn(1 << 15, device="cuda"))
         x = torch.randn(1 << 10, device="cuda")
 
         def fn(x):  # two 64 MiB tensors alive at once, a scalar out
-            return torch.outer(x, w).sin().sum()
+            return torch.outer(x, held.w).sin().sum()
 
     else:
-        w = torch.randn(512, 512, device="cuda")
+        held = Held(torch.randn(512, 512, device="cuda"))
         x = torch.randn(256, 512, device="cuda")
 
         def fn(x):
-            return (x @ w).relu().sum()
+            return (x @ held.w).relu().sum()
 
     eager = footprint(lambda: fn(x))
-    replayer = cg.Replayer(fn)
+    replayer = cg.Replayer(fn, roots=(held,))
     outs: list = []
     graphed = footprint(lambda: outs.extend(replayer(x) for _ in range(cg.WARMUP + 3)))
     assert replayer.status == "3 step(s) replayed from 1 CUDA graph(s)"
@@ -302,17 +311,17 @@ def test_cuda_graphs_of_several_batch_sizes_take_one_working_set():
 
     import dpspec.torch.cuda_graph as cg
 
-    w = torch.randn(1 << 15, device="cuda")
+    held = Held(torch.randn(1 << 15, device="cuda"))
 
     def fn(x):  # two tensors of rows × 128 KiB alive at once
-        return torch.outer(x, w).sin().sum(1)
+        return torch.outer(x, held.w).sin().sum(1)
 
     xs = {n: torch.randn(n, device="cuda") for n in (256, 512, 1024)}
     eager = footprint(lambda: fn(xs[1024]))
     assert eager >= 256
 
     def run(sizes, outs):
-        replayer = cg.Replayer(fn)
+        replayer = cg.Replayer(fn, roots=(held,))
         for n in [n for n in sizes for _ in range(cg.WARMUP + 1)] + list(sizes) * 2:
             outs.append((n, replayer(xs[n])))
         return replayer.status
