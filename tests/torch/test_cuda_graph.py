@@ -1028,3 +1028,81 @@ def test_a_capture_waits_for_the_rules_check_to_be_decided():
     assert methods[True] == methods[False]
     assert rep.cuda_graph.endswith("CUDA graph(s)") and not rep.cuda_graph.startswith("0 "), rep.cuda_graph
     assert torch.equal(graphed, eager)
+
+
+_REAL_REPLAYER = cg.Replayer  # (the autouse fixture `simulated` puts the simulation in its place)
+
+
+class _Cycle:
+    """Garbage only the cyclic collector frees; its finalizer notes when it ran (on CUDA such a finalizer may
+    free pinned memory or destroy an event, which invalidates a capture under way)."""
+
+    def __init__(self, log):
+        self.log, self.me = log, self
+
+    def __del__(self):
+        self.log.append("finalized")
+
+
+@pytest.mark.parametrize("outcome", ["captured", "raises"])
+@pytest.mark.parametrize("collector", ["enabled", "disabled"])
+def test_no_garbage_collection_during_a_capture(monkeypatch, outcome, collector):
+    """``Replayer._record`` (the real one, with torch.cuda's capture calls stood in for on the CPU): garbage
+    left before a capture is collected before it begins, the collector is off for the capture (a finalizer run
+    inside it may call CUDA), and afterwards it is as the caller had it, also when the capture raises."""
+    import contextlib
+    import gc
+
+    log: list = []
+
+    class Graph:
+        def pool(self):
+            return (0, 1)
+
+    @contextlib.contextmanager
+    def capture(graph, pool=None, stream=None):
+        log.append(("begin", gc.isenabled()))
+        for _ in range(3 * gc.get_threshold()[0]):  # garbage enough to start a collection, were it on
+            _Cycle(log)
+        yield
+        log.append(("end", gc.isenabled()))
+
+    for name, value in {
+        "device": lambda dev: contextlib.nullcontext(),
+        "current_stream": lambda dev=None: None,
+        "set_stream": lambda s: None,
+        "synchronize": lambda dev=None: None,
+        "current_device": lambda: 0,
+        "CUDAGraph": Graph,
+        "graph": capture,
+    }.items():
+        monkeypatch.setattr(torch.cuda, name, value)
+    monkeypatch.setattr(cg, "_side_stream", lambda dev: None)
+    monkeypatch.setattr(cg, "_drop_cublas_workspaces", lambda torch: None)
+
+    def fn(x):
+        if outcome == "raises":
+            raise RuntimeError("an operation the capture refuses")
+        return x * 2
+
+    was = gc.isenabled()
+    try:
+        if collector == "disabled":
+            gc.disable()
+        _Cycle(log)
+        del log[:]  # (the cycle above is still garbage: its finalizer's note comes from _record's collection)
+        replayer = _REAL_REPLAYER(fn)
+        if outcome == "raises":
+            with pytest.raises(RuntimeError, match="refuses"):
+                replayer._record((torch.ones(3),))
+        else:
+            graph, out = replayer._record((torch.ones(3),))
+            assert torch.equal(out, torch.full((3,), 2.0))
+        assert gc.isenabled() == (collector == "enabled")
+    finally:
+        if was:
+            gc.enable()
+    assert log[:2] == ["finalized", ("begin", False)], log[:3]
+    if outcome == "captured":
+        assert log[2] == ("end", False), log[2]  # (nothing finalized in between)
+    gc.collect()
