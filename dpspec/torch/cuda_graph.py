@@ -705,9 +705,9 @@ class Replayer:
             # no garbage collection during the capture: a finalizer it runs may call CUDA from this thread (an
             # event destroyed, pinned host memory freed: earlier steps' loss-check reads), which invalidates a
             # capture (seen as "operation failed due to a previous error during capture", now and then, in a
-            # process that had trained before); what is collectable now is collected first
+            # process that had trained before); no collection first either (torch dropped its own for the
+            # cost: a full collection per capture), the garbage is collected after
             collecting = gc.isenabled()
-            gc.collect()
             gc.disable()
             try:
                 with torch.cuda.graph(graph, pool=self.pools.handles.get(index), stream=side), self._autocast(torch):

@@ -1047,9 +1047,9 @@ class _Cycle:
 @pytest.mark.parametrize("outcome", ["captured", "raises"])
 @pytest.mark.parametrize("collector", ["enabled", "disabled"])
 def test_no_garbage_collection_during_a_capture(monkeypatch, outcome, collector):
-    """``Replayer._record`` (the real one, with torch.cuda's capture calls stood in for on the CPU): garbage
-    left before a capture is collected before it begins, the collector is off for the capture (a finalizer run
-    inside it may call CUDA), and afterwards it is as the caller had it, also when the capture raises."""
+    """``Replayer._record`` (the real one, with torch.cuda's capture calls stood in for on the CPU): the
+    collector is off for the capture (a finalizer run inside it may call CUDA: nothing is finalized there, however
+    much garbage it makes), and afterwards it is as the caller had it, also when the capture raises."""
     import contextlib
     import gc
 
@@ -1089,8 +1089,6 @@ def test_no_garbage_collection_during_a_capture(monkeypatch, outcome, collector)
     try:
         if collector == "disabled":
             gc.disable()
-        _Cycle(log)
-        del log[:]  # (the cycle above is still garbage: its finalizer's note comes from _record's collection)
         replayer = _REAL_REPLAYER(fn)
         if outcome == "raises":
             with pytest.raises(RuntimeError, match="refuses"):
@@ -1102,7 +1100,8 @@ def test_no_garbage_collection_during_a_capture(monkeypatch, outcome, collector)
     finally:
         if was:
             gc.enable()
-    assert log[:2] == ["finalized", ("begin", False)], log[:3]
+    assert log[0] == ("begin", False), log[:2]
     if outcome == "captured":
-        assert log[2] == ("end", False), log[2]  # (nothing finalized in between)
+        assert log[1] == ("end", False), log[1]  # (nothing finalized in between)
     gc.collect()
+    assert "finalized" in log  # (the garbage the capture made: collected after it)
