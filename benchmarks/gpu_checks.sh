@@ -18,5 +18,7 @@ PY
   tests/torch/test_secure_training_noise.py tests/torch/test_clipping_memory.py \
   tests/torch/test_matmul_precision.py tests/torch/test_rules_sensitivity.py tests/torch/test_cuda_graph.py \
   tests/torch/test_bench_memory.py
+# the data-parallel examples over NCCL, a GPU per rank (skipped with fewer than two)
+"$PY" -m pytest -q -p no:cacheprovider tests/distributed/test_distributed_training.py -k nccl
 name="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0).split()[1].lower())')"
 "$PY" benchmarks/bench_gpu.py --full --secure --out "${BENCH_OUT:-benchmarks/results}/bench_gpu_${name}.md"

@@ -307,6 +307,8 @@ def _worker(rank: int, world_size: int, backend: str, fn, args, outdir: str, thr
 
     if threads:
         torch.set_num_threads(threads)
+    if backend == "nccl":  # a GPU per rank (NCCL refuses two ranks on one), as torchrun's LOCAL_RANK gives
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     # rendezvous through a file in the run's own temporary folder: no port is picked and released
     # first, so parallel runs on one machine cannot race for it
     dist.init_process_group(

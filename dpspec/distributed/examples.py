@@ -14,7 +14,7 @@ time). Launch under torchrun::
 
 from __future__ import annotations
 
-__all__ = ["mlp", "synthetic_classification", "DEFAULTS", "RUNNERS"]  # noqa: F822 - built by module __getattr__
+__all__ = ["device", "mlp", "synthetic_classification", "DEFAULTS", "RUNNERS"]  # noqa: F822 - built by module __getattr__
 
 
 def synthetic_classification(n: int, d: int, classes: int, seed: int):
@@ -36,7 +36,15 @@ def mlp(d: int, hidden: int, classes: int, seed: int):
 
 def _params(model_or_dict) -> dict:
     items = model_or_dict.named_parameters() if hasattr(model_or_dict, "named_parameters") else model_or_dict.items()
-    return {k: v.detach().clone() for k, v in items}
+    return {k: v.detach().cpu().clone() for k, v in items}
+
+
+def device(comm, cfg: dict):
+    """Where a workload trains: ``cfg["device"]`` when given, else where the process group's collectives take
+    their tensors (this rank's GPU under NCCL, which reduces CUDA tensors only; the CPU under gloo and alone)."""
+    import torch
+
+    return torch.device(cfg["device"]) if cfg.get("device") else comm.collective_device()
 
 
 def _injected(comm) -> object:

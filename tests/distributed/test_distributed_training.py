@@ -88,6 +88,29 @@ def test_relational_two_ranks_match_and_respect_degree_cap():
     _check_noise(r0["injected"], single["noise_std"])
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs a GPU per rank: two")
+@pytest.mark.parametrize("workload", ["dpsgd", "srpp", "relational"])
+def test_two_ranks_over_nccl_match_one_process_on_the_device(workload):
+    """Each family's example on two GPUs over NCCL (each rank's model and data on its own GPU, the reduction
+    there) against one process on the first GPU: the same global batches and, to float32 rounding, the same
+    parameters; the two ranks agree bit for bit."""
+    cfg = {"steps": 6}
+    single = ex.RUNNERS[workload](Comm(), {**cfg, "single": True, "device": "cuda:0"})
+    r0, r1 = spawn(ex.RUNNERS[workload], 2, (cfg,), backend="nccl")
+    assert r0["batch_sizes"] == single["batch_sizes"] == r1["batch_sizes"]
+    assert _same_params(r0["params"], single["params"])
+    assert _same_params(r0["params"], r1["params"], atol=0.0)
+
+
+def test_examples_train_where_the_collectives_run():
+    """An example's model and data go to ``cfg["device"]`` when given, else to the process group's collective
+    device: the CPU under gloo (and alone), a rank's GPU under NCCL (which reduces CUDA tensors only)."""
+    assert ex.device(Comm(), {}) == torch.device("cpu")
+    assert ex.device(Comm(backend="gloo"), {"device": "meta"}) == torch.device("meta")
+    if torch.cuda.is_available():
+        assert ex.device(Comm(backend="nccl"), {}).type == "cuda"
+
+
 def test_consensus_check_catches_ranks_that_draw_different_batches():
     assert spawn(workers.consensus_probe, 2) == ["DPS806", "DPS806"]
 

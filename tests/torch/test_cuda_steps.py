@@ -520,3 +520,43 @@ def test_the_normaliser_in_one_kernel_is_the_division_on_cuda(dtype):
     for denom in (12.0, 0.3, 7.0, 16.0, 3e-3, 48 * 0.25):
         got = _divided(xs, denom)
         assert list(got) == list(xs) and all(torch.equal(got[k], xs[k] / denom) for k in xs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_srpp_sgd_on_cuda(dtype):
+    """SRPP-SGD's trainer and make_private on the device: the parameters stay there in their dtype, finite, and
+    a seeded run is reproducible."""
+    from test_device_dtype import SRPP
+
+    dev = torch.device("cuda")
+    finals = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        m = CNN().to(dev, dtype)
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(32, 3, 8, 8, generator=g).to(dev, dtype)
+        y = torch.randint(0, 2, (32,), generator=g).to(dev)
+        dpspec.compile(SRPP).mechanism.train(m, X, y, loss_fn=nn.functional.cross_entropy, seed=0, steps=2)
+        model, opt, loader = dt.make_private(dpspec.compile(SRPP), m, None, TensorDataset(X, y), seed=0)
+        while opt.steps_remaining:
+            for xb, yb in loader:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+        assert all(p.device.type == "cuda" and p.dtype == dtype for p in m.parameters())
+        finals.append(torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]))
+    assert torch.isfinite(finals[0]).all() and torch.allclose(finals[0], finals[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("workload", ["dpsgd", "srpp", "relational"])
+def test_distributed_examples_on_cuda_in_one_process(workload):
+    """Each family's data-parallel example with its model and data on the device, in one process (NCCL's
+    reduction needs a GPU per rank: tests/distributed runs two where there are two): finite parameters, and a
+    seeded run is reproducible."""
+    from dpspec.distributed import examples as ex
+    from dpspec.distributed.comm import Comm
+
+    runs = [ex.RUNNERS[workload](Comm(), {"steps": 4, "single": True, "device": "cuda"}) for _ in range(2)]
+    for k, v in runs[0]["params"].items():
+        assert torch.isfinite(v).all() and torch.allclose(v, runs[1]["params"][k], rtol=1e-5, atol=1e-6), k
+    assert runs[0]["batch_sizes"] == runs[1]["batch_sizes"]

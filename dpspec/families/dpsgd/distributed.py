@@ -11,15 +11,16 @@ DEFAULTS = dict(
 
 
 def run(comm, cfg: dict | None = None) -> dict:
-    """Plain DP-SGD (Poisson sampling, flat clipping) on an MLP."""
-    from dpspec.distributed.examples import _injected, _params, _warm_up, mlp, synthetic_classification
+    """Plain DP-SGD (Poisson sampling, flat clipping) on an MLP (on :func:`~dpspec.distributed.examples.device`)."""
+    from dpspec.distributed.examples import _injected, _params, _warm_up, device, mlp, synthetic_classification
     from dpspec.families.dpsgd.runtime import DpSgd
 
     _warm_up()
 
     c = {**DEFAULTS, **(cfg or {})}
-    X, y = synthetic_classification(c["n"], c["d"], c["classes"], c["seed"])
-    model = mlp(c["d"], c["hidden"], c["classes"], c["seed"])
+    dev = device(comm, c)
+    X, y = (t.to(dev) for t in synthetic_classification(c["n"], c["d"], c["classes"], c["seed"]))
+    model = mlp(c["d"], c["hidden"], c["classes"], c["seed"]).to(dev)
     mech = DpSgd(
         noise_multiplier=c["sigma"],
         clip_norm=c["clip"],

@@ -25,8 +25,9 @@ def community_graph(n: int, seed: int, c: int = 5, p_in: float = 0.08, p_out: fl
 
 
 def run(comm, cfg: dict | None = None) -> dict:
-    """Relational DP-SGD (Poisson positives, NEG-SAMPLE-WOR negatives, degree cap K) on an MLP encoder."""
-    from dpspec.distributed.examples import _injected, _params
+    """Relational DP-SGD (Poisson positives, NEG-SAMPLE-WOR negatives, degree cap K) on an MLP encoder (on
+    :func:`~dpspec.distributed.examples.device`)."""
+    from dpspec.distributed.examples import _injected, _params, device
     from dpspec.relational.capping import cap_degrees, max_degree
     from dpspec.relational.encoders import MLPEncoder
     from dpspec.relational.trainer import RelationalTrainer, TrainConfig
@@ -41,6 +42,7 @@ def run(comm, cfg: dict | None = None) -> dict:
     else:
         g = global_capped_graph(raw, c["K"], use, seed=c["seed"])
     enc = MLPEncoder(g.features, hidden=16, out=8, seed=c["seed"])
+    enc.module.to(device(comm, c))  # (the trainer moves the node tables to the module's device)
     tc = TrainConfig(
         batch_size=c["batch"],
         k_neg=c["k_neg"],

@@ -11,14 +11,16 @@ DEFAULTS = dict(n=400, d=20, hidden=32, classes=4, batch=40, steps=20, clip=1.0,
 
 
 def run(comm, cfg: dict | None = None) -> dict:
-    """SRPP-SGD (without-replacement batches, HUC calibration) on an MLP."""
-    from dpspec.distributed.examples import _injected, _params, _warm_up, mlp, synthetic_classification
+    """SRPP-SGD (without-replacement batches, HUC calibration) on an MLP (on
+    :func:`~dpspec.distributed.examples.device`)."""
+    from dpspec.distributed.examples import _injected, _params, _warm_up, device, mlp, synthetic_classification
     from dpspec.srpp import FixedPairWorlds, LrSchedule, OptimizerSpec, Sampling, SrppSgdPlan, calibrate, train_srpp_sgd
 
     c = {**DEFAULTS, **(cfg or {})}
     _warm_up()
-    X, y = synthetic_classification(c["n"], c["d"], c["classes"], c["seed"])
-    model = mlp(c["d"], c["hidden"], c["classes"], c["seed"])
+    dev = device(comm, c)
+    X, y = (t.to(dev) for t in synthetic_classification(c["n"], c["d"], c["classes"], c["seed"]))
+    model = mlp(c["d"], c["hidden"], c["classes"], c["seed"]).to(dev)
     plan = SrppSgdPlan(
         sampling=Sampling("wor", dataset_size=c["n"], batch_size=c["batch"]),
         optimizer=OptimizerSpec(LrSchedule(c["lr"], c["steps"]), momentum=0.0),
