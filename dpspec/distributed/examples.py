@@ -52,7 +52,8 @@ def _injected(comm) -> object:
 
     if comm is None or not comm.record_noise or not comm.injected:
         return None
-    return torch.stack(comm.injected) if len({t.numel() for t in comm.injected}) == 1 else list(comm.injected)
+    inj = [t.cpu() for t in comm.injected]
+    return torch.stack(inj) if len({t.numel() for t in inj}) == 1 else inj
 
 
 def _warm_up() -> None:
