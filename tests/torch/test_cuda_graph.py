@@ -9,6 +9,7 @@ capture is tested in test_cuda_steps.py (on a GPU)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ import dpspec
 import dpspec.torch as dt
 import dpspec.torch.cuda_graph as cg
 from dpspec.mechanisms.per_example import clipped_grad_sum
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _loops import train_to_the_end  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)
@@ -498,11 +502,7 @@ def test_the_padded_loss_check_waits_for_a_batch_that_tells_a_sum_from_a_mean():
             cuda_graph=cuda_graph,
             criterion=crit,
         )
-        while opt.steps_remaining:
-            for xb, yb in loader:
-                opt.zero_grad()
-                crit(model(xb), yb).backward()
-                opt.step()
+        train_to_the_end(model, opt, loader, crit)
         return model._session, opt.steps_taken
 
     assert run(False)[1] == 16  # (eager: the kind is not needed)
@@ -881,11 +881,7 @@ def test_a_padded_loss_check_of_a_criterion_averaging_over_its_content_is_the_ea
             seed=5,
             cuda_graph=cuda_graph,
         )
-        while opt.steps_remaining:
-            for xb, yb in loader:
-                opt.zero_grad()
-                loss(model(xb), yb).backward()
-                opt.step()
+        train_to_the_end(model, opt, loader, loss)
         return torch.cat([p.detach().reshape(-1) for p in m.parameters()]), model._session._verdict
 
     from dpspec.torch import private

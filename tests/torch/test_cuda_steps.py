@@ -3,6 +3,9 @@ the device, the per-layer rules agree with vmap there, and a seeded run is repro
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
@@ -11,6 +14,9 @@ from torch.utils.data import TensorDataset
 import dpspec
 import dpspec.torch as dt
 from dpspec.mechanisms.per_example import clipped_grad_sum
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _loops import train_to_the_end  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
@@ -63,11 +69,7 @@ def test_make_private_on_cuda(dtype):
             seed=0,
             max_physical_batch_size=8,
         )
-        while opt.steps_remaining:
-            for xb, yb in loader:
-                opt.zero_grad()
-                nn.functional.cross_entropy(model(xb), yb).backward()
-                opt.step()
+        train_to_the_end(model, opt, loader, nn.functional.cross_entropy)
         assert all(p.device.type == "cuda" and p.dtype == dtype for p in m.parameters())
         finals.append(torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]))
     assert torch.equal(finals[0], finals[1])  # seeded: the same batches and the same noise
@@ -476,11 +478,7 @@ def test_secure_mode_on_cuda(dtype):
     model, opt, loader = dt.make_private(
         dpspec.compile(SPEC), m, torch.optim.SGD(m.parameters(), lr=0.1), TensorDataset(X, y), secure=True
     )
-    while opt.steps_remaining:
-        for xb, yb in loader:
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
+    train_to_the_end(model, opt, loader, nn.functional.cross_entropy)
     assert all(p.device.type == "cuda" and p.dtype == dtype and torch.isfinite(p.float()).all() for p in m.parameters())
 
 
@@ -540,11 +538,7 @@ def test_srpp_sgd_on_cuda(dtype, monkeypatch):
         y = torch.randint(0, 2, (32,), generator=g).to(dev)
         dpspec.compile(SRPP).mechanism.train(m, X, y, loss_fn=nn.functional.cross_entropy, seed=0, steps=2)
         model, opt, loader = dt.make_private(dpspec.compile(SRPP), m, None, TensorDataset(X, y), seed=0)
-        while opt.steps_remaining:
-            for xb, yb in loader:
-                opt.zero_grad()
-                nn.functional.cross_entropy(model(xb), yb).backward()
-                opt.step()
+        train_to_the_end(model, opt, loader, nn.functional.cross_entropy)
         assert all(p.device.type == "cuda" and p.dtype == dtype for p in m.parameters())
         finals.append(torch.cat([p.detach().float().reshape(-1) for p in m.parameters()]))
     assert torch.isfinite(finals[0]).all() and torch.allclose(finals[0], finals[1], rtol=1e-5, atol=1e-6)

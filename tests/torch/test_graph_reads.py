@@ -29,6 +29,7 @@ from dpspec.mechanisms.per_example import clipped_grad_sum
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_checksums  # noqa: E402
 import test_cuda_graph  # noqa: E402
+from _loops import train_to_the_end  # noqa: E402
 from test_cuda_graph import CNN, Simulated, simulated  # noqa: E402,F401  (the fixture: simulated captures)
 
 pytestmark = test_cuda_graph.pytestmark
@@ -52,11 +53,7 @@ def run(
         criterion=criterion,
         cuda_graph=cuda_graph,
     )
-    while opt.steps_remaining:
-        for xb, yb in loader:
-            opt.zero_grad()
-            criterion(model(xb), yb).backward()
-            opt.step()
+    train_to_the_end(model, opt, loader, criterion)
     flat = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
     return flat, model.cuda_graph_status
 
