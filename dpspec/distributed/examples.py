@@ -18,6 +18,7 @@ __all__ = ["device", "mlp", "synthetic_classification", "DEFAULTS", "RUNNERS"]  
 
 
 def synthetic_classification(n: int, d: int, classes: int, seed: int):
+    """(X, y) on the CPU from a CPU generator: the same data whatever device a run trains on (it moves them)."""
     import torch
 
     g = torch.Generator().manual_seed(10_000 + seed)
