@@ -117,3 +117,63 @@ def test_memory_cells_name_the_pool_and_the_captures(bench):
     }
     cells = bench.memory_cells(mem, ["dpspec", "dpspec graph poisson", "opacus ghost"])
     assert cells.split(" | ")[0] == "68 / — / 144 (pool 6, 9 captures) / 72"
+
+
+@pytest.fixture(scope="module")
+def snapshot_report():
+    spec = importlib.util.spec_from_file_location("gpu_memory_snapshot", ROOT / "benchmarks" / "gpu_memory_snapshot.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _frame(path, line, name):
+    return {"filename": path, "line": line, "name": name}
+
+
+def test_the_memory_snapshot_report_on_a_made_up_snapshot(snapshot_report):
+    """benchmarks/gpu_memory_snapshot.py's report: segments per pool, the segment taken in each step by the code
+    that asked, and the live blocks by that code."""
+    ours = _frame("/x/dpspec/torch/cuda_graph.py", 700, "_record")
+    inner = _frame("/x/torch/nn/functional.py", 10, "linear")
+    snap = {
+        "segments": [
+            {"device": 0, "address": 100, "total_size": 4 * MIB, "allocated_size": 3 * MIB, "segment_pool_id": (0, 0),
+             "blocks": [{"state": "active_allocated", "size": 3 * MIB, "frames": [inner, ours]},
+                        {"state": "inactive", "size": 1 * MIB, "frames": []}]},
+            {"device": 0, "address": 200, "total_size": 8 * MIB, "allocated_size": 2 * MIB, "segment_pool_id": (1, 0),
+             "blocks": [{"state": "active_allocated", "size": 2 * MIB, "frames": [ours]}]},
+        ],
+        "device_traces": [[
+            {"action": "segment_alloc", "addr": 100, "size": 4 * MIB, "frames": [inner, ours]},  # step 0
+            {"action": "alloc", "addr": 100, "size": 3 * MIB, "frames": [inner, ours]},
+            {"action": "segment_alloc", "addr": 300, "size": 16 * MIB, "frames": [inner]},  # step 1
+            {"action": "segment_free", "addr": 300, "size": 16 * MIB, "frames": [inner]},
+            {"action": "segment_alloc", "addr": 200, "size": 8 * MIB, "frames": [ours]},  # step 2
+        ]],
+    }
+    text = snapshot_report.summarize(snap, [2, 4, 5])
+    assert "default: 4.0 / 3.0, 1" in text and "pool (1, 0): 8.0 / 2.0, 1" in text
+    assert "step   0       +4.0  default            dpspec/torch/cuda_graph.py:700 _record ← torch/nn/functional.py:10 linear" in text
+    assert "step   1      +16.0  freed by the end   torch/nn/functional.py:10 linear" in text
+    assert "step   1      −16.0" in text
+    assert "step   2       +8.0  pool (1, 0)        dpspec/torch/cuda_graph.py:700 _record" in text
+    assert "step 0: 4, step 1: 4, step 2: 12" in text
+    live = text.split("allocated at the end")[1]
+    assert "3.0  default" in live and "2.0  pool (1, 0)" in live
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_memory_snapshot_report_on_a_recorded_history(snapshot_report):
+    dev = torch.device("cuda")
+    torch.cuda.empty_cache()  # (each allocation below takes a segment of its own)
+    torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
+    try:
+        ends, held = [], []
+        for _ in range(2):
+            held.append(torch.empty(66 * MIB, dtype=torch.uint8, device=dev))
+            ends.append(len(torch.cuda.memory._snapshot()["device_traces"][0]))
+        text = snapshot_report.summarize(torch.cuda.memory._snapshot(), ends)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    assert "step   1" in text and "test_bench_memory.py" in text
