@@ -162,11 +162,6 @@ class ClippedSum:
         self._counts: tuple[int, list, float] | None = (nonfinite, list(nonfinite_index), clipped_fraction)
         self._masks: tuple[Any, Any] | None = None  # (bad, over): (B,) device masks, read on demand
         self.graphed = False  # replayed from a CUDA graph (dpspec.torch.cuda_graph)
-        # (B, *out) the gradient at the outputs of Σ_i w_i ℓ_i (each example's loss alone; w_i = 0 on the zeroed
-        # examples' rows), which the ghost and rules paths' backward passes through anyway: kept for an output of
-        # at most kernels.OUTPUT_GRADS_KEPT_MAX elements, for make_private's check of the loop's loss (which takes it
-        # and lets it go), else None
-        self.out_grads = None
 
     @classmethod
     def deferred(cls, sums, batch: int, bad, over, norms, losses, method: str, outputs=None, fallback: str = ""):
@@ -441,7 +436,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
     import torch.nn.functional as F
 
     from dpspec.torch.clipping.engine import per_example_losses
-    from dpspec.torch.clipping.kernels import clip_tensor, constant, nonfinite, output_grads_edge
+    from dpspec.torch.clipping.kernels import clip_tensor, constant, nonfinite
 
     get_edge = getattr(torch.autograd.graph, "get_gradient_edge", None)  # torch >= 2.2
     if leaves is None:
@@ -477,14 +472,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
     # values the backward of where(bad, 0, losses).sum() would feed the loss's backward, without the sum and the
     # mask's own backward
     seed = torch.where(bad, constant(0.0, losses), constant(1.0, losses))
-    # the output's gradient too, which the backward forms on its way to the layers (no operation of its own)
-    out_edge = output_grads_edge(out)
-    deltas: list = list(
-        torch.autograd.grad(
-            losses, edges if out_edge is None else [*edges, out_edge], grad_outputs=seed, allow_unused=True
-        )
-    )
-    out_grads = None if out_edge is None else deltas.pop()
+    deltas: list = list(torch.autograd.grad(losses, edges, grad_outputs=seed, allow_unused=True))
     del edges, seed
     for j, (shape, dtype) in enumerate(metas):
         if deltas[j] is None:
@@ -555,9 +543,7 @@ def _ghost_sum(model, loss_fn, xb, yb, clip, pcs, leaves=None, names=None, pad=N
         sums = {k: sums[k] for k in names}
         losses = torch.where(bad, constant(float("nan"), losses), losses.detach())
         norms = norms.detach() if norms.requires_grad else norms  # (made from detached tensors: no view op)
-        cs = ClippedSum.deferred(sums, B, bad, over, norms, losses, "ghost", out.detach())
-        cs.out_grads = out_grads
-        return cs
+        return ClippedSum.deferred(sums, B, bad, over, norms, losses, "ghost", out.detach())
 
 
 def clipped_grad_sum(

@@ -766,9 +766,6 @@ class GraphedClippedSum(Replayer):
         return _first_rows(cs, B)
 
     def _check(self, cs) -> None:
-        # the output's gradient is not copied out of a replay (the loss check of a graphed step is its own graph):
-        # the captured one would hold graph memory for nothing
-        cs.out_grads = None
         if getattr(cs, "_masks", None) is None:  # counts read on the host: cannot be replayed
             raise RuntimeError(f"the {cs.method} path reads its counts on the host")
         if cs.method in ("vmap", "loop") and cs.fallback and cs.batch > 1 and self._not_yet < _NOT_YET_LIMIT:

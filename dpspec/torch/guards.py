@@ -90,9 +90,12 @@ def close_on_finite_rows_any(a, bs, rel: float | None = None):
     over the compared rows, for some candidate b."""
     import torch
 
+    from dpspec.mechanisms.noise_device import accumulation_dtype
     from dpspec.torch.clipping.kernels import constant
 
-    rel, acc = _tolerance(a, rel)
+    if rel is None:
+        rel = max(1e-4, 4 * torch.finfo(a.dtype).eps) if a.is_floating_point() else 1e-4
+    acc = accumulation_dtype(a.dtype) if a.is_floating_point() else torch.float32
     bs = [b for b in bs if b.shape == a.shape]
     if not bs:
         return torch.zeros((), dtype=torch.bool, device=a.device)
@@ -112,35 +115,6 @@ def close_on_finite_rows_any(a, bs, rel: float | None = None):
     n = norm(torch.where(ok, rows, constant(0.0, rows)), dim=2)
     # ‖a − b‖ ≤ rel · max(‖a‖, ‖b‖) + 1e-12 ⟺ ‖a − b‖ − rel · ‖a‖ ≤ 1e-12 or ‖a − b‖ − rel · ‖b‖ ≤ 1e-12
     return (torch.sub(n[2:], n[:2], alpha=rel) <= 1e-12).any()
-
-
-def _tolerance(a, rel: float | None) -> tuple:
-    """(rel, the dtype compared in) for comparing ``a`` (:func:`close_on_finite_rows_any`)."""
-    import torch
-
-    from dpspec.mechanisms.noise_device import accumulation_dtype
-
-    if rel is None:
-        rel = max(1e-4, 4 * torch.finfo(a.dtype).eps) if a.is_floating_point() else 1e-4
-    return rel, accumulation_dtype(a.dtype) if a.is_floating_point() else torch.float32
-
-
-def close_as_a_whole(a, bs, rel: float | None = None):
-    """A 0-dim bool tensor on ``a``'s device: ‖a − b‖ ≤ rel · max(‖a‖, ‖b‖) + 1e-12 over all of ``a`` for some
-    ``b`` of ``bs`` (each of ``a``'s shape), ``rel`` as in :func:`close_on_finite_rows_any`. When every row is
-    finite this is what that function computes, in 10 kernels instead of 16 (a GPU step of a small model is bound
-    by launching them); where a value is non-finite it is False (a NaN or an infinity makes the difference's norm
-    NaN or ∞ against an ∞ bound: never a pass), so a caller that must not refuse a batch holding a non-finite
-    example confirms a False with :func:`close_on_finite_rows_any`."""
-    import torch
-
-    rel, acc = _tolerance(a, rel)
-    x = a.to(acc)
-    y = torch.stack([b.to(acc) for b in bs])  # (K, *a.shape)
-    dims = tuple(range(1, y.dim()))
-    norm = torch.linalg.vector_norm
-    nd, ny, nx = norm(x - y, dim=dims), norm(y, dim=dims), norm(x)
-    return (torch.sub(nd, torch.maximum(nx, ny), alpha=rel) <= 1e-12).any()
 
 
 def same_values(x, drawn) -> bool:

@@ -66,7 +66,6 @@ from dpspec.torch.guards import (
     PrivateCopyError,
     UnnoisedParameterError,
     check_stepped_parameters,
-    close_as_a_whole,
     close_on_finite_rows,
     close_on_finite_rows_any,
     same_values,
@@ -272,21 +271,9 @@ class _Session:
         # step dwarfs the check, the eager check at once instead)
         padded = getattr(self._verdict, "bucket", None) is not None
         eager_now = padded and G.numel() > _PADDED_CHECK_MAX
-        # after the first step, an eager step compares with what the private step itself trains: the gradient at
-        # the output of its per-example losses, which its backward formed (ClippedSum.out_grads; the mean's is
-        # 1/B of it), instead of the criterion's forward and backward again; a mismatch or a non-finite value is
-        # confirmed by the full check before anything is refused
-        P = _take_out_grads(b.clipped)
-        later = self._loss_checked_once and self.ledger.steps_taken > 0
-        confirm: functools.partial | None
-        if later and P is not None and P.shape == G.shape and self._verdict == self._loss_verdict:
-            ok = close_as_a_whole(G, [P * (1.0 / B), P])
-            confirm = functools.partial(self._loss_verdict, G, out, y)
-        else:
-            ok = (self._loss_verdict if eager_now else self._verdict)(G, out, y)
-            confirm = functools.partial(self._loss_verdict, G, out, y) if padded and not eager_now else None
-        del P
-        if later:
+        ok = (self._loss_verdict if eager_now else self._verdict)(G, out, y)
+        confirm = functools.partial(self._loss_verdict, G, out, y) if padded and not eager_now else None
+        if self._loss_checked_once and self.ledger.steps_taken > 0:
             self._verdicts.append(_DeferredVerdict(ok, self.ledger.steps_taken + 1, confirm))
             return
         # the first step (every chunk of it, with virtual batches) decides before anything is charged
@@ -379,14 +366,6 @@ class _Session:
     def record_param_grads(self, named: list | None = None) -> None:
         named = self.module.named_parameters() if named is None else named
         self._grads_set = {k: (id(p.grad), p.grad._version) for k, p in named if p.grad is not None}
-
-
-def _take_out_grads(clipped):
-    """A clipped sum's output gradient (ClippedSum.out_grads), let go of there: the check reads it once."""
-    P = getattr(clipped, "out_grads", None)
-    if P is not None:
-        clipped.out_grads = None
-    return P
 
 
 _PADDED_CHECK_MAX = 1 << 20  # output elements up to which a Poisson step's loss check is padded (and replayed)

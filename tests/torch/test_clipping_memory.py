@@ -115,7 +115,7 @@ def test_rules_peak_is_close_to_the_nonprivate_step(make, limit):
 def test_a_layer_whose_gradients_were_formed_keeps_only_those():
     model, x, y = _adapted()
     names = [k for k, p in model.named_parameters() if p.requires_grad]
-    _, _, _, parts, sq, _ = engine._grads(model, F.cross_entropy, x, y, names)
+    _, _, _, parts, sq = engine._grads(model, F.cross_entropy, x, y, names)
     formed = [p for ps in parts.values() for p in ps if isinstance(p, Outer) and p.G is not None]
     assert formed, "the adapters' per-example gradients are formed (T² > d_in·d_out)"
     assert all(p.A is None and p.D is None for p in formed)

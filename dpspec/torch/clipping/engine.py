@@ -22,17 +22,7 @@ import math
 import weakref
 
 from . import Direct, Outer, Unsupported, rule_for, total
-from .kernels import (
-    clip_tensor,
-    constant,
-    ieee_matmul,
-    nonfinite,
-    output_grads_edge,
-    positions,
-    segments,
-    weighted_sum,
-    zero_rows,
-)
+from .kernels import clip_tensor, constant, ieee_matmul, nonfinite, positions, segments, weighted_sum, zero_rows
 
 __all__ = ["plan", "clipped_sum", "verified", "supported", "undecided", "forget"]
 
@@ -347,17 +337,15 @@ def per_example_losses(loss_fn, out, yb):
 
 
 def _grads(model, loss_fn, xb, yb, names, pad=None):
-    """(out, losses, bad, {name: [parts]}, {name: (B,) squared norms}, the gradient at ``out`` or None) for the
-    batch: one forward, one backward to the trainable layers' outputs, each layer's parts and norms made during
-    that backward (the parameters formed directly have no norm yet: :func:`_direct`); the output's gradient as
-    :attr:`~dpspec.mechanisms.per_example.ClippedSum.out_grads` keeps it."""
+    """(out, losses, bad, {name: [parts]}, {name: (B,) squared norms}) for the batch: one forward, one
+    backward to the trainable layers' outputs, each layer's parts and norms made during that backward
+    (the parameters formed directly have no norm yet: :func:`_direct`)."""
     import torch
 
     from dpspec.mechanisms.noise_device import accumulation_dtype
 
     entries = plan(model)
     p0 = next(p for p in model.parameters() if p.requires_grad)
-    out_grads: list = []
     out, layers, edges = _capture(model, entries, xb, accumulation_dtype(p0.dtype), p0.device.type)
     try:
         for ly in layers:
@@ -373,13 +361,7 @@ def _grads(model, loss_fn, xb, yb, names, pad=None):
             # layers' outputs only (no parameter gradient is formed); gradient edges, not the outputs themselves:
             # holding the outputs would keep them alive through the backward
             seed = torch.where(bad, constant(0.0, losses), constant(1.0, losses))
-            # the output's gradient, formed on the way (ClippedSum.out_grads): read by a hook, no operation
-            hook = out.register_hook(out_grads.append) if output_grads_edge(out) is not None else None
-            try:
-                torch.autograd.backward(losses, grad_tensors=seed, inputs=edges)
-            finally:
-                if hook is not None:
-                    hook.remove()
+            torch.autograd.backward(losses, grad_tensors=seed, inputs=edges)
             del seed
     finally:
         # every layer holds this list, whose edges hold the graph's nodes, which hold the layers' hooks: a
@@ -400,7 +382,7 @@ def _grads(model, loss_fn, xb, yb, names, pad=None):
     missing = [k for k in names if k not in parts]
     if missing:
         raise Unsupported(f"no rule gave the gradient of {missing}")
-    return out, losses, bad, parts, sq, (out_grads[0] if out_grads else None)
+    return out, losses, bad, parts, sq
 
 
 def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result, pad=None):
@@ -411,12 +393,10 @@ def clipped_sum(model, loss_fn, xb, yb, clip, pcs, params, result, pad=None):
 
     names = list(params)
     B = int(xb.shape[0])
-    out, losses, bad, parts, sqs, out_grads = _grads(model, loss_fn, xb, yb, names, pad)
+    out, losses, bad, parts, sqs = _grads(model, loss_fn, xb, yb, names, pad)
     # norms and sums in the accumulation dtype, products in full float32 (ieee_matmul)
     with torch.autocast(out.device.type, enabled=False), ieee_matmul():
-        cs = _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result)
-    cs.out_grads = out_grads
-    return cs
+        return _clip_and_sum(out, losses, bad, parts, sqs, names, params, B, clip, pcs, result)
 
 
 def _direct(parts, sqs, names, B):
@@ -599,7 +579,7 @@ def _compare(model, loss_fn, xs, ys, params, per_example_grads, probe) -> tuple[
     dev = next(iter(params.values())).device
     try:  # in full precision: an autocast region around the step would hide a structural difference
         with torch.autocast(dev.type, enabled=False), ieee_matmul():  # and in full float32 products
-            _, losses, bad, parts, sqs, _ = _grads(model, loss_fn, xs, ys, names)
+            _, losses, bad, parts, sqs = _grads(model, loss_fn, xs, ys, names)
             # each parameter's norm from its parts one by one (the step batches the directly formed ones)
             sq = torch.stack([sqs[n] if n in sqs else total(_part_sq(p, k) for p in parts[n]) for n in names], dim=1)
             ones = torch.ones(k, dtype=acc, device=sq.device)

@@ -93,20 +93,6 @@ def zero_rows(x, bad):
     return torch.where(bad, constant(0.0, x), x).contiguous()
 
 
-OUTPUT_GRADS_KEPT_MAX = 1 << 20  # output elements up to which ClippedSum.out_grads is kept
-
-
-def output_grads_edge(out):
-    """The gradient edge of a clipped sum's output ``out`` when its gradient is worth keeping
-    (:attr:`~dpspec.mechanisms.per_example.ClippedSum.out_grads`: a small output), else None."""
-    import torch
-
-    get_edge = getattr(torch.autograd.graph, "get_gradient_edge", None)  # torch >= 2.2
-    if get_edge is None or not out.requires_grad or out.numel() > OUTPUT_GRADS_KEPT_MAX:
-        return None
-    return get_edge(out)
-
-
 def nonfinite(x):
     """``~torch.isfinite(x)`` for a floating tensor: x − x is 0 exactly when x is finite (IEEE 754: ∞ − ∞
     and NaN − anything are NaN), two kernels where isfinite and the negation launch five."""
