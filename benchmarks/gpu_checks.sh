@@ -3,6 +3,10 @@
 # full-size step benchmark (time, peak step memory, each loop's memory in a process of its own, dispatched
 # operations; against Opacus where installed), written to benchmarks/results/bench_gpu_<gpu name>.md (or to
 # $BENCH_OUT/bench_gpu_<gpu name>.md). Uses $PYTHON, else the python (or python3) on PATH.
+# Where a graphed Poisson loop's footprint is above its prediction (bench_gpu_h200.md), the allocator's history
+# over that loop says where it goes, in a call of its own (about a minute each):
+#   python benchmarks/gpu_memory_snapshot.py --model Transformer --out benchmarks/results/snapshot_transformer.txt
+#   python benchmarks/gpu_memory_snapshot.py --model BERT --out benchmarks/results/snapshot_bert.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-$(command -v python || command -v python3)}"
