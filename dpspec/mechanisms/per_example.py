@@ -43,6 +43,8 @@ __all__ = [
     "clipped_grad_sum",
     "ClippedSum",
     "combine_clipped",
+    "blocked_clipped_sum",
+    "whole_blocks",
     "GHOST_ACTIVATIONS",
 ]
 
@@ -224,20 +226,24 @@ def _nonzero_list(mask) -> list:
     return torch.nonzero(mask).flatten().tolist()
 
 
-def combine_clipped(parts: list) -> ClippedSum:
+def combine_clipped(parts: list, sums: dict | None = None) -> ClippedSum:
     """The ClippedSum of a batch from those of its consecutive chunks (virtual batches): the sums
     added in chunk order, the per-example records concatenated. Each example is clipped alone in every
     method, so chunking changes nothing but the order of the floating-point additions. Counts left on
-    the device stay there (their masks are concatenated)."""
+    the device stay there (their masks are concatenated). ``sums``: the batch's sums, added by the caller
+    (:func:`blocked_clipped_sum`); the parts' own are then not read."""
     import torch
 
     parts = [p for p in parts if p.batch] or parts[:1]
     if len(parts) == 1:
+        if sums is not None:
+            parts[0].sums = sums
         return parts[0]
-    sums = {k: v.clone() for k, v in parts[0].sums.items()}
-    for p in parts[1:]:
-        for k, v in p.sums.items():
-            sums[k] += v
+    if sums is None:
+        sums = {k: v.clone() for k, v in parts[0].sums.items()}
+        for p in parts[1:]:
+            for k, v in p.sums.items():
+                sums[k] += v
     B = sum(p.batch for p in parts)
     methods = "+".join(dict.fromkeys(p.method for p in parts))
     outs = None if any(p.outputs is None for p in parts) else torch.cat([p.outputs for p in parts])
@@ -252,6 +258,55 @@ def combine_clipped(parts: list) -> ClippedSum:
         off += p.batch
     frac = sum(p.clipped_fraction * p.batch for p in parts) / B
     return ClippedSum(sums, B, len(idx), idx, norms, losses, methods, frac, outs, parts[0].fallback)
+
+
+def whole_blocks(block_size, m=None) -> int | None:
+    """``block_size`` as a whole number of rows ≥ 1 of which ``m`` (the physical batch size, or None) is a multiple;
+    ValueError otherwise."""
+    import operator
+
+    if block_size is None:
+        return None
+    try:
+        k = operator.index(block_size)
+    except TypeError:
+        k = 0
+    if isinstance(block_size, bool) or k < 1:
+        raise ValueError(f"block_size must be a whole number of rows ≥ 1, got {block_size!r}")
+    if m is not None and int(m) % k:
+        raise ValueError(
+            f"max_physical_batch_size={m} is not a multiple of block_size={k}: the step is the blocks' sum added "
+            f"in order, and a chunk must hold whole blocks (use {max(k, int(m) - int(m) % k)})"
+        )
+    return k
+
+
+def blocked_clipped_sum(clipped_sum: Callable, x, y, block: int, start: dict | None = None) -> ClippedSum:
+    """``clipped_sum(x, y)`` of a batch computed on its consecutive blocks of ``block`` rows, each alone, their sums
+    added one after another, in block order, into a running total that continues ``start`` (the total of the
+    logical batch's earlier chunks; copied, not changed) or begins with the first block's sums. Every
+    operation on a block sees that block's rows only, and the additions come in the same order however the
+    logical batch is cut into chunks of whole blocks: the same sums, bit for bit, for every physical batch size
+    that is a multiple of ``block`` (``make_private(..., block_size=...)``), at the speed of batches of ``block``
+    rows. The blocks' records (norms, losses, outputs, masks) are concatenated."""
+    import torch
+
+    def rows(t, i):
+        return t[i : i + block] if torch.is_tensor(t) else t
+
+    total = None if start is None else {k: v.clone() for k, v in start.items()}
+    parts = []
+    for i in range(0, int(x.shape[0]), block):
+        cs = clipped_sum(rows(x, i), rows(y, i))
+        if total is None:
+            total = dict(cs.sums)  # (a step's own fresh tensors: added into in place from here on)
+        else:
+            for k, v in cs.sums.items():
+                total[k] += v
+        parts.append(cs)
+    if not parts:  # an empty batch: its (zero) sums as they are
+        return clipped_sum(x, y)
+    return combine_clipped(parts, total)
 
 
 def _ghost_layers(model):

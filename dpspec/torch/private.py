@@ -660,6 +660,7 @@ def make_private(
     max_physical_batch_size: int | None = None,
     secure: bool = False,
     cuda_graph: bool = False,
+    block_size: int | None = None,
 ):
     """(model, optimizer, loader) that train ``model`` as the compiled training's certificate says.
 
@@ -675,6 +676,9 @@ def make_private(
     too (:class:`LedgerRewindError`, docs/training.md).
     ``max_physical_batch_size``: the loader yields each certified batch in chunks of at most that many
     rows and ``optimizer.step()`` steps once per batch (:mod:`dpspec.torch.virtual`; DP-SGD only).
+    ``block_size``: the clipped sum is computed on blocks of that many rows, each alone, added in order:
+    the same step bit for bit with or without ``max_physical_batch_size`` (which must be a multiple of it),
+    at the speed of batches of ``block_size`` rows (DP-SGD only; docs/training.md, "Virtual batches").
     ``secure``: the batches and the noise from the OS CSPRNG, the noise as integer noise on a power-of-two
     grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; DP-SGD only, no seed).
     ``cuda_graph``: on CUDA, the clipped per-example sum (forward, backward, norms, clip, sums) is replayed
@@ -701,6 +705,12 @@ def make_private(
                 "would not noise (after dpspec.torch.fix(model), build the optimizer on the returned model)"
             )
     extra: dict = {"secure": True} if secure else {}  # a backend without a secure mode is never asked for one
+    if block_size is not None:
+        if not _accepts(backend_class, "block_size"):
+            raise ValueError(f"block_size is for DP-SGD trainings; `{mech.name}` is not one")
+        from dpspec.mechanisms.per_example import whole_blocks
+
+        extra["block_size"] = whole_blocks(block_size, max_physical_batch_size)
     if cuda_graph:
         if not _accepts(backend_class, "cuda_graph"):
             raise ValueError(f"cuda_graph=True is for DP-SGD trainings; `{mech.name}` is not one")

@@ -17,7 +17,10 @@ batch-of-this-step rule) at the logical batch's last chunk — the same call to
 ledger are bit-identical to the unchunked step's; a physical batch size m defines one step, the same
 bit for bit here and in ``DpSgd.train(..., max_physical_batch_size=m)``; across different m the clipped
 sum agrees up to the order of its floating-point additions (docs/training.md says why no design that
-keeps the fast clipping paths makes it bit-identical). Only DP-SGD trainings: SRPP-SGD's step is its own.
+keeps the fast clipping paths makes it bit-identical). With ``make_private(..., block_size=k)`` the step is
+the same bit for bit for every m that is a multiple of k, at the speed of batches of k rows: each chunk's
+blocks are added into the running total of the chunks before it (:class:`_ChunkBackend`). Only DP-SGD
+trainings: SRPP-SGD's step is its own.
 """
 
 from __future__ import annotations
@@ -41,22 +44,35 @@ class _ChunkBackend:
         self._b, self.logical = backend, logical
         self.parts: list = []
         self.final = False
+        # with make_private's block_size: the running total of the chunks stepped on so far, which the next
+        # chunk's blocks are added into (the same additions, in the same order, as the unchunked step's)
+        self.blocked = getattr(backend, "block_size", None) is not None
+        self.running: dict | None = None
 
     def __getattr__(self, name):
         return getattr(self._b, name)
+
+    def clipped_sum(self, x, y):
+        if self.blocked:
+            return self._b.clipped_sum(x, y, start=self.running)
+        return self._b.clipped_sum(x, y)
 
     def step(self, x, y, idx, clipped=None, named=None) -> None:
         from dpspec.mechanisms.per_example import combine_clipped
 
         if clipped is None and x.shape[0] > 0:
-            clipped = self._b.clipped_sum(x, y)
+            clipped = self.clipped_sum(x, y)
         if clipped is not None:
             self.parts.append(clipped)
+            if self.blocked:  # this chunk's sums continue the earlier chunks': the total so far, the rest let go
+                self.running = clipped.sums
+                for p in self.parts[:-1]:
+                    p.sums = {}
         if not self.final:
             self._b.model.zero_grad(set_to_none=True)  # nothing reaches the parameters before the last chunk
             return
         L = self.logical
-        total = combine_clipped(self.parts) if self.parts else None
+        total = combine_clipped(self.parts, self.running) if self.parts else None
         # the logical batch's rows are only counted (checked against the drawn indices): the clipped sum is
         # the chunks' (an empty batch has none, and its zero sum is formed on the parameters' device)
         self._b.step(L.x, L.y, L.idx, total, named=named)
@@ -73,6 +89,11 @@ class VirtualDataLoader:
         s = loader._s
         if getattr(s.backend, "clipped_sum", None) is None:
             raise ValueError("virtual batches need a DP-SGD training (the SRPP-SGD step computes its own)")
+        k = getattr(s.backend, "block_size", None)
+        if k is not None:
+            from dpspec.mechanisms.per_example import whole_blocks
+
+            whole_blocks(k, m)  # (ValueError: m not a multiple of k)
         self._loader, self._s, self.max_physical_batch_size = loader, s, m
         self.dataset = loader.dataset
         self.sample_rate = loader.sample_rate

@@ -556,3 +556,33 @@ def test_distributed_examples_on_cuda_in_one_process(workload):
     for k, v in runs[0]["params"].items():
         assert torch.isfinite(v).all() and torch.allclose(v, runs[1]["params"][k], rtol=1e-5, atol=1e-6), k
     assert runs[0]["batch_sizes"] == runs[1]["batch_sizes"]
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True], ids=["eager", "graph"])
+def test_block_steps_are_the_same_bits_for_every_physical_batch_size_on_cuda(cuda_graph, monkeypatch):
+    """make_private(..., block_size=8) on the device, with deterministic kernels: unchunked and in chunks of 8 and
+    16 rows, the same parameters bit for bit (eagerly, and with each block's sum replayed from a CUDA graph)."""
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    dev = torch.device("cuda")
+    finals = []
+    for m in (None, 8, 16):
+        torch.manual_seed(0)
+        net = CNN().to(dev)
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(64, 3, 8, 8, generator=g).to(dev)
+        y = torch.randint(0, 3, (64,), generator=g).to(dev)
+        spec = SPEC.replace("steps     3", "steps     6")
+        model, opt, loader = dt.make_private(
+            dpspec.compile(spec),
+            net,
+            torch.optim.SGD(net.parameters(), lr=0.1),
+            TensorDataset(X, y),
+            seed=0,
+            block_size=8,
+            max_physical_batch_size=m,
+            cuda_graph=cuda_graph,
+        )
+        train_to_the_end(model, opt, loader, nn.functional.cross_entropy)
+        finals.append(torch.cat([p.detach().reshape(-1) for p in net.parameters()]))
+    assert all(torch.equal(f, finals[0]) for f in finals[1:])

@@ -23,6 +23,7 @@ torch is imported lazily: compiling a spec never imports it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -420,6 +421,7 @@ class DpSgd(LedgerOwner):
         max_physical_batch_size: int | None = None,
         secure: bool = False,
         cuda_graph: bool = False,
+        block_size: int | None = None,
     ) -> TrainingReport:
         """Train ``model`` in place on tensors (X, y) for the remaining certified steps (or ``steps`` of
         them; more than the ledger has left raises :class:`BudgetExceededError` before any step).
@@ -434,13 +436,18 @@ class DpSgd(LedgerOwner):
         power-of-two grid added exactly (:mod:`dpspec.mechanisms.secure_noise_training`; no seed, one process).
         ``cuda_graph``: on CUDA, each batch's (or chunk's) clipped per-example sum is replayed as a CUDA graph once
         its shape has been seen twice, as ``make_private(..., cuda_graph=True)`` does (:mod:`dpspec.torch.cuda_graph`;
-        Poisson batches padded to a few sizes); the report's ``cuda_graph`` says what happened."""
+        Poisson batches padded to a few sizes); the report's ``cuda_graph`` says what happened.
+        ``block_size``: each batch's clipped sum computed on blocks of that many rows, each alone, added in order
+        (:func:`~dpspec.mechanisms.per_example.blocked_clipped_sum`): the same bits as ``make_private(...,
+        block_size=...)`` for every ``max_physical_batch_size`` that is a multiple of it."""
         import torch
 
         from dpspec.mechanisms.noise_device import device_generator, parameter_device
+        from dpspec.mechanisms.per_example import blocked_clipped_sum, whole_blocks
 
         if loss_fn is None:
             loss_fn = torch.nn.functional.cross_entropy
+        block = whole_blocks(block_size, max_physical_batch_size)
         n = len(X)
         if secure:
             rng, gen = _secure_sources(self.name, seed, comm)
@@ -468,7 +475,10 @@ class DpSgd(LedgerOwner):
                     xb, yb = X[local], y[local]
                 else:
                     xb, yb = X[idx], y[idx]
-                if graphed is not None and len(xb) > 0:
+                if block is not None and len(xb) > 0:  # (chunks of whole blocks: the blocks decide the sum)
+                    whole = graphed if graphed is not None else functools.partial(self._clipped_sum, model, loss_fn)
+                    cs = blocked_clipped_sum(whole, xb, yb, block)
+                elif graphed is not None and len(xb) > 0:
                     cs = _chunked(graphed, max_physical_batch_size, xb, yb)
                 elif max_physical_batch_size is None:
                     cs = None

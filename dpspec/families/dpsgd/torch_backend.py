@@ -20,12 +20,26 @@ _FOLD = 64  # steps whose non-finite masks are added to the count at once
 class DpSgdBackend:
     """``optimizer.step()`` is ``DpSgd.private_gradients`` then the user's optimizer on the noisy gradient."""
 
-    def __init__(self, mech, model, optimizer, criterion, n: int, seed, secure: bool = False, cuda_graph: bool = False):
+    def __init__(
+        self,
+        mech,
+        model,
+        optimizer,
+        criterion,
+        n: int,
+        seed,
+        secure: bool = False,
+        cuda_graph: bool = False,
+        block_size: int | None = None,
+    ):
         if optimizer is None:
             raise ValueError("give the optimizer (e.g. torch.optim.SGD(model.parameters(), lr=...))")
         self.mech, self.model, self.inner, self.criterion, self.n = mech, model, optimizer, criterion, n
         self.ledger = mech.ledger
         self.secure = bool(secure)
+        # the clipped sum computed on blocks of this many rows, each alone, added in order (make_private's
+        # block_size: the same bits for every physical batch size that is a multiple of it); None: the batch at once
+        self.block_size = block_size
         # examples whose gradient was non-finite and zeroed (private; never publish): a device tensor while
         # unread, so that a step makes no host read for it; the masks of the last steps' zeroed examples
         # (ClippedSum's, on the device) are added to it a few dozen steps at a time (two operations per
@@ -77,9 +91,18 @@ class DpSgdBackend:
     def draw(self) -> np.ndarray:
         return next(self.mech.batches(self.n, self.rng, 1))
 
-    def clipped_sum(self, x, y):
+    def clipped_sum(self, x, y, start: dict | None = None):
         """This batch's clipped per-example gradient sum (nothing charged, no noise), with the outputs of
-        the per-example forward: the model's forward returns them, so the loop's forward is not repeated."""
+        the per-example forward: the model's forward returns them, so the loop's forward is not repeated.
+        With ``block_size``, on blocks of that many rows added into a running total that continues ``start``
+        (the sums of the logical batch's earlier chunks: :func:`~dpspec.mechanisms.per_example.blocked_clipped_sum`)."""
+        if self.block_size is not None:
+            from dpspec.mechanisms.per_example import blocked_clipped_sum
+
+            return blocked_clipped_sum(self._whole_clipped_sum, x, y, self.block_size, start)
+        return self._whole_clipped_sum(x, y)
+
+    def _whole_clipped_sum(self, x, y):
         if self.graphed is not None:
             return self.graphed(x, y)
         return self._eager_clipped_sum(x, y)
@@ -96,6 +119,8 @@ class DpSgdBackend:
 
         # the batch's ClippedSum, computed in the forward, keeps its zeroed examples' mask on the device: kept
         # here, not counted at every step; otherwise the step's report counts them
+        if clipped is None and self.block_size is not None and x.shape[0] > 0:  # (the blocks' sum, not the batch's)
+            clipped = self.clipped_sum(x, y)
         mask = None if clipped is None else clipped.nonfinite_mask
         report = None if mask is not None else TrainingReport(steps=1, noise_std=self.mech.noise_std)
         grads = self.mech.private_gradients(
