@@ -273,6 +273,8 @@ def whole_blocks(block_size, m=None) -> int | None:
         k = 0
     if isinstance(block_size, bool) or k < 1:
         raise ValueError(f"block_size must be a whole number of rows ≥ 1, got {block_size!r}")
+    if m is not None and int(m) < 1:
+        raise ValueError(f"max_physical_batch_size must be ≥ 1, got {m!r}")
     if m is not None and int(m) % k:
         raise ValueError(
             f"max_physical_batch_size={m} is not a multiple of block_size={k}: the step is the blocks' sum added "
@@ -303,6 +305,7 @@ def blocked_clipped_sum(clipped_sum: Callable, x, y, block: int, start: dict | N
         else:
             for k, v in cs.sums.items():
                 total[k] += v
+        cs.sums = {}  # added: a parameter-sized copy per block let go now, not at the batch's end
         parts.append(cs)
     if not parts:  # an empty batch: its (zero) sums as they are
         return clipped_sum(x, y)

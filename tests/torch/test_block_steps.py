@@ -130,19 +130,39 @@ def test_the_running_total_is_what_makes_the_chunks_agree(monkeypatch):
     from dpspec.torch import virtual
 
     whole = run("cnn_groupnorm", dtype=torch.float32, block=4)[0]
-    real = virtual._ChunkBackend.clipped_sum
+    real = virtual._ChunkBackend.__init__
 
-    def restarted(self, x, y):  # every chunk's blocks from a total of its own
-        running, self.running = self.running, None
-        try:
-            return real(self, x, y)
-        finally:
-            self.running = running
+    def apart(self, backend, logical):  # each chunk's blocks added from zero, the chunks' sums added after
+        real(self, backend, logical)
+        self.blocked = False
 
-    monkeypatch.setattr(virtual._ChunkBackend, "clipped_sum", restarted)
-    monkeypatch.setattr(virtual._ChunkBackend, "blocked", False, raising=False)
-    chunked = [run("cnn_groupnorm", dtype=torch.float32, block=4, m=m)[0] for m in (4, 8, 12)]
-    assert any(not torch.equal(c, whole) for c in chunked)
+    monkeypatch.setattr(virtual._ChunkBackend, "__init__", apart)
+    chunked = {m: run("cnn_groupnorm", dtype=torch.float32, block=4, m=m)[0] for m in (4, 8, 12)}
+    assert torch.equal(chunked[4], whole)  # (chunks of one block: the same additions either way)
+    assert not torch.equal(chunked[8], whole) or not torch.equal(chunked[12], whole)
+    # every chunk reached the step: the difference is rounding, not a chunk left out
+    assert all(float((c - whole).abs().max()) < 1e-5 for c in chunked.values())
+
+
+def test_a_block_s_sums_are_let_go_once_added():
+    """Only the running total is parameter-sized: each block's sums are dropped once added (not kept to the
+    batch's end: B/k copies of the parameters)."""
+    from dpspec.mechanisms.per_example import blocked_clipped_sum, clipped_grad_sum
+
+    net = build("mlp")
+    x, y = dataset("mlp", 40).tensors
+    seen = []
+
+    def one(xb, yb):
+        assert all(cs.sums == {} for cs in seen), "an earlier block's sums still held"
+        cs = clipped_grad_sum(net, nn.functional.cross_entropy, xb, yb, clip=1.0)
+        seen.append(cs)
+        return cs
+
+    total = blocked_clipped_sum(one, x, y, 4)
+    assert len(seen) == 10 and total.batch == 40
+    ref = clipped_grad_sum(net, nn.functional.cross_entropy, x, y, clip=1.0)
+    assert all(torch.allclose(total.sums[k], ref.sums[k], atol=1e-5) for k in ref.sums)
 
 
 def test_the_settings_that_are_refused():
@@ -183,5 +203,8 @@ def test_dpsgd_train_with_blocks_is_make_privates_step_bit_for_bit(m):
     mech.train(a, x, y, seed=1, block_size=4, max_physical_batch_size=m)
     b, _, _ = run("cnn_groupnorm", block=4)
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in a.parameters()]), b)
-    with pytest.raises(ValueError, match="not a multiple of block_size=4"):
-        dpspec.compile(SPEC.format(sampling=POISSON)).mechanism.train(a, x, y, block_size=4, max_physical_batch_size=6)
+    for bad_m, why in ((6, "not a multiple of block_size=4"), (0, "must be ≥ 1"), (-4, "must be ≥ 1")):
+        with pytest.raises(ValueError, match=why):
+            dpspec.compile(SPEC.format(sampling=POISSON)).mechanism.train(
+                a, x, y, block_size=4, max_physical_batch_size=bad_m
+            )
