@@ -14,12 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")
+def _script(name):
+    """benchmarks/<name>.py as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _script("bench_gpu")
 
 
 DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
@@ -121,10 +126,7 @@ def test_memory_cells_name_the_pool_and_the_captures(bench):
 
 @pytest.fixture(scope="module")
 def snapshot_report():
-    spec = importlib.util.spec_from_file_location("gpu_memory_snapshot", ROOT / "benchmarks" / "gpu_memory_snapshot.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _script("gpu_memory_snapshot")
 
 
 def _frame(path, line, name):

@@ -18,6 +18,7 @@ import dpspec
 import dpspec.torch as dt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_host_syncs import MODELS as PATHS  # noqa: E402
 from test_make_private import SRPP, build, dataset  # noqa: E402
 
 torch.set_num_threads(1)
@@ -39,22 +40,10 @@ train model {{
 POISSON, FIXED = "poisson(rate = 0.5)", "without_replacement(batch_size = 20)"
 
 
-class Scaled(nn.Module):
-    """A bare parameter outside every rule: the vmap path."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(6, 3)
-        self.s = nn.Parameter(torch.ones(3))
-
-    def forward(self, x):
-        return self.a(x) * self.s
-
-
 def run(kind, dtype=torch.float64, sampling=POISSON, block=None, m=None, context=False, nan=False):
     """The parameters after the 4 certified steps, and the clipping methods the steps used."""
     torch.manual_seed(0)
-    net = Scaled() if kind == "vmap" else build(kind)
+    net = PATHS["vmap"]() if kind == "vmap" else build(kind)
     net = net.to(dtype)
     x, y = dataset("mlp" if kind == "vmap" else kind, 40).tensors
     if x.is_floating_point():
