@@ -45,6 +45,7 @@ __all__ = [
     "combine_clipped",
     "blocked_clipped_sum",
     "whole_blocks",
+    "whole_rows",
     "GHOST_ACTIVATIONS",
 ]
 
@@ -260,25 +261,31 @@ def combine_clipped(parts: list, sums: dict | None = None) -> ClippedSum:
     return ClippedSum(sums, B, len(idx), idx, norms, losses, methods, frac, outs, parts[0].fallback)
 
 
+def whole_rows(value, name: str = "max_physical_batch_size") -> int:
+    """``value`` as a whole number of rows ≥ 1 (any integer type; not a bool, a float or a string): ValueError
+    naming ``name`` otherwise."""
+    import operator
+
+    try:
+        rows = operator.index(value)
+    except TypeError:
+        rows = 0
+    if isinstance(value, bool) or rows < 1:
+        raise ValueError(f"{name} must be a whole number of rows ≥ 1, got {value!r}")
+    return rows
+
+
 def whole_blocks(block_size, m=None) -> int | None:
     """``block_size`` as a whole number of rows ≥ 1 of which ``m`` (the physical batch size, or None) is a multiple;
     ValueError otherwise."""
-    import operator
-
     if block_size is None:
         return None
-    try:
-        k = operator.index(block_size)
-    except TypeError:
-        k = 0
-    if isinstance(block_size, bool) or k < 1:
-        raise ValueError(f"block_size must be a whole number of rows ≥ 1, got {block_size!r}")
-    if m is not None and int(m) < 1:
-        raise ValueError(f"max_physical_batch_size must be ≥ 1, got {m!r}")
-    if m is not None and int(m) % k:
+    k = whole_rows(block_size, "block_size")
+    if m is not None and whole_rows(m) % k:
+        m = whole_rows(m)
         raise ValueError(
             f"max_physical_batch_size={m} is not a multiple of block_size={k}: the step is the blocks' sum added "
-            f"in order, and a chunk must hold whole blocks (use {max(k, int(m) - int(m) % k)})"
+            f"in order, and a chunk must hold whole blocks (use {max(k, m - m % k)})"
         )
     return k
 

@@ -83,9 +83,9 @@ class VirtualDataLoader:
     rows; ``optimizer.step()`` steps once per logical batch (see the module docstring)."""
 
     def __init__(self, loader, max_physical_batch_size: int):
-        m = int(max_physical_batch_size)
-        if m < 1:
-            raise ValueError(f"max_physical_batch_size must be ≥ 1, got {max_physical_batch_size!r}")
+        from dpspec.mechanisms.per_example import whole_rows
+
+        m = whole_rows(max_physical_batch_size)
         s = loader._s
         if getattr(s.backend, "clipped_sum", None) is None:
             raise ValueError("virtual batches need a DP-SGD training (the SRPP-SGD step computes its own)")

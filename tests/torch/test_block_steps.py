@@ -171,6 +171,12 @@ def test_the_settings_that_are_refused():
     for bad in (0, -2, True, 2.5, "4"):
         with pytest.raises(ValueError, match="block_size must be a whole number"):
             make(block_size=bad)
+        with pytest.raises(ValueError, match="max_physical_batch_size must be a whole number of rows ≥ 1"):
+            make(max_physical_batch_size=bad)
+    _, opt, loader = make()
+    with pytest.raises(ValueError, match="max_physical_batch_size must be a whole number"):
+        with dt.virtual_batches(loader, opt, None):
+            pass
     import numpy as np
 
     make(block_size=np.int64(4))  # an integer of any kind
@@ -192,7 +198,7 @@ def test_dpsgd_train_with_blocks_is_make_privates_step_bit_for_bit(m):
     mech.train(a, x, y, seed=1, block_size=4, max_physical_batch_size=m)
     b, _, _ = run("cnn_groupnorm", block=4)
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in a.parameters()]), b)
-    for bad_m, why in ((6, "not a multiple of block_size=4"), (0, "must be ≥ 1"), (-4, "must be ≥ 1")):
+    for bad_m, why in ((6, "not a multiple of block_size=4"), (0, "whole number of rows ≥ 1"), (-4, "rows ≥ 1")):
         with pytest.raises(ValueError, match=why):
             dpspec.compile(SPEC.format(sampling=POISSON)).mechanism.train(
                 a, x, y, block_size=4, max_physical_batch_size=bad_m

@@ -443,10 +443,12 @@ class DpSgd(LedgerOwner):
         import torch
 
         from dpspec.mechanisms.noise_device import device_generator, parameter_device
-        from dpspec.mechanisms.per_example import blocked_clipped_sum, whole_blocks
+        from dpspec.mechanisms.per_example import blocked_clipped_sum, whole_blocks, whole_rows
 
         if loss_fn is None:
             loss_fn = torch.nn.functional.cross_entropy
+        if max_physical_batch_size is not None:  # (refused before anything is drawn or charged)
+            max_physical_batch_size = whole_rows(max_physical_batch_size)
         block = whole_blocks(block_size, max_physical_batch_size)
         n = len(X)
         if secure:
@@ -522,10 +524,10 @@ def graph_bucket(mech):
 def _chunked(clipped_sum: Callable, m: int | None, *tensors):
     """``clipped_sum(*tensors)`` of the batch, or of its chunks of at most ``m`` rows (each tensor, None left as it
     is, cut the same way), added: a virtual batch, the same clipped sum, noised once by the caller."""
-    from dpspec.mechanisms.per_example import combine_clipped
+    from dpspec.mechanisms.per_example import combine_clipped, whole_rows
 
-    if m is not None and int(m) < 1:
-        raise ValueError(f"max_physical_batch_size must be ≥ 1, got {m!r}")
+    if m is not None:
+        m = whole_rows(m)
     B = int(tensors[0].shape[0])
     if m is None or B <= int(m):
         return clipped_sum(*tensors)
