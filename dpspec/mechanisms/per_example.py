@@ -281,8 +281,7 @@ def whole_blocks(block_size, m=None) -> int | None:
     if block_size is None:
         return None
     k = whole_rows(block_size, "block_size")
-    if m is not None and whole_rows(m) % k:
-        m = whole_rows(m)
+    if m is not None and (m := whole_rows(m)) % k:
         raise ValueError(
             f"max_physical_batch_size={m} is not a multiple of block_size={k}: the step is the blocks' sum added "
             f"in order, and a chunk must hold whole blocks (use {max(k, m - m % k)})"

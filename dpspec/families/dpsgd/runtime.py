@@ -526,12 +526,9 @@ def _chunked(clipped_sum: Callable, m: int | None, *tensors):
     is, cut the same way), added: a virtual batch, the same clipped sum, noised once by the caller."""
     from dpspec.mechanisms.per_example import combine_clipped, whole_rows
 
-    if m is not None:
-        m = whole_rows(m)
     B = int(tensors[0].shape[0])
-    if m is None or B <= int(m):
+    if m is None or B <= (m := whole_rows(m)):
         return clipped_sum(*tensors)
-    m = int(m)
     return combine_clipped(
         [clipped_sum(*(None if t is None else t[i : i + m] for t in tensors)) for i in range(0, B, m)]
     )
