@@ -203,3 +203,33 @@ def test_dpsgd_train_with_blocks_is_make_privates_step_bit_for_bit(m):
             dpspec.compile(SPEC.format(sampling=POISSON)).mechanism.train(
                 a, x, y, block_size=4, max_physical_batch_size=bad_m
             )
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn_groupnorm"])
+def test_neighbouring_batches_move_the_blocked_sum_by_at_most_the_clip(kind):
+    """What a distinguishing test on two neighbouring batches sees of a blocked step: removing one example (which
+    shifts every later example into another block) or replacing it by an extreme one moves the clipped sum by at
+    most C (removal) and 2C (replacement), as in the unblocked step."""
+    from dpspec.mechanisms.per_example import blocked_clipped_sum, clipped_grad_sum
+
+    torch.manual_seed(0)
+    net = build(kind).double()
+    x, y = dataset(kind, 13).tensors
+    x = x.double()
+    C = 0.5
+
+    def blocked(xb, yb):
+        return blocked_clipped_sum(
+            lambda a, b: clipped_grad_sum(net, nn.functional.cross_entropy, a, b, clip=C), xb, yb, 4
+        ).sums
+
+    def dist(s, t):
+        return float(torch.sqrt(sum(((s[k] - t[k]) ** 2).sum() for k in s)))
+
+    full = blocked(x, y)
+    for i in (0, 5, 12):
+        keep = torch.arange(13) != i
+        assert dist(full, blocked(x[keep], y[keep])) <= C * (1 + 1e-9)
+        x2 = x.clone()
+        x2[i] = 1e6  # an extreme example in place of example i
+        assert dist(full, blocked(x2, y)) <= 2 * C * (1 + 1e-9)
